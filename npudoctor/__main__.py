@@ -1,0 +1,3 @@
+from npudoctor.cli import main
+
+main()

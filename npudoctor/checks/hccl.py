@@ -1,0 +1,3 @@
+"""Checks of the hccl stage."""
+
+from __future__ import annotations

@@ -1,0 +1,3 @@
+"""Checks of the libraries stage."""
+
+from __future__ import annotations

@@ -1,0 +1,3 @@
+"""Checks of the pci stage."""
+
+from __future__ import annotations

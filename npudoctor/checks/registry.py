@@ -1,0 +1,195 @@
+"""Stable check IDs, stage order, and the machinery that turns a check's outcomes into findings.
+
+A check is a function ``(ctx) -> Iterable[Outcome]`` registered with :func:`check`. Its docstring is its
+user documentation (``npudoctor explain ID`` prints it): say why it matters and how to fix it. Checks never
+touch the system: they read facts through ``ctx.facts(NAME)``, which probes gather through the runner.
+"""
+
+from __future__ import annotations
+
+import inspect
+import traceback
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence
+
+from npudoctor.model.finding import Finding, Status
+from npudoctor.model.profile import NodeProfile
+
+# Stages run in this order; a check belongs to exactly one.
+STAGES: Sequence[str] = ("pcie", "npu-smi", "versions", "libraries", "hccl", "logs", "workload")
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a check says about one subject; the registry adds the check's id, title and stage."""
+
+    status: Status
+    subject: str = ""
+    detail: str = ""
+    evidence: Mapping[str, Any] = field(default_factory=dict)
+    fix: str = ""
+
+
+def passed(subject: str = "", detail: str = "", evidence: Optional[Mapping[str, Any]] = None) -> Outcome:
+    return Outcome(Status.PASS, subject, detail, evidence or {})
+
+
+def warn(subject: str = "", detail: str = "", evidence: Optional[Mapping[str, Any]] = None, fix: str = "") -> Outcome:
+    return Outcome(Status.WARN, subject, detail, evidence or {}, fix)
+
+
+def fail(subject: str = "", detail: str = "", evidence: Optional[Mapping[str, Any]] = None, fix: str = "") -> Outcome:
+    return Outcome(Status.FAIL, subject, detail, evidence or {}, fix)
+
+
+def skip(detail: str, subject: str = "", evidence: Optional[Mapping[str, Any]] = None, fix: str = "") -> Outcome:
+    """The check could not apply; ``detail`` says why. Never reads as passed."""
+    return Outcome(Status.SKIP, subject, detail, evidence or {}, fix)
+
+
+def error(detail: str, subject: str = "", evidence: Optional[Mapping[str, Any]] = None) -> Outcome:
+    """The check could not reach a verdict because something broke (a timeout, an unreadable file)."""
+    return Outcome(Status.ERROR, subject, detail, evidence or {})
+
+
+CheckFunc = Callable[["CheckContext"], Iterable[Outcome]]
+
+
+@dataclass(frozen=True)
+class CheckSpec:
+    id: str
+    stage: str
+    title: str
+    func: CheckFunc
+    level: int = 1
+    # Check IDs whose failure makes this check meaningless: then it reports SKIP "blocked by ...".
+    requires: Sequence[str] = ()
+
+    @property
+    def doc(self) -> str:
+        return inspect.cleandoc(self.func.__doc__ or "")
+
+    @property
+    def summary(self) -> str:
+        return self.doc.split("\n\n", 1)[0].replace("\n", " ")
+
+
+REGISTRY: Dict[str, CheckSpec] = {}
+
+
+def check(
+    id: str, stage: str, title: str, level: int = 1, requires: Sequence[str] = ()
+) -> Callable[[CheckFunc], CheckFunc]:
+    """Register a check under a stable ``id`` (e.g. ``PCI001``). IDs are never reused or renumbered."""
+    if stage not in STAGES:
+        raise ValueError(f"unknown stage {stage!r}")
+
+    def register(func: CheckFunc) -> CheckFunc:
+        if id in REGISTRY:
+            raise ValueError(f"check id {id} registered twice")
+        if not func.__doc__:
+            raise ValueError(f"check {id} needs a docstring: it is the check's user documentation")
+        REGISTRY[id] = CheckSpec(id, stage, title, func, level, tuple(requires))
+        return func
+
+    return register
+
+
+def ordered_specs() -> List[CheckSpec]:
+    """All registered checks in stage order, then by id."""
+    import npudoctor.checks  # noqa: F401  (importing the package registers every stage's checks)
+
+    return sorted(REGISTRY.values(), key=lambda spec: (STAGES.index(spec.stage), spec.id))
+
+
+class CheckContext:
+    """What a check may read: facts (gathered lazily, once), the node profile, earlier findings."""
+
+    def __init__(self, runner: Any, profile: NodeProfile, options: Optional[Mapping[str, Any]] = None) -> None:
+        from npudoctor.probes import gather
+
+        self.runner = runner
+        self.profile = profile
+        self.options: Mapping[str, Any] = options or {}
+        self._gather = gather
+        self._facts: Dict[str, Any] = {}
+        self._fact_errors: Dict[str, str] = {}
+        self.findings: List[Finding] = []
+
+    def facts(self, name: str) -> Any:
+        """The facts named ``name`` (see ``npudoctor.probes.FACTS``); gathered on first use and cached.
+
+        Raises :class:`FactsUnavailable` when the probe itself broke; the registry turns that into ERROR.
+        """
+        if name in self._fact_errors:
+            raise FactsUnavailable(name, self._fact_errors[name])
+        if name not in self._facts:
+            try:
+                self._facts[name] = self._gather(name, self)
+            except FactsUnavailable:
+                raise
+            except Exception as exc:
+                self._fact_errors[name] = f"{exc.__class__.__name__}: {exc}"
+                raise FactsUnavailable(name, self._fact_errors[name]) from exc
+        return self._facts[name]
+
+    def statuses(self, check_id: str) -> List[Status]:
+        return [f.status for f in self.findings if f.id == check_id]
+
+
+class FactsUnavailable(Exception):
+    def __init__(self, name: str, reason: str) -> None:
+        super().__init__(f"could not gather {name} facts: {reason}")
+        self.name = name
+        self.reason = reason
+
+
+def _blocked_by(spec: CheckSpec, ctx: CheckContext) -> Optional[str]:
+    for required in spec.requires:
+        statuses = ctx.statuses(required)
+        if not statuses or any(s in (Status.FAIL, Status.ERROR, Status.SKIP) for s in statuses):
+            return required
+    return None
+
+
+def run_check(spec: CheckSpec, ctx: CheckContext) -> List[Finding]:
+    """Run one check; a broken check becomes an ERROR finding, never a crash of the whole report."""
+
+    def finding(outcome: Outcome) -> Finding:
+        return Finding(
+            id=spec.id, status=outcome.status, title=spec.title, subject=outcome.subject, detail=outcome.detail,
+            evidence=dict(outcome.evidence), fix=outcome.fix, stage=spec.stage,
+        )
+
+    blocker = _blocked_by(spec, ctx)
+    if blocker is not None:
+        return [finding(skip(f"blocked by {blocker}"))]
+    try:
+        outcomes = list(spec.func(ctx))
+    except FactsUnavailable as exc:
+        outcomes = [error(str(exc))]
+    except Exception as exc:  # a bug in a check must not hide the other checks
+        where = traceback.extract_tb(exc.__traceback__)[-1]
+        outcomes = [error(f"check crashed: {exc.__class__.__name__}: {exc} ({where.filename}:{where.lineno})")]
+    if not outcomes:
+        outcomes = [error("check returned no outcome")]
+    return [finding(o) for o in outcomes]
+
+
+def select(specs: Iterable[CheckSpec], only: Sequence[str] = (), skip_ids: Sequence[str] = (),
+           level: int = 1) -> List[CheckSpec]:
+    """Filter by ``--only``/``--skip`` (ids, id prefixes such as ``PCI``, or stage names) and ``--level``."""
+
+    def matches(spec: CheckSpec, patterns: Sequence[str]) -> bool:
+        return any(spec.id == p.upper() or spec.id.startswith(p.upper()) or spec.stage == p.lower() for p in patterns)
+
+    chosen = []
+    for spec in specs:
+        if spec.level > level:
+            continue
+        if only and not matches(spec, only):
+            continue
+        if skip_ids and matches(spec, skip_ids):
+            continue
+        chosen.append(spec)
+    return chosen

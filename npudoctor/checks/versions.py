@@ -1,0 +1,3 @@
+"""Checks of the versions stage."""
+
+from __future__ import annotations

@@ -1,0 +1,46 @@
+"""Probes: the only code that touches the system, always through a :class:`~npudoctor.probes.runner.Runner`.
+
+Each area module registers fact providers with :func:`provides`. A provider asks the runner for raw text
+(commands, files, listings) and hands it to a pure parser; it returns frozen facts. Its docstring names the
+shell commands it is equivalent to.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any, Callable, Dict
+
+# Area modules that register providers; imported on first use so that start-up stays fast.
+AREAS = ("npudoctor.probes.pci", "npudoctor.probes.npu_smi", "npudoctor.probes.versions",
+         "npudoctor.probes.libraries", "npudoctor.probes.hccl")
+
+FACTS: Dict[str, Callable[[Any], Any]] = {}
+_loaded = False
+
+
+def provides(name: str) -> Callable[[Callable[[Any], Any]], Callable[[Any], Any]]:
+    def register(func: Callable[[Any], Any]) -> Callable[[Any], Any]:
+        if name in FACTS:
+            raise ValueError(f"facts {name!r} provided twice")
+        FACTS[name] = func
+        return func
+
+    return register
+
+
+def _load_areas() -> None:
+    global _loaded
+    if not _loaded:
+        for module in AREAS:
+            importlib.import_module(module)
+        _loaded = True
+
+
+def gather(name: str, ctx: Any) -> Any:
+    """Gather the facts ``name`` for a check context (``ctx.runner``, ``ctx.profile``, ``ctx.options``)."""
+    _load_areas()
+    try:
+        provider = FACTS[name]
+    except KeyError:
+        raise KeyError(f"no probe provides facts {name!r}") from None
+    return provider(ctx)

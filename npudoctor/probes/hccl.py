@@ -1,0 +1,3 @@
+"""Probes of the hccl stage."""
+
+from __future__ import annotations

@@ -1,0 +1,3 @@
+"""Probes of the libraries stage."""
+
+from __future__ import annotations

@@ -1,0 +1,3 @@
+"""Probes of the npu-smi stage."""
+
+from __future__ import annotations

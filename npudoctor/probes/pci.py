@@ -1,0 +1,3 @@
+"""Probes of the pci stage."""
+
+from __future__ import annotations

@@ -1,0 +1,253 @@
+"""The only code that touches the system: run commands, read files, list folders, stat paths.
+
+Three runners answer the same requests:
+
+* :class:`LiveRunner` asks this machine; file paths are read under ``root`` (``--root DIR``), commands come
+  from PATH as usual, every command has a timeout and runs with ``LANG=C``.
+* :class:`RecordingRunner` wraps another runner and keeps every answer for a bundle (``npudoctor collect``).
+* :class:`ReplayRunner` answers from a recorded bundle (``npudoctor check --from node.tar.gz``).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import subprocess
+import time
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
+
+from npudoctor.probes.sources import Command, CommandResult, DirListing, FileContent, PathInfo
+
+# Files larger than this are cut: probes read small text files (sysfs, version.info, JSON configs).
+MAX_FILE_BYTES = 4 * 1024 * 1024
+# What a command may print before it is cut.
+MAX_OUTPUT_BYTES = 8 * 1024 * 1024
+
+
+def decode_text(data: bytes) -> str:
+    """Bytes to text without ever failing: UTF-8, then GB18030 (Chinese CANN messages), then replacement."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        pass
+    try:
+        return data.decode("gb18030")
+    except UnicodeDecodeError:
+        return data.decode("utf-8", errors="replace")
+
+
+class Runner:
+    """What probes may ask. Subclasses answer live, from a bundle, or record."""
+
+    description = "runner"
+
+    def run(self, command: Command) -> CommandResult:
+        raise NotImplementedError
+
+    def read_text(self, path: str, max_bytes: int = MAX_FILE_BYTES) -> FileContent:
+        raise NotImplementedError
+
+    def list_dir(self, path: str) -> DirListing:
+        raise NotImplementedError
+
+    def path_info(self, path: str) -> PathInfo:
+        raise NotImplementedError
+
+    def environ(self) -> Dict[str, str]:
+        raise NotImplementedError
+
+    def which(self, name: str, extra_dirs: Iterable[str] = ()) -> Optional[str]:
+        raise NotImplementedError
+
+    def host(self) -> Dict[str, Any]:
+        """Facts about the machine for the report header (hostname, kernel, arch)."""
+        raise NotImplementedError
+
+
+class LiveRunner(Runner):
+    def __init__(self, root: str = "/", environ: Optional[Mapping[str, str]] = None) -> None:
+        self.root = os.path.abspath(root)
+        self._environ = dict(os.environ if environ is None else environ)
+        self.description = "live" if self.root == "/" else f"root:{self.root}"
+
+    # -- paths -------------------------------------------------------------------------------------------
+    def system_path(self, path: str) -> str:
+        """Where the system path ``path`` lies on this machine (under ``--root``)."""
+        if self.root == "/":
+            return path
+        return os.path.join(self.root, path.lstrip("/"))
+
+    def read_text(self, path: str, max_bytes: int = MAX_FILE_BYTES) -> FileContent:
+        real = self.system_path(path)
+        try:
+            with open(real, "rb") as handle:
+                data = handle.read(max_bytes + 1)
+        except FileNotFoundError:
+            return FileContent(path, None, "not-found")
+        except PermissionError:
+            return FileContent(path, None, "permission")
+        except IsADirectoryError:
+            return FileContent(path, None, "is-a-directory")
+        except OSError as exc:
+            return FileContent(path, None, f"os-error: {exc.strerror or exc}")
+        truncated = len(data) > max_bytes
+        if truncated:
+            data = data[:max_bytes]
+        if b"\x00" in data[:8192] and not path.startswith(("/sys/", "/proc/")):
+            return FileContent(path, None, "binary")
+        return FileContent(path, decode_text(data), None, truncated)
+
+    def list_dir(self, path: str) -> DirListing:
+        real = self.system_path(path)
+        try:
+            return DirListing(path, tuple(sorted(os.listdir(real))))
+        except FileNotFoundError:
+            return DirListing(path, (), "not-found")
+        except PermissionError:
+            return DirListing(path, (), "permission")
+        except NotADirectoryError:
+            return DirListing(path, (), "not-a-directory")
+        except OSError as exc:
+            return DirListing(path, (), f"os-error: {exc.strerror or exc}")
+
+    def path_info(self, path: str) -> PathInfo:
+        real = self.system_path(path)
+        link_target = None
+        try:
+            if os.path.islink(real):
+                link_target = os.readlink(real)
+            st = os.stat(real)
+        except FileNotFoundError:
+            kind = "link-broken" if link_target is not None else ""
+            return PathInfo(path, False, kind=kind, link_target=link_target)
+        except OSError as exc:
+            return PathInfo(path, False, link_target=link_target, error=f"os-error: {exc.strerror or exc}")
+        mode = st.st_mode
+        if stat.S_ISCHR(mode):
+            kind = "char"
+        elif stat.S_ISBLK(mode):
+            kind = "block"
+        elif stat.S_ISDIR(mode):
+            kind = "dir"
+        elif stat.S_ISREG(mode):
+            kind = "file"
+        else:
+            kind = "other"
+        return PathInfo(
+            path,
+            True,
+            kind=kind,
+            mode=stat.S_IMODE(mode),
+            readable=os.access(real, os.R_OK),
+            writable=os.access(real, os.W_OK),
+            link_target=link_target,
+        )
+
+    # -- environment and commands ------------------------------------------------------------------------
+    def environ(self) -> Dict[str, str]:
+        return dict(self._environ)
+
+    def which(self, name: str, extra_dirs: Iterable[str] = ()) -> Optional[str]:
+        if os.sep in name:
+            return name if os.access(name, os.X_OK) else None
+        search = os.pathsep.join([self._environ.get("PATH", ""), *extra_dirs])
+        return shutil.which(name, path=search)
+
+    def run(self, command: Command) -> CommandResult:
+        argv = command.argv
+        resolved = self.which(argv[0], command.extra_dirs)
+        if resolved is None:
+            return CommandResult(argv, None, error="not-found")
+        env = dict(self._environ)
+        if command.env is not None:
+            env = dict(command.env)
+        env["LANG"] = env["LC_ALL"] = "C"
+        started = time.monotonic()
+        try:
+            # start_new_session: a timeout kills the whole process group, not only the shell around it.
+            proc = subprocess.Popen(
+                [resolved, *argv[1:]],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=env,
+                start_new_session=True,
+            )
+        except PermissionError:
+            return CommandResult(argv, None, error="permission", resolved_path=resolved)
+        except OSError as exc:
+            return CommandResult(argv, None, error=f"os-error: {exc.strerror or exc}", resolved_path=resolved)
+        try:
+            out, err = proc.communicate(timeout=command.timeout_s)
+        except subprocess.TimeoutExpired:
+            _kill_group(proc)
+            out, err = proc.communicate()
+            return CommandResult(
+                argv,
+                None,
+                decode_text(out[:MAX_OUTPUT_BYTES]),
+                decode_text(err[:MAX_OUTPUT_BYTES]),
+                time.monotonic() - started,
+                error="timeout",
+                resolved_path=resolved,
+            )
+        return CommandResult(
+            argv,
+            proc.returncode,
+            decode_text(out[:MAX_OUTPUT_BYTES]),
+            decode_text(err[:MAX_OUTPUT_BYTES]),
+            time.monotonic() - started,
+            resolved_path=resolved,
+        )
+
+    def host(self) -> Dict[str, Any]:
+        uname = os.uname()
+        return {"hostname": uname.nodename, "kernel": uname.release, "arch": uname.machine, "root": self.root}
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    import signal
+
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        proc.kill()
+
+
+class RecordingRunner(Runner):
+    """Answers through ``inner`` and keeps every request and answer, in order, for a bundle."""
+
+    def __init__(self, inner: Runner) -> None:
+        self.inner = inner
+        self.description = inner.description
+        self.records: List[Tuple[str, Dict[str, Any]]] = []
+        self._seen: Dict[str, Any] = {}
+
+    def _keep(self, key: str, kind: str, value: Any) -> Any:
+        if key not in self._seen:
+            self._seen[key] = value
+            self.records.append((key, {"kind": kind, "value": value}))
+        return value
+
+    def run(self, command: Command) -> CommandResult:
+        return self._keep(command.key, "command", self.inner.run(command))
+
+    def read_text(self, path: str, max_bytes: int = MAX_FILE_BYTES) -> FileContent:
+        return self._keep("file:" + path, "file", self.inner.read_text(path, max_bytes))
+
+    def list_dir(self, path: str) -> DirListing:
+        return self._keep("dir:" + path, "dir", self.inner.list_dir(path))
+
+    def path_info(self, path: str) -> PathInfo:
+        return self._keep("stat:" + path, "stat", self.inner.path_info(path))
+
+    def environ(self) -> Dict[str, str]:
+        return self._keep("env", "env", self.inner.environ())
+
+    def which(self, name: str, extra_dirs: Iterable[str] = ()) -> Optional[str]:
+        key = "which:" + name + ("|" + ":".join(extra_dirs) if extra_dirs else "")
+        return self._keep(key, "which", self.inner.which(name, extra_dirs))
+
+    def host(self) -> Dict[str, Any]:
+        return self._keep("host", "host", self.inner.host())

@@ -1,0 +1,87 @@
+"""What a probe may ask of the system, and what comes back. Plain data; no I/O here.
+
+Every request is a frozen, hashable value with a stable ``key`` so that a recorded bundle can be replayed
+on another machine: the replay runner answers a request by its key.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Dict, Optional, Tuple
+
+
+@dataclass(frozen=True)
+class Command:
+    """Run ``argv`` (argv[0] looked up on PATH plus ``extra_dirs``) with a timeout, ``LANG=C``."""
+
+    argv: Tuple[str, ...]
+    timeout_s: float = 10.0
+    extra_dirs: Tuple[str, ...] = ()
+    # Extra variables for the child (e.g. an environment computed from set_env.sh).
+    env: Optional[Tuple[Tuple[str, str], ...]] = None
+
+    @property
+    def key(self) -> str:
+        suffix = ""
+        if self.env is not None:
+            digest = hashlib.sha1(repr(sorted(self.env)).encode()).hexdigest()[:10]
+            suffix = " #env=" + digest
+        return "cmd:" + " ".join(self.argv) + suffix
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    argv: Tuple[str, ...]
+    rc: Optional[int]
+    stdout: str = ""
+    stderr: str = ""
+    duration_s: float = 0.0
+    # None when it ran; "not-found", "timeout", "permission" or "os-error: ..." when it did not.
+    error: Optional[str] = None
+    resolved_path: Optional[str] = None
+
+    @property
+    def ran(self) -> bool:
+        return self.error is None
+
+    @property
+    def output(self) -> str:
+        """stdout and stderr together, as a person would have seen them in a terminal."""
+        if self.stdout and self.stderr:
+            return self.stdout + ("" if self.stdout.endswith("\n") else "\n") + self.stderr
+        return self.stdout or self.stderr
+
+
+@dataclass(frozen=True)
+class PathInfo:
+    """What ``stat``/``readlink``/``os.access`` say about one path (system path, before ``--root``)."""
+
+    path: str
+    exists: bool
+    kind: str = ""  # "file", "dir", "char", "block", "link-broken", "other"
+    mode: int = 0
+    readable: bool = False
+    writable: bool = False
+    link_target: Optional[str] = None  # for symlinks: what readlink returns
+    error: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class FileContent:
+    path: str
+    text: Optional[str]  # None when missing or unreadable
+    error: Optional[str] = None  # "not-found", "permission", "binary", "too-large", "os-error: ..."
+    truncated: bool = False
+
+
+@dataclass(frozen=True)
+class DirListing:
+    path: str
+    entries: Tuple[str, ...] = ()
+    error: Optional[str] = None  # "not-found", "permission", ...
+
+
+@dataclass(frozen=True)
+class Environment:
+    variables: Dict[str, str] = field(default_factory=dict)

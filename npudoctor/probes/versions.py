@@ -1,0 +1,3 @@
+"""Probes of the versions stage."""
+
+from __future__ import annotations

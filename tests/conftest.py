@@ -1,0 +1,11 @@
+from __future__ import annotations
+
+import pytest
+
+from tests.fakenode import FakeNode
+
+
+@pytest.fixture
+def node(tmp_path):
+    """An empty fake node; tests add files, sysfs entries and commands to it."""
+    return FakeNode(tmp_path)

@@ -1,0 +1,87 @@
+"""Fake nodes for tests: a file tree read through ``--root`` plus small scripts on PATH that print samples.
+
+    node = FakeNode(tmp_path)
+    node.command("npu-smi", stdout=sample_text("npu-smi-info_910B3_8card_...txt"))
+    node.file("/usr/local/Ascend/driver/version.info", "Version=23.0.7\\n")
+    report = api.run_checks(node.runner())
+
+The runner is the same LiveRunner users get from ``npudoctor check --root DIR``; only PATH and the
+environment are the fake node's own.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import stat
+from pathlib import Path
+from typing import Dict, Optional
+
+from npudoctor.probes.runner import LiveRunner
+
+
+class FakeNode:
+    def __init__(self, tmp_path: Path) -> None:
+        self.base = Path(tmp_path)
+        self.root = self.base / "root"
+        self.bin = self.base / "bin"
+        self.outputs = self.base / "outputs"
+        for folder in (self.root, self.bin, self.outputs):
+            folder.mkdir(parents=True, exist_ok=True)
+        # Only the fake bin folder and the basic system tools the scripts need.
+        self.env: Dict[str, str] = {"PATH": f"{self.bin}:/usr/bin:/bin", "HOME": str(self.base / "home")}
+
+    def path(self, system_path: str) -> Path:
+        return self.root / system_path.lstrip("/")
+
+    def file(self, system_path: str, text: str = "", mode: Optional[int] = None) -> Path:
+        target = self.path(system_path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text, encoding="utf-8")
+        if mode is not None:
+            target.chmod(mode)
+        return target
+
+    def symlink(self, system_path: str, target: str) -> Path:
+        link = self.path(system_path)
+        link.parent.mkdir(parents=True, exist_ok=True)
+        link.symlink_to(target)
+        return link
+
+    def mkdir(self, system_path: str) -> Path:
+        folder = self.path(system_path)
+        folder.mkdir(parents=True, exist_ok=True)
+        return folder
+
+    def command(self, name: str, stdout: str = "", stderr: str = "", rc: int = 0, sleep_s: float = 0.0,
+                by_args: Optional[Dict[str, str]] = None) -> Path:
+        """A script ``name`` on PATH printing ``stdout``/``stderr`` and exiting ``rc``.
+
+        ``by_args`` maps the joined argument string (e.g. ``"info -t board -i 0"``) to a different stdout.
+        """
+        out = self.outputs / f"{name}.out"
+        err = self.outputs / f"{name}.err"
+        out.write_text(stdout, encoding="utf-8")
+        err.write_text(stderr, encoding="utf-8")
+        lines = ["#!/bin/sh"]
+        if sleep_s:
+            lines.append(f"sleep {sleep_s}")
+        for index, (args, text) in enumerate((by_args or {}).items()):
+            variant = self.outputs / f"{name}.{index}.out"
+            variant.write_text(text, encoding="utf-8")
+            lines.append(f'if [ "$*" = {shlex.quote(args)} ]; then cat {shlex.quote(str(variant))}; exit 0; fi')
+        lines += [f"cat {shlex.quote(str(out))}", f"cat {shlex.quote(str(err))} >&2", f"exit {rc}"]
+        script = self.bin / name
+        script.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        script.chmod(script.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+        return script
+
+    def setenv(self, **variables: str) -> None:
+        self.env.update(variables)
+
+    def runner(self) -> LiveRunner:
+        return LiveRunner(str(self.root), environ=dict(self.env))
+
+
+def env_without(*names: str) -> Dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k not in names}

@@ -1,0 +1,38 @@
+"""Real samples captured on Ascend systems, copied from ../shared/samples with their source header.
+
+Each file starts with ``# source:`` / ``# what:`` / ``# note:`` lines and a ``# ---`` line; the verbatim text
+follows. :func:`sample_text` returns only the verbatim text. Samples written by us for cases no real capture
+covers live in ``tests/data/constructed/`` and say so in their header.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+DATA = Path(__file__).resolve().parent / "data"
+SAMPLES = DATA / "samples"
+CONSTRUCTED = DATA / "constructed"
+# The full shared collection beside the checkout, when present (tests that walk every sample use it).
+SHARED_SAMPLES = Path(__file__).resolve().parents[2] / "shared" / "samples"
+
+
+def strip_header(text: str) -> str:
+    """The verbatim part of a sample file: everything after the ``# ---`` header end line."""
+    lines = text.splitlines(keepends=True)
+    for index, line in enumerate(lines[:40]):
+        if line.rstrip() == "# ---":
+            return "".join(lines[index + 1:])
+    return text
+
+
+def sample_path(name: str) -> Path:
+    """A sample by file name, from tests/data/samples (or tests/data/constructed)."""
+    for folder in (SAMPLES, SAMPLES / "system", SAMPLES / "logs", CONSTRUCTED):
+        candidate = folder / name
+        if candidate.exists():
+            return candidate
+    raise FileNotFoundError(f"sample {name} is not in tests/data; copy it from ../shared/samples with its header")
+
+
+def sample_text(name: str) -> str:
+    return strip_header(sample_path(name).read_text(encoding="utf-8"))
