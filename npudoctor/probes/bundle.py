@@ -68,7 +68,7 @@ def build_bundle(records: Iterable[Tuple[str, Dict[str, Any]]], host: Dict[str, 
             entry.update(asdict(value))
         elif kind == "env":
             entry["variables"] = redact_env(value)
-        elif kind in ("which", "host"):
+        elif kind in ("which", "host", "net"):
             entry["value"] = value
         else:  # pragma: no cover - a new kind must be taught here first
             raise ValueError(f"unknown record kind {kind!r}")
@@ -199,6 +199,10 @@ class ReplayRunner(Runner):
         key = "which:" + name + ("|" + ":".join(extra_dirs) if extra_dirs else "")
         record = self._records.get(key)
         return record.get("value") if record else None
+
+    def net_interfaces(self) -> Dict[str, List[str]]:
+        record = self._records.get("net")
+        return {k: list(v) for k, v in record["value"].items()} if record else {}
 
     def host(self) -> Dict[str, Any]:
         record = self._records.get("host")

@@ -64,6 +64,15 @@ class Runner:
         """Facts about the machine for the report header (hostname, kernel, arch)."""
         raise NotImplementedError
 
+    def net_interfaces(self) -> Dict[str, List[str]]:
+        """Network interface name -> its addresses (IPv4 and IPv6), like ``ip -o addr``."""
+        raise NotImplementedError
+
+    def local_path(self, path: str) -> Optional[str]:
+        """Where the system file ``path`` can be read directly on this machine (binary analysis of ELF
+        files, ld.so.cache), or None when it cannot (a replayed bundle holds no binaries)."""
+        return None
+
 
 class LiveRunner(Runner):
     def __init__(self, root: str = "/", environ: Optional[Mapping[str, str]] = None) -> None:
@@ -205,6 +214,17 @@ class LiveRunner(Runner):
         uname = os.uname()
         return {"hostname": uname.nodename, "kernel": uname.release, "arch": uname.machine, "root": self.root}
 
+    def net_interfaces(self) -> Dict[str, List[str]]:
+        import psutil
+
+        return {
+            name: [a.address.split("%", 1)[0] for a in addresses if a.family.name in ("AF_INET", "AF_INET6")]
+            for name, addresses in psutil.net_if_addrs().items()
+        }
+
+    def local_path(self, path: str) -> Optional[str]:
+        return self.system_path(path)
+
 
 def _kill_group(proc: subprocess.Popen) -> None:
     import signal
@@ -251,3 +271,10 @@ class RecordingRunner(Runner):
 
     def host(self) -> Dict[str, Any]:
         return self._keep("host", "host", self.inner.host())
+
+    def net_interfaces(self) -> Dict[str, List[str]]:
+        return self._keep("net", "net", self.inner.net_interfaces())
+
+    def local_path(self, path: str) -> Optional[str]:
+        # Binaries are not copied into bundles; analysis results are what gets recorded.
+        return self.inner.local_path(path)
