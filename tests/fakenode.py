@@ -76,6 +76,30 @@ class FakeNode:
         script.chmod(script.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
         return script
 
+    def pci_device(self, bdf: str, device_id: str = "d802", vendor_id: str = "19e5", class_code: str = "0x120000",
+                   driver: Optional[str] = "devdrv_device_driver", width: int = 16, max_width: int = 16,
+                   speed: str = "16.0 GT/s PCIe", max_speed: str = "16.0 GT/s PCIe") -> Path:
+        """A PCI function under /sys/bus/pci/devices/<bdf>, as sysfs shows it (driver as a symlink)."""
+        base = f"/sys/bus/pci/devices/{bdf}"
+        for name, value in (("vendor", f"0x{vendor_id}"), ("device", f"0x{device_id}"), ("class", class_code),
+                            ("current_link_width", str(width)), ("max_link_width", str(max_width)),
+                            ("current_link_speed", speed), ("max_link_speed", max_speed), ("numa_node", "0")):
+            self.file(f"{base}/{name}", value + "\n")
+        if driver:
+            self.mkdir(f"/sys/bus/pci/drivers/{driver}")
+            self.symlink(f"{base}/driver", f"../../../bus/pci/drivers/{driver}")
+        return self.path(base)
+
+    def npu_node(self, count: int = 8, device_id: str = "d802", with_dev: bool = True) -> None:
+        """A healthy node's PCI side: ``count`` NPUs bound to the driver, and their /dev nodes."""
+        for index in range(count):
+            self.pci_device(f"0000:{0xc1 + index:02x}:00.0", device_id=device_id)
+            if with_dev:
+                self.file(f"/dev/davinci{index}")
+        if with_dev:
+            for name in ("davinci_manager", "devmm_svm", "hisi_hdc"):
+                self.file(f"/dev/{name}")
+
     def setenv(self, **variables: str) -> None:
         self.env.update(variables)
 
