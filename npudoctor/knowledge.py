@@ -46,7 +46,7 @@ def load_yaml_file(path: Path) -> Any:
         raise KnowledgeError(f"{path}:{where} not valid YAML ({getattr(exc, 'problem', exc)})") from None
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def load(name: str) -> Any:
     """Load the shipped knowledge file ``checks/<name>.yaml``."""
     return load_yaml_file(data_dir("checks") / f"{name}.yaml")

@@ -87,7 +87,7 @@ class FakeNode:
             self.file(f"{base}/{name}", value + "\n")
         if driver:
             self.mkdir(f"/sys/bus/pci/drivers/{driver}")
-            self.symlink(f"{base}/driver", f"../../../bus/pci/drivers/{driver}")
+            self.symlink(f"{base}/driver", f"../../drivers/{driver}")
         return self.path(base)
 
     def npu_node(self, count: int = 8, device_id: str = "d802", with_dev: bool = True) -> None:

@@ -3,7 +3,7 @@ this process (or container) open its device nodes."""
 
 from __future__ import annotations
 
-from typing import Any, Iterable, List
+from typing import Iterable, List
 
 from npudoctor import knowledge
 from npudoctor.checks.registry import CheckContext, Outcome, check, fail, passed, skip, warn
@@ -56,7 +56,8 @@ def npus_on_pci_bus(ctx: CheckContext) -> Iterable[Outcome]:
                    evidence={**evidence, "expected_family": wanted_family})
         return
     for unknown in (d for d in physical if d.family == "unknown"):
-        yield warn(unknown.bdf, f"unknown Huawei accelerator {unknown.device_hex}; npudoctor does not know its family",
+        yield warn(unknown.bdf,
+                   f"unknown Huawei accelerator {unknown.device_hex}; npudoctor does not know its family",
                    evidence={"device_id": unknown.device_hex},
                    fix="report the `lspci -nn -d 19e5:` line so its family can be added to checks/pci_ids.yaml")
     yield passed("pci", detail, evidence)
@@ -133,7 +134,8 @@ def pcie_link(ctx: CheckContext) -> Iterable[Outcome]:
             yield warn(device.bdf, "link downgraded: " + ", ".join(problems), evidence,
                        fix=f"reseat the card or use a full-speed x16 slot; compare `lspci -vv -s {device.bdf}`")
         else:
-            yield passed(device.bdf, f"x{device.current_link_width} at {device.current_link_speed_gts:g} GT/s", evidence)
+            detail = f"x{device.current_link_width} at {device.current_link_speed_gts:g} GT/s"
+            yield passed(device.bdf, detail, evidence)
 
 
 @check("PCI004", stage="pcie", title="NPU device nodes present and accessible")
@@ -166,5 +168,5 @@ def device_nodes(ctx: CheckContext) -> Iterable[Outcome]:
                        fix=f"run as root or a member of the device's group: `ls -l {node.path}`; "
                            "`usermod -aG HwHiAiUser $USER`")
         else:
-            yield passed(node.path, "accessible" + ("" if node.kind == "char" else f" (a {node.kind}, not a char device)"),
-                         evidence)
+            note = "" if node.kind == "char" else f" (a {node.kind}, not a char device)"
+            yield passed(node.path, "accessible" + note, evidence)

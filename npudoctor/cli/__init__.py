@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import importlib
 import sys
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, ClassVar, Dict, List, Optional, Tuple
 
 import click
 
@@ -20,7 +20,7 @@ EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
 class LazyGroup(click.Group):
     """Subcommands in their own modules, imported only when used (keeps `npudoctor --help` fast)."""
 
-    lazy: Dict[str, str] = {
+    lazy: ClassVar[Dict[str, str]] = {
     }
 
     def list_commands(self, ctx: click.Context) -> List[str]:
@@ -33,7 +33,7 @@ class LazyGroup(click.Group):
         return super().get_command(ctx, name)
 
 
-def fail_usage(message: str) -> "click.exceptions.Exit":
+def fail_usage(message: str) -> click.exceptions.Exit:
     """Print a one-line error and leave with exit code 2."""
     click.echo(f"npudoctor: error: {message}", err=True)
     return click.exceptions.Exit(EXIT_USAGE)

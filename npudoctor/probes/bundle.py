@@ -90,8 +90,7 @@ def write_bundle(path: str, members: Dict[str, bytes]) -> None:
     the caller checks for an existing path first; the archive is written to a temporary name and renamed."""
     if path.endswith((".tar.gz", ".tgz", ".tar")):
         tmp = path + ".partial"
-        mode = "w" if path.endswith(".tar") else "w:gz"
-        with tarfile.open(tmp, mode) as tar:
+        with tarfile.open(tmp, "w" if path.endswith(".tar") else "w:gz") as tar:
             for name, data in sorted(members.items()):
                 info = tarfile.TarInfo(name)
                 info.size = len(data)
@@ -130,11 +129,12 @@ def read_bundle(path: str) -> Dict[str, bytes]:
                 name = info.name[2:] if info.name.startswith("./") else info.name
                 if info.size > MAX_BUNDLE_MEMBER_BYTES:
                     raise BundleError(f"{path}: member {name} is larger than {MAX_BUNDLE_MEMBER_BYTES} bytes")
-                handle = tar.extractfile(info)
-                if handle is not None:
-                    members[name] = handle.read()
+                extracted = tar.extractfile(info)
+                if extracted is not None:
+                    members[name] = extracted.read()
     except (tarfile.TarError, EOFError, OSError, ValueError) as exc:
-        raise BundleError(f"{path}: not a readable bundle archive ({exc.__class__.__name__}: {exc})") from None
+        reason = str(exc).splitlines()[0] if str(exc) else exc.__class__.__name__
+        raise BundleError(f"{path}: not a readable bundle archive (.tar.gz or folder): {reason}") from None
     if "manifest.json" not in members:
         raise BundleError(f"{path}: not an npudoctor bundle (no manifest.json)")
     return members
@@ -150,7 +150,8 @@ class ReplayRunner(Runner):
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise BundleError(f"{path}: manifest.json is not valid JSON ({exc})") from None
         if not isinstance(manifest, dict) or manifest.get("schema") != SCHEMA:
-            raise BundleError(f"{path}: unsupported bundle schema {manifest.get('schema') if isinstance(manifest, dict) else None!r}")
+            schema = manifest.get("schema") if isinstance(manifest, dict) else None
+            raise BundleError(f"{path}: unsupported bundle schema {schema!r}")
         self.description = f"bundle:{path}"
         self.manifest = manifest
         self._members = members
@@ -167,8 +168,9 @@ class ReplayRunner(Runner):
         if record is None:
             return CommandResult(command.argv, None, error="not-recorded")
         return CommandResult(
-            tuple(record.get("argv", command.argv)), record.get("rc"), self._raw(record), self._raw(record, "raw_stderr"),
-            record.get("duration_s", 0.0), record.get("error"), record.get("resolved_path"),
+            tuple(record.get("argv", command.argv)), record.get("rc"), self._raw(record),
+            self._raw(record, "raw_stderr"), record.get("duration_s", 0.0), record.get("error"),
+            record.get("resolved_path"),
         )
 
     def read_text(self, path: str, max_bytes: int = MAX_FILE_BYTES) -> FileContent:

@@ -64,7 +64,9 @@ def _read(runner: Any, path: str) -> Optional[str]:
     return content.text if content.text is not None else None
 
 
-def classify(vendor_id: int, device_id: int, class_code: Optional[int], ids: Dict[str, Any]) -> Optional[Dict[str, str]]:
+def classify(
+    vendor_id: int, device_id: int, class_code: Optional[int], ids: Dict[str, Any]
+) -> Optional[Dict[str, str]]:
     """The Ascend identity of a PCI function, or None when it is not an Ascend NPU (pure).
 
     >>> ids = knowledge.load("pci_ids")

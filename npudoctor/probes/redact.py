@@ -19,7 +19,9 @@ SECRET_NAME = re.compile(
     r"|_KEY$|^KEY$)",
     re.IGNORECASE,
 )
-_ASSIGNMENT = re.compile(r"(?P<name>\b[A-Za-z_][A-Za-z0-9_]*)(?P<sep>\s*[=:]\s*)(?P<value>\"[^\"]*\"|'[^']*'|[^\s,;&|]+)")
+_ASSIGNMENT = re.compile(
+    r"(?P<name>\b[A-Za-z_][A-Za-z0-9_]*)(?P<sep>\s*[=:]\s*)(?P<value>\"[^\"]*\"|'[^']*'|[^\s,;&|]+)"
+)
 _URL_CREDENTIALS = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://)(?P<user>[^/\s:@]+):(?P<password>[^/\s@]+)@")
 _BEARER = re.compile(r"(?i)(authorization:\s*bearer\s+|bearer\s+)[A-Za-z0-9._~+/=-]{8,}")
 _PRIVATE_KEY_BLOCK = re.compile(
@@ -32,7 +34,9 @@ def is_secret_name(name: str) -> bool:
 
 
 def redact_env(variables: Mapping[str, str]) -> Dict[str, str]:
-    return {name: (REDACTED if is_secret_name(name) and value else redact_text(value)) for name, value in variables.items()}
+    return {
+        name: (REDACTED if is_secret_name(name) and value else redact_text(value)) for name, value in variables.items()
+    }
 
 
 def redact_text(text: str) -> str:

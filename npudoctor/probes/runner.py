@@ -17,24 +17,15 @@ import subprocess
 import time
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
 
+from npudoctor.parsers.text import decode_text
 from npudoctor.probes.sources import Command, CommandResult, DirListing, FileContent, PathInfo
+
+__all__ = ["MAX_FILE_BYTES", "LiveRunner", "RecordingRunner", "Runner", "decode_text"]
 
 # Files larger than this are cut: probes read small text files (sysfs, version.info, JSON configs).
 MAX_FILE_BYTES = 4 * 1024 * 1024
 # What a command may print before it is cut.
 MAX_OUTPUT_BYTES = 8 * 1024 * 1024
-
-
-def decode_text(data: bytes) -> str:
-    """Bytes to text without ever failing: UTF-8, then GB18030 (Chinese CANN messages), then replacement."""
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError:
-        pass
-    try:
-        return data.decode("gb18030")
-    except UnicodeDecodeError:
-        return data.decode("utf-8", errors="replace")
 
 
 class Runner:

@@ -25,8 +25,17 @@ def _line(finding: Finding, verbose: bool) -> Text:
     text.append(finding.title)
     if finding.subject:
         text.append(f" [{finding.subject}]", style="cyan")
-    if finding.detail and (verbose or finding.status is not Status.PASS):
+    if finding.detail:
         text.append(": " + finding.detail, style="dim" if finding.status is Status.PASS else "")
+    return text
+
+
+def _folded_line(finding: Finding, count: int) -> Text:
+    text = Text("  ")
+    text.append(SYMBOL[Status.PASS], style=STYLE[Status.PASS])
+    text.append(f" {finding.id:<7} ", style="bold")
+    text.append(finding.title)
+    text.append(f" [{count} subjects pass]", style="cyan")
     return text
 
 
@@ -35,10 +44,20 @@ def render(report: Report, console: Console, verbose: bool = False) -> None:
     console.print(Text.assemble(("npudoctor check", "bold"), f" on {host}",
                                 (f"  ({report.source})" if report.source and report.source != "live" else "")))
     stage = None
+    folded: set = set()
     for finding in report.findings:
         if finding.stage != stage:
             stage = finding.stage
             console.print(Text(f"\n{stage}", style="bold underline"))
+        if not verbose and finding.status is Status.PASS:
+            # Without -v, one line says "all N subjects pass" for a check that passed on many subjects.
+            if finding.id in folded:
+                continue
+            passing = [f for f in report.findings if f.id == finding.id and f.status is Status.PASS]
+            if len(passing) > 1:
+                folded.add(finding.id)
+                console.print(_folded_line(finding, len(passing)))
+                continue
         console.print(_line(finding, verbose))
         if verbose and finding.evidence:
             evidence = json.dumps(dict(finding.evidence), ensure_ascii=False, default=str)

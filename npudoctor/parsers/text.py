@@ -1,0 +1,21 @@
+"""Text decoding shared by every reader of recorded or user-supplied bytes.
+
+>>> decode_text("HCCL 初始化失败".encode("gb18030"))
+'HCCL 初始化失败'
+>>> decode_text(b"ok\\xff")
+'ok\\ufffd'
+"""
+
+from __future__ import annotations
+
+
+def decode_text(data: bytes) -> str:
+    """Bytes to text without ever failing: UTF-8, then GB18030 (Chinese CANN messages), then replacement."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        pass
+    try:
+        return data.decode("gb18030")
+    except UnicodeDecodeError:
+        return data.decode("utf-8", errors="replace")

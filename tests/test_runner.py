@@ -1,0 +1,86 @@
+"""The live runner: the only code that touches the system. Timeouts, missing commands, --root reads."""
+
+from __future__ import annotations
+
+import time
+
+from npudoctor.probes.runner import LiveRunner
+from npudoctor.probes.sources import Command
+
+
+def test_command_output_and_exit_code(node):
+    node.command("npu-smi", stdout="hello\n", stderr="warn\n", rc=3)
+    result = node.runner().run(Command(("npu-smi", "info")))
+    assert (result.rc, result.stdout, result.stderr, result.error) == (3, "hello\n", "warn\n", None)
+    assert result.resolved_path == str(node.bin / "npu-smi")
+
+
+def test_missing_command_is_not_found_not_an_exception(node):
+    result = node.runner().run(Command(("hccn_tool", "-i", "0", "-link", "-g")))
+    assert result.error == "not-found" and result.rc is None
+
+
+def test_extra_dirs_find_tools_outside_path(node, tmp_path):
+    sbin = tmp_path / "sbin"
+    sbin.mkdir()
+    script = sbin / "npu-smi"
+    script.write_text("#!/bin/sh\necho found\n")
+    script.chmod(0o755)
+    result = node.runner().run(Command(("npu-smi",), extra_dirs=(str(sbin),)))
+    assert result.stdout == "found\n"
+
+
+def test_hanging_command_costs_only_its_timeout(node):
+    node.command("npu-smi", stdout="never\n", sleep_s=30)
+    started = time.monotonic()
+    result = node.runner().run(Command(("npu-smi", "info"), timeout_s=0.5))
+    assert result.error == "timeout"
+    assert time.monotonic() - started < 5
+
+
+def test_commands_run_with_c_locale(node):
+    node.command("show-lang", stdout="")
+    (node.bin / "show-lang").write_text("#!/bin/sh\necho $LANG/$LC_ALL\n")
+    node.setenv(LANG="zh_CN.UTF-8")
+    assert node.runner().run(Command(("show-lang",))).stdout == "C/C\n"
+
+
+def test_files_are_read_under_root(node):
+    node.file("/usr/local/Ascend/driver/version.info", "Version=23.0.7\n")
+    runner = node.runner()
+    assert runner.read_text("/usr/local/Ascend/driver/version.info").text == "Version=23.0.7\n"
+    assert runner.read_text("/etc/absent").error == "not-found"
+    assert runner.list_dir("/usr/local/Ascend").entries == ("driver",)
+
+
+def test_gbk_file_is_decoded_not_fatal(node):
+    node.path("/etc/msg.txt").parent.mkdir(parents=True)
+    node.path("/etc/msg.txt").write_bytes("设备初始化失败".encode("gbk"))
+    assert node.runner().read_text("/etc/msg.txt").text == "设备初始化失败"
+
+
+def test_binary_and_oversize_files(node):
+    node.path("/etc").mkdir()
+    node.path("/etc/blob").write_bytes(b"\x7fELF\x00\x00\x01")
+    node.path("/etc/big").write_bytes(b"x" * 5000)
+    runner = node.runner()
+    assert runner.read_text("/etc/blob").error == "binary"
+    big = runner.read_text("/etc/big", max_bytes=1000)
+    assert big.truncated and len(big.text or "") == 1000
+
+
+def test_symlink_target_and_broken_link(node):
+    node.mkdir("/sys/bus/pci/drivers/devdrv_device_driver")
+    node.symlink("/sys/bus/pci/devices/0000:c1:00.0/driver", "../../drivers/devdrv_device_driver")
+    node.symlink("/dev/davinci0", "/nonexistent")
+    runner = node.runner()
+    info = runner.path_info("/sys/bus/pci/devices/0000:c1:00.0/driver")
+    assert info.exists and info.link_target.endswith("devdrv_device_driver")
+    broken = runner.path_info("/dev/davinci0")
+    assert not broken.exists and broken.kind == "link-broken"
+
+
+def test_live_runner_on_this_machine_answers():
+    runner = LiveRunner()
+    assert runner.host()["arch"]
+    assert "lo" in runner.net_interfaces()
