@@ -59,18 +59,24 @@ FORMATS = click.Choice(["text", "json", "junit"])
 @click.option("--format", "fmt", type=FORMATS, default="text", show_default=True)
 @click.option("--fail-on", type=click.Choice(["warn", "fail"]), default="fail", show_default=True,
               help="Exit 1 on FAIL/ERROR (default) or also on WARN.")
+@click.option("--python", "python", metavar="PATH",
+              help="The interpreter training runs with (default: python3 on PATH).")
+@click.option("--logs", "logs_dirs", multiple=True, metavar="DIR",
+              help="Also scan the newest CANN plogs under DIR (e.g. ~/ascend/log).")
 @click.option("-v", "--verbose", is_flag=True, help="Show evidence and passing details.")
 def check(level: int, profile_name: Optional[str], bundle: Optional[str], root: Optional[str],
-          only: Tuple[str, ...], skip_ids: Tuple[str, ...], fmt: str, fail_on: str, verbose: bool) -> None:
+          only: Tuple[str, ...], skip_ids: Tuple[str, ...], fmt: str, fail_on: str, python: Optional[str],
+          logs_dirs: Tuple[str, ...], verbose: bool) -> None:
     """Run the ordered node checks and say how to fix what is wrong."""
     from npudoctor import api
 
     only = _split(only)
     skip_ids = _split(skip_ids)
+    options = {"python": python, "logs_dirs": logs_dirs}
     try:
         runner = api.make_runner(root=root, bundle=bundle)
         profile = api.load_profile(profile_name)
-        report = api.run_checks(runner, profile, only=only, skip=skip_ids, level=level)
+        report = api.run_checks(runner, profile, only=only, skip=skip_ids, level=level, options=options)
     except api.UsageError as exc:
         raise fail_usage(str(exc)) from None
     _emit(report, fmt, verbose)
