@@ -35,7 +35,10 @@ def test_link_status_from_real_and_constructed_answers():
 
 def test_net_health_keeps_the_status_words():
     assert parse_net_health(sample_text("hccn_tool_net_health-g_Success_mindcluster-doc.txt")) == "Success"
-    assert parse_net_health(sample_text("hccn_tool_net_health-g_SocketFailed_mindcluster-fixture.txt")) == "Socket failed"
+    assert (
+        parse_net_health(sample_text("hccn_tool_net_health-g_SocketFailed_mindcluster-fixture.txt"))
+        == "Socket failed"
+    )
     assert parse_net_health("link status: UP\n") is None
 
 
@@ -57,8 +60,13 @@ def test_device_prefix_and_spaced_keys_are_read_by_structure():
 def test_hccn_conf_real_file_with_elided_devices():
     conf = parse_hccn_conf(sample_text("hccn.conf_8npu_elided_910B_arthurchiao-blog.txt"))
     assert sorted(conf) == [0, 7]  # the author elided 1..6 with '...'
-    assert conf[0] == {"address": "29.1.137.205", "netmask": "255.255.0.0", "netdetect": "29.1.0.1",
-                       "gateway": "29.1.0.1", "send_arp_status": "1"}
+    assert conf[0] == {
+        "address": "29.1.137.205",
+        "netmask": "255.255.0.0",
+        "netdetect": "29.1.0.1",
+        "gateway": "29.1.0.1",
+        "send_arp_status": "1",
+    }
     assert conf[7]["address"] == "29.1.170.143"
 
 
@@ -92,7 +100,7 @@ def _doc_ifname_examples():
 
 def test_every_example_of_the_official_page_parses_as_documented():
     examples = _doc_ifname_examples()
-    # The page describes: eth,enp = use prefixes; ^eth,enp = exclude prefixes; ==eth0,enp0 (shell) = use exactly;
+    # The page: eth,enp = use prefixes; ^eth,enp = exclude prefixes; ==eth0,enp0 (shell line) = use exactly;
     # ^=eth0,enp0 = exclude exactly; ==eth0,endvnic = use exactly.
     expected = {
         "eth,enp": IfnamePattern(False, False, ("eth", "enp")),
@@ -124,7 +132,9 @@ def test_pattern_forms_select_interfaces(value, interface, selected):
     assert parse_socket_ifname(value).matches(interface) is selected
 
 
-@pytest.mark.parametrize("value", ["", "  ", "^", "^=", "eth0,,enp", "eth 0", "eth0,^enp", "eth0,=enp", "a" * 16])
+@pytest.mark.parametrize(
+    "value", ["", "  ", "^", "^=", "eth0,,enp", "eth 0", "eth0,^enp", "eth0,=enp", "a" * 16]
+)
 def test_values_breaking_the_grammar_are_rejected(value):
     with pytest.raises(ValueError):
         parse_socket_ifname(value)
@@ -171,7 +181,9 @@ def test_malformed_whitelists_give_one_line_reasons(text, message):
 
 
 def test_whitelist_entries_that_are_not_dotted_ipv4():
-    whitelist = parse_whitelist('{"host_ip": ["192.0.2.1", "2001:db8::1", 17, "192.0.2.1%eth0", "300.1.1.1"]}')
+    whitelist = parse_whitelist(
+        '{"host_ip": ["192.0.2.1", "2001:db8::1", 17, "192.0.2.1%eth0", "300.1.1.1"]}'
+    )
     assert whitelist.host_ips == ("192.0.2.1",)
     assert whitelist.invalid == (
         "2001:db8::1 (HCCL expects dotted-decimal IPv4)",

@@ -28,7 +28,7 @@ _IFNAME = re.compile(r"^[A-Za-z0-9_.@-]{1,15}$")
 
 @dataclass(frozen=True)
 class IfnamePattern:
-    """One ``HCCL_SOCKET_IFNAME`` value: ``^`` excludes, ``=`` asks for exact names; both apply to the whole list."""
+    """One ``HCCL_SOCKET_IFNAME`` value: ``^`` excludes, ``=`` wants exact names; both apply to all names."""
 
     exclude: bool
     exact: bool
@@ -60,7 +60,7 @@ def parse_socket_ifname(value: str) -> IfnamePattern:
     >>> parse_socket_ifname("eth0,=enp0")
     Traceback (most recent call last):
     ...
-    ValueError: '=enp0' is not an interface name: '^' and '=' may only start the whole value and apply to every name
+    ValueError: '=enp0' is not an interface name: '^'/'=' must lead the whole list
     """
     rest = value.strip()
     if not rest:
@@ -78,11 +78,11 @@ def parse_socket_ifname(value: str) -> IfnamePattern:
         if not name:
             raise ValueError(f"empty name in the comma list {value.strip()!r}")
         if name[0] in "^=":
-            raise ValueError(
-                f"{name!r} is not an interface name: '^' and '=' may only start the whole value and apply to every name"
-            )
+            raise ValueError(f"{name!r} is not an interface name: '^'/'=' must lead the whole list")
         if not _IFNAME.match(name):
-            raise ValueError(f"{name!r} is not an interface name (letters, digits, '_', '.', '-', '@'; at most 15)")
+            raise ValueError(
+                f"{name!r} is not an interface name (letters, digits, '_', '.', '-', '@'; at most 15)"
+            )
     return IfnamePattern(exclude, exact, tuple(names))
 
 
@@ -126,7 +126,9 @@ def interfaces_with_address(interfaces: Mapping[str, Sequence[str]], address: st
     wanted = parse_ip(address)
     if wanted is None:
         return []
-    return sorted(name for name, addresses in interfaces.items() if any(parse_ip(a) == wanted for a in addresses))
+    return sorted(
+        name for name, addresses in interfaces.items() if any(parse_ip(a) == wanted for a in addresses)
+    )
 
 
 @dataclass(frozen=True)
@@ -156,7 +158,9 @@ def parse_whitelist(text: str) -> Whitelist:
     except json.JSONDecodeError as exc:
         raise ValueError(f"not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})") from None
     if not isinstance(data, dict):
-        raise ValueError(f'the top level must be an object {{"host_ip": [...]}}, not a JSON {type(data).__name__}')
+        raise ValueError(
+            f'the top level must be an object {{"host_ip": [...]}}, not a JSON {type(data).__name__}'
+        )
     if "host_ip" not in data:
         raise ValueError('no "host_ip" key')
     host_ip = data["host_ip"]
@@ -182,4 +186,3 @@ def parse_whitelist(text: str) -> Whitelist:
     if unknown:
         notes.append(f"unknown keys ignored: {', '.join(unknown)}")
     return Whitelist(tuple(entries), tuple(invalid), tuple(notes))
-

@@ -90,7 +90,7 @@ def parse_hccn_conf(text: str) -> Dict[int, Dict[str, str]]:
     Lines are ``<key>_<device id>=<value>`` (``address``, ``netmask``, ``netdetect``, ``gateway``,
     ``send_arp_status``, ``tls_enable`` ...); comments, blank lines and anything else are skipped.
 
-    >>> conf = parse_hccn_conf("address_0=29.1.137.205\\nnetmask_0=255.255.0.0\\nsend_arp_status_0=1\\n...\\n")
+    >>> conf = parse_hccn_conf("address_0=29.1.137.205\\nnetmask_0=255.255.0.0\\nsend_arp_status_0=1\\n...")
     >>> conf[0]["address"], conf[0]["send_arp_status"]
     ('29.1.137.205', '1')
     """
