@@ -17,7 +17,7 @@ from npudoctor.parsers.hccl_env import (
     parse_socket_ifname,
     parse_whitelist,
 )
-from npudoctor.probes.hccl import HccnDevice, HccnFacts, HccnQuery, HostInterfaces
+from npudoctor.probes.hccl import HCCN_QUERY_ARGS, NOT_RUN, HccnDevice, HccnFacts, HccnQuery, HostInterfaces
 
 STAGE = "hccl"
 WHITELIST_DISABLE = "HCCL_WHITELIST_DISABLE"
@@ -422,8 +422,6 @@ def _query_failed(query: HccnQuery, facts: HccnFacts, subject: str, expected: st
             subject,
             {"timeout_s": facts.timeout_s},
         )
-    if query.error and query.error.startswith("not run"):
-        return error(f"`{query.command}` {query.error}", subject)
     if query.error:
         return error(f"`{query.command}` could not run: {query.error}", subject)
     shown = " ".join(query.output.split())[:200] or "(no output)"
@@ -439,7 +437,8 @@ def _per_npu(
     judge: Callable[[HccnDevice, str], Optional[Outcome]],
     passed_detail: str,
 ) -> Iterator[Outcome]:
-    """Run ``judge`` on every NPU whose ``query_name`` answered; PASSes are merged into one finding.
+    """Run ``judge`` on every NPU whose ``query_name`` answered; PASSes are merged into one finding, and so
+    are the NPUs whose query was not started (after a timeout), so a hanging driver gives few findings.
 
     ``judge`` returns None for a passing NPU, or its WARN/FAIL outcome.
     """
@@ -449,9 +448,15 @@ def _per_npu(
         yield blocked
         return
     good: List[int] = []
+    not_run: List[int] = []
+    not_run_reason = ""
     for device in facts.devices:
         subject = f"npu:{device.device_id}"
         query = device.queries[query_name]
+        if query.error and query.error.startswith(NOT_RUN):
+            not_run.append(device.device_id)
+            not_run_reason = query.error
+            continue
         answered = {"link": device.link_status, "net_health": device.net_health, "ip": device.device_ip}[
             query_name
         ]
@@ -463,6 +468,9 @@ def _per_npu(
             good.append(device.device_id)
         else:
             yield outcome
+    if not_run:
+        command = f"hccn_tool -i N {' '.join(HCCN_QUERY_ARGS[query_name])}"
+        yield error(f"`{command}` {not_run_reason}", _npus(not_run), {"npus": not_run})
     if good:
         yield passed(
             _npus(good), f"{passed_detail} on {len(good)} NPU{'s' if len(good) > 1 else ''}", {"npus": good}

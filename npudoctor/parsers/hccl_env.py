@@ -37,9 +37,9 @@ class IfnamePattern:
     @property
     def form(self) -> str:
         """The rule in words, for messages."""
-        kind = "exactly" if self.exact else "names starting with"
-        verb = "any interface except" if self.exclude else "interfaces"
-        return f"{verb} {kind} {', '.join(self.names)}"
+        names = " or ".join(self.names)
+        which = names if self.exact else f"names starting with {names}"
+        return f"any interface except {which}" if self.exclude else which
 
     def matches(self, interface: str) -> bool:
         hit = any(interface == name if self.exact else interface.startswith(name) for name in self.names)

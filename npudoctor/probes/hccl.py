@@ -34,12 +34,14 @@ HCCN_TOOL_DIRS: Tuple[str, ...] = ("/usr/local/Ascend/driver/tools", "/usr/local
 HCCN_CONF = "/etc/hccn.conf"
 # /dev/davinci<N>, one per NPU device id; davinci_manager is the management node, not an NPU.
 _DAVINCI = re.compile(r"^davinci(\d+)$")
-# The per-NPU queries, in the order they run: (name, hccn_tool arguments after "-i N").
-HCCN_QUERIES: Tuple[Tuple[str, Tuple[str, ...]], ...] = (
-    ("link", ("-link", "-g")),
-    ("net_health", ("-net_health", "-g")),
-    ("ip", ("-ip", "-g")),
-)
+# The per-NPU queries, in the order they run: name -> hccn_tool arguments after "-i N".
+HCCN_QUERY_ARGS: Mapping[str, Tuple[str, ...]] = {
+    "link": ("-link", "-g"),
+    "net_health": ("-net_health", "-g"),
+    "ip": ("-ip", "-g"),
+}
+# HccnQuery.error of a call npudoctor did not start (a timeout or the time budget stopped the calls).
+NOT_RUN = "not run: "
 
 
 @dataclass(frozen=True)
@@ -164,11 +166,11 @@ def hccn_tool_queries(ctx: Any) -> HccnFacts:
     stop_reason: Optional[str] = None
     for device_id in device_ids:
         queries: Dict[str, HccnQuery] = {}
-        for name, args in HCCN_QUERIES:
+        for name, args in HCCN_QUERY_ARGS.items():
             argv = (HCCN_TOOL, "-i", str(device_id), *args)
             shown = " ".join(argv)
             if stop_reason is not None:
-                queries[name] = HccnQuery(shown, error=f"not run: {stop_reason}")
+                queries[name] = HccnQuery(shown, error=NOT_RUN + stop_reason)
                 continue
             result = ctx.runner.run(Command(argv, timeout_s=timeout_s, extra_dirs=HCCN_TOOL_DIRS))
             spent_s += result.duration_s
