@@ -174,7 +174,9 @@ def whitelist_file(ctx) -> Iterator[Outcome]:
             fix=f"add this host's address ({_suggested_address(interfaces)}) to host_ip in {path}",
         )
         return
-    yield passed(subject, f"{len(whitelist.host_ips)} valid host IPs{notes}", evidence)
+    yield passed(
+        subject, f"{len(whitelist.host_ips)} valid host IPs{notes}", dict(evidence, this_host_ips=own)
+    )
 
 
 @check("HCCL003", stage=STAGE, title="HCCL_IF_IP is an address of this host")
