@@ -459,10 +459,7 @@ def _per_npu(
             not_run.append(device.device_id)
             not_run_reason = query.error
             continue
-        answered = {"link": device.link_status, "net_health": device.net_health, "ip": device.device_ip}[
-            query_name
-        ]
-        if answered is None:
+        if device.parsed(query_name) is None:
             yield _query_failed(query, facts, subject, expected)
             continue
         outcome = judge(device, subject)

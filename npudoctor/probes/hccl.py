@@ -128,6 +128,10 @@ class HccnDevice:
     net_health: Optional[str] = None
     device_ip: Optional[DeviceIp] = None
 
+    def parsed(self, query: str) -> Optional[object]:
+        """The parsed answer of the query named ``query`` (a key of :data:`HCCN_QUERY_ARGS`)."""
+        return {"link": self.link_status, "net_health": self.net_health, "ip": self.device_ip}[query]
+
 
 @dataclass(frozen=True)
 class HccnFacts:
