@@ -15,7 +15,7 @@ import os
 import shlex
 import stat
 from pathlib import Path
-from typing import Dict, Optional
+from typing import Dict, List, Optional
 
 from npudoctor.probes.runner import LiveRunner
 
@@ -30,6 +30,8 @@ class FakeNode:
             folder.mkdir(parents=True, exist_ok=True)
         # Only the fake bin folder and the basic system tools the scripts need.
         self.env: Dict[str, str] = {"PATH": f"{self.bin}:/usr/bin:/bin", "HOME": str(self.base / "home")}
+        # The host's network interfaces (name -> addresses); None = this machine's real ones.
+        self.interfaces: Optional[Dict[str, List[str]]] = None
 
     def path(self, system_path: str) -> Path:
         return self.root / system_path.lstrip("/")
@@ -104,7 +106,20 @@ class FakeNode:
         self.env.update(variables)
 
     def runner(self) -> LiveRunner:
-        return LiveRunner(str(self.root), environ=dict(self.env))
+        return FakeNodeRunner(str(self.root), dict(self.env), self.interfaces)
+
+
+class FakeNodeRunner(LiveRunner):
+    """The LiveRunner of ``--root``, with the fake node's network interfaces when it names them."""
+
+    def __init__(self, root: str, environ: Dict[str, str], interfaces: Optional[Dict[str, List[str]]]) -> None:
+        super().__init__(root, environ)
+        self._interfaces = interfaces
+
+    def net_interfaces(self) -> Dict[str, List[str]]:
+        if self._interfaces is None:
+            return super().net_interfaces()
+        return {name: list(addresses) for name, addresses in self._interfaces.items()}
 
 
 def env_without(*names: str) -> Dict[str, str]:

@@ -11,7 +11,6 @@ import pytest
 from npudoctor import api
 from npudoctor.model.finding import Finding, Report, Status
 from npudoctor.model.profile import NodeProfile, deep_merge
-from npudoctor.probes.runner import LiveRunner
 from tests.samples import sample_text
 
 PASS, WARN, FAIL, SKIP, ERROR = Status.PASS, Status.WARN, Status.FAIL, Status.SKIP, Status.ERROR
@@ -28,27 +27,15 @@ def _interfaces_from_real_error() -> Dict[str, List[str]]:
 HOST: Dict[str, List[str]] = {**_interfaces_from_real_error(), "enp189s0f0": []}
 
 
-class InterfacesRunner(LiveRunner):
-    """The fake node's LiveRunner with a chosen interface list (LiveRunner asks psutil about this machine)."""
-
-    def __init__(
-        self, root: str, environ: Mapping[str, str], interfaces: Mapping[str, Sequence[str]]
-    ) -> None:
-        super().__init__(root, environ)
-        self._interfaces = {name: list(addresses) for name, addresses in interfaces.items()}
-
-    def net_interfaces(self) -> Dict[str, List[str]]:
-        return {name: list(addresses) for name, addresses in self._interfaces.items()}
-
-
 def run_hccl(
     node,
     interfaces: Optional[Mapping[str, Sequence[str]]] = None,
     profile: Optional[NodeProfile] = None,
     only=("hccl",),
 ) -> Report:
-    runner = InterfacesRunner(str(node.root), node.env, HOST if interfaces is None else interfaces)
-    return api.run_checks(runner, profile, only=only)
+    chosen = HOST if interfaces is None else interfaces
+    node.interfaces = {name: list(addresses) for name, addresses in chosen.items()}
+    return api.run_checks(node.runner(), profile, only=only)
 
 
 def profile_with(**overrides) -> NodeProfile:
@@ -432,7 +419,8 @@ def test_recorded_bundle_replays_the_same_findings(node, tmp_path):
 
     npu_node(node, {"-i 7 -link -g": LINK_DOWN})
     node.setenv(HCCL_SOCKET_IFNAME="=enp")
-    recorder = RecordingRunner(InterfacesRunner(str(node.root), node.env, HOST))
+    node.interfaces = dict(HOST)
+    recorder = RecordingRunner(node.runner())
     recorder.environ()
     live = api.run_checks(recorder, only=("hccl",))
     bundle = str(tmp_path / "node-bundle")
