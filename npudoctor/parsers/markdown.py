@@ -9,8 +9,10 @@ Each table remembers the nearest ``#`` heading above it.
 ... |:---------------:|:------------------:|
 ... | PyTorch 2.1.0   | Python3.8, Python3.9 |
 ... ''')
->>> tables[0].heading, tables[0].header, tables[0].rows
-('PyTorch and Python versions', ('PyTorch Version', 'Python version'), [('PyTorch 2.1.0', 'Python3.8, Python3.9')])
+>>> tables[0].heading, tables[0].header
+('PyTorch and Python versions', ('PyTorch Version', 'Python version'))
+>>> tables[0].rows
+[('PyTorch 2.1.0', 'Python3.8, Python3.9')]
 """
 
 from __future__ import annotations
@@ -45,7 +47,9 @@ def _is_row(line: str) -> bool:
 
 def _is_separator(line: str) -> bool:
     cells = _cells(line)
-    return _is_row(line) and bool(cells) and all(_SEPARATOR_CELL.match(cell.replace(" ", "")) for cell in cells)
+    return (
+        _is_row(line) and bool(cells) and all(_SEPARATOR_CELL.match(cell.replace(" ", "")) for cell in cells)
+    )
 
 
 def read_tables(text: str) -> List[Table]:

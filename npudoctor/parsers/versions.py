@@ -15,7 +15,8 @@ True
 True
 >>> Version.parse("2.5.1rc1") < Version.parse("2.5.1") == Version.parse("2.5.1+cpu")
 True
->>> Version.parse("24.1.rc1") < Version.parse("24.1.0") < Version.parse("25.0.rc1") < Version.parse("25.0.rc1.1")
+>>> V = Version.parse
+>>> V("24.1.rc1") < V("24.1.0") < V("25.0.rc1") < V("25.0.rc1.1")
 True
 >>> Version.parse("2.1.0+cpu").release, Version.parse("2.1.0+cpu").local, Version.parse("8.0.RC3").major_minor
 ((2, 1, 0), 'cpu', (8, 0))
@@ -33,7 +34,16 @@ from typing import Any, Iterable, Optional, Sequence, Tuple
 # Rank of a part kind; a plain number is a release part.
 _RELEASE = 40
 _QUALIFIER_RANK = {
-    "dev": 0, "t": 5, "a": 10, "alpha": 10, "b": 20, "beta": 20, "c": 30, "rc": 30, "pre": 30, "post": 50,
+    "dev": 0,
+    "t": 5,
+    "a": 10,
+    "alpha": 10,
+    "b": 20,
+    "beta": 20,
+    "c": 30,
+    "rc": 30,
+    "pre": 30,
+    "post": 50,
 }
 _UNKNOWN_QUALIFIER = 15  # some other pre-release word: after test builds, before release candidates
 _PIECE = re.compile(r"(\d+)|([A-Za-z]+)(\d*)")
@@ -111,7 +121,7 @@ class Version:
 
     @property
     def major_minor(self) -> Tuple[int, int]:
-        release = self.release + (0, 0)
+        release = (*self.release, 0, 0)
         return release[0], release[1]
 
     @property
@@ -152,7 +162,8 @@ def newest(versions: Iterable[Optional[Version]]) -> Optional[Version]:
 def in_range(version: Version, low: str, high: str) -> bool:
     """``low <= version <= high`` (a firmware range from driver/version.info ``compatible_version_fw``).
 
-    >>> in_range(Version.parse("7.1.0.11.220"), "7.0.0", "7.1.99"), in_range(Version.parse("7.5.0.1.129"), "7.0.0", "7.1.99")
+    >>> firmware = Version.parse("7.1.0.11.220")
+    >>> in_range(firmware, "7.0.0", "7.1.99"), in_range(firmware, "7.2.0", "7.5.99")
     (True, False)
     """
     low_v, high_v = parse_version(low), parse_version(high)
