@@ -134,7 +134,7 @@ def _python(ctx: CheckContext) -> Tuple[Any, Optional[Outcome]]:
         return facts, skip(
             f"no Python interpreter to ask: {facts.error}",
             subject="python",
-            fix="pass the training interpreter: npudoctor check --python /path/to/venv/bin/python",
+            fix="activate the training environment (its python3 first on PATH) and run npudoctor again",
         )
     return facts, error(f"cannot read the packages of the target Python: {facts.error}", subject="python")
 
@@ -538,12 +538,12 @@ def torch_npu_and_cann(ctx: CheckContext) -> Iterable[Outcome]:
     if other_installed:
         home = other_installed[0].found_via[0]
         fixes.append(
-            f"or use the installed CANN {release.cann.text} at {home} "
+            f"use the installed CANN {release.cann.text} at {home} "
             f"(source its set_env.sh / export ASCEND_HOME_PATH={home})"
         )
     else:
-        fixes.append(("or " if fixes else "") + _cann_install_hint(release.cann))
-    fix = "\n".join(fixes)
+        fixes.append(_cann_install_hint(release.cann))
+    fix = "\nor ".join(fixes)
     if installed < release.cann:
         yield fail(
             "python:torch_npu",
