@@ -305,3 +305,44 @@ def test_torch_npu_unknown_to_the_matrix_warns(node):
     target_python(node, torch="2.1.0", torch_npu="2.1.0.post99")
     finding = one(run(node), "VER004")
     assert finding.status is Status.WARN and "2.1.0.post17" in finding.fix
+
+
+def test_cann_under_a_custom_install_path_from_the_install_record(node):
+    node.file("/etc/Ascend/ascend_cann_install.info", "Install_Path=/opt/Ascend\n")
+    node.file(
+        "/opt/Ascend/ascend-toolkit/8.1.RC1/aarch64-linux/ascend_toolkit_install.info",
+        sample_text(TOOLKIT_81RC1),
+    )
+    node.setenv(ASCEND_TOOLKIT_HOME="/opt/Ascend/ascend-toolkit/8.1.RC1")
+    target_python(node, torch="2.1.0", torch_npu="2.1.0.post12")
+    report = run(node)
+    cann = one(report, "VER002")
+    assert cann.status is Status.PASS
+    assert cann.detail.startswith(
+        "toolkit 8.1.RC1 in use (via ASCEND_TOOLKIT_HOME=/opt/Ascend/ascend-toolkit/8.1.RC1)"
+    )
+    assert one(report, "VER004").status is Status.PASS
+
+
+def test_recorded_bundle_replays_to_the_same_versions_findings(node, tmp_path):
+    install_driver(node)
+    install_toolkit(node, "8.1.RC1", TOOLKIT_81RC1)
+    target_python(node, torch="2.1.0", torch_npu="2.1.0.post8")
+    bundle = str(tmp_path / "node.tar.gz")
+    live = api.collect(bundle, root=str(node.root), environ=node.env)
+    replayed = api.run_checks(api.make_runner(bundle=bundle), only=("versions",))
+    versions = [(f.id, f.status, f.detail) for f in live.findings if f.stage == "versions"]
+    assert versions == [(f.id, f.status, f.detail) for f in replayed.findings]
+    # torch_npu 2.1.0.post8 was built for CANN 8.0.RC3; 8.1.RC1 is newer: the fix names the matching torch_npu
+    assert ("VER004", Status.WARN) in [(f.id, f.status) for f in replayed.findings]
+
+
+def test_fixes_never_recommend_a_known_bad_release(node):
+    # torch 2.8.0 on CANN 8.3.RC1: the matrix's only torch_npu for that pair is the known-bad 2.8.0
+    install_toolkit(node, "8.3.RC1", "ascend_toolkit_install.info_8.3.RC1_constructed.txt")
+    target_python(node, torch="2.8.0", torch_npu="2.1.0.post17")
+    finding = one(run(node), "VER003")
+    assert finding.status is Status.FAIL
+    assert finding.fix.startswith(
+        "pip install torch_npu==2.8.0.post4   # built for torch 2.8.0 and CANN 9.0.0"
+    )

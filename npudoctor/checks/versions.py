@@ -60,7 +60,9 @@ class Matrix:
     ['3.8', '3.9', '3.10']
     """
 
-    def __init__(self, data: Mapping[str, Any]) -> None:
+    def __init__(self, data: Mapping[str, Any], known_bad: Sequence[Version] = ()) -> None:
+        # torch_npu versions never to recommend (checks/known_bad.yaml)
+        self.known_bad = tuple(known_bad)
         self.releases: List[Release] = []
         for row in data["releases"]:
             self.releases.append(
@@ -88,9 +90,9 @@ class Matrix:
     def best_for(
         self, torch: Version, cann: Optional[Version] = None, avoid: Sequence[Version] = ()
     ) -> Optional[Release]:
-        """The newest torch_npu for ``torch`` (built for ``cann`` when given), skipping ``avoid``."""
+        """The newest torch_npu for ``torch`` (built for ``cann`` when given), never a known-bad one."""
         for release in self.for_torch(torch):
-            if release.torch_npu in avoid:
+            if release.torch_npu in avoid or release.torch_npu in self.known_bad:
                 continue
             if cann is None or cann.same_release_as(release.cann):
                 return release
@@ -119,7 +121,13 @@ class Matrix:
 
 @functools.cache
 def matrix() -> Matrix:
-    return Matrix(knowledge.load("compat_matrix"))
+    bad = [
+        Version.parse(str(version))
+        for entry in knowledge.load("known_bad")["known_bad"]
+        if entry["package"] == "torch_npu"
+        for version in entry["versions"]
+    ]
+    return Matrix(knowledge.load("compat_matrix"), bad)
 
 
 # --- shared helpers ------------------------------------------------------------------------------------
