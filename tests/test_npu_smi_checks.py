@@ -54,6 +54,23 @@ def test_warning_chip_warns_and_names_the_chip(node):
     assert report.exit_code() == 0 and report.exit_code("warn") == 1
 
 
+def test_health_query_of_a_chip_that_is_not_ok_adds_its_error_code(node):
+    node.npu_node(8)
+    node.command("npu-smi", stdout=smi("NPU3-Warning"),
+                 by_args={"info -t health -i 3 -c 0": smi("t-health_Warning")})
+    (warning,) = [f for f in by_id(run(node), "SMI002") if f.status is Status.WARN]
+    assert warning.detail == ("910B3: health Warning (Error Code A1B2C3D4; "
+                              "Error Information placeholder text of a constructed sample)")
+    assert warning.evidence["health_query"]["Health Status"] == "Warning"
+
+
+def test_health_query_that_prints_nothing_useful_is_said_so(node):
+    node.command("npu-smi", stdout=smi("310B4_Alarm"))  # answers every query with the main table
+    (alarm,) = by_id(run(node), "SMI002")
+    assert alarm.status is Status.FAIL and alarm.detail == "310B4: health Alarm"
+    assert "npu-smi info -t health -i 0 -c 0" in alarm.evidence["health_query"]["query_error"]
+
+
 def test_alarm_chip_fails(node):
     # An Atlas 200I DK A2 class SoC: no PCI NPU, Bus-Id NA.
     node.command("npu-smi", stdout=smi("310B4_Alarm"))

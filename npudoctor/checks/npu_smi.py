@@ -134,27 +134,39 @@ def chip_health(ctx: CheckContext) -> Iterable[Outcome]:
     Health word is npu-smi's summary of the chip's error codes, like ``nvidia-smi -q``'s retired pages and
     Xid events.
 
+    For each chip that is not OK npudoctor also runs `npu-smi info -t health -i <npu> -c <chip>` (at most
+    ``npu_smi.health_detail_max_chips`` of them, profile) and shows its error codes.
+
     Fix: read the error codes with `npu-smi info -t health -i <npu> -c <chip>`, and the kernel side with
     `dmesg | grep -i -E "devdrv|davinci"`. Then, on an idle chip, reset it with
     `npu-smi set -t reset -i <npu> -c <chip>` (printed, never run by npudoctor); if the state comes back,
     hand the node to hardware support.
     """
-    levels = knowledge.load("npu_smi_errors")["health"]
-    for chip in ctx.facts("npu_smi").table.chips:
+    levels = {word.lower(): level for word, level in knowledge.load("npu_smi_errors")["health"].items()}
+    facts = ctx.facts("npu_smi")
+    for chip in facts.table.chips:
         evidence = _chip_evidence(chip)
-        level = levels.get(chip.health)
+        level = levels.get(chip.health.strip().lower())
         if level == "pass":
             yield passed(chip.subject, f"{chip.name}: {chip.health}", evidence)
             continue
+        detail = f"{chip.name}: health {chip.health}"
+        health = facts.health_details.get(chip.subject)
+        if health:
+            evidence["health_query"] = dict(health)
+            codes = [f"{key} {value}" for key, value in health.items()
+                     if key.lower().startswith("error") and value not in ("NA", "")]
+            if codes:
+                detail += " (" + "; ".join(codes) + ")"
         where = f"-i {chip.npu_id} -c {chip.chip_id or 0}"
         fix = (f"npu-smi info -t health {where}   # the error codes\n"
                f"npu-smi set -t reset {where}   # on an idle chip; reboot if the state comes back")
         if level == "fail":
-            yield fail(chip.subject, f"{chip.name}: health {chip.health}", evidence, fix=fix)
+            yield fail(chip.subject, detail, evidence, fix=fix)
         elif level == "warn":
-            yield warn(chip.subject, f"{chip.name}: health {chip.health}", evidence, fix=fix)
+            yield warn(chip.subject, detail, evidence, fix=fix)
         else:
-            yield warn(chip.subject, f"{chip.name}: unknown health value {chip.health!r}", evidence, fix=fix)
+            yield warn(chip.subject, f"{detail}: a Health value npudoctor does not know", evidence, fix=fix)
 
 
 def _chip_evidence(chip: NpuSmiChip) -> Dict[str, Any]:

@@ -48,8 +48,11 @@ _ABSENT = {"NA", "N/A", "-", "--", ""}
 _BANNER = re.compile(r"npu-smi\s+(?P<tool>\S+)(?:\s+Version:\s*(?P<driver>\S+))?", re.IGNORECASE)
 _IDLE = re.compile(r"No running processes found in NPU\s+(\d+)", re.IGNORECASE)
 # One sub-field of the third box: a "used / total" pair (the space may be missing: "20701/ 65536") or a word.
+# A key of `npu-smi info -t ...` output ("PCIe Bus Info", "Aicore Usage Rate(%)"); table rows are not keys.
+_KEY = re.compile(r"^[A-Za-z][\w .()%/-]*$")
 _SUBFIELD = re.compile(r"[^\s/]+\s*/\s*[^\s/]+|\S+")
-_SEPARATOR = re.compile(r"^\+[-=+]*\+?$")
+# "+---+===+", also with a stray "|" at the end as some pastes have it.
+_SEPARATOR = re.compile(r"^\+[-=+|]*$")
 # Sub-field header names (lower-case prefixes) -> our field names (units in the names; MB as printed is MiB).
 _HEADER_FIELDS: Sequence[Tuple[str, str]] = (
     ("power", "power_w"), ("temp", "temp_c"), ("hugepages", "hugepages"),
@@ -167,6 +170,34 @@ def recognise_failure(text: str) -> Optional[NpuSmiFailure]:
         if _NO_SUCH_FILE.search(line):
             return NpuSmiFailure("no-such-file", line)
     return None
+
+
+def parse_key_values(text: str) -> List[Dict[str, str]]:
+    """``npu-smi info -t board|health|usages|common|memory|ecc`` and ``-l``: ``Key : value`` lines, indented
+    by a TAB or spaces, in sections separated by blank lines (card part, then chip part).
+
+    Real ``npu-smi info -i <id> -c 0 -t health`` output (MindCluster doc):
+
+    >>> parse_key_values(" Health Status                  : OK\\n"
+    ...                  " Error Code                     : NA\\n"
+    ...                  " Error Information              : NA\\n")
+    [{'Health Status': 'OK', 'Error Code': 'NA', 'Error Information': 'NA'}]
+    """
+    sections: List[Dict[str, str]] = []
+    current: Dict[str, str] = {}
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line:
+            if current:
+                sections.append(current)
+                current = {}
+            continue
+        key, colon, value = line.partition(":")
+        if colon and _KEY.match(key.strip()):
+            current[key.strip()] = value.strip()
+    if current:
+        sections.append(current)
+    return sections
 
 
 def _number(token: str) -> Optional[float]:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Optional
+from dataclasses import dataclass, field
+from typing import Any, Dict, Mapping, Optional
 
 from npudoctor.parsers.npu_smi import (
     NpuSmiFailure,
     NpuSmiParseError,
     NpuSmiTable,
+    parse_key_values,
     parse_npu_smi_info,
     recognise_failure,
 )
@@ -38,6 +39,9 @@ class NpuSmiFacts:
     failure: Optional[NpuSmiFailure] = None
     parse_error: Optional[str] = None
     output_head: str = ""
+    # For chips whose Health is not OK: chip subject -> `npu-smi info -t health` keys (Error Code, ...), or
+    # {"query_error": why it could not be read}.
+    health_details: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
 
 
 @provides("npu_smi")
@@ -55,4 +59,26 @@ def npu_smi_facts(ctx: Any) -> NpuSmiFacts:
         table = parse_npu_smi_info(result.stdout)
     except NpuSmiParseError as exc:
         return NpuSmiFacts(found=True, failure=recognise_failure(output), parse_error=str(exc), **common)
-    return NpuSmiFacts(found=True, table=table, **common)
+    details = _health_details(ctx, table, timeout_s)
+    return NpuSmiFacts(found=True, table=table, health_details=details, **common)
+
+
+def _health_details(ctx: Any, table: NpuSmiTable, timeout_s: float) -> Dict[str, Dict[str, str]]:
+    """Equivalent to ``npu-smi info -t health -i <npu> -c <chip>`` for each chip that is not OK (at most
+    ``npu_smi.health_detail_max_chips`` of them: each call can take seconds): its error codes say why."""
+    limit = int(ctx.profile.get("npu_smi.health_detail_max_chips", 4))
+    unhealthy = [chip for chip in table.chips if chip.health.strip().lower() != "ok"][:max(limit, 0)]
+    details: Dict[str, Dict[str, str]] = {}
+    for chip in unhealthy:
+        argv = ("npu-smi", "info", "-t", "health", "-i", str(chip.npu_id), "-c", str(chip.chip_id or 0))
+        result = ctx.runner.run(Command(argv, timeout_s=timeout_s, extra_dirs=NPU_SMI_DIRS))
+        sections = parse_key_values(result.stdout) if result.error is None else []
+        if result.error is not None or result.rc or not sections:
+            reason = result.error or f"exit code {result.rc}, {len(sections)} key/value lines"
+            details[chip.subject] = {"query_error": f"`{' '.join(argv)}`: {reason}"}
+            continue
+        merged: Dict[str, str] = {}
+        for section in sections:
+            merged.update(section)
+        details[chip.subject] = merged
+    return details
