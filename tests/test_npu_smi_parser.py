@@ -203,3 +203,24 @@ def test_key_value_outputs_of_t_board_health_and_l():
     assert listing[0] == {"Total Count": "8"} and len(listing) == 9
     assert [s["NPU ID"] for s in listing[1:]] == [str(i) for i in range(8)]
     assert parse_key_values(smi("910B3_8card_24")) == []  # the main table has no key/value lines
+
+
+def test_950_layout_with_npu_id_and_name_in_separate_cells():
+    table = parse_npu_smi_info(smi("950DT"))
+    assert table.tool_version == "25.6.rc1.b218"
+    assert [(c.npu_id, c.name, c.health) for c in table.chips] == [
+        (0, "Ascend950DT", "OK"), (1, "Ascend950DT", "OK"), (7, "Ascend950DT", "Warning")]
+    last = table.chips[2]
+    assert (last.chip_id, last.bus_id, last.aicore_pct, last.power_w) == (None, None, 42, 397.5)
+    assert (last.hbm_used_mib, last.hbm_total_mib, last.memory_total_mib) == (91000, 98304, 0)
+    assert not table.notes
+
+
+def test_wide_26_layout_and_a_fifth_process_column():
+    table = parse_npu_smi_info(smi("26.0.rc1_wide"))
+    assert [(c.npu_id, c.chip_id, c.phy_id) for c in table.chips] == [
+        (0, 0, 0), (0, 1, 1), (5, 0, 10), (5, 1, 11)]
+    assert table.chips[0].hbm_used_mib == 59807 and table.chips[1].aicore_pct == 60
+    assert [(p.npu_id, p.chip_id, p.pid, p.name, p.memory_mib) for p in table.processes] == [
+        (0, 0, 1774110, "VLLMWorker_PP", 56684), (0, 1, 1777209, "VLLMWorker_PP", 56684)]
+    assert table.idle_npus == (5,)

@@ -51,13 +51,16 @@ _IDLE = re.compile(r"No running processes found in NPU\s+(\d+)", re.IGNORECASE)
 # A key of `npu-smi info -t ...` output ("PCIe Bus Info", "Aicore Usage Rate(%)"); table rows are not keys.
 _KEY = re.compile(r"^[A-Za-z][\w .()%/-]*$")
 _SUBFIELD = re.compile(r"[^\s/]+\s*/\s*[^\s/]+|\S+")
-# "+---+===+", also with a stray "|" at the end as some pastes have it.
-_SEPARATOR = re.compile(r"^\+[-=+|]*$")
+# "+---+===+", also with a "|" at an end ("|====+===|") as some versions and pastes have it.
+_SEPARATOR = re.compile(r"^(?:\+[-=+|]*|\|[=+]+\|?)$")
 # Sub-field header names (lower-case prefixes) -> our field names (units in the names; MB as printed is MiB).
 _HEADER_FIELDS: Sequence[Tuple[str, str]] = (
     ("power", "power_w"), ("temp", "temp_c"), ("hugepages", "hugepages"),
     ("aicore", "aicore_pct"), ("memory", "memory"), ("hbm", "hbm"),
+    # The 950 layout names its compute utilisation "NPU Util(%)", where older layouts print AICore(%).
+    ("npu util", "aicore_pct"),
 )
+_NAME_GAP = re.compile(r"\s{2,}")
 # Used when a header row has no third box (a hand-edited paste): the layout most nodes print.
 _DEFAULT_ROW1 = ("power_w", "temp_c", "hugepages")
 _DEFAULT_ROW2 = ("aicore_pct", "memory", "hbm")
@@ -227,13 +230,24 @@ def _pair(token: str) -> Tuple[Optional[int], Optional[int]]:
     return _integer(used), _integer(total)
 
 
+def _field_name(header: str) -> Optional[str]:
+    lowered = header.lower()
+    return next((name for prefix, name in _HEADER_FIELDS if lowered.startswith(prefix)), None)
+
+
 def _field_names(cell: str) -> List[str]:
-    """Header sub-field names (``Power(W) Temp(C) Hugepages-Usage(page)``) -> our names, in order."""
+    """Header sub-field names (``Power(W)    Temp(C)    Hugepages-Usage(page)``) -> our names, in order.
+
+    Names are separated by runs of spaces; a name may hold one space (``NPU Util(%)``), so a chunk is split
+    on single spaces only when each of its words is a known name.
+    """
     names = []
-    for word in cell.split():
-        lowered = word.lower()
-        ours = next((name for prefix, name in _HEADER_FIELDS if lowered.startswith(prefix)), "?" + word)
-        names.append(ours)
+    for chunk in _NAME_GAP.split(cell.strip()):
+        words = chunk.split()
+        if len(words) > 1 and all(_field_name(word) for word in words):
+            names.extend(str(_field_name(word)) for word in words)
+        elif chunk:
+            names.append(_field_name(chunk) or "?" + chunk)
     return names
 
 
@@ -272,6 +286,9 @@ class _Builder:
         self.row1_names: Sequence[str] = _DEFAULT_ROW1
         self.row2_names: Sequence[str] = _DEFAULT_ROW2
         self.second_id = "device_id"  # what the second number of the "Chip" cell is
+        # Where the Health and Bus-Id cells are: 1 usually, 2 in the 950 layout ("NPU ID | Name | Health").
+        self.health_at = 1
+        self.bus_at = 1
         self.header_seen = False
         self.section = ""  # "", "chips", "processes"
         self.process_columns: Dict[str, int] = {}
@@ -288,13 +305,18 @@ class _Builder:
         if len(cells) == 1 and self.tool is None and (banner := _BANNER.search(first)):
             self.tool, self.driver = banner.group("tool"), banner.group("driver")
             return
-        if len(cells) >= 2 and first.split()[:1] == ["NPU"] and cells[1] == "Health":
+        lowered = [cell.lower() for cell in cells]
+        if first.split()[:1] == ["NPU"] and "health" in lowered:
             self.header_seen, self.section = True, "chips"
-            self.row1_names = _field_names(cells[2]) if len(cells) > 2 else _DEFAULT_ROW1
+            self.health_at = lowered.index("health")
+            after = self.health_at + 1
+            self.row1_names = _field_names(cells[after]) if len(cells) > after else _DEFAULT_ROW1
             return
-        if len(cells) >= 2 and first.split()[:1] == ["Chip"] and cells[1].lower() == "bus-id":
-            self.row2_names = _field_names(cells[2]) if len(cells) > 2 else _DEFAULT_ROW2
-            words = first.split()
+        if "bus-id" in lowered:
+            self.bus_at = lowered.index("bus-id")
+            after = self.bus_at + 1
+            self.row2_names = _field_names(cells[after]) if len(cells) > after else _DEFAULT_ROW2
+            words = " ".join(cells[:self.bus_at]).split()
             is_phy = len(words) > 1 and words[1].lower().startswith("phy")
             self.second_id = "phy_id" if is_phy else "device_id"
             return
@@ -317,30 +339,31 @@ class _Builder:
 
     def chip_row(self, cells: List[str]) -> None:
         if self.pending is None:
-            words = cells[0].split()
+            words = " ".join(cells[:self.health_at]).split()
             if not words or _integer(words[0]) is None:
                 self.notes.append(f"skipped a row that is no chip row: |{'|'.join(cells)}|")
                 return
-            if len(cells) < 3:
+            if len(cells) < self.health_at + 2:
                 self.partial = True
                 self.notes.append(f"NPU {words[0]}: row cut off; that chip is left out")
                 return
             fields: Dict[str, Any] = {"npu_id": int(words[0]), "name": " ".join(words[1:]),
-                                      "health": cells[1]}
-            _assign(fields, self.row1_names, cells[2], f"NPU {words[0]}", self.notes)
+                                      "health": cells[self.health_at]}
+            _assign(fields, self.row1_names, cells[self.health_at + 1], f"NPU {words[0]}", self.notes)
             self.pending = fields
             return
         fields = self.pending
         self.pending = None
-        words = cells[0].split()
+        words = " ".join(cells[:self.bus_at]).split()
         fields["chip_id"] = _integer(words[0]) if words else None
         if len(words) > 1:
             fields[self.second_id] = _integer(words[1])
-        if len(cells) > 1:
-            fields["bus_id"] = None if cells[1] in _ABSENT else cells[1]
-        if len(cells) > 2:
-            _assign(fields, self.row2_names, cells[2], f"NPU {fields['npu_id']} chip {fields['chip_id']}",
-                    self.notes)
+        if len(cells) > self.bus_at:
+            bus_id = cells[self.bus_at]
+            fields["bus_id"] = None if bus_id in _ABSENT else bus_id
+        if len(cells) > self.bus_at + 1:
+            _assign(fields, self.row2_names, cells[self.bus_at + 1],
+                    f"NPU {fields['npu_id']} chip {fields['chip_id']}", self.notes)
         else:
             self.partial = True
             self.notes.append(f"NPU {fields['npu_id']}: second row cut off; its readings are missing")
