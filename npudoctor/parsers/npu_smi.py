@@ -241,7 +241,7 @@ def _field_names(cell: str) -> List[str]:
     Names are separated by runs of spaces; a name may hold one space (``NPU Util(%)``), so a chunk is split
     on single spaces only when each of its words is a known name.
     """
-    names = []
+    names: List[str] = []
     for chunk in _NAME_GAP.split(cell.strip()):
         words = chunk.split()
         if len(words) > 1 and all(_field_name(word) for word in words):
@@ -323,13 +323,12 @@ class _Builder:
         if any(cell.lower().startswith("process id") for cell in cells):
             self.section = "processes"
             self.process_columns = {}
-            for index, cell in enumerate(cells):
-                lowered = cell.lower()
-                if lowered.startswith("process id") and "pid" not in self.process_columns:
+            for index, name in enumerate(lowered):
+                if name.startswith("process id") and "pid" not in self.process_columns:
                     self.process_columns["pid"] = index
-                elif lowered.startswith("process name"):
+                elif name.startswith("process name"):
                     self.process_columns["name"] = index
-                elif lowered.startswith("process memory"):
+                elif name.startswith("process memory"):
                     self.process_columns["memory"] = index
             return
         if self.section == "processes":
