@@ -47,9 +47,9 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 _ABSENT = {"NA", "N/A", "-", "--", ""}
 _BANNER = re.compile(r"npu-smi\s+(?P<tool>\S+)(?:\s+Version:\s*(?P<driver>\S+))?", re.IGNORECASE)
 _IDLE = re.compile(r"No running processes found in NPU\s+(\d+)", re.IGNORECASE)
-# One sub-field of the third box: a "used / total" pair (the space may be missing: "20701/ 65536") or a word.
 # A key of `npu-smi info -t ...` output ("PCIe Bus Info", "Aicore Usage Rate(%)"); table rows are not keys.
 _KEY = re.compile(r"^[A-Za-z][\w .()%/-]*$")
+# One sub-field of the third box: a "used / total" pair (the space may be missing: "20701/ 65536") or a word.
 _SUBFIELD = re.compile(r"[^\s/]+\s*/\s*[^\s/]+|\S+")
 # "+---+===+", also with a "|" at an end ("|====+===|") as some versions and pastes have it.
 _SEPARATOR = re.compile(r"^(?:\+[-=+|]*|\|[=+]+\|?)$")
