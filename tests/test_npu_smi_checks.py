@@ -237,3 +237,19 @@ def test_every_check_has_user_documentation():
         spec = api.find_check(check_id)
         assert spec is not None and spec.stage == "npu-smi"
         assert "npu-smi" in spec.summary and len(spec.doc.split("\n\n")) >= 2
+
+
+def test_recorded_bundle_replays_the_same_npu_smi_findings(node, tmp_path):
+    node.npu_node(8)
+    node.command("npu-smi", stdout=smi("NPU3-Warning"),
+                 by_args={"info -t health -i 3 -c 0": smi("t-health_Warning")})
+    bundle = str(tmp_path / "node.tar.gz")
+    api.collect(bundle, root=str(node.root), environ=node.env)
+    live = run(node)
+    replayed = api.run_checks(api.make_runner(bundle=bundle), only=("pcie", "npu-smi"))
+
+    def stage(report):
+        return [(f.id, f.status, f.subject, f.detail) for f in report.findings if f.stage == "npu-smi"]
+
+    assert stage(replayed) == stage(live)
+    assert Status.WARN in [status for _, status, _, _ in stage(live)]

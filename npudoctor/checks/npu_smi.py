@@ -183,9 +183,10 @@ def chip_count(ctx: CheckContext) -> Iterable[Outcome]:
 
     A card on the bus that npu-smi does not list is one the driver could not bring up: training on that node
     will find fewer devices than the job expects. The comparison is by PCI function: where npu-smi prints
-    Bus-Ids, the distinct Bus-Ids are counted (an Atlas 300I Duo shows two chips on one Bus-Id, an A3 NPU two
-    dies); where it prints none (SoCs), the NPU ids are counted. In a container npu-smi lists only the
-    devices given to it while /sys shows the host's bus: then pass every device, or run on the host.
+    Bus-Ids, the distinct Bus-Ids are counted (an Atlas 300I Duo shows its two chips on one Bus-Id; an A3 NPU
+    shows two dies, each with its own Bus-Id); where it prints none (SoCs, 950), the NPU ids are counted.
+    In a container npu-smi lists only the devices given to it while /sys shows the host's bus: then pass
+    every device, or run on the host.
     The profile's ``node.npu_count`` may count NPUs or chips; either matches.
 
     Fix: `lspci -d 19e5:` and `dmesg | grep -i -E "devdrv|davinci"` for the missing card; reload the driver or
