@@ -98,7 +98,17 @@ def test_card_on_the_bus_missing_from_npu_smi_is_named(node):
     node.command("npu-smi", stdout=sample_text(B3_8CARD))
     (count,) = by_id(run(node), "SMI003")
     assert count.status is Status.FAIL and count.evidence["missing_from_npu_smi"] == ["0000:c3:00.0"]
-    assert "not listed by npu-smi: 0000:c3:00.0" in count.detail
+    assert "not listed by npu-smi: 0000:c3:00.0" in count.detail and "container" not in count.detail
+
+
+def test_container_given_a_subset_of_the_bus_is_told_apart_in_the_detail(node):
+    node.npu_node(8)  # /sys shows the host's 8 NPUs ...
+    for index in range(1, 8):
+        node.path(f"/dev/davinci{index}").unlink()  # ... but only /dev/davinci0 was passed in
+    node.command("npu-smi", stdout=smi("310P3_NPUID2144"))
+    (count,) = by_id(run(node), "SMI003")
+    assert count.status is Status.FAIL and count.evidence["dev_davinci_nodes"] == 1
+    assert "a container given only these devices" in count.detail and "--skip SMI003" in count.fix
 
 
 def test_a3_dies_are_matched_by_distinct_bus_id(node):

@@ -171,6 +171,8 @@ def test_noise_lines_before_the_table_are_ignored():
     ("Total Count                    : 8\n\nNPU ID                         : 0\n", "not an npu-smi info"),
     ("+-----+\n| npu-smi 24.1.0    Version: 24.1.0 |\n+-----+\n| NPU   Name   | Health   | Power(W) |\n",
      "no chip"),
+    ("+-----+\n| npu-smi 24.1.0    Version: 24.1.0 |\n+-----+\n",
+     "npu-smi 24.1.0 banner but no table header"),
 ])
 def test_bad_input_is_a_one_line_parse_error(text, reason):
     with pytest.raises(NpuSmiParseError) as caught:

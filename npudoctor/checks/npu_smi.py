@@ -173,6 +173,15 @@ def _chip_evidence(chip: NpuSmiChip) -> Dict[str, Any]:
     return {key: value for key, value in chip.to_dict().items() if value is not None}
 
 
+def _davinci_count(ctx: CheckContext) -> Optional[int]:
+    """How many /dev/davinci<N> nodes exist (one per chip the driver brought up), None when unknown."""
+    try:
+        nodes = ctx.facts("device_nodes")
+    except FactsUnavailable:
+        return None
+    return None if nodes.error else len(nodes.chips)
+
+
 def _normal_bdf(bus_id: str) -> str:
     return bus_id.strip().lower()
 
@@ -216,9 +225,15 @@ def chip_count(ctx: CheckContext) -> Iterable[Outcome]:
                 evidence["not_on_pci_bus"] = sorted(set(bus_ids) - on_bus)
                 if evidence["missing_from_npu_smi"]:
                     detail += f"; not listed by npu-smi: {', '.join(evidence['missing_from_npu_smi'])}"
+            davinci = _davinci_count(ctx)
+            if seen < len(npus) and davinci == len(chips):
+                evidence["dev_davinci_nodes"] = davinci
+                detail += (f" (/dev has {davinci} davinci node(s), one per listed chip: a container given "
+                           "only these devices looks like this)")
             yield fail("npu-smi", detail, evidence,
                        fix="lspci -d 19e5: ; dmesg | grep -i -E 'devdrv|davinci'   # is the card up?\n"
-                           "in a container: pass every /dev/davinciN, or run the check on the host")
+                           "in a container: pass every /dev/davinciN, or run the check on the host "
+                           "(or `--skip SMI003` where a subset is intended)")
             return
     expected = ctx.profile.expected_chip_count
     if expected is not None:

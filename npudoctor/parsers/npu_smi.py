@@ -439,4 +439,7 @@ def parse_npu_smi_info(text: str) -> NpuSmiTable:
         raise NpuSmiParseError(f"npu-smi printed an error instead of its table: {failure.line}")
     if builder.header_seen:
         raise NpuSmiParseError("npu-smi table has a header but no chip row (truncated?)")
+    if builder.tool is not None:
+        raise NpuSmiParseError(f"npu-smi {builder.tool} banner but no table header and no chip row "
+                               "(truncated?)")
     raise NpuSmiParseError("not an npu-smi info table (no 'NPU Name | Health' header row and no chip row)")
