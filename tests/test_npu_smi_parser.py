@@ -155,6 +155,13 @@ def test_processes_including_empty_names_and_missing_space_in_pairs():
     assert empty.idle_npus == (2, 3, 4, 5)
 
 
+def test_two_pasted_runs_read_the_first_table_only():
+    once = smi("910B2C")
+    table = parse_npu_smi_info(once + "\n$ npu-smi info\n" + once)
+    assert len(table.chips) == 2 and len(table.processes) == 1
+    assert table.notes == ("a second table follows the first; only the first is read",)
+
+
 def test_large_npu_id_and_tool_driver_versions_differ():
     table = parse_npu_smi_info(smi("NPUID2144"))
     assert (table.tool_version, table.driver_version, table.chips[0].npu_id) == ("22.0.2", "22.0.4", 2144)

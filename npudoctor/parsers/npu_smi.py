@@ -298,6 +298,7 @@ class _Builder:
         self.idle: List[int] = []
         self.partial = False
         self.notes: List[str] = []
+        self.done = False  # a second table begins (a paste of two runs): only the first is read
 
     # -- rows ----------------------------------------------------------------------------------------
     def row(self, cells: List[str]) -> None:
@@ -307,6 +308,10 @@ class _Builder:
             return
         lowered = [cell.lower() for cell in cells]
         if first.split()[:1] == ["NPU"] and "health" in lowered:
+            if self.chips or self.pending is not None:
+                self.done = True
+                self.notes.append("a second table follows the first; only the first is read")
+                return
             self.header_seen, self.section = True, "chips"
             self.health_at = lowered.index("health")
             after = self.health_at + 1
@@ -416,6 +421,8 @@ def parse_npu_smi_info(text: str) -> NpuSmiTable:
         raise NpuSmiParseError("empty input: no npu-smi output")
     builder = _Builder()
     for raw in text.splitlines():
+        if builder.done:
+            break
         line = _clean(raw)
         if not line:
             continue
