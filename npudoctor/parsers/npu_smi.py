@@ -1,0 +1,452 @@
+"""Pure reader of ``npu-smi info`` text (the main table), and of the ways ``npu-smi`` fails.
+
+``npu-smi`` is the Ascend counterpart of ``nvidia-smi``. Its table has two text rows per chip, boxed by
+``|``; the third box holds several whitespace-separated sub-fields whose names (and number) depend on the
+driver version and the chip. So the table is read by structure: cells split on ``|``, sub-fields named by the
+header rows, chips delimited by ``+---``/``+===`` separators; never by character columns. A real 910B2C
+capture (nputop test fixture, npu-smi 23.0.2.1; note the lost space in ``20701/ 65536``):
+
+>>> table = parse_npu_smi_info('''
+... +------------------------------------------------------------------------------------------------+
+... | npu-smi 23.0.2.1                 Version: 23.0.2.1                                             |
+... +---------------------------+---------------+----------------------------------------------------+
+... | NPU   Name                | Health        | Power(W)    Temp(C)           Hugepages-Usage(page)|
+... | Chip                      | Bus-Id        | AICore(%)   Memory-Usage(MB)  HBM-Usage(MB)        |
+... +===========================+===============+====================================================+
+... | 0     910B2C              | OK            | 88.6        51                0    / 0             |
+... | 0                         | 0000:5A:00.0  | 0           0    / 0          20701/ 65536         |
+... +===========================+===============+====================================================+
+... +---------------------------+---------------+----------------------------------------------------+
+... | NPU     Chip              | Process id    | Process name             | Process memory(MB)      |
+... +===========================+===============+====================================================+
+... | 0       0                 | 124528        | python3.8                | 17400                   |
+... +---------------------------+---------------+----------------------------------------------------+
+... ''')
+>>> table.tool_version, table.driver_version
+('23.0.2.1', '23.0.2.1')
+>>> chip = table.chips[0]
+>>> chip.npu_id, chip.name, chip.health, chip.bus_id, chip.power_w, chip.hbm_used_mib, chip.hbm_total_mib
+(0, '910B2C', 'OK', '0000:5A:00.0', 88.6, 20701, 65536)
+>>> table.processes[0].pid, table.processes[0].name, table.processes[0].memory_mib
+(124528, 'python3.8', 17400)
+
+A failed run is recognised, not parsed (real capture, vllm-ascend issue 632):
+
+>>> recognise_failure('''DrvMngGetConsoleLogLevel failed. (g_conLogLevel=3)
+... dcmi model initialized failed, because the device is used. ret is -8020''').code
+-8020
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+# What npu-smi prints where a chip has no reading (310P power, second die of an A3 NPU, SoC Bus-Id).
+_ABSENT = {"NA", "N/A", "-", "--", ""}
+_BANNER = re.compile(r"npu-smi\s+(?P<tool>\S+)(?:\s+Version:\s*(?P<driver>\S+))?", re.IGNORECASE)
+_IDLE = re.compile(r"No running processes found in NPU\s+(\d+)", re.IGNORECASE)
+# A key of `npu-smi info -t ...` output ("PCIe Bus Info", "Aicore Usage Rate(%)"); table rows are not keys.
+_KEY = re.compile(r"^[A-Za-z][\w .()%/-]*$")
+# One sub-field of the third box: a "used / total" pair (the space may be missing: "20701/ 65536") or a word.
+_SUBFIELD = re.compile(r"[^\s/]+\s*/\s*[^\s/]+|\S+")
+# "+---+===+", also with a "|" at an end ("|====+===|") as some versions and pastes have it.
+_SEPARATOR = re.compile(r"^(?:\+[-=+|]*|\|[=+]+\|?)$")
+# Sub-field header names (lower-case prefixes) -> our field names (units in the names; MB as printed is MiB).
+_HEADER_FIELDS: Sequence[Tuple[str, str]] = (
+    ("power", "power_w"), ("temp", "temp_c"), ("hugepages", "hugepages"),
+    ("aicore", "aicore_pct"), ("memory", "memory"), ("hbm", "hbm"),
+    # The 950 layout names its compute utilisation "NPU Util(%)", where older layouts print AICore(%).
+    ("npu util", "aicore_pct"),
+)
+_NAME_GAP = re.compile(r"\s{2,}")
+# Used when a header row has no third box (a hand-edited paste): the layout most nodes print.
+_DEFAULT_ROW1 = ("power_w", "temp_c", "hugepages")
+_DEFAULT_ROW2 = ("aicore_pct", "memory", "hbm")
+
+
+class NpuSmiParseError(ValueError):
+    """The text is not an ``npu-smi info`` table with at least one chip row (one-line reason)."""
+
+
+@dataclass(frozen=True)
+class NpuSmiChip:
+    """One chip (die) of one NPU, as its two table rows show it; None where the layout has no such value."""
+
+    npu_id: int
+    chip_id: Optional[int]
+    name: str
+    health: str
+    bus_id: Optional[str] = None
+    power_w: Optional[float] = None
+    temp_c: Optional[float] = None
+    aicore_pct: Optional[float] = None
+    memory_used_mib: Optional[int] = None
+    memory_total_mib: Optional[int] = None
+    hbm_used_mib: Optional[int] = None
+    hbm_total_mib: Optional[int] = None
+    hugepages_used: Optional[int] = None
+    hugepages_total: Optional[int] = None
+    device_id: Optional[int] = None  # "Chip Device" layouts (310, 310P, 310B)
+    phy_id: Optional[int] = None  # "Chip Phy-ID" layout (A3: two dies per NPU)
+
+    JSON_FIELDS = ("npu_id", "chip_id", "name", "health", "bus_id", "power_w", "temp_c", "aicore_pct",
+                   "memory_used_mib", "memory_total_mib", "hbm_used_mib", "hbm_total_mib")
+
+    @property
+    def subject(self) -> str:
+        return f"npu:{self.npu_id}" if self.chip_id is None else f"npu:{self.npu_id}/chip:{self.chip_id}"
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {name: getattr(self, name) for name in self.JSON_FIELDS}
+
+
+@dataclass(frozen=True)
+class NpuSmiProcess:
+    npu_id: int
+    chip_id: Optional[int]
+    pid: int
+    name: str  # may be empty: npu-smi prints no name for some processes (seen on A2/A3)
+    memory_mib: Optional[int]
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {"npu_id": self.npu_id, "chip_id": self.chip_id, "pid": self.pid, "name": self.name,
+                "memory_mib": self.memory_mib}
+
+
+@dataclass(frozen=True)
+class NpuSmiTable:
+    tool_version: Optional[str]
+    driver_version: Optional[str]
+    chips: Tuple[NpuSmiChip, ...]
+    processes: Tuple[NpuSmiProcess, ...] = ()
+    has_process_section: bool = False
+    idle_npus: Tuple[int, ...] = ()  # "No running processes found in NPU n"
+    partial: bool = False  # rows elided ("...") or cut off: counts are lower bounds
+    notes: Tuple[str, ...] = ()
+
+    @property
+    def npu_ids(self) -> List[int]:
+        return sorted({c.npu_id for c in self.chips})
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {
+            "version": {"tool": self.tool_version, "driver": self.driver_version},
+            "chips": [c.to_dict() for c in self.chips],
+            "processes": [p.to_dict() for p in self.processes],
+        }
+
+
+@dataclass(frozen=True)
+class NpuSmiFailure:
+    """A recognised way ``npu-smi`` fails instead of printing its table."""
+
+    kind: str  # "dcmi" (DCMI init failed, with ``code``), "missing-library" (``library``), "no-such-file"
+    line: str  # the line as npu-smi (or the shell) printed it
+    code: Optional[int] = None
+    library: Optional[str] = None
+
+
+_DCMI = re.compile(r"dcmi\b.*?\bret(?:\s+is|\s*code)?\s*[:=]?\s*(-?\d+)", re.IGNORECASE)
+_MISSING_LIBRARY = re.compile(r"error while loading shared libraries:\s*([^\s:]+)\s*:")
+_NO_SUCH_FILE = re.compile(r"npu-smi:\s*No such file or directory")
+
+
+def recognise_failure(text: str) -> Optional[NpuSmiFailure]:
+    """The known failure printed in ``text`` (stdout and stderr of ``npu-smi info``), or None.
+
+    >>> recognise_failure("npu-smi: error while loading shared libraries: libc_sec.so: "
+    ...                   "cannot open shared object file: No such file or directory").library
+    'libc_sec.so'
+    >>> recognise_failure("bash: /usr/local/bin/npu-smi: No such file or directory").kind
+    'no-such-file'
+    """
+    for raw in text.splitlines():
+        line = raw.strip()
+        match = _DCMI.search(line)
+        if match:
+            return NpuSmiFailure("dcmi", line, code=int(match.group(1)))
+        match = _MISSING_LIBRARY.search(line)
+        if match:
+            return NpuSmiFailure("missing-library", line, library=match.group(1))
+        if _NO_SUCH_FILE.search(line):
+            return NpuSmiFailure("no-such-file", line)
+    return None
+
+
+def parse_key_values(text: str) -> List[Dict[str, str]]:
+    """``npu-smi info -t board|health|usages|common|memory|ecc`` and ``-l``: ``Key : value`` lines, indented
+    by a TAB or spaces, in sections separated by blank lines (card part, then chip part).
+
+    Real ``npu-smi info -i <id> -c 0 -t health`` output (MindCluster doc):
+
+    >>> parse_key_values(" Health Status                  : OK\\n"
+    ...                  " Error Code                     : NA\\n"
+    ...                  " Error Information              : NA\\n")
+    [{'Health Status': 'OK', 'Error Code': 'NA', 'Error Information': 'NA'}]
+    """
+    sections: List[Dict[str, str]] = []
+    current: Dict[str, str] = {}
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line:
+            if current:
+                sections.append(current)
+                current = {}
+            continue
+        key, colon, value = line.partition(":")
+        if colon and _KEY.match(key.strip()):
+            current[key.strip()] = value.strip()
+    if current:
+        sections.append(current)
+    return sections
+
+
+def _number(token: str) -> Optional[float]:
+    """A reading as printed: int when it has no decimal point, float otherwise; None for NA / - / junk."""
+    token = token.strip().rstrip("%")
+    if token in _ABSENT:
+        return None
+    try:
+        return int(token)
+    except ValueError:
+        pass
+    try:
+        return float(token)
+    except ValueError:
+        return None
+
+
+def _integer(token: str) -> Optional[int]:
+    value = _number(token)
+    return int(value) if isinstance(value, (int, float)) else None
+
+
+def _pair(token: str) -> Tuple[Optional[int], Optional[int]]:
+    if "/" not in token:
+        return _integer(token), None
+    used, total = token.split("/", 1)
+    return _integer(used), _integer(total)
+
+
+def _field_name(header: str) -> Optional[str]:
+    lowered = header.lower()
+    return next((name for prefix, name in _HEADER_FIELDS if lowered.startswith(prefix)), None)
+
+
+def _field_names(cell: str) -> List[str]:
+    """Header sub-field names (``Power(W)    Temp(C)    Hugepages-Usage(page)``) -> our names, in order.
+
+    Names are separated by runs of spaces; a name may hold one space (``NPU Util(%)``), so a chunk is split
+    on single spaces only when each of its words is a known name.
+    """
+    names: List[str] = []
+    for chunk in _NAME_GAP.split(cell.strip()):
+        words = chunk.split()
+        if len(words) > 1 and all(_field_name(word) for word in words):
+            names.extend(str(_field_name(word)) for word in words)
+        elif chunk:
+            names.append(_field_name(chunk) or "?" + chunk)
+    return names
+
+
+def _cells(line: str) -> List[str]:
+    """The boxed cells of a ``| a | b | c |`` row; a row cut off before its last ``|`` keeps what it has."""
+    body = line[1:]
+    if body.endswith("|"):
+        body = body[:-1]
+    return [cell.strip() for cell in body.split("|")]
+
+
+def _clean(line: str) -> str:
+    # Pastes quote tables in Markdown ("> |...") or indent them; npu-smi pads some rows with trailing spaces.
+    return re.sub(r"^\s*(?:>\s?)*", "", line).rstrip()
+
+
+def _assign(fields: Dict[str, Any], names: Sequence[str], cell: str, where: str, notes: List[str]) -> None:
+    values = _SUBFIELD.findall(cell)
+    if len(values) != len(names) and values:
+        notes.append(f"{where}: {len(values)} values under {len(names)} header names; read in order")
+    for name, value in zip(names, values):
+        if name in ("memory", "hbm", "hugepages"):
+            used, total = _pair(value)
+            fields[f"{name}_used" + ("" if name == "hugepages" else "_mib")] = used
+            fields[f"{name}_total" + ("" if name == "hugepages" else "_mib")] = total
+        elif name in ("power_w", "temp_c", "aicore_pct"):
+            fields[name] = _number(value)
+
+
+class _Builder:
+    """Walks the lines once; keeps the layout learned from the header rows."""
+
+    def __init__(self) -> None:
+        self.tool: Optional[str] = None
+        self.driver: Optional[str] = None
+        self.row1_names: Sequence[str] = _DEFAULT_ROW1
+        self.row2_names: Sequence[str] = _DEFAULT_ROW2
+        self.second_id = "device_id"  # what the second number of the "Chip" cell is
+        # Where the Health and Bus-Id cells are: 1 usually, 2 in the 950 layout ("NPU ID | Name | Health").
+        self.health_at = 1
+        self.bus_at = 1
+        self.header_seen = False
+        self.section = ""  # "", "chips", "processes"
+        self.process_columns: Dict[str, int] = {}
+        self.pending: Optional[Dict[str, Any]] = None  # row 1 of a chip, waiting for its row 2
+        self.chips: List[NpuSmiChip] = []
+        self.processes: List[NpuSmiProcess] = []
+        self.idle: List[int] = []
+        self.partial = False
+        self.notes: List[str] = []
+        self.done = False  # a second table begins (a paste of two runs): only the first is read
+
+    # -- rows ----------------------------------------------------------------------------------------
+    def row(self, cells: List[str]) -> None:
+        first = cells[0]
+        if len(cells) == 1 and self.tool is None and (banner := _BANNER.search(first)):
+            self.tool, self.driver = banner.group("tool"), banner.group("driver")
+            return
+        lowered = [cell.lower() for cell in cells]
+        if first.split()[:1] == ["NPU"] and "health" in lowered:
+            if self.chips or self.pending is not None:
+                self.done = True
+                self.notes.append("a second table follows the first; only the first is read")
+                return
+            self.header_seen, self.section = True, "chips"
+            self.health_at = lowered.index("health")
+            after = self.health_at + 1
+            self.row1_names = _field_names(cells[after]) if len(cells) > after else _DEFAULT_ROW1
+            return
+        if "bus-id" in lowered:
+            self.bus_at = lowered.index("bus-id")
+            after = self.bus_at + 1
+            self.row2_names = _field_names(cells[after]) if len(cells) > after else _DEFAULT_ROW2
+            words = " ".join(cells[:self.bus_at]).split()
+            is_phy = len(words) > 1 and words[1].lower().startswith("phy")
+            self.second_id = "phy_id" if is_phy else "device_id"
+            return
+        if any(cell.lower().startswith("process id") for cell in cells):
+            self.section = "processes"
+            self.process_columns = {}
+            for index, name in enumerate(lowered):
+                if name.startswith("process id") and "pid" not in self.process_columns:
+                    self.process_columns["pid"] = index
+                elif name.startswith("process name"):
+                    self.process_columns["name"] = index
+                elif name.startswith("process memory"):
+                    self.process_columns["memory"] = index
+            return
+        if self.section == "processes":
+            self.process_row(cells)
+        elif self.section == "chips":
+            self.chip_row(cells)
+
+    def chip_row(self, cells: List[str]) -> None:
+        if self.pending is None:
+            words = " ".join(cells[:self.health_at]).split()
+            if not words or _integer(words[0]) is None:
+                self.notes.append(f"skipped a row that is no chip row: |{'|'.join(cells)}|")
+                return
+            if len(cells) < self.health_at + 2:
+                self.partial = True
+                self.notes.append(f"NPU {words[0]}: row cut off; that chip is left out")
+                return
+            fields: Dict[str, Any] = {"npu_id": int(words[0]), "name": " ".join(words[1:]),
+                                      "health": cells[self.health_at]}
+            _assign(fields, self.row1_names, cells[self.health_at + 1], f"NPU {words[0]}", self.notes)
+            self.pending = fields
+            return
+        fields = self.pending
+        self.pending = None
+        words = " ".join(cells[:self.bus_at]).split()
+        fields["chip_id"] = _integer(words[0]) if words else None
+        if len(words) > 1:
+            fields[self.second_id] = _integer(words[1])
+        if len(cells) > self.bus_at:
+            bus_id = cells[self.bus_at]
+            fields["bus_id"] = None if bus_id in _ABSENT else bus_id
+        if len(cells) > self.bus_at + 1:
+            _assign(fields, self.row2_names, cells[self.bus_at + 1],
+                    f"NPU {fields['npu_id']} chip {fields['chip_id']}", self.notes)
+        else:
+            self.partial = True
+            self.notes.append(f"NPU {fields['npu_id']}: second row cut off; its readings are missing")
+        self.chips.append(NpuSmiChip(**fields))
+
+    def end_of_chip(self) -> None:
+        """A separator: a chip whose second row never came still counts, with what its first row said."""
+        if self.pending is not None:
+            fields, self.pending = self.pending, None
+            self.partial = True
+            self.notes.append(f"NPU {fields['npu_id']}: only the first row of a chip is present")
+            self.chips.append(NpuSmiChip(chip_id=None, **fields))
+
+    def process_row(self, cells: List[str]) -> None:
+        idle = _IDLE.search(cells[0])
+        if idle:
+            self.idle.append(int(idle.group(1)))
+            return
+        words = cells[0].split()
+        pid_at = self.process_columns.get("pid", 1)
+        if not words or _integer(words[0]) is None or len(cells) <= pid_at:
+            return
+        pid = _integer(cells[pid_at])
+        if pid is None:
+            return
+        name_at, memory_at = self.process_columns.get("name", 2), self.process_columns.get("memory", 3)
+        self.processes.append(NpuSmiProcess(
+            npu_id=int(words[0]),
+            chip_id=_integer(words[1]) if len(words) > 1 else None,
+            pid=pid,
+            name=cells[name_at] if len(cells) > name_at else "",
+            memory_mib=_integer(cells[memory_at]) if len(cells) > memory_at else None,
+        ))
+
+    def table(self) -> NpuSmiTable:
+        self.end_of_chip()
+        if self.partial:
+            self.notes.insert(0, "partial table: some rows are elided or cut off, so counts are lower bounds")
+        return NpuSmiTable(self.tool, self.driver, tuple(self.chips), tuple(self.processes),
+                           self.section == "processes", tuple(self.idle), self.partial, tuple(self.notes))
+
+
+def parse_npu_smi_info(text: str) -> NpuSmiTable:
+    """Parse the ``npu-smi info`` table in ``text`` (noise lines around it are ignored).
+
+    Raises :class:`NpuSmiParseError` when there is no chip row: empty text, another format, a failure
+    message, or a table cut off before its first chip. A partial table with at least one chip row parses,
+    with ``partial`` set and a note saying what was missing.
+    """
+    if not text.strip():
+        raise NpuSmiParseError("empty input: no npu-smi output")
+    builder = _Builder()
+    for raw in text.splitlines():
+        if builder.done:
+            break
+        line = _clean(raw)
+        if not line:
+            continue
+        if _SEPARATOR.match(line):
+            builder.end_of_chip()
+            continue
+        if line.startswith("|"):
+            body = line.strip("| ")
+            if body and set(body) == {"."}:
+                builder.partial = True
+                continue
+            builder.row(_cells(line))
+            continue
+        if builder.section == "chips" and set(line) == {"."}:
+            builder.partial = True  # a doc author's "..." between chips
+    table = builder.table()
+    if table.chips:
+        return table
+    failure = recognise_failure(text)
+    if failure is not None:
+        raise NpuSmiParseError(f"npu-smi printed an error instead of its table: {failure.line}")
+    if builder.header_seen:
+        raise NpuSmiParseError("npu-smi table has a header but no chip row (truncated?)")
+    if builder.tool is not None:
+        raise NpuSmiParseError(f"npu-smi {builder.tool} banner but no table header and no chip row "
+                               "(truncated?)")
+    raise NpuSmiParseError("not an npu-smi info table (no 'NPU Name | Health' header row and no chip row)")

@@ -1,0 +1,105 @@
+"""`npudoctor parse npu-smi FILE|-`: what operators run on output pasted from another node."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from npudoctor.cli import main
+from tests.samples import sample_path, sample_text
+from tests.test_npu_smi_parser import smi
+
+B3_8CARD = "npu-smi-info_910B3_8card_24.1.0.3_no-processes_vllm-ascend-4256.txt"
+CHIP_KEYS = ["npu_id", "chip_id", "name", "health", "bus_id", "power_w", "temp_c", "aicore_pct",
+             "memory_used_mib", "memory_total_mib", "hbm_used_mib", "hbm_total_mib"]
+
+
+def invoke(args, stdin=None):
+    try:
+        runner = CliRunner(mix_stderr=False)  # click < 8.2 mixes stderr into stdout unless told
+    except TypeError:
+        runner = CliRunner()
+    return runner.invoke(main, args, input=stdin)
+
+
+def write(tmp_path, name, data):
+    path = tmp_path / name
+    path.write_bytes(data)
+    return str(path)
+
+
+def test_parse_is_a_registered_subcommand():
+    result = invoke(["--help"])
+    assert result.exit_code == 0 and "parse" in result.stdout
+
+
+def test_json_has_the_documented_shape(tmp_path):
+    path = write(tmp_path, "a3.txt", smi("A3_Ascend910").encode())
+    result = invoke(["parse", "npu-smi", "--format", "json", path])
+    assert result.exit_code == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert list(data) == ["version", "chips", "processes"]
+    assert data["version"] == {"tool": "25.2.1", "driver": "25.2.1"}
+    assert len(data["chips"]) == 16 and list(data["chips"][0]) == CHIP_KEYS
+    assert data["chips"][1]["power_w"] is None and data["chips"][1]["chip_id"] == 1
+    assert data["processes"] == []
+
+
+def test_json_processes_and_nulls_for_missing_columns(tmp_path):
+    path = write(tmp_path, "duo.txt", smi("910B2C").encode())
+    data = json.loads(invoke(["parse", "npu-smi", "--format", "json", path]).stdout)
+    assert data["processes"] == [
+        {"npu_id": 0, "chip_id": 0, "pid": 124528, "name": "python3.8", "memory_mib": 17400}]
+    assert data["chips"][0]["hbm_used_mib"] == 20701
+    soc = write(tmp_path, "soc.txt", smi("310B4_Alarm").encode())
+    (chip,) = json.loads(invoke(["parse", "npu-smi", "--format", "json", soc]).stdout)["chips"]
+    assert chip["bus_id"] is None and chip["hbm_total_mib"] is None and chip["health"] == "Alarm"
+
+
+def test_text_table_from_stdin_with_sample_header_as_noise():
+    # The sample file as stored (with its '# source:' header) is also a paste with noise before the table.
+    result = invoke(["parse", "npu-smi", "-"], stdin=sample_path(B3_8CARD).read_text("utf-8"))
+    assert result.exit_code == 0
+    assert "910B3" in result.stdout and "0000:C1:00.0" in result.stdout and "3397 / 65536" in result.stdout
+    assert "24.1.0.3" in result.stdout and "no running processes" in result.stdout
+
+
+def test_partial_table_parses_with_a_note_on_stderr(tmp_path):
+    path = write(tmp_path, "p.txt", smi("partial-ellipsis").encode())
+    result = invoke(["parse", "npu-smi", "--format", "json", path])
+    assert result.exit_code == 0 and "note: partial table" in result.stderr
+    assert [c["npu_id"] for c in json.loads(result.stdout)["chips"]] == [7]
+
+
+def test_gb18030_paste_with_a_table_still_parses(tmp_path):
+    text = "在容器内执行 npu-smi info 的输出:\n" + sample_text(B3_8CARD)
+    path = write(tmp_path, "gbk.txt", text.encode("gb18030"))
+    result = invoke(["parse", "npu-smi", "--format", "json", path])
+    assert result.exit_code == 0 and len(json.loads(result.stdout)["chips"]) == 8
+
+
+@pytest.mark.parametrize("data, message", [
+    (b"\x7fELF\x02\x01\x01\x00\x00\x00binary", "binary data"),
+    ("华为昇腾 NPU 巡检报告：一切正常\n".encode("gbk"), "not an npu-smi info table"),
+    (b"", "empty input"),
+    (smi("t-board_card").encode(),
+     "not an npu-smi info table"),
+    ("\n".join(sample_text(B3_8CARD).splitlines()[:6]).encode(), "no chip row (truncated?)"),
+    (smi("dcmi-8020_device").encode(), "ret is -8020"),
+])
+def test_bad_input_is_one_line_and_exit_2(tmp_path, data, message):
+    result = invoke(["parse", "npu-smi", write(tmp_path, "bad.txt", data)])
+    assert result.exit_code == 2
+    assert message in result.stderr and result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+
+
+def test_oversize_and_missing_files_exit_2(tmp_path):
+    huge = tmp_path / "huge.txt"
+    with open(huge, "wb") as handle:
+        handle.truncate(16 * 1024 * 1024 + 1)  # sparse: fast to make
+    result = invoke(["parse", "npu-smi", str(huge)])
+    assert result.exit_code == 2 and "larger than 16 MiB" in result.stderr
+    result = invoke(["parse", "npu-smi", str(tmp_path / "absent.txt")])
+    assert result.exit_code == 2 and "cannot read" in result.stderr and result.stderr.count("\n") == 1
