@@ -60,7 +60,7 @@ def parse_ld_cache(data: bytes) -> List[CacheEntry]:
                 entries.append(CacheEntry(_cstr(data, entries_end + key), _cstr(data, entries_end + value),
                                           flags))
             return entries
-    except struct.error:
+    except (struct.error, IndexError):
         raise ElfError("ld.so.cache: truncated file") from None
     raise ElfError(f"ld.so.cache: unknown format (magic {bytes(data[:11])!r})")
 

@@ -326,7 +326,8 @@ def _check_versions(resolver: _Resolver) -> List[MissingVersion]:
             provider = resolver.by_name.get(need.filename)
             if provider is None or need.weak:
                 continue
-            if not provider.elf.defines_version(need.name):
+            # A provider without any version definitions is accepted (dl-version.c only warns in verbose mode).
+            if provider.elf.has_versions and not provider.elf.defines_version(need.name):
                 missing.append(MissingVersion(need.name, need.filename, obj.path))
     return missing
 

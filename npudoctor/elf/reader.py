@@ -116,6 +116,10 @@ class ElfFile:
         return self._gnu[2], 64 if self.is64 else 32, self._gnu[3]
 
     @property
+    def has_versions(self) -> bool:
+        return DT_VERDEF in self._dyn
+
+    @property
     def has_sysv_only(self) -> bool:
         return self._gnu is None and self._sysv is not None
 
@@ -355,7 +359,7 @@ class ElfFile:
                version_hidden: bool = False, hashes: Optional[Tuple[int, Optional[int]]] = None) -> bool:
         """Whether this file exports ``name`` in a way ld.so would bind a reference to (version rules as in
         glibc's ``check_match``: a versioned reference takes the same version, or an unversioned
-        definition; an unversioned reference takes the base or the default, non-hidden version)."""
+        definition; an unversioned reference takes the base, the first or the default version)."""
         encoded = name.encode("utf-8", errors="surrogateescape")
         gnu, sysv = hashes if hashes is not None else (gnu_hash(encoded), None)
         for index in self._candidates(encoded, gnu, sysv):
@@ -380,7 +384,9 @@ class ElfFile:
                 if ndx <= 1 and not version_hidden and not raw & VERSYM_HIDDEN:
                     return True
                 continue
-            if ndx <= 1 or not raw & VERSYM_HIDDEN:
+            # glibc accepts the base versions and the first defined version (index 2) even when hidden,
+            # for old binaries; a later version only as the default (non-hidden) one.
+            if ndx <= 2 or not raw & VERSYM_HIDDEN:
                 return True
         return False
 
