@@ -102,6 +102,8 @@ class Analysis:
     missing_versions: List[MissingVersion]
     errors: List[str]
     ld_library_path: str = ""
+    # Paths of the objects in the root's own load graph (all objects unless some were preloaded).
+    reachable: List[str] = field(default_factory=list)
 
     @property
     def missing_libraries(self) -> List[Needed]:
@@ -257,8 +259,13 @@ class _Resolver:
         return need
 
 
-def analyse(root_path: str, env: SearchEnv) -> Analysis:
+def analyse(root_path: str, env: SearchEnv, preload: Sequence[str] = ()) -> Analysis:
     """Resolve the load graph of ``root_path`` (a system path) and every undefined symbol in it.
+
+    ``preload`` names objects already in the process before the root is loaded (the Python interpreter,
+    torch's ``_C`` extension before torch_npu's): their dependencies are reused by name and their symbols
+    are in scope, as when ``import torch_npu`` runs after ``import torch``. Missing libraries and symbols
+    are reported for the root's own load graph only.
 
     Raises :class:`ElfError` when the root itself is not a readable ELF file. Problems with dependencies
     (corrupt, unreadable) are collected in ``errors`` and the analysis continues, as ld.so would skip them.
@@ -270,14 +277,52 @@ def analyse(root_path: str, env: SearchEnv) -> Analysis:
     resolver = _Resolver(env)
     root = LoadedObject(root_path, local, root_elf, None, [os.path.basename(root_path)])
     resolver.root = root
-    resolver.objects.append(root)
-    resolver.by_real[os.path.realpath(local)] = root
-    for name in root.names + ([root_elf.soname] if root_elf.soname else []):
-        resolver.by_name[name] = root
     needed: List[Needed] = []
     errors: List[str] = []
-    queue = deque([root])
-    # Breadth first, like _dl_map_object_deps: this order is also the global symbol lookup scope.
+    for path in preload:
+        pre_local = env.local_path(path)
+        if pre_local is None or not os.path.isfile(pre_local):
+            errors.append(f"{path}: preloaded object not found")
+            continue
+        try:
+            pre_elf = open_elf(pre_local)
+        except ElfError as exc:
+            errors.append(str(exc))
+            continue
+        if not pre_elf.compatible_with(root_elf):
+            errors.append(f"{path}: {pre_elf.describe_kind}, not {root_elf.describe_kind}; not preloaded")
+            pre_elf.close()
+            continue
+        pre = LoadedObject(path, pre_local, pre_elf, None, [os.path.basename(path)])
+        if _add(resolver, pre, os.path.realpath(pre_local), os.path.basename(path)):
+            _load_tree(resolver, pre, [], errors)
+    _add(resolver, root, os.path.realpath(local), os.path.basename(root_path))
+    reachable = _load_tree(resolver, root, needed, errors)
+    missing_versions = [v for v in _check_versions(resolver) if v.object in reachable]
+    missing_symbols = _resolve_symbols(resolver.objects, errors, reachable)
+    analysis = Analysis(root_path, root_elf.describe_kind, resolver.objects, needed, missing_symbols,
+                        missing_versions, errors, env.ld_library_path)
+    analysis.reachable = reachable
+    return analysis
+
+
+def _add(resolver: _Resolver, obj: LoadedObject, real: str, name: str) -> bool:
+    if real in resolver.by_real:
+        return False
+    resolver.objects.append(obj)
+    resolver.by_real[real] = obj
+    resolver.by_name.setdefault(name, obj)
+    if obj.elf.soname:
+        resolver.by_name.setdefault(obj.elf.soname, obj)
+    return True
+
+
+def _load_tree(resolver: _Resolver, start: LoadedObject, needed: List[Needed], errors: List[str]) -> List[str]:
+    """Load ``start``'s dependencies breadth first, like _dl_map_object_deps (this order is also the
+    symbol lookup scope). Returns the paths of every object in ``start``'s graph, reused ones included."""
+    env = resolver.env
+    reachable = [start.path]
+    queue = deque([start])
     while queue:
         obj = queue.popleft()
         for name in obj.elf.needed:
@@ -285,6 +330,9 @@ def analyse(root_path: str, env: SearchEnv) -> Analysis:
                 known = resolver.by_name[name]
                 needed.append(Needed(obj.path, name, known.path, "already loaded", "",
                                      [Candidate(known.path, "already loaded", "", os.path.realpath(known.local))]))
+                if known.path not in reachable:
+                    reachable.append(known.path)
+                    queue.append(known)
                 continue
             need = resolver.search(obj, name)
             needed.append(need)
@@ -292,7 +340,11 @@ def analyse(root_path: str, env: SearchEnv) -> Analysis:
                 continue
             real = need.candidates[0].real
             if real in resolver.by_real:
-                resolver.by_name[name] = resolver.by_real[real]
+                known = resolver.by_real[real]
+                resolver.by_name[name] = known
+                if known.path not in reachable:
+                    reachable.append(known.path)
+                    queue.append(known)
                 continue
             dep_local = env.local_path(need.path) or need.path
             try:
@@ -302,16 +354,11 @@ def analyse(root_path: str, env: SearchEnv) -> Analysis:
                 need.path = None
                 continue
             dep = LoadedObject(need.path, dep_local, dep_elf, obj, [name])
-            resolver.objects.append(dep)
-            resolver.by_real[real] = dep
+            _add(resolver, dep, real, name)
             resolver.by_name[name] = dep
-            if dep_elf.soname:
-                resolver.by_name.setdefault(dep_elf.soname, dep)
+            reachable.append(dep.path)
             queue.append(dep)
-    missing_versions = _check_versions(resolver)
-    missing_symbols = _resolve_symbols(resolver.objects, errors)
-    return Analysis(root_path, root_elf.describe_kind, resolver.objects, needed, missing_symbols,
-                    missing_versions, errors, env.ld_library_path)
+    return reachable
 
 
 def _check_versions(resolver: _Resolver) -> List[MissingVersion]:
@@ -332,13 +379,17 @@ def _check_versions(resolver: _Resolver) -> List[MissingVersion]:
     return missing
 
 
-def _resolve_symbols(objects: List[LoadedObject], errors: List[str]) -> List[MissingSymbol]:
-    """Every non-weak undefined symbol of every object, looked up in the global scope (load order)."""
+def _resolve_symbols(objects: List[LoadedObject], errors: List[str], report: Sequence[str]) -> List[MissingSymbol]:
+    """Every non-weak undefined symbol of the objects in ``report``, looked up in the scope of every
+    loaded object in load order."""
+    wanted = set(report)
     resolved: Dict[Tuple[str, Optional[str], bool], bool] = {}
     scope = [(o.elf, o.elf.bloom_filter()) for o in objects]
     need_sysv = any(o.elf.has_sysv_only for o in objects)
     missing = []
     for obj in objects:
+        if obj.path not in wanted:
+            continue
         try:
             undefined = obj.elf.undefined_symbols()
         except ElfError as exc:
