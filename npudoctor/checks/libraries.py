@@ -410,12 +410,12 @@ def import_works(ctx: CheckContext) -> Iterable[Outcome]:
     detail = f"{trial.last_stage} failed" + (f": {found.detail}" if found else f" (exit {trial.rc})")
     if found and found.kind in ("library-not-found", "undefined-symbol"):
         # The static analysis knows why: reuse its diagnosis and fix.
-        try:
-            static = diagnose(_facts(ctx))
-        except Exception:  # the static facts are a bonus here; their own checks report their errors
-            static = None
-        if static is None and found.kind == "undefined-symbol":
-            static = _symbol_diagnosis(found.evidence["symbol"], ctx)
+        static = _symbol_diagnosis(found.evidence["symbol"], ctx) if found.kind == "undefined-symbol" else None
+        if static is None:
+            try:
+                static = diagnose(_facts(ctx))
+            except Exception:  # the static facts are a bonus here; their own checks report their errors
+                static = None
         if static is not None:
             detail += f"; {static.detail}"
             fix = static.fix
