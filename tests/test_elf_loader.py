@@ -10,15 +10,16 @@ import re
 import shutil
 import subprocess
 from pathlib import Path
-from typing import Dict, List, Optional, Set, Tuple
+from typing import Dict, Optional, Set, Tuple
 
 import pytest
 
 from npudoctor.elf.loader import Analysis, SearchEnv, analyse, load_cache
 from npudoctor.elf.reader import ElfError, open_elf
 
-needs_gcc = pytest.mark.skipif(shutil.which("gcc") is None or shutil.which("ldd") is None,
-                               reason="needs gcc and ldd")
+needs_gcc = pytest.mark.skipif(
+    shutil.which("gcc") is None or shutil.which("ldd") is None, reason="needs gcc and ldd"
+)
 
 
 def gcc_lib(out: Path, source: str, *flags: str, soname: Optional[str] = None) -> Path:
@@ -59,32 +60,68 @@ def cases(tmp_path_factory) -> Dict[str, Path]:
     # $ORIGIN: the extension finds its bundled copy through ../lib relative to itself.
     bundled = base / "pkg/lib"
     shutil.copy(new / "libascendcl.so", bundled.mkdir(parents=True) or bundled / "libascendcl.so")
-    gcc_lib(base / "pkg/ext/librunpath.so", USER, f"-L{new}", "-lascendcl", "-Wl,--enable-new-dtags",
-            "-Wl,-rpath,$ORIGIN/../lib")
-    gcc_lib(base / "pkg/ext/librpath.so", USER, f"-L{new}", "-lascendcl", "-Wl,--disable-new-dtags",
-            "-Wl,-rpath,$ORIGIN/../lib")
+    gcc_lib(
+        base / "pkg/ext/librunpath.so",
+        USER,
+        f"-L{new}",
+        "-lascendcl",
+        "-Wl,--enable-new-dtags",
+        "-Wl,-rpath,$ORIGIN/../lib",
+    )
+    gcc_lib(
+        base / "pkg/ext/librpath.so",
+        USER,
+        f"-L{new}",
+        "-lascendcl",
+        "-Wl,--disable-new-dtags",
+        "-Wl,-rpath,$ORIGIN/../lib",
+    )
     # Versioned symbols: libver.so.1 defines VER_1 and VER_2; the user needs foo@VER_2 and bar@VER_1.
     ver_new = base / "ver_new"
     ver_old = base / "ver_old"
     ver_new.mkdir()
     ver_old.mkdir()
     (ver_new / "v.map").write_text("VER_1 { global: bar; local: *; };\nVER_2 { } VER_1;\n")
-    gcc_lib(ver_new / "libver.so.1", '__asm__(".symver foo_1, foo@VER_1");\n'
-            '__asm__(".symver foo_2, foo@@VER_2");\n'
-            "int foo_1(void) { return 1; }\nint foo_2(void) { return 2; }\nint bar(void) { return 3; }\n",
-            f"-Wl,--version-script={ver_new / 'v.map'}", soname="libver.so.1")
+    gcc_lib(
+        ver_new / "libver.so.1",
+        '__asm__(".symver foo_1, foo@VER_1");\n'
+        '__asm__(".symver foo_2, foo@@VER_2");\n'
+        "int foo_1(void) { return 1; }\nint foo_2(void) { return 2; }\nint bar(void) { return 3; }\n",
+        f"-Wl,--version-script={ver_new / 'v.map'}",
+        soname="libver.so.1",
+    )
     (ver_old / "v.map").write_text("VER_1 { global: foo; bar; local: *; };\n")
-    gcc_lib(ver_old / "libver.so.1", "int foo(void) { return 1; }\nint bar(void) { return 3; }\n",
-            f"-Wl,--version-script={ver_old / 'v.map'}", soname="libver.so.1")
+    gcc_lib(
+        ver_old / "libver.so.1",
+        "int foo(void) { return 1; }\nint bar(void) { return 3; }\n",
+        f"-Wl,--version-script={ver_old / 'v.map'}",
+        soname="libver.so.1",
+    )
     (ver_new / "libver.so").symlink_to("libver.so.1")
-    gcc_lib(base / "ext/libveruser.so", "int foo(void); int bar(void);\nint f(void) { return foo() + bar(); }\n",
-            f"-L{ver_new}", "-lver")
+    gcc_lib(
+        base / "ext/libveruser.so",
+        "int foo(void); int bar(void);\nint f(void) { return foo() + bar(); }\n",
+        f"-L{ver_new}",
+        "-lver",
+    )
     # Unversioned definition of a versioned reference: ld.so accepts it.
     ver_plain = base / "ver_plain"
-    gcc_lib(ver_plain / "libver.so.1", "int foo(void) { return 1; }\nint bar(void) { return 3; }\n",
-            soname="libver.so.1")
-    return {"old": old, "new": new, "user": user, "base": base, "bundled": bundled, "ver_new": ver_new,
-            "ver_old": ver_old, "ver_plain": ver_plain, "veruser": base / "ext/libveruser.so"}
+    gcc_lib(
+        ver_plain / "libver.so.1",
+        "int foo(void) { return 1; }\nint bar(void) { return 3; }\n",
+        soname="libver.so.1",
+    )
+    return {
+        "old": old,
+        "new": new,
+        "user": user,
+        "base": base,
+        "bundled": bundled,
+        "ver_new": ver_new,
+        "ver_old": ver_old,
+        "ver_plain": ver_plain,
+        "veruser": base / "ext/libveruser.so",
+    }
 
 
 def run_ldd(path: Path, ld_library_path: str) -> Tuple[Set[str], Set[Tuple[str, str]], Set[Tuple[str, str]]]:
@@ -93,20 +130,31 @@ def run_ldd(path: Path, ld_library_path: str) -> Tuple[Set[str], Set[Tuple[str, 
     proc = subprocess.run(["ldd", "-r", str(path)], capture_output=True, text=True, env=env, timeout=60)
     text = proc.stdout + proc.stderr
     missing = set(re.findall(r"^\s*(\S+) => not found", text, re.M))
-    undefined = {(m.group(1), os.path.realpath(m.group(2)))
-                 for m in re.finditer(r"undefined symbol: ([^\s,]+)(?:, version \S+)?\s+\((.+)\)", text)}
-    undefined |= {(m.group(1), os.path.realpath(m.group(3)))
-                  for m in re.finditer(r"symbol (\S+) version (\S+) not defined in file \S+ with link time "
-                                       r"reference\s+\((.+)\)", text)}
-    versions = {(m.group(1), os.path.realpath(m.group(2)))
-                for m in re.finditer(r"version `([^']+)' not found \(required by (.+)\)", text)}
+    undefined = {
+        (m.group(1), os.path.realpath(m.group(2)))
+        for m in re.finditer(r"undefined symbol: ([^\s,]+)(?:, version \S+)?\s+\((.+)\)", text)
+    }
+    undefined |= {
+        (m.group(1), os.path.realpath(m.group(3)))
+        for m in re.finditer(
+            r"symbol (\S+) version (\S+) not defined in file \S+ with link time "
+            r"reference\s+\((.+)\)",
+            text,
+        )
+    }
+    versions = {
+        (m.group(1), os.path.realpath(m.group(2)))
+        for m in re.finditer(r"version `([^']+)' not found \(required by (.+)\)", text)
+    }
     return missing, undefined, versions
 
 
 def ours(analysis: Analysis) -> Tuple[Set[str], Set[Tuple[str, str]], Set[Tuple[str, str]]]:
-    return ({n.name for n in analysis.missing_libraries},
-            {(m.name, os.path.realpath(m.object)) for m in analysis.missing_symbols},
-            {(v.version, os.path.realpath(v.object)) for v in analysis.missing_versions})
+    return (
+        {n.name for n in analysis.missing_libraries},
+        {(m.name, os.path.realpath(m.object)) for m in analysis.missing_symbols},
+        {(v.version, os.path.realpath(v.object)) for v in analysis.missing_versions},
+    )
 
 
 def analyse_like_ldd(path: Path, ld_library_path: str) -> Analysis:
@@ -123,12 +171,16 @@ def assert_agrees_with_ldd(path: Path, ld_library_path: str) -> Analysis:
 def test_older_cann_first_on_path_misses_symbol_and_shadows(cases):
     path = f"{cases['old']}:{cases['new']}"
     analysis = assert_agrees_with_ldd(cases["user"], path)
-    assert [(m.name, m.object) for m in analysis.missing_symbols] == [("aclrtGetRecentContext", str(cases["user"]))]
+    assert [(m.name, m.object) for m in analysis.missing_symbols] == [
+        ("aclrtGetRecentContext", str(cases["user"]))
+    ]
     [shadow] = analysis.shadowed
     assert shadow.name == "libascendcl.so"
     assert shadow.path == str(cases["old"] / "libascendcl.so")
-    assert [c.path for c in shadow.candidates] == [str(cases["old"] / "libascendcl.so"),
-                                                  str(cases["new"] / "libascendcl.so")]
+    assert [c.path for c in shadow.candidates] == [
+        str(cases["old"] / "libascendcl.so"),
+        str(cases["new"] / "libascendcl.so"),
+    ]
     assert shadow.via == "LD_LIBRARY_PATH" and shadow.entry == str(cases["old"])
 
 
@@ -146,16 +198,18 @@ def test_missing_library_and_its_symbols(cases):
 
 
 @needs_gcc
-@pytest.mark.parametrize("name,via", [("librunpath.so", "RUNPATH of librunpath.so"),
-                                      ("librpath.so", "RPATH of librpath.so")])
+@pytest.mark.parametrize(
+    "name,via", [("librunpath.so", "RUNPATH of librunpath.so"), ("librpath.so", "RPATH of librpath.so")]
+)
 def test_origin_rpath_and_runpath(cases, name, via):
     lib = cases["base"] / "pkg/ext" / name
     # RPATH beats LD_LIBRARY_PATH; RUNPATH comes after it.
     analysis = assert_agrees_with_ldd(lib, str(cases["old"]))
     [need] = [n for n in analysis.needed if n.name == "libascendcl.so"]
     if via.startswith("RPATH"):
-        assert need.path == str(cases["base"] / "pkg/ext/../lib/libascendcl.so") or \
-            os.path.realpath(need.path) == str(cases["bundled"] / "libascendcl.so")
+        assert need.path == str(cases["base"] / "pkg/ext/../lib/libascendcl.so") or os.path.realpath(
+            need.path
+        ) == str(cases["bundled"] / "libascendcl.so")
         assert need.via == via and need.entry == "$ORIGIN/../lib"
         assert analysis.missing_symbols == []
     else:
@@ -179,7 +233,9 @@ def test_versioned_symbols(cases):
 @needs_gcc
 def test_reference_version_read_from_verneed(cases):
     with open_elf(str(cases["veruser"])) as elf:
-        refs = {s.name: (s.version, s.version_file) for s in elf.undefined_symbols() if s.name in ("foo", "bar")}
+        refs = {
+            s.name: (s.version, s.version_file) for s in elf.undefined_symbols() if s.name in ("foo", "bar")
+        }
     assert refs == {"foo": ("VER_2", "libver.so.1"), "bar": ("VER_1", "libver.so.1")}
     with open_elf(str(cases["ver_new"] / "libver.so.1")) as lib:
         assert lib.lookup("foo", "VER_2") and lib.lookup("bar", "VER_1") and lib.lookup("foo")

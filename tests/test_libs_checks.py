@@ -24,7 +24,7 @@ VALUE_ERROR = "_ZN5torch10ValueErrorC1EPKcz"  # torch::ValueError::ValueError(ch
 NPU_LIB = (
     "int aclInit(const char *);\nint aclrtGetRecentContext(void **);\nint HcclCommInitAll(int);\n"
     f'int torch_value_error(const char *, ...) __asm__("{VALUE_ERROR}");\n'
-    "int npu_init(void) { void *c; aclInit(0); HcclCommInitAll(1); torch_value_error(\"x\");"
+    'int npu_init(void) { void *c; aclInit(0); HcclCommInitAll(1); torch_value_error("x");'
     " return aclrtGetRecentContext(&c); }\n"
 )
 
@@ -39,35 +39,75 @@ def built(tmp_path_factory) -> Dict[str, Path]:
     out["acl_new"] = gcc_lib(base / "new/libascendcl.so", ACL_NEW)
     out["acl_old"] = gcc_lib(base / "old/libascendcl.so", ACL_OLD)
     out["hccl"] = gcc_lib(base / "new/libhccl.so", "int HcclCommInitAll(int n) { return 0; }\n")
-    out["tp_new"] = gcc_lib(base / "torch_new/libtorch_python.so",
-                            f'int value_error(const char *m, ...) __asm__("{VALUE_ERROR}");\n'
-                            "int value_error(const char *m, ...) { return 0; }\n", soname="libtorch_python.so")
-    out["tp_old"] = gcc_lib(base / "torch_old/libtorch_python.so", "int other(void) { return 0; }\n",
-                            soname="libtorch_python.so")
-    out["torch_c"] = gcc_lib(base / "torch_c/_C.so", "int torch_c(void) { return 0; }\n",
-                             f"-L{base / 'torch_new'}", "-Wl,--no-as-needed", "-ltorch_python",
-                             "-Wl,-rpath,$ORIGIN/lib")
-    out["libtorch_npu"] = gcc_lib(base / "npu/libtorch_npu.so", NPU_LIB, f"-L{base / 'new'}", f"-L{base / 'torch_new'}",
-                                  "-lascendcl", "-lhccl", "-ltorch_python", "-Wl,--disable-new-dtags",
-                                  "-Wl,-rpath,$ORIGIN/lib/:$ORIGIN/", soname="libtorch_npu.so")
-    out["npu_c"] = gcc_lib(base / "npu_c/_C.so", "int npu_init(void);\nint init_module(void) { return npu_init(); }\n",
-                           f"-L{base / 'npu'}", "-ltorch_npu", "-Wl,--disable-new-dtags", "-Wl,-rpath,$ORIGIN/lib")
+    out["tp_new"] = gcc_lib(
+        base / "torch_new/libtorch_python.so",
+        f'int value_error(const char *m, ...) __asm__("{VALUE_ERROR}");\n'
+        "int value_error(const char *m, ...) { return 0; }\n",
+        soname="libtorch_python.so",
+    )
+    out["tp_old"] = gcc_lib(
+        base / "torch_old/libtorch_python.so", "int other(void) { return 0; }\n", soname="libtorch_python.so"
+    )
+    out["torch_c"] = gcc_lib(
+        base / "torch_c/_C.so",
+        "int torch_c(void) { return 0; }\n",
+        f"-L{base / 'torch_new'}",
+        "-Wl,--no-as-needed",
+        "-ltorch_python",
+        "-Wl,-rpath,$ORIGIN/lib",
+    )
+    out["libtorch_npu"] = gcc_lib(
+        base / "npu/libtorch_npu.so",
+        NPU_LIB,
+        f"-L{base / 'new'}",
+        f"-L{base / 'torch_new'}",
+        "-lascendcl",
+        "-lhccl",
+        "-ltorch_python",
+        "-Wl,--disable-new-dtags",
+        "-Wl,-rpath,$ORIGIN/lib/:$ORIGIN/",
+        soname="libtorch_npu.so",
+    )
+    out["npu_c"] = gcc_lib(
+        base / "npu_c/_C.so",
+        "int npu_init(void);\nint init_module(void) { return npu_init(); }\n",
+        f"-L{base / 'npu'}",
+        "-ltorch_npu",
+        "-Wl,--disable-new-dtags",
+        "-Wl,-rpath,$ORIGIN/lib",
+    )
     return out
 
 
 def packages_json(torch: Optional[str] = "2.1.0", torch_npu: Optional[str] = "2.1.0.post8") -> str:
     packages: Dict[str, Optional[dict]] = {"torch": None, "torch_npu": None}
     if torch:
-        packages["torch"] = {"version": torch, "location": SITE,
-                             "files": [f"torch/_C.{EXT}", "torch/lib/libtorch_python.so"]}
+        packages["torch"] = {
+            "version": torch,
+            "location": SITE,
+            "files": [f"torch/_C.{EXT}", "torch/lib/libtorch_python.so"],
+        }
     if torch_npu:
-        packages["torch_npu"] = {"version": torch_npu, "location": SITE,
-                                 "files": [f"torch_npu/_C.{EXT}", "torch_npu/lib/libtorch_npu.so"]}
+        packages["torch_npu"] = {
+            "version": torch_npu,
+            "location": SITE,
+            "files": [f"torch_npu/_C.{EXT}", "torch_npu/lib/libtorch_npu.so"],
+        }
     return json.dumps({"executable": None, "python": "3.11.7", "packages": packages})
 
 
-def make_node(node, built, *, cann=("8.0.0",), torch="2.1.0", torch_npu="2.1.0.post8", torch_build="new",
-              import_stdout="", import_stderr="", import_rc=0):
+def make_node(
+    node,
+    built,
+    *,
+    cann=("8.0.0",),
+    torch="2.1.0",
+    torch_npu="2.1.0.post8",
+    torch_build="new",
+    import_stdout="",
+    import_stderr="",
+    import_rc=0,
+):
     """A node with torch (+ torch_npu) in SITE and CANN installs under /usr/local/Ascend/ascend-toolkit."""
     if torch:
         shutil.copy(built["torch_c"], node.mkdir(f"{SITE}/torch") / f"_C.{EXT}")
@@ -79,16 +119,26 @@ def make_node(node, built, *, cann=("8.0.0",), torch="2.1.0", torch_npu="2.1.0.p
         lib64 = node.mkdir(f"/usr/local/Ascend/ascend-toolkit/{version}/lib64")
         shutil.copy(built["acl_new" if version >= "8" else "acl_old"], lib64 / "libascendcl.so")
         shutil.copy(built["hccl"], lib64 / "libhccl.so")
-        node.file(f"/usr/local/Ascend/ascend-toolkit/{version}/x86_64-linux/ascend_toolkit_install.info",
-                  f"package_name=Ascend-cann-toolkit\nversion={version}\narch=x86_64\nos=linux\n")
+        node.file(
+            f"/usr/local/Ascend/ascend-toolkit/{version}/x86_64-linux/ascend_toolkit_install.info",
+            f"package_name=Ascend-cann-toolkit\nversion={version}\narch=x86_64\nos=linux\n",
+        )
     if cann:
         node.symlink("/usr/local/Ascend/ascend-toolkit/latest", max(cann))
         # The real set_env.sh of CANN 8.0.0 (the `cat` prompt line of the capture dropped).
-        script = "\n".join(line for line in sample_text("cann_ascend-toolkit_set_env.sh_content_8.0.0_rst-notes.txt")
-                           .splitlines() if not line.startswith("yyy@"))
+        script = "\n".join(
+            line
+            for line in sample_text("cann_ascend-toolkit_set_env.sh_content_8.0.0_rst-notes.txt").splitlines()
+            if not line.startswith("yyy@")
+        )
         node.file("/usr/local/Ascend/ascend-toolkit/set_env.sh", script)
-    node.command("python3", stdout=import_stdout, stderr=import_stderr, rc=import_rc,
-                 by_args={f"-c {PACKAGES_SCRIPT}": packages_json(torch, torch_npu)})
+    node.command(
+        "python3",
+        stdout=import_stdout,
+        stderr=import_stderr,
+        rc=import_rc,
+        by_args={f"-c {PACKAGES_SCRIPT}": packages_json(torch, torch_npu)},
+    )
     return node
 
 
@@ -97,7 +147,9 @@ def sourced(node, version="8.0.0", extra_first: str = ""):
     path = f"{home}/lib64"
     if extra_first:
         path = f"{extra_first}:{path}"
-    node.setenv(LD_LIBRARY_PATH=path, ASCEND_TOOLKIT_HOME=home, ASCEND_HOME_PATH=home, ASCEND_OPP_PATH=f"{home}/opp")
+    node.setenv(
+        LD_LIBRARY_PATH=path, ASCEND_TOOLKIT_HOME=home, ASCEND_HOME_PATH=home, ASCEND_OPP_PATH=f"{home}/opp"
+    )
 
 
 def findings(node, level=1, runner=None):
@@ -109,7 +161,11 @@ def test_all_resolves_when_set_env_sourced(node, built):
     sourced(make_node(node, built))
     result = findings(node)
     assert {k: f.status for k, f in result.items()} == {
-        "LIB001": Status.PASS, "LIB002": Status.PASS, "LIB003": Status.PASS, "LIB004": Status.PASS}
+        "LIB001": Status.PASS,
+        "LIB002": Status.PASS,
+        "LIB003": Status.PASS,
+        "LIB004": Status.PASS,
+    }
 
 
 def test_set_env_not_sourced_is_diagnosed_and_fix_checked(node, built):
@@ -121,8 +177,10 @@ def test_set_env_not_sourced_is_diagnosed_and_fix_checked(node, built):
     assert lib002.status == Status.FAIL
     assert lib002.evidence["diagnosis"] == "set-env-not-sourced"
     assert sorted(lib002.evidence["missing_libraries"]) == ["libascendcl.so", "libhccl.so"]
-    assert "checked: after `source /usr/local/Ascend/ascend-toolkit/set_env.sh` every library and symbol resolves" \
-        in lib002.detail
+    assert (
+        "checked: after `source /usr/local/Ascend/ascend-toolkit/set_env.sh` "
+        "every library and symbol resolves" in lib002.detail
+    )
     assert lib002.fix == "source /usr/local/Ascend/ascend-toolkit/set_env.sh"
     # The symbols of the missing libraries are LIB002's business, not a second failure.
     assert result["LIB003"].status == Status.SKIP
@@ -196,25 +254,59 @@ def test_binary_checks_skip_without_the_live_node(node, built):
 
 
 IMPORT_CASES = [
-    ("torch_npu_import_libhccl.so_ImportError_constructed.txt", "import torch_npu", "set-env-not-sourced",
-     "libhccl.so: cannot open shared object file", []),
-    ("torch_npu_import_torch_npu._C_ModuleNotFound_torch_npu-faq.txt", "import torch_npu", None,
-     "No module named 'torch_npu._C'", []),
-    ("torch_npu_init_AclSetCompileopt_500001_ERR00100_torch_npu-doc.txt", "device op", None,
-     "CANN error 500001, ERR00100", ["500001", "ERR00100"]),
-    ("torch_npu_EH9999_init-env-failed_500001_Aborted_Ascend-pytorch-7.txt", "device op", None,
-     "CANN error EH9999, 500001", ["EH9999", "500001"]),
-    ("torch_npu_to-int-device_Torch-not-compiled-with-CUDA_Ascend-pytorch-16.txt", "device op", None,
-     "a bare device index", []),
-    ("torch_npu_ext_undefined-symbol_NpuRunMode_mmcv-3299.txt", "import torch_npu", "extension-mismatch",
-     "undefined symbol: _ZN7c10_npu10NpuRunMode9cur_mode_E", []),
+    (
+        "torch_npu_import_libhccl.so_ImportError_constructed.txt",
+        "import torch_npu",
+        "set-env-not-sourced",
+        "libhccl.so: cannot open shared object file",
+        [],
+    ),
+    (
+        "torch_npu_import_torch_npu._C_ModuleNotFound_torch_npu-faq.txt",
+        "import torch_npu",
+        None,
+        "No module named 'torch_npu._C'",
+        [],
+    ),
+    (
+        "torch_npu_init_AclSetCompileopt_500001_ERR00100_torch_npu-doc.txt",
+        "device op",
+        None,
+        "CANN error 500001, ERR00100",
+        ["500001", "ERR00100"],
+    ),
+    (
+        "torch_npu_EH9999_init-env-failed_500001_Aborted_Ascend-pytorch-7.txt",
+        "device op",
+        None,
+        "CANN error EH9999, 500001",
+        ["EH9999", "500001"],
+    ),
+    (
+        "torch_npu_to-int-device_Torch-not-compiled-with-CUDA_Ascend-pytorch-16.txt",
+        "device op",
+        None,
+        "a bare device index",
+        [],
+    ),
+    (
+        "torch_npu_ext_undefined-symbol_NpuRunMode_mmcv-3299.txt",
+        "import torch_npu",
+        "extension-mismatch",
+        "undefined symbol: _ZN7c10_npu10NpuRunMode9cur_mode_E",
+        [],
+    ),
 ]
 
 
 @pytest.mark.parametrize("sample,stage,diagnosis,text,codes", IMPORT_CASES)
 def test_level2_maps_real_error_texts(node, built, sample, stage, diagnosis, text, codes):
-    stages = "".join(f"NPUDOCTOR-STAGE {s}\n" for s in ("import torch", "import torch_npu", "device op")
-                     [:("import torch", "import torch_npu", "device op").index(stage) + 1])
+    stages = "".join(
+        f"NPUDOCTOR-STAGE {s}\n"
+        for s in ("import torch", "import torch_npu", "device op")[
+            : ("import torch", "import torch_npu", "device op").index(stage) + 1
+        ]
+    )
     make_node(node, built, import_stdout=stages, import_stderr=sample_text(sample), import_rc=3)
     lib005 = findings(node, level=2)["LIB005"]
     assert lib005.status == Status.FAIL
@@ -226,8 +318,14 @@ def test_level2_maps_real_error_texts(node, built, sample, stage, diagnosis, tex
 
 
 def test_level2_passes_when_the_op_runs(node, built):
-    sourced(make_node(node, built, import_stdout="NPUDOCTOR-STAGE import torch\nNPUDOCTOR-STAGE import torch_npu\n"
-                                                 "NPUDOCTOR-STAGE device op\nNPUDOCTOR-STAGE ok [2.0, 2.0]\n"))
+    sourced(
+        make_node(
+            node,
+            built,
+            import_stdout="NPUDOCTOR-STAGE import torch\nNPUDOCTOR-STAGE import torch_npu\n"
+            "NPUDOCTOR-STAGE device op\nNPUDOCTOR-STAGE ok [2.0, 2.0]\n",
+        )
+    )
     assert findings(node, level=2)["LIB005"].status == Status.PASS
     assert "LIB005" not in findings(node, level=1)
 
@@ -235,10 +333,18 @@ def test_level2_passes_when_the_op_runs(node, built):
 def test_level2_timeout_fails_with_the_stage(node, built):
     make_node(node, built)
     script = node.bin / "python3"
-    script.write_text(script.read_text().replace("#!/bin/sh\n", "#!/bin/sh\n"
-                      "case \"$2\" in *NPUDOCTOR-STAGE*) echo 'NPUDOCTOR-STAGE import torch'; sleep 5;; esac\n"))
+    script.write_text(
+        script.read_text().replace(
+            "#!/bin/sh\n",
+            "#!/bin/sh\n"
+            "case \"$2\" in *NPUDOCTOR-STAGE*) echo 'NPUDOCTOR-STAGE import torch'; sleep 5;; esac\n",
+        )
+    )
     node.file("/profile.yaml", "libraries:\n  import_timeout_s: 0.5\n")
-    report = api.run_checks(node.runner(), api.load_profile(str(node.path("/profile.yaml"))), only=("LIB005",),
-                            level=2)
+    report = api.run_checks(
+        node.runner(), api.load_profile(str(node.path("/profile.yaml"))), only=("LIB005",), level=2
+    )
     [finding] = report.findings
-    assert finding.status == Status.FAIL and "import torch did not finish within the timeout" in finding.detail
+    assert (
+        finding.status == Status.FAIL and "import torch did not finish within the timeout" in finding.detail
+    )

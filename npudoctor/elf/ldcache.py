@@ -52,13 +52,14 @@ def parse_ld_cache(data: bytes) -> List[CacheEntry]:
             entries_end = 16 + count * 12
             # A "compat" cache carries the new format after the old entries (aligned to 8 bytes).
             new_at = (entries_end + 7) & ~7
-            if data[new_at:new_at + len(NEW_MAGIC)] == NEW_MAGIC:
+            if data[new_at : new_at + len(NEW_MAGIC)] == NEW_MAGIC:
                 return _parse_new(data, new_at)
             entries = []
             for i in range(count):
                 flags, key, value = struct.unpack_from("<iII", data, 16 + i * 12)
-                entries.append(CacheEntry(_cstr(data, entries_end + key), _cstr(data, entries_end + value),
-                                          flags))
+                entries.append(
+                    CacheEntry(_cstr(data, entries_end + key), _cstr(data, entries_end + value), flags)
+                )
             return entries
     except (struct.error, IndexError):
         raise ElfError("ld.so.cache: truncated file") from None
@@ -78,7 +79,7 @@ def _parse_new(data: bytes, base: int) -> List[CacheEntry]:
 
 
 class LdCache:
-    """Name -> path lookups for one ABI, first matching entry wins (as in glibc's ``_dl_load_cache_lookup``)."""
+    """Name -> path lookups for one ABI; the first matching entry wins (glibc ``_dl_load_cache_lookup``)."""
 
     def __init__(self, entries: List[CacheEntry]) -> None:
         self.entries = entries
@@ -95,8 +96,9 @@ class LdCache:
                 continue
             # glibc-hwcaps subdirectory entries need a CPU check ld.so does at run time; the plain entry
             # is always valid, so prefer it.
-            if entry.hwcap and any(not e.hwcap for e in self._by_name[name]
-                                   if e.flags & ~FLAG_TYPE_MASK == required):
+            if entry.hwcap and any(
+                not e.hwcap for e in self._by_name[name] if e.flags & ~FLAG_TYPE_MASK == required
+            ):
                 continue
             return entry.path
         return None

@@ -88,7 +88,7 @@ class LoadedObject:
     path: str
     local: str
     elf: ElfFile
-    loader: Optional["LoadedObject"] = None
+    loader: Optional[LoadedObject] = None
     names: List[str] = field(default_factory=list)
 
 
@@ -157,9 +157,11 @@ def _read_ident(local: str) -> Optional[Tuple[int, int, int]]:
 def _expand(entry: str, origin: str, machine: int, is64: bool) -> str:
     lib = "lib64" if is64 else "lib"
 
-    def token(match: "re.Match[str]") -> str:
+    def token(match: re.Match[str]) -> str:
         name = match.group(1) or match.group(2)
-        return {"ORIGIN": origin, "LIB": lib, "PLATFORM": PLATFORMS.get(machine, "")}.get(name, match.group(0))
+        return {"ORIGIN": origin, "LIB": lib, "PLATFORM": PLATFORMS.get(machine, "")}.get(
+            name, match.group(0)
+        )
 
     return re.sub(r"\$(?:\{(\w+)\}|(ORIGIN|LIB|PLATFORM)\b)", token, entry)
 
@@ -196,14 +198,20 @@ class _Resolver:
             chain: Optional[LoadedObject] = requester
             while chain is not None:
                 if chain.elf.rpath is not None and chain.elf.runpath is None:
-                    add(split_path_list(chain.elf.rpath), f"RPATH of {os.path.basename(chain.path)}",
-                        os.path.dirname(chain.path))
+                    add(
+                        split_path_list(chain.elf.rpath),
+                        f"RPATH of {os.path.basename(chain.path)}",
+                        os.path.dirname(chain.path),
+                    )
                 chain = chain.loader
         root_origin = os.path.dirname(self.root.path) if self.root else "/"
         add(split_path_list(self.env.ld_library_path), "LD_LIBRARY_PATH", root_origin)
         if requester.elf.runpath is not None:
-            add(split_path_list(requester.elf.runpath), f"RUNPATH of {os.path.basename(requester.path)}",
-                os.path.dirname(requester.path))
+            add(
+                split_path_list(requester.elf.runpath),
+                f"RUNPATH of {os.path.basename(requester.path)}",
+                os.path.dirname(requester.path),
+            )
         return dirs
 
     def _try(self, path: str, via: str, entry: str, need: Needed) -> Optional[Candidate]:
@@ -300,8 +308,16 @@ def analyse(root_path: str, env: SearchEnv, preload: Sequence[str] = ()) -> Anal
     reachable = _load_tree(resolver, root, needed, errors)
     missing_versions = [v for v in _check_versions(resolver) if v.object in reachable]
     missing_symbols = _resolve_symbols(resolver.objects, errors, reachable)
-    analysis = Analysis(root_path, root_elf.describe_kind, resolver.objects, needed, missing_symbols,
-                        missing_versions, errors, env.ld_library_path)
+    analysis = Analysis(
+        root_path,
+        root_elf.describe_kind,
+        resolver.objects,
+        needed,
+        missing_symbols,
+        missing_versions,
+        errors,
+        env.ld_library_path,
+    )
     analysis.reachable = reachable
     return analysis
 
@@ -317,7 +333,9 @@ def _add(resolver: _Resolver, obj: LoadedObject, real: str, name: str) -> bool:
     return True
 
 
-def _load_tree(resolver: _Resolver, start: LoadedObject, needed: List[Needed], errors: List[str]) -> List[str]:
+def _load_tree(
+    resolver: _Resolver, start: LoadedObject, needed: List[Needed], errors: List[str]
+) -> List[str]:
     """Load ``start``'s dependencies breadth first, like _dl_map_object_deps (this order is also the
     symbol lookup scope). Returns the paths of every object in ``start``'s graph, reused ones included."""
     env = resolver.env
@@ -328,8 +346,16 @@ def _load_tree(resolver: _Resolver, start: LoadedObject, needed: List[Needed], e
         for name in obj.elf.needed:
             if name in resolver.by_name:
                 known = resolver.by_name[name]
-                needed.append(Needed(obj.path, name, known.path, "already loaded", "",
-                                     [Candidate(known.path, "already loaded", "", os.path.realpath(known.local))]))
+                needed.append(
+                    Needed(
+                        obj.path,
+                        name,
+                        known.path,
+                        "already loaded",
+                        "",
+                        [Candidate(known.path, "already loaded", "", os.path.realpath(known.local))],
+                    )
+                )
                 if known.path not in reachable:
                     reachable.append(known.path)
                     queue.append(known)
@@ -373,13 +399,15 @@ def _check_versions(resolver: _Resolver) -> List[MissingVersion]:
             provider = resolver.by_name.get(need.filename)
             if provider is None or need.weak:
                 continue
-            # A provider without any version definitions is accepted (dl-version.c only warns in verbose mode).
+            # A provider without version definitions is accepted (dl-version.c only warns, verbosely).
             if provider.elf.has_versions and not provider.elf.defines_version(need.name):
                 missing.append(MissingVersion(need.name, need.filename, obj.path))
     return missing
 
 
-def _resolve_symbols(objects: List[LoadedObject], errors: List[str], report: Sequence[str]) -> List[MissingSymbol]:
+def _resolve_symbols(
+    objects: List[LoadedObject], errors: List[str], report: Sequence[str]
+) -> List[MissingSymbol]:
     """Every non-weak undefined symbol of the objects in ``report``, looked up in the scope of every
     loaded object in load order."""
     wanted = set(report)
@@ -407,8 +435,11 @@ def _resolve_symbols(objects: List[LoadedObject], errors: List[str], report: Seq
     return missing
 
 
-def _lookup(scope: List[Tuple[ElfFile, Optional[Tuple["Sequence[int]", int, int]]]], sym: UndefinedSymbol,
-            need_sysv: bool) -> bool:
+def _lookup(
+    scope: List[Tuple[ElfFile, Optional[Tuple[Sequence[int], int, int]]]],
+    sym: UndefinedSymbol,
+    need_sysv: bool,
+) -> bool:
     encoded = sym.name.encode("utf-8", errors="surrogateescape")
     gnu = gnu_hash(encoded)
     hashes = (gnu, sysv_hash(encoded) if need_sysv else None)

@@ -18,8 +18,18 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
 
 # e_machine values ld.so compares (the names are for messages).
-MACHINES = {3: "i386", 8: "mips", 20: "ppc", 21: "ppc64", 40: "arm", 43: "sparcv9", 62: "x86-64",
-            183: "aarch64", 243: "riscv", 258: "loongarch"}
+MACHINES = {
+    3: "i386",
+    8: "mips",
+    20: "ppc",
+    21: "ppc64",
+    40: "arm",
+    43: "sparcv9",
+    62: "x86-64",
+    183: "aarch64",
+    243: "riscv",
+    258: "loongarch",
+}
 
 PT_LOAD, PT_DYNAMIC = 1, 2
 DT_NULL, DT_NEEDED, DT_HASH, DT_STRTAB, DT_SYMTAB, DT_STRSZ, DT_SONAME, DT_RPATH = 0, 1, 4, 5, 6, 10, 14, 15
@@ -85,7 +95,7 @@ class ElfFile:
     """One ELF file, mapped read-only. Use :func:`open_elf`; call :meth:`close` (or use ``with``)."""
 
     path: str
-    data: "mmap.mmap | bytes"
+    data: mmap.mmap | bytes
     elf_class: int  # 1 = 32-bit, 2 = 64-bit
     little_endian: bool
     machine: int
@@ -100,16 +110,20 @@ class ElfFile:
     _loads: List[Tuple[int, int, int]] = field(default_factory=list)  # (vaddr, offset, filesz)
     _versions: Optional[Dict[int, Tuple[str, int]]] = None  # verdef index -> (name, hash)
     # (nbuckets, symoffset, bloom words, shift, buckets, chains), tables as arrays in native byte order.
-    _gnu: Optional[Tuple[int, int, "array.array[int]", int, "array.array[int]", "Sequence[int]"]] = None
+    _gnu: Optional[Tuple[int, int, array.array[int], int, array.array[int], Sequence[int]]] = None
     _sysv: Optional[Tuple[int, int, int]] = None
     _views: List[memoryview] = field(default_factory=list)
+    _strtab_at: Optional[int] = None
+    _symtab_at: Optional[int] = None
+    _versym_at: Optional[int] = None
+    _sym_struct: Optional[struct.Struct] = None
 
     # -- structure ---------------------------------------------------------------------------------------
     @property
     def is64(self) -> bool:
         return self.elf_class == 2
 
-    def bloom_filter(self) -> "Optional[Tuple[Sequence[int], int, int]]":
+    def bloom_filter(self) -> Optional[Tuple[Sequence[int], int, int]]:
         """(bloom words, bits per word, shift) of the GNU hash table, or None without one."""
         if self._gnu is None or not self._gnu[0]:
             return None
@@ -135,10 +149,13 @@ class ElfFile:
     def describe_kind(self) -> str:
         return f"ELF{64 if self.is64 else 32} {self.machine_name}"
 
-    def compatible_with(self, other: "ElfFile") -> bool:
+    def compatible_with(self, other: ElfFile) -> bool:
         """Whether ld.so would load this file next to ``other`` (same class, byte order and machine)."""
-        return (self.elf_class, self.little_endian, self.machine) == (other.elf_class, other.little_endian,
-                                                                      other.machine)
+        return (self.elf_class, self.little_endian, self.machine) == (
+            other.elf_class,
+            other.little_endian,
+            other.machine,
+        )
 
     def close(self) -> None:
         for view in self._views:
@@ -147,7 +164,7 @@ class ElfFile:
         if isinstance(self.data, mmap.mmap):
             self.data.close()
 
-    def __enter__(self) -> "ElfFile":
+    def __enter__(self) -> ElfFile:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -165,7 +182,7 @@ class ElfFile:
         except struct.error:
             raise ElfError(f"{self.path}: truncated ELF (needs data at offset {offset:#x})") from None
 
-    def _array(self, code: str, offset: int, count: int) -> "array.array[int]":
+    def _array(self, code: str, offset: int, count: int) -> array.array[int]:
         """``count`` integers at ``offset`` as an array in native byte order (fast indexing)."""
         values = array.array(code)
         end = offset + count * values.itemsize
@@ -176,14 +193,14 @@ class ElfFile:
             values.byteswap()
         return values
 
-    def _words(self, offset: int) -> "Sequence[int]":
+    def _words(self, offset: int) -> Sequence[int]:
         """32-bit words from ``offset`` to the end of the file, viewed in place (no copy when the file's
         byte order is this machine's)."""
         if offset > len(self.data):
             raise ElfError(f"{self.path}: truncated ELF (table at offset {offset:#x} is past the end)")
         count = (len(self.data) - offset) // 4
         if self.little_endian == (sys.byteorder == "little"):
-            view = memoryview(self.data)[offset:offset + 4 * count].cast("I")
+            view = memoryview(self.data)[offset : offset + 4 * count].cast("I")
             self._views.append(view)
             return view
         return _SwappedWords(self.data, offset, count)
@@ -200,11 +217,15 @@ class ElfFile:
     # -- symbols -----------------------------------------------------------------------------------------
     @property
     def _strtab(self) -> int:
-        return self._offset(self._dyn[DT_STRTAB])
+        if self._strtab_at is None:
+            self._strtab_at = self._offset(self._dyn[DT_STRTAB])
+        return self._strtab_at
 
     @property
     def _symtab(self) -> int:
-        return self._offset(self._dyn[DT_SYMTAB])
+        if self._symtab_at is None:
+            self._symtab_at = self._offset(self._dyn[DT_SYMTAB])
+        return self._symtab_at
 
     @property
     def _syment(self) -> int:
@@ -229,16 +250,24 @@ class ElfFile:
     def _sym(self, index: int) -> Tuple[int, int, int, int, int]:
         """(st_name, st_info, st_other, st_shndx, st_value) of symbol ``index``."""
         at = self._symtab + index * self._syment
+        if self._sym_struct is None:
+            self._sym_struct = struct.Struct(self.endian + ("IBBHQQ" if self.is64 else "IIIBBH"))
+        try:
+            fields = self._sym_struct.unpack_from(self.data, at)
+        except struct.error:
+            raise ElfError(
+                f"{self.path}: truncated ELF (symbol {index} is past the end of the file)"
+            ) from None
         if self.is64:
-            name, info, other, shndx, value, _ = self._unpack("IBBHQQ", at)
-        else:
-            name, value, _, info, other, shndx = self._unpack("IIIBBH", at)
-        return name, info, other, shndx, value
+            return fields[0], fields[1], fields[2], fields[3], fields[4]
+        return fields[0], fields[3], fields[4], fields[5], fields[1]
 
     def _versym(self, index: int) -> Optional[int]:
         if DT_VERSYM not in self._dyn:
             return None
-        return self._unpack("H", self._offset(self._dyn[DT_VERSYM]) + 2 * index)[0]
+        if self._versym_at is None:
+            self._versym_at = self._offset(self._dyn[DT_VERSYM])
+        return self._unpack("H", self._versym_at + 2 * index)[0]
 
     def version_needs(self) -> List[VersionNeed]:
         """The verneed entries: which version of which file this object was linked against."""
@@ -252,8 +281,11 @@ class ElfFile:
             aux_at = at + aux
             for _ in range(count):
                 vhash, flags, other, name_off, aux_next = self._unpack("IHHII", aux_at)
-                needs.append(VersionNeed(filename, self._dynstr(name_off), vhash, bool(flags & VER_FLG_WEAK),
-                                         other & 0x7FFF))
+                needs.append(
+                    VersionNeed(
+                        filename, self._dynstr(name_off), vhash, bool(flags & VER_FLG_WEAK), other & 0x7FFF
+                    )
+                )
                 if not aux_next:
                     break
                 aux_at += aux_next
@@ -289,33 +321,55 @@ class ElfFile:
             raise ElfError(f"{self.path}: truncated ELF (symbol table runs past the end of the file)")
         # st_shndx of every symbol, read as a strided view of 16-bit words (offset 6 of 24 in ELF64, 14 of
         # 16 in ELF32): one cheap pass over 75k symbols instead of unpacking each entry.
-        table = self.data[start:start + size]
+        table = self.data[start : start + size]
         words = array.array("H")
         words.frombytes(table)
         if self.little_endian != (sys.byteorder == "little"):
             words.byteswap()
         stride = self._syment // 2
-        shndx = words[(3 if self.is64 else 7)::stride]
+        shndx = words[(3 if self.is64 else 7) :: stride]
         info_at = 4 if self.is64 else 12
-        undefined = [(i, self._unpack("I", start + i * self._syment)[0], table[i * self._syment + info_at])
-                     for i, value in enumerate(shndx) if not value and i]
+        undefined = [i for i, value in enumerate(shndx) if not value and i]
         needs = {n.index: n for n in self.version_needs()}
-        versym_at = self._offset(self._dyn[DT_VERSYM]) if DT_VERSYM in self._dyn else None
+        versyms: Optional[array.array] = None
+        if DT_VERSYM in self._dyn:
+            versym_at = self._offset(self._dyn[DT_VERSYM])
+            versyms = array.array("H")
+            end = versym_at + 2 * count
+            if end > len(self.data):
+                raise ElfError(f"{self.path}: truncated ELF (version table runs past the end of the file)")
+            versyms.frombytes(self.data[versym_at:end])
+            if self.little_endian != (sys.byteorder == "little"):
+                versyms.byteswap()
         result = []
-        strtab = self._strtab
-        for index, name_off, info in undefined:
+        data, strtab, entry = self.data, self._strtab, self._syment
+        name_struct = struct.Struct(self.endian + "I")
+        for index in undefined:
+            info = table[index * entry + info_at]
+            name_off = name_struct.unpack_from(table, index * entry)[0]
             if info >> 4 == STB_LOCAL or not name_off:
                 continue
-            name = self._cstr(strtab + name_off)
+            at = strtab + name_off
+            end = data.find(b"\0", at)
+            if end < 0:
+                raise ElfError(f"{self.path}: string at offset {at:#x} runs past the end of the file")
+            name = data[at:end].decode("utf-8", errors="surrogateescape")
             need = None
             hidden = False
-            if versym_at is not None:
-                raw = self._unpack("H", versym_at + 2 * index)[0]
+            if versyms is not None:
+                raw = versyms[index]
                 need = needs.get(raw & 0x7FFF)
                 hidden = bool(raw & VERSYM_HIDDEN)
-            result.append(UndefinedSymbol(
-                name, info >> 4 == STB_WEAK,
-                need.name if need else None, need.filename if need else None, need.hash if need else 0, hidden))
+            result.append(
+                UndefinedSymbol(
+                    name,
+                    info >> 4 == STB_WEAK,
+                    need.name if need else None,
+                    need.filename if need else None,
+                    need.hash if need else 0,
+                    hidden,
+                )
+            )
         return result
 
     def _candidates(self, encoded: bytes, gnu: int, sysv: Optional[int]) -> List[int]:
@@ -346,7 +400,9 @@ class ElfFile:
             if not nbucket:
                 return []
             found = []
-            index = self._unpack("I", buckets_at + 4 * ((sysv if sysv is not None else sysv_hash(encoded)) % nbucket))[0]
+            index = self._unpack(
+                "I", buckets_at + 4 * ((sysv if sysv is not None else sysv_hash(encoded)) % nbucket)
+            )[0]
             seen = 0
             while index and seen < 1_000_000:
                 found.append(index)
@@ -355,8 +411,14 @@ class ElfFile:
             return found
         return []
 
-    def lookup(self, name: str, version: Optional[str] = None, version_hash: int = 0,
-               version_hidden: bool = False, hashes: Optional[Tuple[int, Optional[int]]] = None) -> bool:
+    def lookup(
+        self,
+        name: str,
+        version: Optional[str] = None,
+        version_hash: int = 0,
+        version_hidden: bool = False,
+        hashes: Optional[Tuple[int, Optional[int]]] = None,
+    ) -> bool:
         """Whether this file exports ``name`` in a way ld.so would bind a reference to (version rules as in
         glibc's ``check_match``: a versioned reference takes the same version, or an unversioned
         definition; an unversioned reference takes the base, the first or the default version)."""
@@ -370,7 +432,8 @@ class ElfFile:
                 continue
             if info >> 4 not in (STB_GLOBAL, STB_WEAK, STB_GNU_UNIQUE):
                 continue
-            if self.data[self._strtab + name_off:self._strtab + name_off + len(encoded) + 1] != encoded + b"\0":
+            at = self._strtab + name_off
+            if self.data[at : at + len(encoded) + 1] != encoded + b"\0":
                 continue
             raw = self._versym(index)
             if raw is None:
@@ -395,20 +458,22 @@ class ElfFile:
         return any(v[0] == name for v in self.version_definitions().values())
 
 
-class _SwappedWords:
+class _SwappedWords(Sequence[int]):
     """Big-endian words on a little-endian machine (or the reverse), read one at a time."""
 
-    def __init__(self, data: "mmap.mmap | bytes", offset: int, count: int) -> None:
-        self.data, self.offset, self.count = data, offset, count
+    def __init__(self, data: mmap.mmap | bytes, offset: int, count: int) -> None:
+        self.data, self.offset, self.size = data, offset, count
 
     def __len__(self) -> int:
-        return self.count
+        return self.size
 
-    def __getitem__(self, index: int) -> int:
-        if not 0 <= index < self.count:
+    def __getitem__(self, index: int) -> int:  # type: ignore[override]
+        if not 0 <= index < self.size:
             raise IndexError(index)
-        return int.from_bytes(self.data[self.offset + 4 * index:self.offset + 4 * index + 4],
-                              "little" if sys.byteorder == "big" else "big")
+        return int.from_bytes(
+            self.data[self.offset + 4 * index : self.offset + 4 * index + 4],
+            "little" if sys.byteorder == "big" else "big",
+        )
 
 
 def open_elf(path: str) -> ElfFile:
@@ -418,7 +483,7 @@ def open_elf(path: str) -> ElfFile:
             size = os.fstat(handle.fileno()).st_size
             if size < 16:
                 raise ElfError(f"{path}: not an ELF file ({size} bytes)")
-            data: "mmap.mmap | bytes" = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+            data: mmap.mmap | bytes = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
     except IsADirectoryError:
         raise ElfError(f"{path}: is a directory") from None
     except OSError as exc:
@@ -431,7 +496,7 @@ def open_elf(path: str) -> ElfFile:
         raise
 
 
-def _parse(path: str, data: "mmap.mmap | bytes") -> ElfFile:
+def _parse(path: str, data: mmap.mmap | bytes) -> ElfFile:
     if data[:4] != b"\x7fELF":
         raise ElfError(f"{path}: not an ELF file")
     elf_class, encoding, osabi = data[4], data[5], data[7]
@@ -485,7 +550,9 @@ def _parse(path: str, data: "mmap.mmap | bytes") -> ElfFile:
         at = elf._offset(elf._dyn[DT_GNU_HASH])
         nbuckets, symoffset, bloom_size, shift = elf._unpack("IIII", at)
         word = 8 if elf.is64 else 4
-        bloom = elf._array("Q" if elf.is64 else "I", at + 16, bloom_size) if bloom_size else array.array("I", [0])
+        bloom = (
+            elf._array("Q" if elf.is64 else "I", at + 16, bloom_size) if bloom_size else array.array("I", [0])
+        )
         buckets_at = at + 16 + bloom_size * word
         buckets = elf._array("I", buckets_at, nbuckets)
         chains_at = buckets_at + 4 * nbuckets

@@ -15,14 +15,35 @@ from npudoctor.elf.reader import ElfError, ElfFile, open_elf
 # prefix of a C name. Enough to say "libascendcl.so should provide aclrtGetRecentContext" when the
 # provider is not installed at all, so the analysis cannot see it.
 NAMESPACE_PROVIDERS: Mapping[str, str] = {
-    "c10_npu": "libtorch_npu.so", "at_npu": "libtorch_npu.so", "torch_npu": "libtorch_npu.so",
-    "c10": "libc10.so", "c10d": "libtorch_cpu.so", "at": "libtorch_cpu.so", "caffe2": "libtorch_cpu.so",
-    "torch": "libtorch_cpu.so", "pybind11": "libtorch_python.so", "ge": "libge_runner.so",
-    "St": "libstdc++.so.6", "std": "libstdc++.so.6",
+    "c10_npu": "libtorch_npu.so",
+    "at_npu": "libtorch_npu.so",
+    "torch_npu": "libtorch_npu.so",
+    "c10": "libc10.so",
+    "c10d": "libtorch_cpu.so",
+    "at": "libtorch_cpu.so",
+    "caffe2": "libtorch_cpu.so",
+    "torch": "libtorch_cpu.so",
+    "pybind11": "libtorch_python.so",
+    "ge": "libge_runner.so",
+    "St": "libstdc++.so.6",
+    "std": "libstdc++.so.6",
 }
 # torch:: names defined in libtorch_python.so rather than libtorch_cpu.so (torch/csrc/Exceptions.cpp...).
-TORCH_PYTHON_NAMES = frozenset(("ValueError", "TypeError", "IndexError", "AttributeError", "NotImplementedError",
-                                "PyWarningHandler", "python", "utils", "tensors", "dynamo", "autograd::python"))
+TORCH_PYTHON_NAMES = frozenset(
+    (
+        "ValueError",
+        "TypeError",
+        "IndexError",
+        "AttributeError",
+        "NotImplementedError",
+        "PyWarningHandler",
+        "python",
+        "utils",
+        "tensors",
+        "dynamo",
+        "autograd::python",
+    )
+)
 C_PREFIX_PROVIDERS: Sequence[Tuple[str, str]] = (
     (r"^(?:Hccl|hccl|HCCL)", "libhccl.so"),
     (r"^aclop", "libacl_op_compiler.so"),
@@ -42,13 +63,13 @@ def _components(mangled: str) -> List[str]:
     at = match.end()
     if mangled.startswith("St", at):
         return ["St"]
-    names = []
+    names: List[str] = []
     while at < len(mangled) and mangled[at].isdigit() and len(names) < 2:
         digits = re.match(r"\d+", mangled[at:])
         assert digits is not None
         length = int(digits.group(0))
         start = at + len(digits.group(0))
-        names.append(mangled[start:start + length])
+        names.append(mangled[start : start + length])
         at = start + length
         if not match.group(1):
             break  # a plain _Z<len><name> has one component
@@ -60,7 +81,7 @@ def provider_hint(symbol: str) -> Optional[str]:
 
     >>> provider_hint("aclrtGetRecentContext"), provider_hint("_ZN5torch10ValueErrorC1EPKcz")
     ('libascendcl.so', 'libtorch_python.so')
-    >>> provider_hint("_ZN2at6native25linalg_vector_norm_sparseERKNS_6TensorE"), provider_hint("_ZN3c104impl3fooEv")
+    >>> provider_hint("_ZN2at6native4normERKNS_6TensorE"), provider_hint("_ZN3c104impl3fooEv")
     ('libtorch_cpu.so', 'libc10.so')
     """
     if symbol.startswith("_Z"):
@@ -129,14 +150,21 @@ class LinkReport:
         return asdict(self)
 
 
-def link_report(analysis: Analysis, local_path: LocalPath, demangled: Optional[Mapping[str, str]] = None,
-                objects: Optional[Sequence[str]] = None) -> LinkReport:
+def link_report(
+    analysis: Analysis,
+    local_path: LocalPath,
+    demangled: Optional[Mapping[str, str]] = None,
+    objects: Optional[Sequence[str]] = None,
+) -> LinkReport:
     """Summarise ``analysis``. ``objects`` limits missing symbols and libraries to those of these objects
     (the ones reachable from the root when other objects were preloaded)."""
     demangled = demangled or {}
     keep = set(objects) if objects is not None else None
-    needed = tuple(NeededInfo(n.requester, n.name, n.path, n.via, n.entry) for n in analysis.needed
-                   if keep is None or n.requester in keep)
+    needed = tuple(
+        NeededInfo(n.requester, n.name, n.path, n.via, n.entry)
+        for n in analysis.needed
+        if keep is None or n.requester in keep
+    )
     # Each library missing once, at its first request (ld.so reports it for every requester).
     missing_libs: List[NeededInfo] = []
     for need in needed:
@@ -144,19 +172,23 @@ def link_report(analysis: Analysis, local_path: LocalPath, demangled: Optional[M
             missing_libs.append(need)
     shadowed = []
     losers: Dict[str, List[str]] = {}
-    for need in analysis.shadowed:
-        if keep is not None and need.requester not in keep:
+    for shadow_need in analysis.shadowed:
+        if keep is not None and shadow_need.requester not in keep:
             continue
         others = []
-        reals = {need.candidates[0].real}
-        for candidate in need.candidates[1:]:
+        reals = {shadow_need.candidates[0].real}
+        for candidate in shadow_need.candidates[1:]:
             if candidate.real not in reals:
                 reals.add(candidate.real)
                 others.append(candidate.path)
-        if need.name in losers:
+        if shadow_need.name in losers:
             continue
-        losers[need.name] = others
-        shadowed.append(ShadowInfo(need.name, need.path or "", need.via, need.entry, tuple(others)))
+        losers[shadow_need.name] = others
+        shadowed.append(
+            ShadowInfo(
+                shadow_need.name, shadow_need.path or "", shadow_need.via, shadow_need.entry, tuple(others)
+            )
+        )
     symbols = []
     shadow_copies = _open_all([p for paths in losers.values() for p in paths], local_path)
     try:
@@ -168,17 +200,35 @@ def link_report(analysis: Analysis, local_path: LocalPath, demangled: Optional[M
             provided_by = next((path for path, elf in shadow_copies if elf.lookup(missing.name)), None)
             if provided_by:
                 provider = os.path.basename(provided_by)
-            symbols.append(SymbolInfo(missing.name, missing.object, demangled.get(missing.name, ""),
-                                      missing.version, provider, provided_by))
+            symbols.append(
+                SymbolInfo(
+                    missing.name,
+                    missing.object,
+                    demangled.get(missing.name, ""),
+                    missing.version,
+                    provider,
+                    provided_by,
+                )
+            )
     finally:
         for _, elf in shadow_copies:
             elf.close()
     return LinkReport(
-        analysis.root, analysis.kind, analysis.ld_library_path, tuple(o.path for o in analysis.objects), needed,
-        tuple(missing_libs), tuple(symbols),
-        tuple((v.version, v.file, v.object) for v in analysis.missing_versions
-              if keep is None or v.object in keep),
-        tuple(shadowed), tuple(analysis.errors))
+        analysis.root,
+        analysis.kind,
+        analysis.ld_library_path,
+        tuple(o.path for o in analysis.objects),
+        needed,
+        tuple(missing_libs),
+        tuple(symbols),
+        tuple(
+            (v.version, v.file, v.object)
+            for v in analysis.missing_versions
+            if keep is None or v.object in keep
+        ),
+        tuple(shadowed),
+        tuple(analysis.errors),
+    )
 
 
 def _open_all(paths: Sequence[str], local_path: LocalPath) -> List[Tuple[str, ElfFile]]:

@@ -118,8 +118,11 @@ def installed_packages(ctx: Any) -> PythonPackages:
     found: Dict[str, Optional[PackageInfo]] = {}
     for name in ("torch", "torch_npu"):
         info = (data.get("packages") or {}).get(name)
-        found[name] = PackageInfo(name, str(info["version"]), str(info["location"]),
-                                  tuple(info.get("files") or ())) if info else None
+        found[name] = (
+            PackageInfo(name, str(info["version"]), str(info["location"]), tuple(info.get("files") or ()))
+            if info
+            else None
+        )
     return PythonPackages(python, data.get("executable"), found["torch"], found["torch_npu"])
 
 
@@ -161,13 +164,19 @@ def find_cann_installs(runner: Any, env: Mapping[str, str]) -> Tuple[CannInstall
             bases.insert(0, match.group(1).rstrip("/"))
     for base in bases:
         found_by = "default location" if base == ASCEND_BASE else "ascend_cann_install.info"
-        candidates += [(f"{base}/ascend-toolkit/latest", found_by), (f"{base}/nnae/latest", found_by),
-                       (f"{base}/cann", found_by)]
+        candidates += [
+            (f"{base}/ascend-toolkit/latest", found_by),
+            (f"{base}/nnae/latest", found_by),
+            (f"{base}/cann", found_by),
+        ]
         entries = runner.list_dir(base).entries
         candidates += [(f"{base}/{e}", found_by) for e in entries if e.startswith("cann-")]
         for product in ("ascend-toolkit", "nnae"):
-            candidates += [(f"{base}/{product}/{e}", found_by) for e in runner.list_dir(f"{base}/{product}").entries
-                           if re.match(r"\d", e)]
+            candidates += [
+                (f"{base}/{product}/{e}", found_by)
+                for e in runner.list_dir(f"{base}/{product}").entries
+                if re.match(r"\d", e)
+            ]
     installs: List[CannInstall] = []
     seen = set()
     for path, found_by in candidates:
@@ -177,7 +186,9 @@ def find_cann_installs(runner: Any, env: Mapping[str, str]) -> Tuple[CannInstall
         info_path = runner.path_info(path)
         if not (info_path.exists and info_path.kind == "dir"):
             continue
-        installs.append(CannInstall(path, _find_set_env(runner, path), _install_version(runner, path), found_by))
+        installs.append(
+            CannInstall(path, _find_set_env(runner, path), _install_version(runner, path), found_by)
+        )
     return tuple(installs)
 
 
@@ -188,7 +199,7 @@ def sourced_by(runner: Any, env: Mapping[str, str], installs: Sequence[CannInsta
         value = (env.get(var) or "").rstrip("/")
         if not value:
             continue
-        home = os.path.normpath(value[:-len("/opp")] if value.endswith("/opp") else value)
+        home = os.path.normpath(value[: -len("/opp")] if value.endswith("/opp") else value)
         info = runner.path_info(home)
         if home in paths or (info.exists and info.kind == "dir"):
             return var
@@ -200,7 +211,7 @@ def demangle(runner: Any, names: Iterable[str]) -> Dict[str, str]:
     mangled = sorted({n for n in names if n.startswith("_Z")})
     result: Dict[str, str] = {}
     for start in range(0, len(mangled), 500):
-        chunk = mangled[start:start + 500]
+        chunk = mangled[start : start + 500]
         answer = runner.run(Command(("c++filt", *chunk), timeout_s=10))
         lines = answer.stdout.splitlines() if answer.ran and answer.rc == 0 else []
         if len(lines) != len(chunk):
@@ -209,15 +220,20 @@ def demangle(runner: Any, names: Iterable[str]) -> Dict[str, str]:
     return result
 
 
-def analyse_file(runner: Any, path: str, ld_library_path: Optional[str] = None,
-                 preload: Sequence[str] = ()) -> LinkReport:
+def analyse_file(
+    runner: Any, path: str, ld_library_path: Optional[str] = None, preload: Sequence[str] = ()
+) -> LinkReport:
     """The loader's view of ``path`` (a system path) on the node behind ``runner``.
 
     Raises :class:`ElfError` when ``path`` cannot be read as an ELF file or binaries are not reachable.
     """
     env = runner.environ()
-    search = SearchEnv(env.get("LD_LIBRARY_PATH", "") if ld_library_path is None else ld_library_path,
-                       load_cache(runner.local_path), runner.local_path, env.get("PWD", "/"))
+    search = SearchEnv(
+        env.get("LD_LIBRARY_PATH", "") if ld_library_path is None else ld_library_path,
+        load_cache(runner.local_path),
+        runner.local_path,
+        env.get("PWD", "/"),
+    )
     analysis = analyse(path, search, preload)
     try:
         names = [m.name for m in analysis.missing_symbols]
@@ -226,13 +242,19 @@ def analyse_file(runner: Any, path: str, ld_library_path: Optional[str] = None,
         analysis.close()
 
 
-def set_env_environment(runner: Any, set_env: str, base_env: Mapping[str, str],
-                        timeout_s: float) -> Tuple[Optional[Dict[str, str]], Optional[str]]:
+def set_env_environment(
+    runner: Any, set_env: str, base_env: Mapping[str, str], timeout_s: float
+) -> Tuple[Optional[Dict[str, str]], Optional[str]]:
     """The environment ``source set_env.sh`` produces, computed in a child bash (nothing else runs)."""
     script = 'source "$1" >/dev/null 2>&1; env -0'
     local = runner.local_path(set_env) or set_env
-    result = runner.run(Command(("bash", "-c", script, "npudoctor", local), timeout_s=timeout_s,
-                                env=tuple(sorted(base_env.items()))))
+    result = runner.run(
+        Command(
+            ("bash", "-c", script, "npudoctor", local),
+            timeout_s=timeout_s,
+            env=tuple(sorted(base_env.items())),
+        )
+    )
     if not result.ran or result.rc != 0:
         return None, result.error or f"exit {result.rc}"
     env: Dict[str, str] = {}
@@ -263,19 +285,32 @@ def library_facts(ctx: Any) -> LibraryFacts:
     packages = installed_packages(ctx)
     installs = find_cann_installs(runner, env)
     shown = {k: env[k] for k in ("LD_LIBRARY_PATH", *ASCEND_ENV) if k in env}
-    facts: Dict[str, Any] = {"packages": packages, "installs": installs, "env": shown,
-                             "sourced_by": sourced_by(runner, env, installs)}
+    facts: Dict[str, Any] = {
+        "packages": packages,
+        "installs": installs,
+        "env": shown,
+        "sourced_by": sourced_by(runner, env, installs),
+    }
     npu = packages.torch_npu
     if npu is None:
         return LibraryFacts(**facts, analysis_error="torch_npu is not installed")
     roots = _roots(npu)
     if not roots:
-        return LibraryFacts(**facts, analysis_error=f"torch_npu {npu.version} has no _C extension or "
-                                                    "lib/libtorch_npu.so in its file list")
+        return LibraryFacts(
+            **facts,
+            analysis_error=f"torch_npu {npu.version} has no _C extension or "
+            "lib/libtorch_npu.so in its file list",
+        )
     if runner.local_path(roots[0]) is None:
         return LibraryFacts(**facts, analysis_error="binary analysis needs the live node")
-    preload = [p for p in (packages.executable,
-                           packages.torch.find(r"^torch/_C[.\w-]*\.so$") if packages.torch else None) if p]
+    preload = [
+        p
+        for p in (
+            packages.executable,
+            packages.torch.find(r"^torch/_C[.\w-]*\.so$") if packages.torch else None,
+        )
+        if p
+    ]
     try:
         report = analyse_file(runner, roots[0], preload=preload)
     except ElfError as exc:
@@ -342,8 +377,9 @@ def import_trial(ctx: Any) -> ImportTrial:
     env = dict(ctx.runner.environ())
     env["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
     timeout = float(ctx.profile.get("libraries.import_timeout_s", 120))
-    result = ctx.runner.run(Command((python, "-c", IMPORT_SCRIPT), timeout_s=timeout,
-                                    env=tuple(sorted(env.items()))))
+    result = ctx.runner.run(
+        Command((python, "-c", IMPORT_SCRIPT), timeout_s=timeout, env=tuple(sorted(env.items())))
+    )
     stages = re.findall(r"^NPUDOCTOR-STAGE (.+)$", result.stdout, re.M)
     output = re.sub(r"^NPUDOCTOR-STAGE .*\n?", "", result.output, flags=re.M)
     return ImportTrial(python, result.ran, result.rc, stages[-1] if stages else "", output, result.error)
