@@ -271,3 +271,21 @@ def test_corrupt_and_truncated_files_give_clear_errors(cases, tmp_path):
     garbage.write_bytes(b"\x7fELF" + b"\x09" * 60)
     with pytest.raises(ElfError, match="corrupt ELF header"):
         analyse_like_ldd(garbage, "")
+
+
+@needs_gcc
+def test_analysis_never_runs_the_library(cases, tmp_path):
+    """A constructor that would leave a marker file if the library were loaded or run."""
+    from click.testing import CliRunner
+
+    from npudoctor.cli import main
+
+    marker = tmp_path / "ran"
+    lib = gcc_lib(
+        tmp_path / "libtrap.so",
+        f"#include <stdio.h>\n__attribute__((constructor)) static void trap(void) "
+        f'{{ fclose(fopen("{marker}", "w")); }}\nint f(void) {{ return 0; }}\n',
+    )
+    analyse_like_ldd(lib, "")
+    assert CliRunner().invoke(main, ["libs", str(lib)]).exit_code == 0
+    assert not marker.exists()

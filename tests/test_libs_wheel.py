@@ -130,3 +130,52 @@ def test_libs_command_on_the_wheel(wheel):
     symbols = {s["name"]: s for s in data["missing_symbols"]}
     acl = next(s for name, s in symbols.items() if name.startswith("aclrt"))
     assert acl["provider"] == "libascendcl.so"
+
+
+def test_checks_on_the_real_wheel_beside_cpu_torch(wheel, node):
+    """The realistic mismatch: CPU torch 2.13 installed beside torch_npu 2.14, and no CANN."""
+    import json
+
+    from npudoctor import api
+    from npudoctor.model.finding import Status
+    from npudoctor.probes.libraries import PACKAGES_SCRIPT
+
+    torch_dir = torch_lib_dir().parent
+    site = "/opt/py/lib/python3.11/site-packages"
+    node.symlink(f"{site}/torch", str(torch_dir))
+    node.symlink(f"{site}/torch_npu", str(wheel))
+    # The node's system libraries and ld.so.cache are this machine's.
+    for system_dir in ("/lib", "/lib64", "/usr/lib", "/etc/ld.so.cache"):
+        if os.path.exists(system_dir):
+            node.symlink(system_dir, system_dir)
+    node.symlink("/usr/bin/python3.11", os.path.realpath(sys.executable))
+    so = [f"torch_npu/{p.relative_to(wheel)}" for p in wheel.rglob("*.so")]
+    packages = {
+        "torch": {
+            "version": "2.13.0+cpu",
+            "location": site,
+            "files": [f"torch/{p.name}" for p in torch_dir.glob("_C*.so")],
+        },
+        "torch_npu": {"version": WHEEL_VERSION, "location": site, "files": so},
+    }
+    node.command(
+        "python3",
+        by_args={
+            f"-c {PACKAGES_SCRIPT}": json.dumps(
+                {"executable": "/usr/bin/python3.11", "python": "3.11", "packages": packages}
+            )
+        },
+    )
+    result = {f.id: f for f in api.run_checks(node.runner(), only=("LIB",)).findings}
+    assert result["LIB001"].status == Status.FAIL and "CANN not installed" in result["LIB001"].detail
+    lib002 = result["LIB002"]
+    assert lib002.status == Status.FAIL and lib002.evidence["diagnosis"] == "cann-not-installed"
+    assert set(lib002.evidence["missing_libraries"]) == CANN_LIBS
+    lib003 = result["LIB003"]
+    assert lib003.status == Status.FAIL and lib003.evidence["diagnosis"] == "torch-mismatch"
+    assert "torch and torch_npu builds do not match (torch 2.13.0+cpu, torch_npu 2.14.0)" in lib003.detail
+    assert lib003.fix.startswith('pip install "torch_npu==2.13.0.*"')
+    shown = {s["should_come_from"] for s in lib003.evidence["missing_symbols"]}
+    assert shown <= {"libtorch_cpu.so", "libc10.so", "libtorch_python.so"}
+    # Python's own symbols come from the preloaded interpreter: none is reported missing.
+    assert not any(s["symbol"].startswith("Py") for s in lib003.evidence["missing_symbols"])

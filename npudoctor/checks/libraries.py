@@ -129,7 +129,14 @@ def diagnose(facts: Any) -> Optional[Diagnosis]:
             "add the folder holding them to LD_LIBRARY_PATH, or reinstall the package providing them",
             {"missing_libraries": names},
         )
-    symbols = report.missing_symbols
+    return diagnose_symbols(facts, report.missing_symbols)
+
+
+def diagnose_symbols(facts: Any, symbols: Sequence[Any]) -> Optional[Diagnosis]:
+    """Why ``symbols`` (SymbolInfo) stay undefined: an older CANN shadowing a newer one, torch and torch_npu
+    builds that do not match, or a missing symbol version."""
+    report = facts.report
+    installs = facts.installs
     shadowed = [s for s in symbols if s.provided_by]
     if shadowed:
         sym = shadowed[0]
@@ -171,6 +178,8 @@ def diagnose(facts: Any) -> Optional[Diagnosis]:
             "install the versions of the libraries this object was built against",
             {"symbol": first.name},
         )
+    if not report.missing_versions:
+        return None
     version = report.missing_versions[0]
     return Diagnosis(
         "version-not-found",
@@ -297,15 +306,20 @@ def symbols_resolve(ctx: CheckContext) -> Iterable[Outcome]:
     if report.clean or (not report.missing_symbols and not report.missing_versions):
         yield passed("torch_npu", f"all undefined symbols of {len(report.loaded)} objects resolve")
         return
-    if report.missing_libraries and all(
-        s.provider and CANN_LIBRARY.match(s.provider) for s in report.missing_symbols
-    ):
+    # Symbols that the libraries LIB002 reports as not found would provide are LIB002's business.
+    not_found = {m.name for m in report.missing_libraries}
+    unexplained = [
+        s
+        for s in report.missing_symbols
+        if not (not_found and s.provider and (s.provider in not_found or CANN_LIBRARY.match(s.provider)))
+    ]
+    if not unexplained and not report.missing_versions:
         yield skip(
             "blocked by LIB002: symbols of libraries that are not found cannot resolve",
             evidence={"missing_symbols": len(report.missing_symbols)},
         )
         return
-    diagnosis = diagnose(facts) if not report.missing_libraries else None
+    diagnosis = diagnose_symbols(facts, unexplained) if unexplained else diagnose(facts)
     symbols = [
         {
             "symbol": s.name,
@@ -315,9 +329,9 @@ def symbols_resolve(ctx: CheckContext) -> Iterable[Outcome]:
             "should_come_from": s.provider,
             "found_in": s.provided_by,
         }
-        for s in report.missing_symbols[:20]
+        for s in unexplained[:20]
     ]
-    first = report.missing_symbols[0] if report.missing_symbols else None
+    first = unexplained[0] if unexplained else None
     detail = diagnosis.detail if diagnosis else ""
     if first is not None:
         shown = first.demangled or first.name
@@ -327,10 +341,10 @@ def symbols_resolve(ctx: CheckContext) -> Iterable[Outcome]:
             + f" in {os.path.basename(first.object)}, should come from "
             f"{first.provider or 'an unknown library'}"
         )
-        if len(report.missing_symbols) > 1:
-            detail += f" (+{len(report.missing_symbols) - 1} more)"
+        if len(unexplained) > 1:
+            detail += f" (+{len(unexplained) - 1} more)"
     evidence = {
-        "missing_symbols_count": len(report.missing_symbols),
+        "missing_symbols_count": len(unexplained),
         "missing_symbols": symbols,
         "missing_versions": [list(v) for v in report.missing_versions],
     }
