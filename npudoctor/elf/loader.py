@@ -22,7 +22,7 @@ import os
 import re
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import AbstractSet, Callable, Dict, List, Optional, Sequence, Tuple
 
 from npudoctor.elf.ldcache import LdCache, parse_ld_cache
 from npudoctor.elf.reader import ElfError, ElfFile, UndefinedSymbol, gnu_hash, open_elf, sysv_hash
@@ -412,7 +412,7 @@ def _resolve_symbols(
     loaded object in load order."""
     wanted = set(report)
     resolved: Dict[Tuple[str, Optional[str], bool], bool] = {}
-    scope = [(o.elf, o.elf.bloom_filter()) for o in objects]
+    scope = [(o.elf, o.elf.hash_values()) for o in objects]
     need_sysv = any(o.elf.has_sysv_only for o in objects)
     missing = []
     for obj in objects:
@@ -436,20 +436,16 @@ def _resolve_symbols(
 
 
 def _lookup(
-    scope: List[Tuple[ElfFile, Optional[Tuple[Sequence[int], int, int]]]],
-    sym: UndefinedSymbol,
-    need_sysv: bool,
+    scope: List[Tuple[ElfFile, Optional[AbstractSet[int]]]], sym: UndefinedSymbol, need_sysv: bool
 ) -> bool:
     encoded = sym.name.encode("utf-8", errors="surrogateescape")
     gnu = gnu_hash(encoded)
     hashes = (gnu, sysv_hash(encoded) if need_sysv else None)
-    for elf, bloom in scope:
-        if bloom is not None:
-            # The GNU bloom filter, inline: most objects are ruled out here without a function call.
-            words, bits, shift = bloom
-            word = words[(gnu // bits) % len(words)]
-            if not (word >> (gnu % bits)) & (word >> ((gnu >> shift) % bits)) & 1:
-                continue
+    # A GNU hash chain stores each defined symbol's hash with the low bit marking the chain's end.
+    even, odd = gnu & ~1, gnu | 1
+    for elf, values in scope:
+        if values is not None and even not in values and odd not in values:
+            continue  # no defined symbol of this object has that hash: ruled out without a lookup
         try:
             if elf.lookup(sym.name, sym.version, sym.version_hash, sym.version_hidden, hashes):
                 return True

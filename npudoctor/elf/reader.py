@@ -15,7 +15,7 @@ import os
 import struct
 import sys
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import AbstractSet, Dict, List, Optional, Sequence, Tuple
 
 # e_machine values ld.so compares (the names are for messages).
 MACHINES = {
@@ -122,6 +122,15 @@ class ElfFile:
     @property
     def is64(self) -> bool:
         return self.elf_class == 2
+
+    def hash_values(self) -> "Optional[AbstractSet[int]]":
+        """The GNU hash of every defined symbol, as stored in the hash chains (low bit: end of chain), for a
+        one-step "could this object define it" test; None without a GNU hash table."""
+        if self._gnu is None or not self._gnu[0]:
+            return None
+        symoffset, chains = self._gnu[1], self._gnu[5]
+        count = self.symbol_count() - symoffset
+        return frozenset(chains[:count]) if count > 0 else frozenset()
 
     def bloom_filter(self) -> Optional[Tuple[Sequence[int], int, int]]:
         """(bloom words, bits per word, shift) of the GNU hash table, or None without one."""
