@@ -348,3 +348,37 @@ def test_level2_timeout_fails_with_the_stage(node, built):
     assert (
         finding.status == Status.FAIL and "import torch did not finish within the timeout" in finding.detail
     )
+
+
+def test_installs_found_by_install_info_and_new_layout(node):
+    """/etc/Ascend/ascend_cann_install.info Install_Path, the cann-<ver> layout, nnae, and the version
+    read from the real *_install.info files."""
+    from npudoctor.probes.libraries import find_cann_installs
+
+    node.file("/etc/Ascend/ascend_cann_install.info", "Install_Path=/opt/Ascend\n")
+    node.file(
+        "/opt/Ascend/cann-8.5.0/aarch64-linux/ascend_toolkit_install.info",
+        sample_text("ascend_toolkit_install.info_8.5.0_aarch64_cann-path_mindcluster-doc.txt"),
+    )
+    node.file("/opt/Ascend/cann-8.5.0/set_env.sh", "export ASCEND_HOME_PATH=/opt/Ascend/cann-8.5.0\n")
+    node.file(
+        "/usr/local/Ascend/nnae/8.0.RC3/x86_64-linux/ascend_nnae_install.info",
+        sample_text("ascend_nnae_install.info_8.0.RC3_mindcluster-fixture.txt"),
+    )
+    node.symlink("/usr/local/Ascend/nnae/latest", "8.0.RC3")
+    node.file("/usr/local/Ascend/nnae/set_env.sh", "export ASCEND_HOME_PATH=/usr/local/Ascend/nnae/latest\n")
+    installs = {i.path: i for i in find_cann_installs(node.runner(), {})}
+    assert installs["/opt/Ascend/cann-8.5.0"].version == "8.5.0"
+    assert installs["/opt/Ascend/cann-8.5.0"].set_env == "/opt/Ascend/cann-8.5.0/set_env.sh"
+    assert installs["/opt/Ascend/cann-8.5.0"].found_by == "ascend_cann_install.info"
+    assert installs["/usr/local/Ascend/nnae/latest"].version == "8.0.RC3"
+    assert installs["/usr/local/Ascend/nnae/latest"].set_env == "/usr/local/Ascend/nnae/set_env.sh"
+
+
+def test_stale_ascend_home_path_is_not_sourced(node, built):
+    make_node(node, built)
+    node.setenv(ASCEND_HOME_PATH="/usr/local/Ascend/ascend-toolkit/7.0.0", LD_LIBRARY_PATH="")
+    lib001 = findings(node)["LIB001"]
+    assert lib001.status == Status.FAIL
+    assert "ASCEND_HOME_PATH=/usr/local/Ascend/ascend-toolkit/7.0.0 points at no install" in lib001.detail
+    assert lib001.fix == "source /usr/local/Ascend/ascend-toolkit/set_env.sh"
