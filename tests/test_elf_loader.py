@@ -289,3 +289,17 @@ def test_analysis_never_runs_the_library(cases, tmp_path):
     analyse_like_ldd(lib, "")
     assert CliRunner().invoke(main, ["libs", str(lib)]).exit_code == 0
     assert not marker.exists()
+
+
+@needs_gcc
+@pytest.mark.parametrize("style", ["sysv", "both"])
+def test_sysv_hash_tables(cases, tmp_path, style):
+    """Libraries with only DT_HASH (old toolchains) or both tables resolve the same way ld.so does."""
+    new = gcc_lib(tmp_path / "new/libascendcl.so", ACL_NEW, f"-Wl,--hash-style={style}")
+    gcc_lib(tmp_path / "old/libascendcl.so", ACL_OLD, f"-Wl,--hash-style={style}")
+    with open_elf(str(new)) as elf:
+        assert elf.lookup("aclrtGetRecentContext") and not elf.lookup("aclrtNothing")
+        assert elf.symbol_count() > 3
+    assert assert_agrees_with_ldd(cases["user"], str(new.parent)).missing_symbols == []
+    missing = assert_agrees_with_ldd(cases["user"], str(tmp_path / "old")).missing_symbols
+    assert [m.name for m in missing] == ["aclrtGetRecentContext"]
