@@ -303,3 +303,29 @@ def test_sysv_hash_tables(cases, tmp_path, style):
     assert assert_agrees_with_ldd(cases["user"], str(new.parent)).missing_symbols == []
     missing = assert_agrees_with_ldd(cases["user"], str(tmp_path / "old")).missing_symbols
     assert [m.name for m in missing] == ["aclrtGetRecentContext"]
+
+
+def _sample_of(pattern: str, count: int) -> List[str]:
+    import glob
+
+    files = sorted(
+        f for f in glob.glob(pattern, recursive=True) if os.path.isfile(f) and not os.path.islink(f)
+    )
+    step = max(1, len(files) // count)
+    return files[::step][:count]
+
+
+SYSTEM_LIBS = _sample_of("/usr/lib/x86_64-linux-gnu/*.so*", 20)
+EXTENSIONS = _sample_of(os.path.join(os.path.dirname(os.__file__), "lib-dynload", "*.so"), 10)
+
+
+@pytest.mark.skipif(shutil.which("ldd") is None, reason="needs ldd")
+@pytest.mark.parametrize("path", SYSTEM_LIBS + EXTENSIONS)
+def test_system_libraries_and_extensions_agree_with_ldd(path):
+    """Whatever this machine has installed (glibc, libstdc++, Python's own extension modules, which leave
+    Py* symbols undefined): same missing libraries, symbols and versions as ``ldd -r``."""
+    try:
+        analysis = analyse_like_ldd(Path(path), "")
+    except ElfError:
+        pytest.skip(f"{path} is not an ELF shared object")
+    assert ours(analysis) == run_ldd(Path(path), "")
