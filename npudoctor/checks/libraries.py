@@ -57,6 +57,11 @@ def _torch_mismatch(facts: Any) -> Optional[Diagnosis]:
     return Diagnosis("torch-mismatch", detail, fix, {"torch": torch.version, "torch_npu": npu.version})
 
 
+def _npu_version(facts: Any) -> str:
+    npu = facts.packages.torch_npu
+    return npu.version if npu is not None else ""
+
+
 def _install_of(path: str, installs: Sequence[Any]) -> Optional[Any]:
     for install in installs:
         if path.startswith(install.path.rstrip("/") + "/"):
@@ -83,8 +88,8 @@ def diagnose(facts: Any) -> Optional[Diagnosis]:
                 f"CANN not installed: {', '.join(names)} not found and no CANN "
                 "install under /usr/local/Ascend, $ASCEND_HOME_PATH or ascend_cann_install.info",
                 "install the CANN toolkit (Ascend-cann-toolkit_<version>_linux-<arch>.run --install) "
-                "in the version torch_npu supports (see `npudoctor explain VER` checks), then "
-                "source its set_env.sh",
+                f"in a version torch_npu {_npu_version(facts)} supports (its compatibility matrix), "
+                "then source its set_env.sh",
                 {"missing_libraries": names},
             )
         after = facts.after_set_env

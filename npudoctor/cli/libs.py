@@ -31,7 +31,8 @@ from npudoctor.elf.summary import LinkReport
     "--preload",
     multiple=True,
     metavar="PATH",
-    help="Objects already loaded first (e.g. the python binary, torch/_C*.so), as after `import torch`.",
+    help="Objects loaded before PATH.so, as after `import torch`: the python binary (so Py* symbols "
+    "resolve), torch/_C*.so. Repeatable.",
 )
 @click.option("-v", "--verbose", is_flag=True, help="List every resolved library, not only problems.")
 def libs(
