@@ -382,3 +382,30 @@ def test_stale_ascend_home_path_is_not_sourced(node, built):
     assert lib001.status == Status.FAIL
     assert "ASCEND_HOME_PATH=/usr/local/Ascend/ascend-toolkit/7.0.0 points at no install" in lib001.detail
     assert lib001.fix == "source /usr/local/Ascend/ascend-toolkit/set_env.sh"
+
+
+def test_installed_packages_reads_real_metadata_without_importing(node):
+    """The metadata script on this machine's interpreter: torch found from its dist-info, not imported."""
+    from importlib.util import find_spec
+
+    from npudoctor.model.profile import NodeProfile
+    from npudoctor.probes.libraries import installed_packages
+
+    if find_spec("torch") is None:
+        pytest.skip("torch is not installed")
+    import os
+    import sys
+
+    (node.bin / "python3").symlink_to(sys.executable)  # the python3 on the fake node PATH
+    node.setenv(PATH=f"{node.bin}:{os.path.dirname(sys.executable)}")
+
+    class Ctx:
+        runner = node.runner()
+        profile = NodeProfile("default", {})
+
+    found = installed_packages(Ctx())
+    assert found.error is None
+    assert found.torch is not None and found.torch.version.startswith("2.")
+    assert found.torch.find(r"^torch/_C[.\w-]*\.so$") is not None
+    assert found.executable == os.path.realpath(sys.executable)
+    assert "torch" not in sys.modules  # nothing here imported it
