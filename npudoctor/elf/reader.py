@@ -123,7 +123,7 @@ class ElfFile:
     def is64(self) -> bool:
         return self.elf_class == 2
 
-    def hash_values(self) -> "Optional[AbstractSet[int]]":
+    def hash_values(self) -> Optional[AbstractSet[int]]:
         """The GNU hash of every defined symbol, as stored in the hash chains (low bit: end of chain), for a
         one-step "could this object define it" test; None without a GNU hash table."""
         if self._gnu is None or not self._gnu[0]:
