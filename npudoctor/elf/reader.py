@@ -397,13 +397,16 @@ class ElfFile:
                 return []
             found = []
             want = gnu | 1
-            while True:
-                chain = chains[index - symoffset]
-                if (chain | 1) == want:
-                    found.append(index)
-                if chain & 1:
-                    return found
-                index += 1
+            try:
+                while True:
+                    chain = chains[index - symoffset]
+                    if (chain | 1) == want:
+                        found.append(index)
+                    if chain & 1:
+                        return found
+                    index += 1
+            except IndexError:
+                raise ElfError(f"{self.path}: corrupt GNU hash table (chain runs past the end)") from None
         if self._sysv is not None:
             nbucket, buckets_at, chains_at = self._sysv
             if not nbucket:
