@@ -255,6 +255,20 @@ def test_binary_checks_skip_without_the_live_node(node, built):
 
 IMPORT_CASES = [
     (
+        "torch_npu_ext_undefined-symbol_AclrtPeekAtLastError_dlinfer-183.txt",
+        "import torch_npu",
+        "extension-mismatch",
+        "ascend_extension.so: undefined symbol: _ZN7c10_npu3acl20AclrtPeekAtLastErrorE17aclrtLastErrLevel",
+        [],
+    ),
+    (
+        "torch_npu_507011_AclrtSynchronizeStreamWithTimeout_E39999_AICPU_MoeDistributeDispatchV2_vllm-ascend-4256.txt",
+        "device op",
+        None,
+        "CANN error 507011, ERR00100, E39999",
+        ["507011", "ERR00100", "E39999"],
+    ),
+    (
         "torch_npu_import_libhccl.so_ImportError_constructed.txt",
         "import torch_npu",
         "set-env-not-sourced",
