@@ -21,6 +21,7 @@ class LazyGroup(click.Group):
     """Subcommands in their own modules, imported only when used (keeps `npudoctor --help` fast)."""
 
     lazy: ClassVar[Dict[str, str]] = {
+        "libs": "npudoctor.cli.libs:libs",
         "parse": "npudoctor.cli.parse:parse",
     }
 

@@ -1,3 +1,385 @@
-"""Probes of the libraries stage."""
+"""Probes of the libraries stage: where torch / torch_npu are installed, which CANN installs exist, and
+how the dynamic loader would resolve torch_npu's shared objects (statically, never executing them).
+
+Equivalent shell commands::
+
+    python3 -c 'import importlib.metadata as m; print(m.version("torch_npu"), m.files("torch_npu"))'
+    ls /usr/local/Ascend/ascend-toolkit/latest /usr/local/Ascend/nnae/latest /usr/local/Ascend/cann-*
+    cat /etc/Ascend/ascend_cann_install.info
+    ldd -r .../site-packages/torch_npu/_C.cpython-*.so          (analysed statically instead)
+    bash -c 'source /usr/local/Ascend/ascend-toolkit/set_env.sh; env -0'
+    python3 -c 'import torch, torch_npu; torch.ones(2).npu() + 1'   (--level 2 only)
+"""
 
 from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+from dataclasses import dataclass
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+
+from npudoctor.elf.loader import SearchEnv, analyse, load_cache
+from npudoctor.elf.reader import ElfError
+from npudoctor.elf.summary import LinkReport, link_report
+from npudoctor.probes import provides
+from npudoctor.probes.sources import Command
+
+# Environment variables set_env.sh exports; any of them pointing at an install means it was sourced.
+ASCEND_ENV = ("ASCEND_TOOLKIT_HOME", "ASCEND_HOME_PATH", "ASCEND_OPP_PATH", "ASCEND_AICPU_PATH")
+CANN_INSTALL_INFO = "/etc/Ascend/ascend_cann_install.info"
+ASCEND_BASE = "/usr/local/Ascend"
+
+PACKAGES_SCRIPT = r"""
+import json, os, sys
+out = {"executable": os.path.realpath(sys.executable), "python": sys.version.split()[0], "packages": {}}
+try:
+    from importlib import metadata
+except ImportError:
+    metadata = None
+for name in ("torch", "torch_npu"):
+    try:
+        dist = metadata.distribution(name)
+    except Exception:
+        out["packages"][name] = None
+        continue
+    files = [str(f) for f in (dist.files or []) if ".so" in f.name]
+    out["packages"][name] = {"version": dist.version, "location": str(dist.locate_file("")), "files": files}
+print(json.dumps(out))
+"""
+
+
+@dataclass(frozen=True)
+class PackageInfo:
+    name: str
+    version: str
+    location: str  # the site-packages folder (system path)
+    so_files: Tuple[str, ...] = ()  # relative to location
+
+    def find(self, pattern: str) -> Optional[str]:
+        """The system path of the first shared object whose relative path matches ``pattern``."""
+        for rel in self.so_files:
+            if re.search(pattern, rel):
+                return os.path.normpath(os.path.join(self.location, rel))
+        return None
+
+
+@dataclass(frozen=True)
+class PythonPackages:
+    python: Optional[str]  # the interpreter that was asked
+    executable: Optional[str] = None  # its real path (an ELF file: Python's own symbols come from it)
+    torch: Optional[PackageInfo] = None
+    torch_npu: Optional[PackageInfo] = None
+    error: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class CannInstall:
+    path: str  # e.g. /usr/local/Ascend/ascend-toolkit/latest
+    set_env: Optional[str]  # the set_env.sh that configures it, when found
+    version: Optional[str] = None
+    found_by: str = ""  # "default location", "$ASCEND_HOME_PATH", "ascend_cann_install.info"
+
+
+@dataclass(frozen=True)
+class LibraryFacts:
+    packages: PythonPackages
+    installs: Tuple[CannInstall, ...]
+    env: Mapping[str, str]  # LD_LIBRARY_PATH and the ASCEND_* variables as the checks saw them
+    # None when binaries cannot be read (a replayed bundle), with the reason in analysis_error.
+    report: Optional[LinkReport] = None
+    analysis_error: Optional[str] = None
+    # The same analysis in the environment set_env.sh produces, when it could change the verdict.
+    after_set_env: Optional[LinkReport] = None
+    set_env_used: Optional[str] = None
+    set_env_error: Optional[str] = None
+    set_env_ld_library_path: Optional[str] = None
+    # The ASCEND_* variable that points at an existing install (set_env.sh was sourced), if any.
+    sourced_by: Optional[str] = None
+
+
+def _python(ctx: Any) -> str:
+    return ctx.runner.which("python3") or sys.executable
+
+
+def installed_packages(ctx: Any) -> PythonPackages:
+    """torch and torch_npu from the target interpreter's package metadata, without importing them."""
+    python = _python(ctx)
+    timeout = float(ctx.profile.get("libraries.python_timeout_s", 20))
+    result = ctx.runner.run(Command((python, "-c", PACKAGES_SCRIPT), timeout_s=timeout))
+    if not result.ran or result.rc != 0:
+        reason = result.error or f"exit {result.rc}: {result.output.strip()[-300:]}"
+        return PythonPackages(python, error=f"{python}: {reason}")
+    try:
+        data = json.loads(result.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        return PythonPackages(python, error=f"{python}: unexpected output {result.stdout[:200]!r}")
+    found: Dict[str, Optional[PackageInfo]] = {}
+    for name in ("torch", "torch_npu"):
+        info = (data.get("packages") or {}).get(name)
+        found[name] = (
+            PackageInfo(name, str(info["version"]), str(info["location"]), tuple(info.get("files") or ()))
+            if info
+            else None
+        )
+    return PythonPackages(python, data.get("executable"), found["torch"], found["torch_npu"])
+
+
+def _install_version(runner: Any, path: str) -> Optional[str]:
+    listing = runner.list_dir(path)
+    for entry in listing.entries:
+        if entry.endswith("-linux"):
+            for info in ("ascend_toolkit_install.info", "ascend_nnae_install.info"):
+                text = runner.read_text(f"{path}/{entry}/{info}").text
+                if text:
+                    match = re.search(r"^version=(\S+)", text, re.M)
+                    if match:
+                        return match.group(1)
+    text = runner.read_text(f"{path}/version.cfg").text or ""
+    match = re.search(r"version=\[?([\w.]+)", text)
+    return match.group(1) if match else None
+
+
+def _find_set_env(runner: Any, path: str) -> Optional[str]:
+    """set_env.sh sits in the install (cann-<ver>) or one level up (ascend-toolkit/set_env.sh for latest)."""
+    for candidate in (f"{path}/set_env.sh", f"{os.path.dirname(path)}/set_env.sh", f"{path}/bin/setenv.bash"):
+        info = runner.path_info(candidate)
+        if info.exists and info.kind == "file":
+            return candidate
+    return None
+
+
+def find_cann_installs(runner: Any, env: Mapping[str, str]) -> Tuple[CannInstall, ...]:
+    """Every CANN install on the node, by the places set_env.sh and the installers use."""
+    candidates: List[Tuple[str, str]] = []
+    for var in ("ASCEND_HOME_PATH", "ASCEND_TOOLKIT_HOME"):
+        if env.get(var):
+            candidates.append((env[var].rstrip("/"), f"${var}"))
+    bases = [ASCEND_BASE]
+    info = runner.read_text(CANN_INSTALL_INFO).text
+    if info:
+        match = re.search(r"^Install_Path=(\S+)", info, re.M)
+        if match and match.group(1).rstrip("/") != ASCEND_BASE:
+            bases.insert(0, match.group(1).rstrip("/"))
+    for base in bases:
+        found_by = "default location" if base == ASCEND_BASE else "ascend_cann_install.info"
+        candidates += [
+            (f"{base}/ascend-toolkit/latest", found_by),
+            (f"{base}/nnae/latest", found_by),
+            (f"{base}/cann", found_by),
+        ]
+        entries = runner.list_dir(base).entries
+        candidates += [(f"{base}/{e}", found_by) for e in entries if e.startswith("cann-")]
+        for product in ("ascend-toolkit", "nnae"):
+            candidates += [
+                (f"{base}/{product}/{e}", found_by)
+                for e in runner.list_dir(f"{base}/{product}").entries
+                if re.match(r"\d", e)
+            ]
+    installs: List[CannInstall] = []
+    seen = set()
+    for path, found_by in candidates:
+        if path in seen:
+            continue
+        seen.add(path)
+        info_path = runner.path_info(path)
+        if not (info_path.exists and info_path.kind == "dir"):
+            continue
+        installs.append(
+            CannInstall(path, _find_set_env(runner, path), _install_version(runner, path), found_by)
+        )
+    return tuple(installs)
+
+
+def sourced_by(runner: Any, env: Mapping[str, str], installs: Sequence[CannInstall]) -> Optional[str]:
+    """The ASCEND_* variable set_env.sh exports that points at an existing install, if any."""
+    paths = {os.path.normpath(i.path) for i in installs}
+    for var in ("ASCEND_TOOLKIT_HOME", "ASCEND_HOME_PATH", "ASCEND_OPP_PATH"):
+        value = (env.get(var) or "").rstrip("/")
+        if not value:
+            continue
+        home = os.path.normpath(value[: -len("/opp")] if value.endswith("/opp") else value)
+        info = runner.path_info(home)
+        if home in paths or (info.exists and info.kind == "dir"):
+            return var
+    return None
+
+
+def demangle(runner: Any, names: Iterable[str]) -> Dict[str, str]:
+    """C++ names through ``c++filt`` (binutils); names it cannot read stay as they are."""
+    mangled = sorted({n for n in names if n.startswith("_Z")})
+    result: Dict[str, str] = {}
+    for start in range(0, len(mangled), 500):
+        chunk = mangled[start : start + 500]
+        answer = runner.run(Command(("c++filt", *chunk), timeout_s=10))
+        lines = answer.stdout.splitlines() if answer.ran and answer.rc == 0 else []
+        if len(lines) != len(chunk):
+            continue
+        result.update({m: d for m, d in zip(chunk, lines) if d != m})
+    return result
+
+
+def analyse_file(
+    runner: Any, path: str, ld_library_path: Optional[str] = None, preload: Sequence[str] = ()
+) -> LinkReport:
+    """The loader's view of ``path`` (a system path) on the node behind ``runner``.
+
+    Raises :class:`ElfError` when ``path`` cannot be read as an ELF file or binaries are not reachable.
+    """
+    env = runner.environ()
+    search = SearchEnv(
+        env.get("LD_LIBRARY_PATH", "") if ld_library_path is None else ld_library_path,
+        load_cache(runner.local_path),
+        runner.local_path,
+        env.get("PWD", "/"),
+    )
+    analysis = analyse(path, search, preload)
+    try:
+        names = [m.name for m in analysis.missing_symbols]
+        return link_report(analysis, runner.local_path, demangle(runner, names), analysis.reachable)
+    finally:
+        analysis.close()
+
+
+def set_env_environment(
+    runner: Any, set_env: str, base_env: Mapping[str, str], timeout_s: float
+) -> Tuple[Optional[Dict[str, str]], Optional[str]]:
+    """The environment ``source set_env.sh`` produces, computed in a child bash (nothing else runs)."""
+    script = 'source "$1" >/dev/null 2>&1; env -0'
+    local = runner.local_path(set_env) or set_env
+    result = runner.run(
+        Command(
+            ("bash", "-c", script, "npudoctor", local),
+            timeout_s=timeout_s,
+            env=tuple(sorted(base_env.items())),
+        )
+    )
+    if not result.ran or result.rc != 0:
+        return None, result.error or f"exit {result.rc}"
+    env: Dict[str, str] = {}
+    for item in result.stdout.split("\0"):
+        key, sep, value = item.partition("=")
+        if sep and key:
+            env[key] = value
+    return env, None
+
+
+def _roots(npu: PackageInfo) -> List[str]:
+    roots = []
+    ext = npu.find(r"^torch_npu/_C[.\w-]*\.so$")
+    if ext:
+        roots.append(ext)
+    else:
+        lib = npu.find(r"^torch_npu/lib/libtorch_npu\.so$")
+        if lib:
+            roots.append(lib)
+    return roots
+
+
+@provides("libraries")
+def library_facts(ctx: Any) -> LibraryFacts:
+    """torch_npu's load graph as ld.so would resolve it now, and after sourcing set_env.sh."""
+    runner = ctx.runner
+    env = runner.environ()
+    packages = installed_packages(ctx)
+    installs = find_cann_installs(runner, env)
+    shown = {k: env[k] for k in ("LD_LIBRARY_PATH", *ASCEND_ENV) if k in env}
+    facts: Dict[str, Any] = {
+        "packages": packages,
+        "installs": installs,
+        "env": shown,
+        "sourced_by": sourced_by(runner, env, installs),
+    }
+    npu = packages.torch_npu
+    if npu is None:
+        return LibraryFacts(**facts, analysis_error="torch_npu is not installed")
+    roots = _roots(npu)
+    if not roots:
+        return LibraryFacts(
+            **facts,
+            analysis_error=f"torch_npu {npu.version} has no _C extension or "
+            "lib/libtorch_npu.so in its file list",
+        )
+    if runner.local_path(roots[0]) is None:
+        return LibraryFacts(**facts, analysis_error="binary analysis needs the live node")
+    preload = [
+        p
+        for p in (
+            packages.executable,
+            packages.torch.find(r"^torch/_C[.\w-]*\.so$") if packages.torch else None,
+        )
+        if p
+    ]
+    try:
+        report = analyse_file(runner, roots[0], preload=preload)
+    except ElfError as exc:
+        return LibraryFacts(**facts, analysis_error=str(exc))
+    facts["report"] = report
+    if report.clean:
+        return LibraryFacts(**facts)
+    # Would sourcing set_env.sh fix it? Compute that environment and resolve again.
+    install = next((i for i in installs if i.set_env), None)
+    if install is None or install.set_env is None:
+        return LibraryFacts(**facts)
+    timeout = float(ctx.profile.get("libraries.set_env_timeout_s", 20))
+    new_env, problem = set_env_environment(runner, install.set_env, env, timeout)
+    facts["set_env_used"] = install.set_env
+    if new_env is None:
+        return LibraryFacts(**facts, set_env_error=problem)
+    ld_path = new_env.get("LD_LIBRARY_PATH", "")
+    try:
+        after = analyse_file(runner, roots[0], ld_library_path=ld_path, preload=preload)
+    except ElfError as exc:
+        return LibraryFacts(**facts, set_env_error=str(exc))
+    return LibraryFacts(**facts, after_set_env=after, set_env_ld_library_path=ld_path)
+
+
+# -- level 2: import in a child process ------------------------------------------------------------------
+IMPORT_SCRIPT = r"""
+import sys, traceback
+def stage(name):
+    print("NPUDOCTOR-STAGE " + name, flush=True)
+try:
+    stage("import torch")
+    import torch
+    stage("import torch_npu")
+    import torch_npu
+    stage("device op")
+    x = torch.ones(2).npu() + 1
+    torch.npu.synchronize()
+    stage("ok " + str(x.cpu().tolist()))
+except BaseException:
+    traceback.print_exc()
+    sys.stdout.flush()
+    sys.exit(3)
+"""
+
+
+@dataclass(frozen=True)
+class ImportTrial:
+    python: str
+    ran: bool
+    rc: Optional[int]
+    last_stage: str  # "import torch", "import torch_npu", "device op", "ok ..."
+    output: str
+    error: Optional[str] = None  # "timeout", "not-found", ...
+
+
+@provides("torch_npu_import")
+def import_trial(ctx: Any) -> ImportTrial:
+    """Import torch and torch_npu in a child interpreter and run one op on the NPU (``--level 2``).
+
+    torch is imported with TORCH_DEVICE_BACKEND_AUTOLOAD=0 so that a broken torch_npu fails at
+    ``import torch_npu`` (where its error is clear) rather than inside ``import torch``.
+    """
+    python = _python(ctx)
+    env = dict(ctx.runner.environ())
+    env["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
+    timeout = float(ctx.profile.get("libraries.import_timeout_s", 120))
+    result = ctx.runner.run(
+        Command((python, "-c", IMPORT_SCRIPT), timeout_s=timeout, env=tuple(sorted(env.items())))
+    )
+    stages = re.findall(r"^NPUDOCTOR-STAGE (.+)$", result.stdout, re.M)
+    output = re.sub(r"^NPUDOCTOR-STAGE .*\n?", "", result.output, flags=re.M)
+    return ImportTrial(python, result.ran, result.rc, stages[-1] if stages else "", output, result.error)

@@ -1,0 +1,463 @@
+"""Emulate the dynamic loader (glibc ld.so) statically: which file each DT_NEEDED name loads, and which
+undefined symbols stay unresolved. Nothing here executes the analysed files.
+
+Search order for a needed name, as in glibc's ``_dl_map_object``:
+
+1. a name with a ``/`` is opened as it is;
+2. an object already loaded under that name (its DT_SONAME or the name it was loaded by) is reused;
+3. DT_RPATH of the requesting object, then of the object that loaded it, up to the root (only when the
+   requesting object has no DT_RUNPATH);
+4. LD_LIBRARY_PATH;
+5. DT_RUNPATH of the requesting object;
+6. ld.so.cache, then the default directories (both skipped for ``-z nodeflib`` objects).
+
+``$ORIGIN``, ``$LIB`` and ``$PLATFORM`` are expanded; a file of another ELF class or machine is skipped
+as ld.so does. Paths are *system* paths: ``local_path`` maps them to where they lie on this machine
+(under ``--root``), so a node image can be analysed from another machine.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections import deque
+from dataclasses import dataclass, field
+from typing import AbstractSet, Callable, Dict, List, Optional, Sequence, Tuple
+
+from npudoctor.elf.ldcache import LdCache, parse_ld_cache
+from npudoctor.elf.reader import ElfError, ElfFile, UndefinedSymbol, gnu_hash, open_elf, sysv_hash
+
+LocalPath = Callable[[str], Optional[str]]
+
+# Multiarch triplets of Debian-style default directories, by e_machine.
+TRIPLETS = {62: "x86_64-linux-gnu", 183: "aarch64-linux-gnu", 3: "i386-linux-gnu"}
+PLATFORMS = {62: "x86_64", 183: "aarch64", 3: "i686"}
+
+
+def default_dirs(machine: int, is64: bool) -> Tuple[str, ...]:
+    """The directories ld.so searches last (its built-in system path) for this ABI."""
+    triplet = TRIPLETS.get(machine)
+    multiarch = (f"/lib/{triplet}", f"/usr/lib/{triplet}") if triplet else ()
+    if is64:
+        return (*multiarch, "/lib64", "/usr/lib64", "/lib", "/usr/lib")
+    return (*multiarch, "/lib", "/usr/lib")
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A file named like a needed library in one search directory."""
+
+    path: str
+    via: str  # "RPATH of X", "LD_LIBRARY_PATH", "RUNPATH", "ld.so.cache", "default dirs", "path"
+    entry: str  # the search entry as written (before $ORIGIN expansion), or the cache key
+    real: str = ""  # resolved local path, to tell two names of the same file apart
+
+
+@dataclass
+class Needed:
+    """One DT_NEEDED edge and how it resolved."""
+
+    requester: str
+    name: str
+    path: Optional[str] = None
+    via: str = ""
+    entry: str = ""
+    # Every compatible file with this name on the search path, winner first (for shadowing).
+    candidates: List[Candidate] = field(default_factory=list)
+    # Files skipped because they are for another ELF class/machine, or could not be read.
+    skipped: List[Tuple[str, str]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class MissingSymbol:
+    name: str
+    object: str  # the object whose reference stays unresolved
+    version: Optional[str] = None
+    version_file: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class MissingVersion:
+    version: str
+    file: str
+    object: str
+
+
+@dataclass
+class LoadedObject:
+    path: str
+    local: str
+    elf: ElfFile
+    loader: Optional[LoadedObject] = None
+    names: List[str] = field(default_factory=list)
+
+
+@dataclass
+class Analysis:
+    root: str
+    kind: str
+    objects: List[LoadedObject]
+    needed: List[Needed]
+    missing_symbols: List[MissingSymbol]
+    missing_versions: List[MissingVersion]
+    errors: List[str]
+    ld_library_path: str = ""
+    # Paths of the objects in the root's own load graph (all objects unless some were preloaded).
+    reachable: List[str] = field(default_factory=list)
+
+    @property
+    def missing_libraries(self) -> List[Needed]:
+        return [n for n in self.needed if n.path is None]
+
+    @property
+    def shadowed(self) -> List[Needed]:
+        """Needed libraries with more than one distinct file on the search path (the first one wins)."""
+        return [n for n in self.needed if len({c.real for c in n.candidates}) > 1]
+
+    def close(self) -> None:
+        for obj in self.objects:
+            obj.elf.close()
+
+
+@dataclass
+class SearchEnv:
+    """What ld.so reads from the environment: LD_LIBRARY_PATH, the cache, and how to reach files."""
+
+    ld_library_path: str = ""
+    cache: Optional[LdCache] = None
+    local_path: LocalPath = lambda path: path
+    cwd: str = "/"
+
+
+def load_cache(local_path: LocalPath, path: str = "/etc/ld.so.cache") -> Optional[LdCache]:
+    """The node's ld.so.cache, or None when it is absent or unreadable (ld.so then skips it too)."""
+    local = local_path(path)
+    if local is None:
+        return None
+    try:
+        with open(local, "rb") as handle:
+            return LdCache(parse_ld_cache(handle.read()))
+    except (OSError, ElfError):
+        return None
+
+
+def _read_ident(local: str) -> Optional[Tuple[int, int, int]]:
+    """(class, data encoding, machine) of an ELF file, or None when it is not a readable ELF file."""
+    try:
+        with open(local, "rb") as handle:
+            head = handle.read(20)
+    except OSError:
+        return None
+    if len(head) < 20 or head[:4] != b"\x7fELF":
+        return None
+    machine = int.from_bytes(head[18:20], "little" if head[5] == 1 else "big")
+    return head[4], head[5], machine
+
+
+def _expand(entry: str, origin: str, machine: int, is64: bool) -> str:
+    lib = "lib64" if is64 else "lib"
+
+    def token(match: re.Match[str]) -> str:
+        name = match.group(1) or match.group(2)
+        return {"ORIGIN": origin, "LIB": lib, "PLATFORM": PLATFORMS.get(machine, "")}.get(
+            name, match.group(0)
+        )
+
+    return re.sub(r"\$(?:\{(\w+)\}|(ORIGIN|LIB|PLATFORM)\b)", token, entry)
+
+
+def split_path_list(value: str) -> List[str]:
+    """Entries of a colon (or semicolon) separated list; an empty entry means the current directory."""
+    if not value:
+        return []
+    return re.split(r"[:;]", value)
+
+
+class _Resolver:
+    def __init__(self, env: SearchEnv) -> None:
+        self.env = env
+        self.objects: List[LoadedObject] = []
+        self.by_name: Dict[str, LoadedObject] = {}
+        self.by_real: Dict[str, LoadedObject] = {}
+        self.root: Optional[LoadedObject] = None
+
+    def _dir_candidates(self, requester: LoadedObject) -> List[Tuple[str, str, str]]:
+        """(directory, via, entry) in ld.so order, $ORIGIN expanded against each object's directory."""
+        elf = self.root.elf if self.root else requester.elf
+        machine, is64 = elf.machine, elf.is64
+        dirs: List[Tuple[str, str, str]] = []
+
+        def add(entries: Sequence[str], via: str, origin: str) -> None:
+            for entry in entries:
+                expanded = _expand(entry, origin, machine, is64) if entry else self.env.cwd
+                if not expanded.startswith("/"):
+                    expanded = os.path.normpath(os.path.join(self.env.cwd, expanded))
+                dirs.append((expanded, via, entry))
+
+        if requester.elf.runpath is None:
+            chain: Optional[LoadedObject] = requester
+            while chain is not None:
+                if chain.elf.rpath is not None and chain.elf.runpath is None:
+                    add(
+                        split_path_list(chain.elf.rpath),
+                        f"RPATH of {os.path.basename(chain.path)}",
+                        os.path.dirname(chain.path),
+                    )
+                chain = chain.loader
+        root_origin = os.path.dirname(self.root.path) if self.root else "/"
+        add(split_path_list(self.env.ld_library_path), "LD_LIBRARY_PATH", root_origin)
+        if requester.elf.runpath is not None:
+            add(
+                split_path_list(requester.elf.runpath),
+                f"RUNPATH of {os.path.basename(requester.path)}",
+                os.path.dirname(requester.path),
+            )
+        return dirs
+
+    def _try(self, path: str, via: str, entry: str, need: Needed) -> Optional[Candidate]:
+        local = self.env.local_path(path)
+        if local is None or not os.path.isfile(local):
+            return None
+        ident = _read_ident(local)
+        root = self.root.elf if self.root else None
+        if ident is None:
+            need.skipped.append((path, "not a readable ELF file"))
+            return None
+        if root is not None and ident != (root.elf_class, 1 if root.little_endian else 2, root.machine):
+            need.skipped.append((path, "wrong ELF class or machine"))
+            return None
+        return Candidate(path, via, entry, os.path.realpath(local))
+
+    def search(self, requester: LoadedObject, name: str) -> Needed:
+        need = Needed(requester.path, name)
+        if "/" in name:
+            path = name if name.startswith("/") else os.path.normpath(os.path.join(self.env.cwd, name))
+            found = self._try(path, "path", name, need)
+            if found:
+                need.candidates.append(found)
+            return self._finish(need)
+        seen_dirs = set()
+        for directory, via, entry in self._dir_candidates(requester):
+            if directory in seen_dirs:
+                continue
+            seen_dirs.add(directory)
+            found = self._try(os.path.join(directory, name), via, entry, need)
+            if found:
+                need.candidates.append(found)
+        root = self.root.elf if self.root else requester.elf
+        if not requester.elf.flags_1 & 0x800:  # DF_1_NODEFLIB
+            cached = self.env.cache.lookup(name, root.machine, root.is64) if self.env.cache else None
+            if cached:
+                found = self._try(cached, "ld.so.cache", name, need)
+                if found:
+                    need.candidates.append(found)
+            for directory in default_dirs(root.machine, root.is64):
+                if directory in seen_dirs:
+                    continue
+                seen_dirs.add(directory)
+                found = self._try(os.path.join(directory, name), "default dirs", directory, need)
+                if found:
+                    need.candidates.append(found)
+        return self._finish(need)
+
+    def _finish(self, need: Needed) -> Needed:
+        if need.candidates:
+            winner = need.candidates[0]
+            need.path, need.via, need.entry = winner.path, winner.via, winner.entry
+        return need
+
+
+def analyse(root_path: str, env: SearchEnv, preload: Sequence[str] = ()) -> Analysis:
+    """Resolve the load graph of ``root_path`` (a system path) and every undefined symbol in it.
+
+    ``preload`` names objects already in the process before the root is loaded (the Python interpreter,
+    torch's ``_C`` extension before torch_npu's): their dependencies are reused by name and their symbols
+    are in scope, as when ``import torch_npu`` runs after ``import torch``. Missing libraries and symbols
+    are reported for the root's own load graph only.
+
+    Raises :class:`ElfError` when the root itself is not a readable ELF file. Problems with dependencies
+    (corrupt, unreadable) are collected in ``errors`` and the analysis continues, as ld.so would skip them.
+    """
+    local = env.local_path(root_path)
+    if local is None:
+        raise ElfError(f"{root_path}: binary analysis needs the live node")
+    root_elf = open_elf(local)
+    resolver = _Resolver(env)
+    root = LoadedObject(root_path, local, root_elf, None, [os.path.basename(root_path)])
+    resolver.root = root
+    needed: List[Needed] = []
+    errors: List[str] = []
+    for path in preload:
+        pre_local = env.local_path(path)
+        if pre_local is None or not os.path.isfile(pre_local):
+            errors.append(f"{path}: preloaded object not found")
+            continue
+        try:
+            pre_elf = open_elf(pre_local)
+        except ElfError as exc:
+            errors.append(str(exc))
+            continue
+        if not pre_elf.compatible_with(root_elf):
+            errors.append(f"{path}: {pre_elf.describe_kind}, not {root_elf.describe_kind}; not preloaded")
+            pre_elf.close()
+            continue
+        pre = LoadedObject(path, pre_local, pre_elf, None, [os.path.basename(path)])
+        if _add(resolver, pre, os.path.realpath(pre_local), os.path.basename(path)):
+            _load_tree(resolver, pre, [], errors)
+    _add(resolver, root, os.path.realpath(local), os.path.basename(root_path))
+    reachable = _load_tree(resolver, root, needed, errors)
+    missing_versions = [v for v in _check_versions(resolver) if v.object in reachable]
+    missing_symbols = _resolve_symbols(resolver.objects, errors, reachable)
+    analysis = Analysis(
+        root_path,
+        root_elf.describe_kind,
+        resolver.objects,
+        needed,
+        missing_symbols,
+        missing_versions,
+        errors,
+        env.ld_library_path,
+    )
+    analysis.reachable = reachable
+    return analysis
+
+
+def _add(resolver: _Resolver, obj: LoadedObject, real: str, name: str) -> bool:
+    if real in resolver.by_real:
+        return False
+    resolver.objects.append(obj)
+    resolver.by_real[real] = obj
+    resolver.by_name.setdefault(name, obj)
+    if obj.elf.soname:
+        resolver.by_name.setdefault(obj.elf.soname, obj)
+    return True
+
+
+def _load_tree(
+    resolver: _Resolver, start: LoadedObject, needed: List[Needed], errors: List[str]
+) -> List[str]:
+    """Load ``start``'s dependencies breadth first, like _dl_map_object_deps (this order is also the
+    symbol lookup scope). Returns the paths of every object in ``start``'s graph, reused ones included."""
+    env = resolver.env
+    reachable = [start.path]
+    queue = deque([start])
+    while queue:
+        obj = queue.popleft()
+        for name in obj.elf.needed:
+            if name in resolver.by_name:
+                known = resolver.by_name[name]
+                needed.append(
+                    Needed(
+                        obj.path,
+                        name,
+                        known.path,
+                        "already loaded",
+                        "",
+                        [Candidate(known.path, "already loaded", "", os.path.realpath(known.local))],
+                    )
+                )
+                if known.path not in reachable:
+                    reachable.append(known.path)
+                    queue.append(known)
+                continue
+            need = resolver.search(obj, name)
+            needed.append(need)
+            if need.path is None:
+                continue
+            real = need.candidates[0].real
+            if real in resolver.by_real:
+                known = resolver.by_real[real]
+                resolver.by_name[name] = known
+                if known.path not in reachable:
+                    reachable.append(known.path)
+                    queue.append(known)
+                continue
+            dep_local = env.local_path(need.path) or need.path
+            try:
+                dep_elf = open_elf(dep_local)
+            except ElfError as exc:
+                errors.append(str(exc))
+                need.path = None
+                continue
+            dep = LoadedObject(need.path, dep_local, dep_elf, obj, [name])
+            _add(resolver, dep, real, name)
+            resolver.by_name[name] = dep
+            reachable.append(dep.path)
+            queue.append(dep)
+    return reachable
+
+
+def _check_versions(resolver: _Resolver) -> List[MissingVersion]:
+    """Each verneed (version V from file F) against F's verdefs, as dl-version.c does at load time."""
+    missing = []
+    for obj in resolver.objects:
+        try:
+            needs = obj.elf.version_needs()
+        except ElfError:
+            continue
+        for need in needs:
+            provider = resolver.by_name.get(need.filename)
+            if provider is None or need.weak:
+                continue
+            # A provider without version definitions is accepted (dl-version.c only warns, verbosely).
+            if provider.elf.has_versions and not provider.elf.defines_version(need.name):
+                missing.append(MissingVersion(need.name, need.filename, obj.path))
+    return missing
+
+
+def _resolve_symbols(
+    objects: List[LoadedObject], errors: List[str], report: Sequence[str]
+) -> List[MissingSymbol]:
+    """Every non-weak undefined symbol of the objects in ``report``, looked up in the scope of every
+    loaded object in load order."""
+    wanted = set(report)
+    resolved: Dict[Tuple[str, Optional[str], bool], bool] = {}
+    scope = [(o.elf, o.elf.hash_values()) for o in objects]
+    need_sysv = any(o.elf.has_sysv_only for o in objects)
+    missing = []
+    for obj in objects:
+        if obj.path not in wanted:
+            continue
+        try:
+            undefined = obj.elf.undefined_symbols()
+        except ElfError as exc:
+            errors.append(str(exc))
+            continue
+        for sym in undefined:
+            if sym.weak:
+                continue
+            key = (sym.name, sym.version, sym.version_hidden)
+            found = resolved.get(key)
+            if found is None:
+                found = resolved[key] = _lookup(scope, sym, need_sysv)
+            if not found:
+                missing.append(MissingSymbol(sym.name, obj.path, sym.version, sym.version_file))
+    return missing
+
+
+def _lookup(
+    scope: List[Tuple[ElfFile, Optional[AbstractSet[int]]]], sym: UndefinedSymbol, need_sysv: bool
+) -> bool:
+    encoded = sym.name.encode("utf-8", errors="surrogateescape")
+    gnu = gnu_hash(encoded)
+    hashes = (gnu, sysv_hash(encoded) if need_sysv else None)
+    # A GNU hash chain stores each defined symbol's hash with the low bit marking the chain's end.
+    even, odd = gnu & ~1, gnu | 1
+    for elf, values in scope:
+        if values is not None and even not in values and odd not in values:
+            continue  # no defined symbol of this object has that hash: ruled out without a lookup
+        try:
+            if elf.lookup(sym.name, sym.version, sym.version_hash, sym.version_hidden, hashes):
+                return True
+        except ElfError:
+            continue
+    return False
+
+
+def defines(path_local: str, name: str) -> bool:
+    """Whether the ELF file at ``path_local`` exports ``name`` (for "which copy would provide it")."""
+    try:
+        with open_elf(path_local) as elf:
+            return elf.lookup(name)
+    except ElfError:
+        return False

@@ -1,0 +1,580 @@
+"""A small, read-only ELF reader for what the dynamic loader looks at: never executes the file.
+
+It reads the ELF header, the program headers (``PT_DYNAMIC`` and ``PT_LOAD`` to map addresses to file
+offsets), the dynamic section (``DT_NEEDED``, ``DT_SONAME``, ``DT_RPATH``, ``DT_RUNPATH``, ``DT_FLAGS_1``),
+the dynamic symbol table, the GNU and SysV hash tables, and the symbol-version sections (versym, verneed,
+verdef). Files are mapped with :mod:`mmap`; symbol lookups go through the hash tables, like ld.so does, so a
+library with 75k symbols is never walked just to find one name.
+"""
+
+from __future__ import annotations
+
+import array
+import mmap
+import os
+import struct
+import sys
+from dataclasses import dataclass, field
+from typing import AbstractSet, Dict, List, Optional, Sequence, Tuple
+
+# e_machine values ld.so compares (the names are for messages).
+MACHINES = {
+    3: "i386",
+    8: "mips",
+    20: "ppc",
+    21: "ppc64",
+    40: "arm",
+    43: "sparcv9",
+    62: "x86-64",
+    183: "aarch64",
+    243: "riscv",
+    258: "loongarch",
+}
+
+PT_LOAD, PT_DYNAMIC = 1, 2
+DT_NULL, DT_NEEDED, DT_HASH, DT_STRTAB, DT_SYMTAB, DT_STRSZ, DT_SONAME, DT_RPATH = 0, 1, 4, 5, 6, 10, 14, 15
+DT_RUNPATH, DT_FLAGS_1 = 29, 0x6FFFFFFB
+DT_GNU_HASH, DT_VERSYM, DT_VERDEF, DT_VERDEFNUM = 0x6FFFFEF5, 0x6FFFFFF0, 0x6FFFFFFC, 0x6FFFFFFD
+DT_VERNEED, DT_VERNEEDNUM = 0x6FFFFFFE, 0x6FFFFFFF
+DF_1_NODEFLIB = 0x800
+SHN_UNDEF = 0
+STB_LOCAL, STB_GLOBAL, STB_WEAK, STB_GNU_UNIQUE = 0, 1, 2, 10
+# Symbol types ld.so accepts as a definition: NOTYPE, OBJECT, FUNC, COMMON, TLS, GNU_IFUNC.
+DEFINABLE_TYPES = frozenset((0, 1, 2, 5, 6, 10))
+STT_TLS = 6
+VERSYM_HIDDEN = 0x8000
+VER_FLG_BASE, VER_FLG_WEAK = 0x1, 0x2
+
+
+class ElfError(Exception):
+    """The file is not a readable ELF shared object (truncated, corrupt, not ELF)."""
+
+
+@dataclass(frozen=True)
+class VersionNeed:
+    """One ``verneed`` entry: ``name`` (e.g. ``GLIBC_2.34``) required from ``filename``."""
+
+    filename: str
+    name: str
+    hash: int
+    weak: bool
+    index: int
+
+
+@dataclass(frozen=True)
+class UndefinedSymbol:
+    name: str
+    weak: bool
+    # The version the reference asks for (e.g. GLIBC_2.14) and the file the link editor found it in.
+    version: Optional[str] = None
+    version_file: Optional[str] = None
+    version_hash: int = 0
+    version_hidden: bool = False
+
+
+def gnu_hash(name: bytes) -> int:
+    h = 5381
+    for c in name:
+        h = h * 33 + c  # masked once at the end: faster than masking every step, same result
+    return h & 0xFFFFFFFF
+
+
+def sysv_hash(name: bytes) -> int:
+    h = 0
+    for c in name:
+        h = (h << 4) + c
+        g = h & 0xF0000000
+        if g:
+            h ^= g >> 24
+        h &= ~g & 0xFFFFFFFF
+    return h
+
+
+@dataclass
+class ElfFile:
+    """One ELF file, mapped read-only. Use :func:`open_elf`; call :meth:`close` (or use ``with``)."""
+
+    path: str
+    data: mmap.mmap | bytes
+    elf_class: int  # 1 = 32-bit, 2 = 64-bit
+    little_endian: bool
+    machine: int
+    osabi: int
+    elf_type: int
+    needed: List[str] = field(default_factory=list)
+    soname: Optional[str] = None
+    rpath: Optional[str] = None
+    runpath: Optional[str] = None
+    flags_1: int = 0
+    _dyn: Dict[int, int] = field(default_factory=dict)
+    _loads: List[Tuple[int, int, int]] = field(default_factory=list)  # (vaddr, offset, filesz)
+    _versions: Optional[Dict[int, Tuple[str, int]]] = None  # verdef index -> (name, hash)
+    # (nbuckets, symoffset, bloom words, shift, buckets, chains), tables as arrays in native byte order.
+    _gnu: Optional[Tuple[int, int, array.array[int], int, array.array[int], Sequence[int]]] = None
+    _sysv: Optional[Tuple[int, int, int]] = None
+    _views: List[memoryview] = field(default_factory=list)
+    _strtab_at: Optional[int] = None
+    _symtab_at: Optional[int] = None
+    _versym_at: Optional[int] = None
+    _sym_struct: Optional[struct.Struct] = None
+
+    # -- structure ---------------------------------------------------------------------------------------
+    @property
+    def is64(self) -> bool:
+        return self.elf_class == 2
+
+    def hash_values(self) -> Optional[AbstractSet[int]]:
+        """The GNU hash of every defined symbol, as stored in the hash chains (low bit: end of chain), for a
+        one-step "could this object define it" test; None without a GNU hash table."""
+        if self._gnu is None or not self._gnu[0]:
+            return None
+        symoffset, chains = self._gnu[1], self._gnu[5]
+        count = self.symbol_count() - symoffset
+        return frozenset(chains[:count]) if count > 0 else frozenset()
+
+    def bloom_filter(self) -> Optional[Tuple[Sequence[int], int, int]]:
+        """(bloom words, bits per word, shift) of the GNU hash table, or None without one."""
+        if self._gnu is None or not self._gnu[0]:
+            return None
+        return self._gnu[2], 64 if self.is64 else 32, self._gnu[3]
+
+    @property
+    def has_versions(self) -> bool:
+        return DT_VERDEF in self._dyn
+
+    @property
+    def has_sysv_only(self) -> bool:
+        return self._gnu is None and self._sysv is not None
+
+    @property
+    def endian(self) -> str:
+        return "<" if self.little_endian else ">"
+
+    @property
+    def machine_name(self) -> str:
+        return MACHINES.get(self.machine, f"machine {self.machine}")
+
+    @property
+    def describe_kind(self) -> str:
+        return f"ELF{64 if self.is64 else 32} {self.machine_name}"
+
+    def compatible_with(self, other: ElfFile) -> bool:
+        """Whether ld.so would load this file next to ``other`` (same class, byte order and machine)."""
+        return (self.elf_class, self.little_endian, self.machine) == (
+            other.elf_class,
+            other.little_endian,
+            other.machine,
+        )
+
+    def close(self) -> None:
+        for view in self._views:
+            view.release()
+        self._views.clear()
+        if isinstance(self.data, mmap.mmap):
+            self.data.close()
+
+    def __enter__(self) -> ElfFile:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _offset(self, vaddr: int) -> int:
+        for start, offset, size in self._loads:
+            if start <= vaddr < start + size:
+                return offset + (vaddr - start)
+        raise ElfError(f"{self.path}: address {vaddr:#x} is outside every loaded segment (corrupt ELF)")
+
+    def _unpack(self, fmt: str, offset: int) -> Tuple[int, ...]:
+        try:
+            return struct.unpack_from(self.endian + fmt, self.data, offset)
+        except struct.error:
+            raise ElfError(f"{self.path}: truncated ELF (needs data at offset {offset:#x})") from None
+
+    def _array(self, code: str, offset: int, count: int) -> array.array[int]:
+        """``count`` integers at ``offset`` as an array in native byte order (fast indexing)."""
+        values = array.array(code)
+        end = offset + count * values.itemsize
+        if offset < 0 or end > len(self.data):
+            raise ElfError(f"{self.path}: truncated ELF (table at offset {offset:#x} runs past the end)")
+        values.frombytes(self.data[offset:end])
+        if self.little_endian != (sys.byteorder == "little"):
+            values.byteswap()
+        return values
+
+    def _words(self, offset: int) -> Sequence[int]:
+        """32-bit words from ``offset`` to the end of the file, viewed in place (no copy when the file's
+        byte order is this machine's)."""
+        if offset > len(self.data):
+            raise ElfError(f"{self.path}: truncated ELF (table at offset {offset:#x} is past the end)")
+        count = (len(self.data) - offset) // 4
+        if self.little_endian == (sys.byteorder == "little"):
+            view = memoryview(self.data)[offset : offset + 4 * count].cast("I")
+            self._views.append(view)
+            return view
+        return _SwappedWords(self.data, offset, count)
+
+    def _cstr(self, offset: int) -> str:
+        end = self.data.find(b"\0", offset)
+        if offset < 0 or offset >= len(self.data) or end < 0:
+            raise ElfError(f"{self.path}: string at offset {offset:#x} runs past the end of the file")
+        return self.data[offset:end].decode("utf-8", errors="surrogateescape")
+
+    def _dynstr(self, index: int) -> str:
+        return self._cstr(self._strtab + index)
+
+    # -- symbols -----------------------------------------------------------------------------------------
+    @property
+    def _strtab(self) -> int:
+        if self._strtab_at is None:
+            self._strtab_at = self._offset(self._dyn[DT_STRTAB])
+        return self._strtab_at
+
+    @property
+    def _symtab(self) -> int:
+        if self._symtab_at is None:
+            self._symtab_at = self._offset(self._dyn[DT_SYMTAB])
+        return self._symtab_at
+
+    @property
+    def _syment(self) -> int:
+        return 24 if self.is64 else 16
+
+    def symbol_count(self) -> int:
+        """Number of dynamic symbols: from DT_HASH's nchain, else from the GNU hash chains' last entry."""
+        if DT_HASH in self._dyn:
+            return self._unpack("I", self._offset(self._dyn[DT_HASH]) + 4)[0]
+        if self._gnu is None:
+            return 0
+        nbuckets, symoffset, _, _, buckets, chains = self._gnu
+        top = max(buckets) if nbuckets else 0
+        if top < symoffset:
+            return symoffset
+        while top - symoffset < len(chains):
+            if chains[top - symoffset] & 1:
+                return top + 1
+            top += 1
+        raise ElfError(f"{self.path}: corrupt GNU hash table (chain runs past the end)")
+
+    def _sym(self, index: int) -> Tuple[int, int, int, int, int]:
+        """(st_name, st_info, st_other, st_shndx, st_value) of symbol ``index``."""
+        at = self._symtab + index * self._syment
+        if self._sym_struct is None:
+            self._sym_struct = struct.Struct(self.endian + ("IBBHQQ" if self.is64 else "IIIBBH"))
+        try:
+            fields = self._sym_struct.unpack_from(self.data, at)
+        except struct.error:
+            raise ElfError(
+                f"{self.path}: truncated ELF (symbol {index} is past the end of the file)"
+            ) from None
+        if self.is64:
+            return fields[0], fields[1], fields[2], fields[3], fields[4]
+        return fields[0], fields[3], fields[4], fields[5], fields[1]
+
+    def _versym(self, index: int) -> Optional[int]:
+        if DT_VERSYM not in self._dyn:
+            return None
+        if self._versym_at is None:
+            self._versym_at = self._offset(self._dyn[DT_VERSYM])
+        return self._unpack("H", self._versym_at + 2 * index)[0]
+
+    def version_needs(self) -> List[VersionNeed]:
+        """The verneed entries: which version of which file this object was linked against."""
+        if DT_VERNEED not in self._dyn:
+            return []
+        needs = []
+        at = self._offset(self._dyn[DT_VERNEED])
+        for _ in range(self._dyn.get(DT_VERNEEDNUM, 0)):
+            _, count, file_off, aux, nxt = self._unpack("HHIII", at)
+            filename = self._dynstr(file_off)
+            aux_at = at + aux
+            for _ in range(count):
+                vhash, flags, other, name_off, aux_next = self._unpack("IHHII", aux_at)
+                needs.append(
+                    VersionNeed(
+                        filename, self._dynstr(name_off), vhash, bool(flags & VER_FLG_WEAK), other & 0x7FFF
+                    )
+                )
+                if not aux_next:
+                    break
+                aux_at += aux_next
+            if not nxt:
+                break
+            at += nxt
+        return needs
+
+    def version_definitions(self) -> Dict[int, Tuple[str, int]]:
+        """verdef index -> (version name, hash); index 1 is the file's base version."""
+        if self._versions is None:
+            self._versions = {}
+            if DT_VERDEF in self._dyn:
+                at = self._offset(self._dyn[DT_VERDEF])
+                for _ in range(self._dyn.get(DT_VERDEFNUM, 0)):
+                    _, _, ndx, cnt, vhash, aux, nxt = self._unpack("HHHHIII", at)
+                    if cnt:
+                        name_off = self._unpack("I", at + aux)[0]
+                        self._versions[ndx & 0x7FFF] = (self._dynstr(name_off), vhash)
+                    if not nxt:
+                        break
+                    at += nxt
+        return self._versions
+
+    def undefined_symbols(self) -> List[UndefinedSymbol]:
+        """Every undefined dynamic symbol with the version it asks for (what ld.so must resolve)."""
+        count = self.symbol_count()
+        if not count:
+            return []
+        start = self._symtab
+        size = count * self._syment
+        if start + size > len(self.data):
+            raise ElfError(f"{self.path}: truncated ELF (symbol table runs past the end of the file)")
+        # st_shndx of every symbol, read as a strided view of 16-bit words (offset 6 of 24 in ELF64, 14 of
+        # 16 in ELF32): one cheap pass over 75k symbols instead of unpacking each entry.
+        table = self.data[start : start + size]
+        words = array.array("H")
+        words.frombytes(table)
+        if self.little_endian != (sys.byteorder == "little"):
+            words.byteswap()
+        stride = self._syment // 2
+        shndx = words[(3 if self.is64 else 7) :: stride]
+        info_at = 4 if self.is64 else 12
+        undefined = [i for i, value in enumerate(shndx) if not value and i]
+        needs = {n.index: n for n in self.version_needs()}
+        versyms: Optional[array.array] = None
+        if DT_VERSYM in self._dyn:
+            versym_at = self._offset(self._dyn[DT_VERSYM])
+            versyms = array.array("H")
+            end = versym_at + 2 * count
+            if end > len(self.data):
+                raise ElfError(f"{self.path}: truncated ELF (version table runs past the end of the file)")
+            versyms.frombytes(self.data[versym_at:end])
+            if self.little_endian != (sys.byteorder == "little"):
+                versyms.byteswap()
+        result = []
+        data, strtab, entry = self.data, self._strtab, self._syment
+        name_struct = struct.Struct(self.endian + "I")
+        for index in undefined:
+            info = table[index * entry + info_at]
+            name_off = name_struct.unpack_from(table, index * entry)[0]
+            if info >> 4 == STB_LOCAL or not name_off:
+                continue
+            at = strtab + name_off
+            end = data.find(b"\0", at)
+            if end < 0:
+                raise ElfError(f"{self.path}: string at offset {at:#x} runs past the end of the file")
+            name = data[at:end].decode("utf-8", errors="surrogateescape")
+            need = None
+            hidden = False
+            if versyms is not None:
+                raw = versyms[index]
+                need = needs.get(raw & 0x7FFF)
+                hidden = bool(raw & VERSYM_HIDDEN)
+            result.append(
+                UndefinedSymbol(
+                    name,
+                    info >> 4 == STB_WEAK,
+                    need.name if need else None,
+                    need.filename if need else None,
+                    need.hash if need else 0,
+                    hidden,
+                )
+            )
+        return result
+
+    def _candidates(self, encoded: bytes, gnu: int, sysv: Optional[int]) -> List[int]:
+        """Symbol indexes whose hash matches (through DT_GNU_HASH, else DT_HASH); the bloom filter rejects
+        most names without touching the table."""
+        if self._gnu is not None:
+            nbuckets, symoffset, bloom, shift, buckets, chains = self._gnu
+            if not nbuckets:
+                return []
+            bits = 64 if self.is64 else 32
+            word = bloom[(gnu // bits) % len(bloom)]
+            if not (word >> (gnu % bits)) & (word >> ((gnu >> shift) % bits)) & 1:
+                return []
+            index = buckets[gnu % nbuckets]
+            if index < symoffset:
+                return []
+            found = []
+            want = gnu | 1
+            try:
+                while True:
+                    chain = chains[index - symoffset]
+                    if (chain | 1) == want:
+                        found.append(index)
+                    if chain & 1:
+                        return found
+                    index += 1
+            except IndexError:
+                raise ElfError(f"{self.path}: corrupt GNU hash table (chain runs past the end)") from None
+        if self._sysv is not None:
+            nbucket, buckets_at, chains_at = self._sysv
+            if not nbucket:
+                return []
+            found = []
+            index = self._unpack(
+                "I", buckets_at + 4 * ((sysv if sysv is not None else sysv_hash(encoded)) % nbucket)
+            )[0]
+            seen = 0
+            while index and seen < 1_000_000:
+                found.append(index)
+                index = self._unpack("I", chains_at + 4 * index)[0]
+                seen += 1
+            return found
+        return []
+
+    def lookup(
+        self,
+        name: str,
+        version: Optional[str] = None,
+        version_hash: int = 0,
+        version_hidden: bool = False,
+        hashes: Optional[Tuple[int, Optional[int]]] = None,
+    ) -> bool:
+        """Whether this file exports ``name`` in a way ld.so would bind a reference to (version rules as in
+        glibc's ``check_match``: a versioned reference takes the same version, or an unversioned
+        definition; an unversioned reference takes the base, the first or the default version)."""
+        encoded = name.encode("utf-8", errors="surrogateescape")
+        gnu, sysv = hashes if hashes is not None else (gnu_hash(encoded), None)
+        for index in self._candidates(encoded, gnu, sysv):
+            name_off, info, _, shndx, value = self._sym(index)
+            if shndx == SHN_UNDEF or (info & 0xF) not in DEFINABLE_TYPES:
+                continue
+            if value == 0 and (info & 0xF) != STT_TLS:
+                continue
+            if info >> 4 not in (STB_GLOBAL, STB_WEAK, STB_GNU_UNIQUE):
+                continue
+            at = self._strtab + name_off
+            if self.data[at : at + len(encoded) + 1] != encoded + b"\0":
+                continue
+            raw = self._versym(index)
+            if raw is None:
+                return True
+            ndx = raw & 0x7FFF
+            if version is not None:
+                defined = self.version_definitions().get(ndx)
+                if defined is not None and ndx > 1 and defined[0] == version:
+                    return True
+                # An unversioned (base/global) definition satisfies a versioned reference.
+                if ndx <= 1 and not version_hidden and not raw & VERSYM_HIDDEN:
+                    return True
+                continue
+            # glibc accepts the base versions and the first defined version (index 2) even when hidden,
+            # for old binaries; a later version only as the default (non-hidden) one.
+            if ndx <= 2 or not raw & VERSYM_HIDDEN:
+                return True
+        return False
+
+    def defines_version(self, name: str) -> bool:
+        """Whether a verdef entry names ``name`` (what dl-version.c checks for each verneed entry)."""
+        return any(v[0] == name for v in self.version_definitions().values())
+
+
+class _SwappedWords(Sequence[int]):
+    """Big-endian words on a little-endian machine (or the reverse), read one at a time."""
+
+    def __init__(self, data: mmap.mmap | bytes, offset: int, count: int) -> None:
+        self.data, self.offset, self.size = data, offset, count
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __getitem__(self, index: int) -> int:  # type: ignore[override]
+        if not 0 <= index < self.size:
+            raise IndexError(index)
+        return int.from_bytes(
+            self.data[self.offset + 4 * index : self.offset + 4 * index + 4],
+            "little" if sys.byteorder == "big" else "big",
+        )
+
+
+def open_elf(path: str) -> ElfFile:
+    """Map ``path`` read-only and parse what ld.so reads. Raises :class:`ElfError` with a one-line reason."""
+    try:
+        with open(path, "rb") as handle:
+            size = os.fstat(handle.fileno()).st_size
+            if size < 16:
+                raise ElfError(f"{path}: not an ELF file ({size} bytes)")
+            data: mmap.mmap | bytes = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+    except IsADirectoryError:
+        raise ElfError(f"{path}: is a directory") from None
+    except OSError as exc:
+        raise ElfError(f"{path}: {exc.strerror or exc}") from None
+    try:
+        return _parse(path, data)
+    except ElfError:
+        if isinstance(data, mmap.mmap):
+            data.close()
+        raise
+
+
+def _parse(path: str, data: mmap.mmap | bytes) -> ElfFile:
+    if data[:4] != b"\x7fELF":
+        raise ElfError(f"{path}: not an ELF file")
+    elf_class, encoding, osabi = data[4], data[5], data[7]
+    if elf_class not in (1, 2) or encoding not in (1, 2):
+        raise ElfError(f"{path}: corrupt ELF header (class {elf_class}, data encoding {encoding})")
+    elf = ElfFile(path, data, elf_class, encoding == 1, 0, osabi, 0)
+    if elf.is64:
+        e_type, machine, _, _, phoff, _, _, _, phentsize, phnum = elf._unpack("HHIQQQIHHH", 16)
+    else:
+        e_type, machine, _, _, phoff, _, _, _, phentsize, phnum = elf._unpack("HHIIIIIHHH", 16)
+    elf.elf_type, elf.machine = e_type, machine
+    if phoff + phnum * phentsize > len(data):
+        raise ElfError(f"{path}: truncated ELF (program headers run past the end of the file)")
+    dynamic = None
+    for i in range(phnum):
+        at = phoff + i * phentsize
+        if elf.is64:
+            p_type, _, p_offset, p_vaddr, _, p_filesz, _, _ = elf._unpack("IIQQQQQQ", at)
+        else:
+            p_type, p_offset, p_vaddr, _, p_filesz, _, _, _ = elf._unpack("IIIIIIII", at)
+        if p_type == PT_LOAD:
+            elf._loads.append((p_vaddr, p_offset, p_filesz))
+        elif p_type == PT_DYNAMIC:
+            dynamic = (p_offset, p_filesz)
+    if dynamic is None:
+        return elf  # a static binary: nothing for ld.so to do
+    offset, size = dynamic
+    if offset + size > len(data):
+        raise ElfError(f"{path}: truncated ELF (dynamic section runs past the end of the file)")
+    entry = 16 if elf.is64 else 8
+    needed_offsets: List[int] = []
+    strings: Dict[int, int] = {}
+    for at in range(offset, offset + size - entry + 1, entry):
+        tag, value = elf._unpack("qQ" if elf.is64 else "iI", at)
+        if tag == DT_NULL:
+            break
+        if tag == DT_NEEDED:
+            needed_offsets.append(value)
+        elif tag in (DT_SONAME, DT_RPATH, DT_RUNPATH):
+            strings[tag] = value
+        else:
+            elf._dyn[tag] = value
+    if DT_STRTAB not in elf._dyn:
+        raise ElfError(f"{path}: corrupt ELF (dynamic section has no string table)")
+    elf.needed = [elf._dynstr(v) for v in needed_offsets]
+    elf.soname = elf._dynstr(strings[DT_SONAME]) if DT_SONAME in strings else None
+    elf.rpath = elf._dynstr(strings[DT_RPATH]) if DT_RPATH in strings else None
+    elf.runpath = elf._dynstr(strings[DT_RUNPATH]) if DT_RUNPATH in strings else None
+    elf.flags_1 = elf._dyn.get(DT_FLAGS_1, 0)
+    if DT_GNU_HASH in elf._dyn:
+        at = elf._offset(elf._dyn[DT_GNU_HASH])
+        nbuckets, symoffset, bloom_size, shift = elf._unpack("IIII", at)
+        word = 8 if elf.is64 else 4
+        bloom = (
+            elf._array("Q" if elf.is64 else "I", at + 16, bloom_size) if bloom_size else array.array("I", [0])
+        )
+        buckets_at = at + 16 + bloom_size * word
+        buckets = elf._array("I", buckets_at, nbuckets)
+        chains_at = buckets_at + 4 * nbuckets
+        # The chain array has no stored length (it ends with the last bucket's chain): view it in place.
+        chains = elf._words(chains_at)
+        elf._gnu = (nbuckets, symoffset, bloom, shift, buckets, chains)
+    elif DT_HASH in elf._dyn:
+        at = elf._offset(elf._dyn[DT_HASH])
+        nbucket, _ = elf._unpack("II", at)
+        elf._sysv = (nbucket, at + 8, at + 8 + 4 * nbucket)
+    if DT_SYMTAB in elf._dyn:
+        elf._symtab  # noqa: B018  (validates the address now, so a corrupt file fails here, not later)
+    return elf

@@ -1,0 +1,331 @@
+"""The loader emulation against real ELF files built with gcc, and against ``ldd -r`` on each case.
+
+Only tests run ldd (it executes the loader); npudoctor itself never does.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Dict, List, Optional, Set, Tuple
+
+import pytest
+
+from npudoctor.elf.loader import Analysis, SearchEnv, analyse, load_cache
+from npudoctor.elf.reader import ElfError, open_elf
+
+needs_gcc = pytest.mark.skipif(
+    shutil.which("gcc") is None or shutil.which("ldd") is None, reason="needs gcc and ldd"
+)
+
+
+def gcc_lib(out: Path, source: str, *flags: str, soname: Optional[str] = None) -> Path:
+    """Compile ``source`` (C) into the shared library ``out``."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    src = out.with_suffix(".c")
+    src.write_text(source)
+    argv = ["gcc", "-shared", "-fPIC", "-o", str(out), str(src), *flags]
+    if soname:
+        argv.append(f"-Wl,-soname,{soname}")
+    subprocess.run(argv, check=True, capture_output=True, timeout=60)
+    src.unlink()
+    return out
+
+
+ACL_OLD = "int aclInit(const char *c) { return 0; }\nint aclrtSetDevice(int d) { return 0; }\n"
+ACL_NEW = ACL_OLD + "int aclrtGetRecentContext(void **ctx) { return 0; }\n"
+USER = (
+    "int aclInit(const char *);\nint aclrtGetRecentContext(void **);\n"
+    "__attribute__((weak)) int aclOptionalHook(void);\n"
+    "int npu_init(void) { void *c; aclInit(0); if (aclOptionalHook) aclOptionalHook();"
+    " return aclrtGetRecentContext(&c); }\n"
+)
+
+
+@pytest.fixture(scope="session")
+def cases(tmp_path_factory) -> Dict[str, Path]:
+    """Two "CANN installs" (old libascendcl.so without aclrtGetRecentContext, new one with it), a user
+    extension linked against the new one, $ORIGIN rpaths, and versioned symbols."""
+    if shutil.which("gcc") is None:
+        pytest.skip("needs gcc")
+    base = tmp_path_factory.mktemp("elfcases")
+    old = base / "Ascend/cann-7.0.0/lib64"
+    new = base / "Ascend/cann-8.0.0/lib64"
+    gcc_lib(old / "libascendcl.so", ACL_OLD)
+    gcc_lib(new / "libascendcl.so", ACL_NEW)
+    user = gcc_lib(base / "ext/libuser.so", USER, f"-L{new}", "-lascendcl")
+    # $ORIGIN: the extension finds its bundled copy through ../lib relative to itself.
+    bundled = base / "pkg/lib"
+    shutil.copy(new / "libascendcl.so", bundled.mkdir(parents=True) or bundled / "libascendcl.so")
+    gcc_lib(
+        base / "pkg/ext/librunpath.so",
+        USER,
+        f"-L{new}",
+        "-lascendcl",
+        "-Wl,--enable-new-dtags",
+        "-Wl,-rpath,$ORIGIN/../lib",
+    )
+    gcc_lib(
+        base / "pkg/ext/librpath.so",
+        USER,
+        f"-L{new}",
+        "-lascendcl",
+        "-Wl,--disable-new-dtags",
+        "-Wl,-rpath,$ORIGIN/../lib",
+    )
+    # Versioned symbols: libver.so.1 defines VER_1 and VER_2; the user needs foo@VER_2 and bar@VER_1.
+    ver_new = base / "ver_new"
+    ver_old = base / "ver_old"
+    ver_new.mkdir()
+    ver_old.mkdir()
+    (ver_new / "v.map").write_text("VER_1 { global: bar; local: *; };\nVER_2 { } VER_1;\n")
+    gcc_lib(
+        ver_new / "libver.so.1",
+        '__asm__(".symver foo_1, foo@VER_1");\n'
+        '__asm__(".symver foo_2, foo@@VER_2");\n'
+        "int foo_1(void) { return 1; }\nint foo_2(void) { return 2; }\nint bar(void) { return 3; }\n",
+        f"-Wl,--version-script={ver_new / 'v.map'}",
+        soname="libver.so.1",
+    )
+    (ver_old / "v.map").write_text("VER_1 { global: foo; bar; local: *; };\n")
+    gcc_lib(
+        ver_old / "libver.so.1",
+        "int foo(void) { return 1; }\nint bar(void) { return 3; }\n",
+        f"-Wl,--version-script={ver_old / 'v.map'}",
+        soname="libver.so.1",
+    )
+    (ver_new / "libver.so").symlink_to("libver.so.1")
+    gcc_lib(
+        base / "ext/libveruser.so",
+        "int foo(void); int bar(void);\nint f(void) { return foo() + bar(); }\n",
+        f"-L{ver_new}",
+        "-lver",
+    )
+    # Unversioned definition of a versioned reference: ld.so accepts it.
+    ver_plain = base / "ver_plain"
+    gcc_lib(
+        ver_plain / "libver.so.1",
+        "int foo(void) { return 1; }\nint bar(void) { return 3; }\n",
+        soname="libver.so.1",
+    )
+    return {
+        "old": old,
+        "new": new,
+        "user": user,
+        "base": base,
+        "bundled": bundled,
+        "ver_new": ver_new,
+        "ver_old": ver_old,
+        "ver_plain": ver_plain,
+        "veruser": base / "ext/libveruser.so",
+    }
+
+
+def run_ldd(path: Path, ld_library_path: str) -> Tuple[Set[str], Set[Tuple[str, str]], Set[Tuple[str, str]]]:
+    """(missing library names, (symbol, object) undefined, (version, object) missing) from ``ldd -r``."""
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LD_LIBRARY_PATH": ld_library_path}
+    proc = subprocess.run(["ldd", "-r", str(path)], capture_output=True, text=True, env=env, timeout=60)
+    text = proc.stdout + proc.stderr
+    missing = set(re.findall(r"^\s*(\S+) => not found", text, re.M))
+    undefined = {
+        (m.group(1), os.path.realpath(m.group(2)))
+        for m in re.finditer(r"undefined symbol: ([^\s,]+)(?:, version \S+)?\s+\((.+)\)", text)
+    }
+    undefined |= {
+        (m.group(1), os.path.realpath(m.group(3)))
+        for m in re.finditer(
+            r"symbol (\S+) version (\S+) not defined in file \S+ with link time "
+            r"reference\s+\((.+)\)",
+            text,
+        )
+    }
+    versions = {
+        (m.group(1), os.path.realpath(m.group(2)))
+        for m in re.finditer(r"version `([^']+)' not found \(required by (.+)\)", text)
+    }
+    return missing, undefined, versions
+
+
+def ours(analysis: Analysis) -> Tuple[Set[str], Set[Tuple[str, str]], Set[Tuple[str, str]]]:
+    return (
+        {n.name for n in analysis.missing_libraries},
+        {(m.name, os.path.realpath(m.object)) for m in analysis.missing_symbols},
+        {(v.version, os.path.realpath(v.object)) for v in analysis.missing_versions},
+    )
+
+
+def analyse_like_ldd(path: Path, ld_library_path: str) -> Analysis:
+    return analyse(str(path), SearchEnv(ld_library_path, load_cache(lambda p: p)))
+
+
+def assert_agrees_with_ldd(path: Path, ld_library_path: str) -> Analysis:
+    analysis = analyse_like_ldd(path, ld_library_path)
+    assert ours(analysis) == run_ldd(path, ld_library_path)
+    return analysis
+
+
+@needs_gcc
+def test_older_cann_first_on_path_misses_symbol_and_shadows(cases):
+    path = f"{cases['old']}:{cases['new']}"
+    analysis = assert_agrees_with_ldd(cases["user"], path)
+    assert [(m.name, m.object) for m in analysis.missing_symbols] == [
+        ("aclrtGetRecentContext", str(cases["user"]))
+    ]
+    [shadow] = analysis.shadowed
+    assert shadow.name == "libascendcl.so"
+    assert shadow.path == str(cases["old"] / "libascendcl.so")
+    assert [c.path for c in shadow.candidates] == [
+        str(cases["old"] / "libascendcl.so"),
+        str(cases["new"] / "libascendcl.so"),
+    ]
+    assert shadow.via == "LD_LIBRARY_PATH" and shadow.entry == str(cases["old"])
+
+
+@needs_gcc
+def test_newer_cann_first_resolves_everything_weak_refs_ignored(cases):
+    analysis = assert_agrees_with_ldd(cases["user"], f"{cases['new']}:{cases['old']}")
+    assert analysis.missing_symbols == [] and analysis.missing_libraries == []
+
+
+@needs_gcc
+def test_missing_library_and_its_symbols(cases):
+    analysis = assert_agrees_with_ldd(cases["user"], "")
+    assert [n.name for n in analysis.missing_libraries] == ["libascendcl.so"]
+    assert {m.name for m in analysis.missing_symbols} == {"aclInit", "aclrtGetRecentContext"}
+
+
+@needs_gcc
+@pytest.mark.parametrize(
+    "name,via", [("librunpath.so", "RUNPATH of librunpath.so"), ("librpath.so", "RPATH of librpath.so")]
+)
+def test_origin_rpath_and_runpath(cases, name, via):
+    lib = cases["base"] / "pkg/ext" / name
+    # RPATH beats LD_LIBRARY_PATH; RUNPATH comes after it.
+    analysis = assert_agrees_with_ldd(lib, str(cases["old"]))
+    [need] = [n for n in analysis.needed if n.name == "libascendcl.so"]
+    if via.startswith("RPATH"):
+        assert need.path == str(cases["base"] / "pkg/ext/../lib/libascendcl.so") or os.path.realpath(
+            need.path
+        ) == str(cases["bundled"] / "libascendcl.so")
+        assert need.via == via and need.entry == "$ORIGIN/../lib"
+        assert analysis.missing_symbols == []
+    else:
+        assert need.via == "LD_LIBRARY_PATH"
+        assert [m.name for m in analysis.missing_symbols] == ["aclrtGetRecentContext"]
+    analysis = assert_agrees_with_ldd(lib, "")
+    [need] = [n for n in analysis.needed if n.name == "libascendcl.so"]
+    assert need.via == via
+
+
+@needs_gcc
+def test_versioned_symbols(cases):
+    user = cases["veruser"]
+    assert assert_agrees_with_ldd(user, str(cases["ver_new"])).missing_versions == []
+    old = assert_agrees_with_ldd(user, str(cases["ver_old"]))
+    assert [(v.version, v.file) for v in old.missing_versions] == [("VER_2", "libver.so.1")]
+    plain = assert_agrees_with_ldd(user, str(cases["ver_plain"]))
+    assert plain.missing_symbols == [] and plain.missing_versions == []
+
+
+@needs_gcc
+def test_reference_version_read_from_verneed(cases):
+    with open_elf(str(cases["veruser"])) as elf:
+        refs = {
+            s.name: (s.version, s.version_file) for s in elf.undefined_symbols() if s.name in ("foo", "bar")
+        }
+    assert refs == {"foo": ("VER_2", "libver.so.1"), "bar": ("VER_1", "libver.so.1")}
+    with open_elf(str(cases["ver_new"] / "libver.so.1")) as lib:
+        assert lib.lookup("foo", "VER_2") and lib.lookup("bar", "VER_1") and lib.lookup("foo")
+        assert not lib.lookup("bar", "VER_2")
+        assert not lib.lookup("foo", "VER_3") and not lib.lookup("nothere")
+
+
+@needs_gcc
+def test_library_for_another_machine_is_skipped(cases, tmp_path):
+    foreign = tmp_path / "aarch64"
+    foreign.mkdir()
+    data = bytearray((cases["new"] / "libascendcl.so").read_bytes())
+    data[18:20] = (183).to_bytes(2, "little")  # e_machine = EM_AARCH64
+    (foreign / "libascendcl.so").write_bytes(bytes(data))
+    analysis = assert_agrees_with_ldd(cases["user"], f"{foreign}:{cases['new']}")
+    [need] = analysis.needed[:1]
+    assert need.path == str(cases["new"] / "libascendcl.so")
+    assert need.skipped == [(str(foreign / "libascendcl.so"), "wrong ELF class or machine")]
+
+
+@needs_gcc
+def test_corrupt_and_truncated_files_give_clear_errors(cases, tmp_path):
+    data = (cases["user"]).read_bytes()
+    truncated = tmp_path / "truncated.so"
+    truncated.write_bytes(data[:200])
+    with pytest.raises(ElfError, match="truncated"):
+        analyse_like_ldd(truncated, "")
+    text = tmp_path / "notelf.so"
+    text.write_text("INPUT(-lfoo)\n")
+    with pytest.raises(ElfError, match="not an ELF file"):
+        analyse_like_ldd(text, "")
+    garbage = tmp_path / "garbage.so"
+    garbage.write_bytes(b"\x7fELF" + b"\x09" * 60)
+    with pytest.raises(ElfError, match="corrupt ELF header"):
+        analyse_like_ldd(garbage, "")
+
+
+@needs_gcc
+def test_analysis_never_runs_the_library(cases, tmp_path):
+    """A constructor that would leave a marker file if the library were loaded or run."""
+    from click.testing import CliRunner
+
+    from npudoctor.cli import main
+
+    marker = tmp_path / "ran"
+    lib = gcc_lib(
+        tmp_path / "libtrap.so",
+        f"#include <stdio.h>\n__attribute__((constructor)) static void trap(void) "
+        f'{{ fclose(fopen("{marker}", "w")); }}\nint f(void) {{ return 0; }}\n',
+    )
+    analyse_like_ldd(lib, "")
+    assert CliRunner().invoke(main, ["libs", str(lib)]).exit_code == 0
+    assert not marker.exists()
+
+
+@needs_gcc
+@pytest.mark.parametrize("style", ["sysv", "both"])
+def test_sysv_hash_tables(cases, tmp_path, style):
+    """Libraries with only DT_HASH (old toolchains) or both tables resolve the same way ld.so does."""
+    new = gcc_lib(tmp_path / "new/libascendcl.so", ACL_NEW, f"-Wl,--hash-style={style}")
+    gcc_lib(tmp_path / "old/libascendcl.so", ACL_OLD, f"-Wl,--hash-style={style}")
+    with open_elf(str(new)) as elf:
+        assert elf.lookup("aclrtGetRecentContext") and not elf.lookup("aclrtNothing")
+        assert elf.symbol_count() > 3
+    assert assert_agrees_with_ldd(cases["user"], str(new.parent)).missing_symbols == []
+    missing = assert_agrees_with_ldd(cases["user"], str(tmp_path / "old")).missing_symbols
+    assert [m.name for m in missing] == ["aclrtGetRecentContext"]
+
+
+def _sample_of(pattern: str, count: int) -> List[str]:
+    import glob
+
+    files = sorted(
+        f for f in glob.glob(pattern, recursive=True) if os.path.isfile(f) and not os.path.islink(f)
+    )
+    step = max(1, len(files) // count)
+    return files[::step][:count]
+
+
+SYSTEM_LIBS = _sample_of("/usr/lib/x86_64-linux-gnu/*.so*", 20)
+EXTENSIONS = _sample_of(os.path.join(os.path.dirname(os.__file__), "lib-dynload", "*.so"), 10)
+
+
+@pytest.mark.skipif(shutil.which("ldd") is None, reason="needs ldd")
+@pytest.mark.parametrize("path", SYSTEM_LIBS + EXTENSIONS)
+def test_system_libraries_and_extensions_agree_with_ldd(path):
+    """Whatever this machine has installed (glibc, libstdc++, Python's own extension modules, which leave
+    Py* symbols undefined): same missing libraries, symbols and versions as ``ldd -r``."""
+    try:
+        analysis = analyse_like_ldd(Path(path), "")
+    except ElfError:
+        pytest.skip(f"{path} is not an ELF shared object")
+    assert ours(analysis) == run_ldd(Path(path), "")

@@ -1,0 +1,95 @@
+"""``npudoctor libs PATH.so``: text and JSON output, exit codes, bad input."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from npudoctor.cli import main
+from tests.test_elf_loader import cases, needs_gcc  # noqa: F401  (the session fixture)
+
+
+def run(*args: str):
+    return CliRunner().invoke(main, ["libs", *args])
+
+
+@needs_gcc
+def test_text_names_the_missing_symbol_its_provider_and_the_shadowing(cases):  # noqa: F811
+    result = run(str(cases["user"]), "--ld-library-path", f"{cases['old']}:{cases['new']}")
+    assert result.exit_code == 1
+    assert (
+        "UNDEFINED  aclrtGetRecentContext  in libuser.so; should come from libascendcl.so "
+        f"(exported by the shadowed {cases['new'] / 'libascendcl.so'})" in result.output
+    )
+    assert (
+        f"SHADOWED   libascendcl.so: {cases['old'] / 'libascendcl.so'} wins (via LD_LIBRARY_PATH"
+        in result.output
+    )
+
+
+@needs_gcc
+def test_json_clean_exit_0(cases):  # noqa: F811
+    result = run(str(cases["user"]), "--format", "json", "--ld-library-path", str(cases["new"]))
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert data["clean"] is True and data["missing_symbols"] == [] and data["missing_libraries"] == []
+    [need] = [n for n in data["needed"] if n["name"] == "libascendcl.so"]
+    assert need == {
+        "requester": str(cases["user"]),
+        "name": "libascendcl.so",
+        "path": str(cases["new"] / "libascendcl.so"),
+        "via": "LD_LIBRARY_PATH",
+        "entry": str(cases["new"]),
+    }
+
+
+@needs_gcc
+def test_root_maps_system_paths(cases, tmp_path):  # noqa: F811
+    import shutil
+
+    root = tmp_path / "img"
+    (root / "opt/ext").mkdir(parents=True)
+    (root / "opt/cann/lib64").mkdir(parents=True)
+    shutil.copy(cases["user"], root / "opt/ext/libuser.so")
+    shutil.copy(cases["new"] / "libascendcl.so", root / "opt/cann/lib64/libascendcl.so")
+    result = run(
+        "/opt/ext/libuser.so",
+        "--root",
+        str(root),
+        "--ld-library-path",
+        "/opt/cann/lib64",
+        "-v",
+        "--format",
+        "text",
+    )
+    assert result.exit_code == 0, result.output
+    assert (
+        "libascendcl.so => /opt/cann/lib64/libascendcl.so  [LD_LIBRARY_PATH: /opt/cann/lib64]"
+        in result.output
+    )
+
+
+@pytest.mark.parametrize(
+    "content,message",
+    [
+        (b"", "not an ELF file (0 bytes)"),
+        (
+            b"\x7fELF\x02\x01\x01" + b"\x00" * 9 + b"\x03\x00\x3e\x00",
+            "truncated ELF (needs data at offset 0x10)",
+        ),
+        (b"#!/bin/sh\necho hi\n", "not an ELF file"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(tmp_path, content, message):
+    bad = tmp_path / "bad.so"
+    bad.write_bytes(content)
+    result = run(str(bad))
+    assert result.exit_code == 2
+    assert result.output.strip().splitlines() == [f"npudoctor: error: {bad}: {message}"]
+
+
+def test_missing_file_exit_2(tmp_path):
+    result = run(str(tmp_path / "nope.so"))
+    assert result.exit_code == 2 and "No such file or directory" in result.output

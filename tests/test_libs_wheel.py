@@ -1,0 +1,181 @@
+"""The real torch-npu wheel from the package index: its libtorch_npu.so needs libhccl.so, libascendcl.so,
+libge_runner.so... Our verdict must agree with ``ldd -r`` on it, with and without torch's own libraries on
+LD_LIBRARY_PATH. The wheel is downloaded once (never installed: without CANN it breaks ``import torch``)
+into ~/.cache/npudoctor-tests; the tests skip cleanly when it cannot be downloaded."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from npudoctor.cli import main
+from tests.test_elf_loader import analyse_like_ldd, ours, run_ldd
+
+CACHE = Path(os.environ.get("NPUDOCTOR_TEST_CACHE", Path.home() / ".cache" / "npudoctor-tests"))
+WHEEL_VERSION = "2.14.0"
+CANN_LIBS = {
+    "libhccl.so",
+    "libascendcl.so",
+    "libacl_op_compiler.so",
+    "libge_runner.so",
+    "libgraph.so",
+    "libacl_tdt_channel.so",
+}
+
+
+def torch_npu_wheel_dir() -> Path:
+    """torch_npu/ of the extracted wheel (downloaded on first use), or skip."""
+    target = CACHE / f"torch_npu-{WHEEL_VERSION}"
+    lib = target / "torch_npu" / "lib" / "libtorch_npu.so"
+    if lib.exists():
+        return target / "torch_npu"
+    CACHE.mkdir(parents=True, exist_ok=True)
+    wheels = sorted(CACHE.glob(f"torch_npu-{WHEEL_VERSION}-*manylinux*x86_64.whl"))
+    if not wheels:
+        try:
+            subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "pip",
+                    "download",
+                    "--no-deps",
+                    "--only-binary=:all:",
+                    "--platform",
+                    "manylinux_2_28_x86_64",
+                    "--python-version",
+                    "311",
+                    f"torch-npu=={WHEEL_VERSION}",
+                    "-d",
+                    str(CACHE),
+                ],
+                check=True,
+                capture_output=True,
+                timeout=600,
+            )
+        except (subprocess.SubprocessError, OSError) as exc:
+            pytest.skip(f"torch-npu wheel not downloadable: {exc}")
+        wheels = sorted(CACHE.glob(f"torch_npu-{WHEEL_VERSION}-*manylinux*x86_64.whl"))
+        if not wheels:
+            pytest.skip("torch-npu wheel not downloadable")
+    with zipfile.ZipFile(wheels[0]) as archive:
+        members = [
+            m for m in archive.namelist() if m.startswith("torch_npu/lib/") or m.startswith("torch_npu/_C")
+        ]
+        archive.extractall(target, members)
+    return target / "torch_npu"
+
+
+@pytest.fixture(scope="module")
+def wheel() -> Path:
+    if sys.platform != "linux" or os.uname().machine != "x86_64" or shutil.which("ldd") is None:
+        pytest.skip("needs x86-64 Linux with ldd")
+    return torch_npu_wheel_dir()
+
+
+def torch_lib_dir() -> Path:
+    """torch/lib of an installed (CPU) torch, found without importing torch; or skip."""
+    from importlib.util import find_spec
+
+    spec = find_spec("torch")
+    if spec is None or not spec.submodule_search_locations:
+        pytest.skip("torch is not installed")
+    return Path(next(iter(spec.submodule_search_locations))) / "lib"
+
+
+def test_libtorch_npu_alone_agrees_with_ldd(wheel):
+    lib = wheel / "lib" / "libtorch_npu.so"
+    analysis = analyse_like_ldd(lib, "")
+    assert ours(analysis) == run_ldd(lib, "")
+    missing = {n.name for n in analysis.missing_libraries}
+    assert CANN_LIBS - {"libacl_tdt_channel.so"} <= missing
+    assert {"libtorch_python.so", "libtorch.so", "libc10.so"} <= missing
+    # libtensorpipe.so and libnpu_profiler.so come from the wheel itself through RPATH $ORIGIN/.
+    found = {n.name: n for n in analysis.needed if n.path}
+    assert found["libtensorpipe.so"].via == "RPATH of libtorch_npu.so"
+    assert found["libtensorpipe.so"].entry == "$ORIGIN/"  # of RPATH $ORIGIN/lib/:$ORIGIN/:...
+
+
+def test_libtorch_npu_with_cpu_torch_agrees_with_ldd(wheel):
+    torch_lib = torch_lib_dir()
+    lib = wheel / "lib" / "libtorch_npu.so"
+    analysis = analyse_like_ldd(lib, str(torch_lib))
+    assert ours(analysis) == run_ldd(lib, str(torch_lib))
+    assert {n.name for n in analysis.missing_libraries} == CANN_LIBS
+    assert any(m.name.startswith("aclrt") for m in analysis.missing_symbols)
+
+
+def test_extension_c_agrees_with_ldd(wheel):
+    ext = next(wheel.glob("_C*.so"))
+    assert ours(analyse_like_ldd(ext, "")) == run_ldd(ext, "")
+
+
+def test_libs_command_on_the_wheel(wheel):
+    lib = wheel / "lib" / "libtorch_npu.so"
+    result = CliRunner().invoke(main, ["libs", str(lib), "--format", "json", "--ld-library-path", ""])
+    assert result.exit_code == 1, result.output
+    import json
+
+    data = json.loads(result.output)
+    assert data["schema"] == "npudoctor.libs/1" and data["clean"] is False
+    names = {m["name"] for m in data["missing_libraries"]}
+    assert "libhccl.so" in names and "libascendcl.so" in names
+    symbols = {s["name"]: s for s in data["missing_symbols"]}
+    acl = next(s for name, s in symbols.items() if name.startswith("aclrt"))
+    assert acl["provider"] == "libascendcl.so"
+
+
+def test_checks_on_the_real_wheel_beside_cpu_torch(wheel, node):
+    """The realistic mismatch: CPU torch 2.13 installed beside torch_npu 2.14, and no CANN."""
+    import json
+
+    from npudoctor import api
+    from npudoctor.model.finding import Status
+    from npudoctor.probes.libraries import PACKAGES_SCRIPT
+
+    torch_dir = torch_lib_dir().parent
+    site = "/opt/py/lib/python3.11/site-packages"
+    node.symlink(f"{site}/torch", str(torch_dir))
+    node.symlink(f"{site}/torch_npu", str(wheel))
+    # The node's system libraries and ld.so.cache are this machine's.
+    for system_dir in ("/lib", "/lib64", "/usr/lib", "/etc/ld.so.cache"):
+        if os.path.exists(system_dir):
+            node.symlink(system_dir, system_dir)
+    node.symlink("/usr/bin/python3.11", os.path.realpath(sys.executable))
+    so = [f"torch_npu/{p.relative_to(wheel)}" for p in wheel.rglob("*.so")]
+    packages = {
+        "torch": {
+            "version": "2.13.0+cpu",
+            "location": site,
+            "files": [f"torch/{p.name}" for p in torch_dir.glob("_C*.so")],
+        },
+        "torch_npu": {"version": WHEEL_VERSION, "location": site, "files": so},
+    }
+    node.command(
+        "python3",
+        by_args={
+            f"-c {PACKAGES_SCRIPT}": json.dumps(
+                {"executable": "/usr/bin/python3.11", "python": "3.11", "packages": packages}
+            )
+        },
+    )
+    result = {f.id: f for f in api.run_checks(node.runner(), only=("LIB",)).findings}
+    assert result["LIB001"].status == Status.FAIL and "CANN not installed" in result["LIB001"].detail
+    lib002 = result["LIB002"]
+    assert lib002.status == Status.FAIL and lib002.evidence["diagnosis"] == "cann-not-installed"
+    assert set(lib002.evidence["missing_libraries"]) == CANN_LIBS
+    lib003 = result["LIB003"]
+    assert lib003.status == Status.FAIL and lib003.evidence["diagnosis"] == "torch-mismatch"
+    assert "torch and torch_npu builds do not match (torch 2.13.0+cpu, torch_npu 2.14.0)" in lib003.detail
+    assert lib003.fix.startswith('pip install "torch_npu==2.13.0.*"')
+    shown = {s["should_come_from"] for s in lib003.evidence["missing_symbols"]}
+    assert shown <= {"libtorch_cpu.so", "libc10.so", "libtorch_python.so"}
+    # Python's own symbols come from the preloaded interpreter: none is reported missing.
+    assert not any(s["symbol"].startswith("Py") for s in lib003.evidence["missing_symbols"])
