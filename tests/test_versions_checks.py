@@ -6,54 +6,20 @@ import json
 
 from npudoctor import api
 from npudoctor.model import Status
+from tests.nodes import (  # noqa: F401  (sample names used by the tests below)
+    ASCEND,
+    DRIVER,
+    FIRMWARE,
+    NNAE_80RC3,
+    TOOLKIT_70T10,
+    TOOLKIT_81RC1,
+    TOOLKIT_850_NEW_LAYOUT,
+    VERSION_CFG_800,
+    install_driver,
+    install_toolkit,
+    target_python,
+)
 from tests.samples import sample_text
-
-ASCEND = "/usr/local/Ascend"
-DRIVER = "driver_version.info_23.0.7_mindcluster-fixture.txt"
-FIRMWARE = "firmware_version.info_7.1.0.11.220_mindcluster-fixture.txt"
-VERSION_CFG_800 = "cann_version.cfg_toolkit_8.0.0_rst-notes.txt"
-TOOLKIT_81RC1 = "ascend_toolkit_install.info_8.1.RC1_aarch64_vllm-ascend-1047.txt"
-TOOLKIT_70T10 = "ascend_toolkit_install.info_7.0.T10_aarch64_mindcluster-fixture.txt"
-TOOLKIT_850_NEW_LAYOUT = "ascend_toolkit_install.info_8.5.0_aarch64_cann-path_mindcluster-doc.txt"
-NNAE_80RC3 = "ascend_nnae_install.info_8.0.RC3_mindcluster-fixture.txt"
-
-
-def install_driver(node, firmware: str = FIRMWARE) -> None:
-    node.file(f"{ASCEND}/driver/version.info", sample_text(DRIVER))
-    if firmware:
-        node.file(f"{ASCEND}/firmware/version.info", sample_text(firmware))
-
-
-def install_toolkit(node, version: str, sample: str = "", arch: str = "aarch64", latest: bool = True) -> str:
-    """ascend-toolkit/<version>/<arch>-linux/ascend_toolkit_install.info (or version.cfg), latest -> it."""
-    home = f"{ASCEND}/ascend-toolkit/{version}"
-    if sample.startswith("cann_version.cfg"):
-        node.file(f"{home}/version.cfg", sample_text(sample))
-    else:
-        node.file(f"{home}/{arch}-linux/ascend_toolkit_install.info", sample_text(sample))
-    node.file(f"{ASCEND}/ascend-toolkit/set_env.sh", "export ASCEND_TOOLKIT_HOME=...\n")
-    if latest:
-        node.symlink(f"{ASCEND}/ascend-toolkit/latest", version)
-    return home
-
-
-def target_python(node, version: str = "3.10.14", **packages: str) -> None:
-    """A python3 on PATH printing what the probe script prints for these package versions."""
-    so = {"torch_npu": ["torch_npu/lib/libtorch_npu.so", "torch_npu/_C.cpython-310-aarch64-linux-gnu.so"]}
-    report = {
-        "python": {"version": version, "executable": "/opt/venv/bin/python3", "implementation": "CPython"},
-        "packages": {
-            name: {
-                "version": v,
-                "location": "/opt/venv/lib/python3.10/site-packages",
-                "so_files": so.get(name, []),
-            }
-            for name, v in packages.items()
-        },
-        "missing": [n for n in ("torch", "torch_npu", "torchvision") if n not in packages],
-        "errors": {},
-    }
-    node.command("python3", stdout=json.dumps(report) + "\n")
 
 
 def run(node, profile=None, options=None):
