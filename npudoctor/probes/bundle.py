@@ -133,7 +133,7 @@ def read_bundle(path: str) -> Dict[str, bytes]:
                 if extracted is not None:
                     members[name] = extracted.read()
     except (tarfile.TarError, EOFError, OSError, ValueError) as exc:
-        reason = str(exc).splitlines()[0] if str(exc) else exc.__class__.__name__
+        reason = str(exc).splitlines()[0].rstrip(" :") if str(exc) else exc.__class__.__name__
         raise BundleError(f"{path}: not a readable bundle archive (.tar.gz or folder): {reason}") from None
     if "manifest.json" not in members:
         raise BundleError(f"{path}: not an npudoctor bundle (no manifest.json)")
