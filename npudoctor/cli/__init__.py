@@ -21,6 +21,7 @@ class LazyGroup(click.Group):
     """Subcommands in their own modules, imported only when used (keeps `npudoctor --help` fast)."""
 
     lazy: Dict[str, str] = {
+        "logs": "npudoctor.cli.logs:logs",
     }
 
     def list_commands(self, ctx: click.Context) -> List[str]:

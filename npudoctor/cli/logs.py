@@ -1,0 +1,164 @@
+"""`npudoctor logs scan PATH...`: find what matters in CANN plogs, device logs, ATC and torch_npu output.
+
+Reads the user's files directly (they are inputs, not system probes): files, directories (walked for log
+files), ``.gz`` files and ``-`` for stdin. Exit codes: 0 nothing matched ``--fail-on``; 1 findings matched;
+2 usage error or nothing readable at all.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import re
+import sys
+from typing import IO, TYPE_CHECKING, Iterator, List, Optional, Sequence, Tuple
+
+import click
+
+from npudoctor.cli import EXIT_FINDINGS, EXIT_OK, fail_usage
+
+if TYPE_CHECKING:
+    from npudoctor.logs.scanner import ScanResult
+
+# Files taken from a directory: plog-*.log, device-*.log, slogdlog, atrace ts_*.txt, rotated/zipped copies.
+LOG_FILE_NAME = re.compile(r"(?:\.log|\.txt|\.out|^slogdlog)(?:\.\d+)?(?:\.gz)?$")
+
+
+def read_chunks(handle: IO[bytes], chunk_bytes: int) -> Iterator[bytes]:
+    while True:
+        data = handle.read(chunk_bytes)
+        if not data:
+            return
+        yield data
+
+
+def _file_chunks(path: str, chunk_bytes: int) -> Iterator[bytes]:
+    handle = gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb")  # noqa: SIM115
+    with handle:
+        yield from read_chunks(handle, chunk_bytes)  # type: ignore[arg-type]
+
+
+def expand_paths(paths: Sequence[str]) -> Iterator[Tuple[str, Optional[str]]]:
+    """(path, error) for every input: files as given, directories walked (sorted) for log files."""
+    for path in paths:
+        if path == "-" or os.path.isfile(path):
+            yield path, None
+        elif os.path.isdir(path):
+            found = False
+            for folder, dirs, files in os.walk(path, onerror=None):
+                dirs.sort()
+                for name in sorted(files):
+                    if LOG_FILE_NAME.search(name):
+                        found = True
+                        yield os.path.join(folder, name), None
+            if not found:
+                yield path, "no log files in this directory"
+        elif os.path.exists(path):
+            yield path, "not a regular file"
+        else:
+            yield path, "no such file or directory"
+
+
+def parse_fail_on(values: Sequence[str], known_kinds: Sequence[str]) -> List[str]:
+    """Validate ``--fail-on`` items: error, warn, fallback, info, a finding kind, or an error code."""
+    from npudoctor.logs.codes import CODE_SHAPE, normalize
+
+    items = [part.strip() for value in values for part in value.split(",") if part.strip()]
+    criteria = []
+    for item in items:
+        if item.lower() in ("error", "warn", "fallback", "info"):
+            criteria.append(item.lower())
+        elif item in known_kinds:
+            criteria.append(item)
+        elif CODE_SHAPE.match(normalize(item)):
+            criteria.append(normalize(item))
+        else:
+            raise fail_usage(f"--fail-on {item!r}: expected error, warn, fallback, info, a finding kind "
+                             f"({', '.join(sorted(known_kinds))}) or an error code such as EZ9999 or 507011")
+    return criteria or ["error"]
+
+
+@click.group()
+def logs() -> None:
+    """Scan CANN logs (plog/slog/device), ATC and torch_npu output; explain error codes."""
+
+
+@logs.command("scan")
+@click.argument("paths", nargs=-1, required=True, metavar="PATH...")
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "junit", "github"]), default="text",
+              show_default=True)
+@click.option("--fail-on", "fail_on", multiple=True, metavar="error|warn|fallback|KIND|CODE",
+              help="Exit 1 when a finding matches (repeat or comma-separate; default: error). "
+                   "warn includes error; a CODE such as EZ3002 or 507011 matches that code.")
+@click.option("--rules", "rule_files", multiple=True, metavar="FILE",
+              help="Site rules file (same layout as checks/log_rules.yaml); adds or replaces rules by id.")
+@click.option("-v", "--verbose", is_flag=True, help="Show every finding's sample line and explanation.")
+def scan(paths: Tuple[str, ...], fmt: str, fail_on: Tuple[str, ...], rule_files: Tuple[str, ...],
+         verbose: bool) -> None:
+    """Scan files, directories, .gz files or - (stdin) and report merged findings."""
+    from npudoctor.logs.rules import RulesError, load_rules
+    from npudoctor.logs.scanner import CHUNK_BYTES, Scanner
+
+    try:
+        rules = load_rules(rule_files)
+    except RulesError as exc:
+        raise fail_usage(str(exc)) from None
+    criteria = parse_fail_on(fail_on, sorted({r.kind for r in rules.rules} | {"error_code", "error_record",
+                                                                              "warning_record"}))
+    scanner = Scanner(rules)
+    for path, problem in expand_paths(paths):
+        if problem is None:
+            try:
+                if path == "-":
+                    scanner.scan_stream("<stdin>", read_chunks(sys.stdin.buffer, CHUNK_BYTES))
+                else:
+                    summary = scanner.scan_stream(path, _file_chunks(path, CHUNK_BYTES))
+                    problem = summary.error if summary.status != "ok" else None
+            except OSError as exc:  # could not even open it
+                scanner.add_unreadable(path, exc.strerror or str(exc))
+                problem = exc.strerror or str(exc)
+        else:
+            scanner.add_unreadable(path, problem)
+        if problem:
+            click.echo(f"npudoctor: warning: {path}: {problem}", err=True)
+    result = scanner.result()
+    if not result.readable_files:
+        raise fail_usage("nothing readable to scan")
+    code = EXIT_FINDINGS if matches_fail_on(result, criteria) else EXIT_OK
+    _emit(result, fmt, verbose, criteria, code)
+    raise click.exceptions.Exit(code)
+
+
+def matches_fail_on(result: ScanResult, criteria: Sequence[str]) -> bool:
+    """True when any finding (or code) of ``result`` matches one of the ``--fail-on`` criteria."""
+    severities = {f.severity for f in result.findings}
+    kinds = {f.kind for f in result.findings}
+    for criterion in criteria:
+        if criterion == "error" and "error" in severities:
+            return True
+        if criterion == "warn" and severities & {"error", "warn"}:
+            return True
+        if criterion in ("fallback", "info") and criterion in severities:
+            return True
+        if criterion in kinds or criterion in result.codes:
+            return True
+    return False
+
+
+def _emit(result: ScanResult, fmt: str, verbose: bool, criteria: Sequence[str], code: int) -> None:
+    if fmt == "json":
+        from npudoctor.report import logs_json
+
+        click.echo(logs_json.render(result, criteria, code), nl=False)
+    elif fmt == "junit":
+        from npudoctor.report import logs_junit
+
+        click.echo(logs_junit.render(result), nl=False)
+    elif fmt == "github":
+        from npudoctor.report import logs_github
+
+        click.echo(logs_github.render(result), nl=False)
+    else:
+        from npudoctor.report import console, logs_console
+
+        logs_console.render(result, console.make_console(), verbose=verbose)
