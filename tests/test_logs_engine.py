@@ -13,7 +13,8 @@ PLOG = sample_bytes(_path("plog_debug_aicore_error_2025.log"))
 CONSOLE = sample_bytes(_path("stdout_vllm_ascend_507011_event_query_EL0003.txt"))
 INFO = b"[INFO] GE(7,python3):2025-05-08-09:56:18.522.534 [graph.cc:12]7 Build:[INIT][DEFAULT]step ok\n"
 ERROR_507011 = (b"[ERROR] RUNTIME(10043,main):2021-03-31-18:59:42.312.957 [api_c.cc:1482]10043 "
-                b"rtModelExecute:ErrCode=507011, desc=[the model stream execute failed], InnerCode=0x7150050\n")
+                b"rtModelExecute:ErrCode=507011, desc=[the model stream execute failed], "
+                b"InnerCode=0x7150050\n")
 
 
 def scan(data: bytes, chunk: int = 0, name: str = "f.log"):
@@ -98,9 +99,9 @@ def test_read_error_midway_marks_the_file_partial_and_keeps_what_was_read() -> N
 
 
 def test_operator_fallbacks_are_merged_per_operator_type() -> None:
-    warning = ("[W compiler_depend.ts:51] Warning: CAUTION: The operator '{}' is not currently supported on the "
-               "NPU backend and will fall back to run on the CPU. This may have performance implications. "
-               "(function npu_cpu_fallback)\n")
+    warning = ("[W compiler_depend.ts:51] Warning: CAUTION: The operator '{}' is not currently supported "
+               "on the NPU backend and will fall back to run on the CPU. "
+               "This may have performance implications. (function npu_cpu_fallback)\n")
     data = "".join(warning.format(op) for op in ("aten::isin", "aten::unique", "aten::isin")).encode()
     _, result = scan(data)
     assert {(f.kind, f.subject, f.count, f.severity) for f in result.findings} == {
@@ -134,7 +135,8 @@ def test_site_rules_add_a_kind_and_replace_by_id(tmp_path) -> None:
         "    pattern: 'ATC run success'\n", encoding="utf-8")
     rules = load_rules([str(site)])
     scanner = Scanner(rules)
-    scanner.scan_bytes("x", b"OSError: Stale file handle: /data/ckpt\nATC run success, welcome to the next use.\n")
+    scanner.scan_bytes("x", b"OSError: Stale file handle: /data/ckpt\n"
+                            b"ATC run success, welcome to the next use.\n")
     found = {(f.kind, f.subject, f.severity) for f in scanner.result().findings}
     assert found == {("storage", "/data/ckpt", "warn"), ("atc_success", "atc_success", "warn")}
 
