@@ -19,12 +19,13 @@ that way are decoded (UTF-8, then GB18030) and matched against the full rule pat
 
 from __future__ import annotations
 
+import bisect
 import collections
 import functools
 import re
 import zlib
 from dataclasses import dataclass, field
-from typing import Any, Counter, Dict, Iterable, Iterator, List, Optional, Set, Tuple
+from typing import Any, Counter, Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple
 
 from npudoctor.logs import codes as codebase
 from npudoctor.logs.rules import SEVERITIES, Rule, RuleSet, default_rules
@@ -121,6 +122,7 @@ class FileSummary:
     records: int = 0
     bytes: int = 0
     cut_lines: int = 0  # over-long lines that were cut at MAX_LINE_BYTES
+    examined_lines: int = 0  # lines the prefilter passed on to the full grammar
     _votes: Counter[str] = field(default_factory=collections.Counter)
     _binary: bool = False
 
@@ -131,6 +133,7 @@ class FileSummary:
             out["error"] = self.error
         if self.cut_lines:
             out["cut_lines"] = self.cut_lines
+        out["examined_lines"] = self.examined_lines
         return out
 
 
@@ -175,10 +178,19 @@ class Scanner:
         self.codes: Counter[str] = collections.Counter()
         self.files: List[FileSummary] = []
         self._merged: Dict[Tuple[str, str], LogFinding] = {}
-        self._plog_finds = tuple(dict.fromkeys(PLOG_MARKERS + self.rules.any_level_hints))
+        self._plog_finds = PLOG_MARKERS + _shared_prefixes(self.rules.any_level_hints)
         literals = tuple(dict.fromkeys(TEXT_LEVEL_MARKERS + self.rules.all_hints))
         self._text_prefilter = re.compile(b"|".join(re.escape(lit) for lit in literals) + b"|" + CODE_BYTES)
-        self._hints = tuple(dict.fromkeys(h for r in self.rules.rules for h in r.hints))
+        self._rules_by_hint: Dict[str, List[int]] = {}
+        for index, rule in enumerate(self.rules.rules):
+            for hint in rule.hints:
+                self._rules_by_hint.setdefault(hint, []).append(index)
+        self._rule_format = {r.id: r.format for r in self.rules.rules if r.format}
+
+    @property
+    def plog_markers(self) -> Tuple[bytes, ...]:
+        """The literals searched in plog text: a line holding none of them is never decoded."""
+        return self._plog_finds
 
     # ---- inputs -----------------------------------------------------------------------------------------
     def scan_bytes(self, name: str, data: bytes) -> FileSummary:
@@ -211,18 +223,27 @@ class Scanner:
             if first:
                 summary._binary = chunk[:65536].count(b"\x00") > 16
                 first = False
-            data = carry + chunk if carry else chunk
-            cut = data.rfind(b"\n") + 1
-            if len(data) - cut > MAX_LINE_BYTES:  # no newline for too long: cut it, memory stays bounded
+            begin = 0
+            if carry:  # complete the line left over from the previous chunk
+                newline = chunk.find(b"\n")
+                if newline < 0:
+                    carry += chunk
+                    if len(carry) > MAX_LINE_BYTES:  # no newline for too long: cut it, memory stays bounded
+                        summary.cut_lines += 1
+                        line_base = self.scan_lines(summary, carry + b"\n", line_base)
+                        carry = b""
+                    continue
+                line_base = self.scan_lines(summary, carry + chunk[:newline + 1], line_base)
+                begin = newline + 1
+            cut = chunk.rfind(b"\n", begin) + 1
+            if cut > begin:
+                line_base = self.scan_lines(summary, chunk, line_base, begin, cut)
+            carry = chunk[max(cut, begin):]
+            if len(carry) > MAX_LINE_BYTES:
                 summary.cut_lines += 1
-                line_base = self.scan_lines(summary, data + b"\n", line_base)
+                line_base = self.scan_lines(summary, carry + b"\n", line_base)
                 carry = b""
-            elif cut:
-                line_base = self.scan_lines(summary, data, line_base, end=cut)
-                carry = data[cut:]
-            else:
-                carry = data
-            del data, chunk  # hold at most one chunk while the next one is read
+            del chunk  # hold at most one chunk while the next one is read
         if carry:  # a last line without its newline (truncated file)
             line_base = self.scan_lines(summary, carry + b"\n", line_base)
         summary.lines = line_base
@@ -236,99 +257,134 @@ class Scanner:
         return summary
 
     # ---- the engine ---------------------------------------------------------------------------------------
-    def scan_lines(self, summary: FileSummary, data: bytes, line_base: int, end: Optional[int] = None) -> int:
-        """Scan the complete lines ``data[:end]`` (ending with a newline) of the input ``summary``, whose
-        first line is line ``line_base + 1``; return the line count after them."""
+    def scan_lines(self, summary: FileSummary, data: bytes, line_base: int, begin: int = 0,
+                   end: Optional[int] = None) -> int:
+        """Scan the complete lines ``data[begin:end]`` (ending with a newline) of the input ``summary``,
+        whose first line is line ``line_base + 1``; return the line count after them."""
         end = len(data) if end is None else end
-        first = RECORD_FIRST_LINE.match(data, 0, end)
-        headers = RECORD_AT_LINE_START.findall(data, 0, end)
+        first = RECORD_FIRST_LINE.match(data, begin, end)
+        headers = RECORD_AT_LINE_START.findall(data, begin, end)
         if first:
             headers.append(first.group(1))
         records = len(headers)
         if records:
             # Assume plog; the exact line count comes out of locating the candidates (one pass over the
             # newlines), and if fewer than PLOG_SHARE of the lines are records the chunk is redone as text.
-            located, newlines = _locate(data, end, self._plog_candidates(data, end), line_base)
+            located, newlines = _locate(data, begin, end, self._plog_candidates(data, begin, end), line_base)
             plog_mode = records >= PLOG_SHARE * newlines
         else:
             plog_mode = False
         if not plog_mode:
             # Not (only) plog records at line starts: console output, prefixed or indented records, slogd.
-            headers = RECORD_ANYWHERE.findall(data, 0, end)
-            slogd = SLOGD_HEADER.findall(data, 0, end)
+            headers = RECORD_ANYWHERE.findall(data, begin, end)
+            slogd = SLOGD_HEADER.findall(data, begin, end)
             headers.extend(level + b"] SLOGD" for level in slogd)
             summary._votes["slogd"] += len(slogd)
             records = len(headers)
-            hits = self._text_prefilter.finditer(data, 0, end)
-            starts = {data.rfind(b"\n", 0, m.start()) + 1 for m in hits}
-            located, newlines = _locate(data, end, starts, line_base)
+            hits = self._text_prefilter.finditer(data, begin, end)
+            starts = {_line_start(data, begin, m.start()) for m in hits}
+            located, newlines = _locate(data, begin, end, starts, line_base)
         for header, n in collections.Counter(headers).items():
             level, _, module = header.partition(b"]")
             self.levels[level.decode()] += n
             self.modules[module.strip().decode()] += n
         summary.records += records
         summary._votes["records"] += records
-        for start, lineno in located:
-            stop = data.find(b"\n", start, end)
-            raw = data[start:min(stop, start + MAX_MATCH_CHARS * 2)]
-            self._analyze_line(summary, decode_text(raw)[:MAX_MATCH_CHARS].rstrip("\r\n"), lineno)
+        summary.examined_lines += len(located)
+        if located:
+            raws = []
+            for start, _ in located:
+                stop = data.find(b"\n", start, end)
+                raws.append(data[start:min(stop, start + MAX_MATCH_CHARS * 2)])
+            try:  # one decode for the whole lot; a line that is not UTF-8 makes us decode line by line
+                decoded = b"\n".join(raws).decode("utf-8")
+                texts = [t[:MAX_MATCH_CHARS].rstrip("\r") for t in decoded.split("\n")]
+            except UnicodeDecodeError:
+                texts = [decode_text(raw)[:MAX_MATCH_CHARS].rstrip("\r\n") for raw in raws]
+            for (_, lineno), text, line_hits in zip(located, texts, self.analyze_lines(texts)):
+                if line_hits:
+                    self._merge(summary, text, lineno, line_hits)
         return line_base + newlines
 
-    def _plog_candidates(self, data: bytes, end: int) -> Set[int]:
+    def _plog_candidates(self, data: bytes, begin: int, end: int) -> Set[int]:
         """Starts of the lines holding an ERROR/WARNING record or an any-level rule's hint."""
         starts: Set[int] = set()
         find, rfind = data.find, data.rfind
         for marker in self._plog_finds:
-            at = find(marker, 0, end)
+            at = find(marker, begin, end)
             while at >= 0:
-                starts.add(rfind(b"\n", 0, at) + 1)
+                starts.add(rfind(b"\n", begin, at) + 1 or begin)
                 line_end = find(b"\n", at, end)
                 at = find(marker, line_end, end) if line_end >= 0 else -1
         return starts
 
     def analyze_line(self, text: str) -> List[LineHit]:
         """Everything one decoded line says: rule hits, error codes, or a bare ERROR/WARNING record."""
-        hits: List[LineHit] = []
-        present = {hint for hint in self._hints if hint in text}
-        if present:
-            for rule in self.rules.rules:
-                if present.isdisjoint(rule.hints):
-                    continue
-                match = rule.pattern.search(text)
+        return self.analyze_lines([text])[0]
+
+    def analyze_lines(self, texts: Sequence[str]) -> List[List[LineHit]]:
+        """:meth:`analyze_line` for many lines at once: literal hints and code patterns are searched once
+        in the joined text, so the per-line Python work is paid only by lines that hold something."""
+        block = "\n".join(texts)
+        offsets: List[int] = []
+        position = 0
+        for text in texts:
+            offsets.append(position)
+            position += len(text) + 1
+        hits: List[List[LineHit]] = [[] for _ in texts]
+
+        def lines_with(literal: str) -> Iterator[int]:
+            at = block.find(literal)
+            while at >= 0:
+                index = bisect.bisect_right(offsets, at) - 1
+                yield index
+                at = block.find(literal, offsets[index + 1]) if index + 1 < len(offsets) else -1
+
+        candidates: Dict[int, Set[int]] = {}
+        for hint, rule_indexes in self._rules_by_hint.items():
+            for index in lines_with(hint):
+                for rule_index in rule_indexes:
+                    candidates.setdefault(rule_index, set()).add(index)
+        for rule_index in sorted(candidates):
+            rule = self.rules.rules[rule_index]
+            for index in sorted(candidates[rule_index]):
+                match = rule.pattern.search(texts[index])
                 if match is not None:
-                    hits.append(_rule_hit(rule, match))
-        seen: Set[str] = set()
-        for found in _codes_in(text):
-            if found in seen:
-                continue
-            seen.add(found)
-            hits.append(_code_hit(found))
-        if not hits:
-            record = RECORD.search(text)
-            level = record.group("level") if record else None
-            if level is None:
-                slogd = SLOGD_RECORD.match(text)
-                level = slogd.group("level") if slogd else None
-            module = record.group("module") if record else "SLOGD"
-            if level == "ERROR":
-                hits.append(LineHit("error_record", module, "error", f"ERROR records of {module}"))
-            elif level == "WARNING":
-                hits.append(LineHit("warning_record", module, "warn", f"WARNING records of {module}"))
+                    hits[index].append(_rule_hit(rule, match))
+
+        codes_by_line: Dict[int, List[str]] = {}
+        for match in CODE.finditer(block):
+            index = bisect.bisect_right(offsets, match.start()) - 1
+            codes_by_line.setdefault(index, []).append(match.group(1) + match.group(2))
+        guarded: Set[int] = set()
+        for guard in NUMERIC_CODE_GUARDS:
+            guarded.update(lines_with(guard))
+        for index in sorted(guarded):
+            codes_by_line.setdefault(index, []).extend(NUMERIC_CODE.findall(texts[index]))
+        for index in set(lines_with("errNo[")):
+            codes_by_line.setdefault(index, []).extend(
+                codebase.normalize(errno) for errno in HCCL_ERRNO.findall(texts[index]))
+        for index, found in codes_by_line.items():
+            hits[index].extend(_code_hit(code) for code in dict.fromkeys(found))
+
+        for index, line_hits in enumerate(hits):
+            if not line_hits:
+                bare = _bare_record(texts[index])
+                if bare is not None:
+                    line_hits.append(bare)
         return hits
 
-    def _analyze_line(self, summary: FileSummary, text: str, lineno: int) -> None:
+    def _merge(self, summary: FileSummary, text: str, lineno: int, line_hits: List[LineHit]) -> None:
         where = Evidence(summary.path, lineno)
-        for hit in self.analyze_line(text):
+        for hit in line_hits:
             if hit.kind == "error_code":
                 self.codes[hit.subject] += 1
                 if hit.subject.startswith("ERR"):
                     summary._votes["torch_npu"] += 1
                 else:
                     summary._votes["cann-error"] += 1
-            elif hit.rule:
-                rule_format = next((r.format for r in self.rules.rules if r.id == hit.rule), "")
-                if rule_format:
-                    summary._votes[rule_format] += 1
+            elif hit.rule and self._rule_format.get(hit.rule):
+                summary._votes[self._rule_format[hit.rule]] += 1
             key = (hit.kind, hit.subject)
             merged = self._merged.get(key)
             if merged is None:
@@ -359,11 +415,32 @@ def _rule_hit(rule: Rule, match: re.Match[str]) -> LineHit:
                    details=tuple(sorted(groups.items())))
 
 
-def _locate(data: bytes, end: int, starts: Iterable[int],
+def _shared_prefixes(hints: Sequence[bytes], least: int = 16) -> Tuple[bytes, ...]:
+    """Fewer literals to search: hints that start alike (``Assigning DNNEngine DNN_VM_AICPU`` and
+    ``..._HOST_CPU``) are searched by their common prefix, one pass over the bytes instead of two."""
+    groups: Dict[bytes, List[bytes]] = {}
+    for hint in dict.fromkeys(hints):
+        groups.setdefault(hint[:least], []).append(hint)
+    prefixes = []
+    for group in groups.values():
+        prefix = group[0]
+        for other in group[1:]:
+            while not other.startswith(prefix):
+                prefix = prefix[:-1]
+        prefixes.append(prefix)
+    return tuple(prefixes)
+
+
+def _line_start(data: bytes, begin: int, at: int) -> int:
+    return data.rfind(b"\n", begin, at) + 1 or begin
+
+
+def _locate(data: bytes, begin: int, end: int, starts: Iterable[int],
             line_base: int) -> Tuple[List[Tuple[int, int]], int]:
-    """(line start, line number) for each of ``starts``, and the newline count of ``data[:end]``: one pass."""
+    """(line start, line number) for each of ``starts``, and the newline count of ``data[begin:end]``, in
+    one pass over the newlines."""
     located: List[Tuple[int, int]] = []
-    position, lineno = 0, line_base
+    position, lineno = begin, line_base
     for start in sorted(starts):
         lineno += data.count(b"\n", position, start)
         position = start
@@ -379,14 +456,21 @@ def _code_hit(code: str) -> LineHit:
     return LineHit("error_code", code, severity, title, info.fix if info else "", "", info)
 
 
-def _codes_in(text: str) -> Iterator[str]:
-    for letter, rest in CODE.findall(text):
-        yield letter + rest
-    if any(guard in text for guard in NUMERIC_CODE_GUARDS):
-        yield from NUMERIC_CODE.findall(text)
-    if "errNo[" in text:
-        for errno in HCCL_ERRNO.findall(text):
-            yield codebase.normalize(errno)
+def _bare_record(text: str) -> Optional[LineHit]:
+    """An ERROR/WARNING record that no rule and no code explained, reported per module."""
+    record = RECORD.search(text)
+    if record is not None:
+        level, module = record.group("level"), record.group("module")
+    else:
+        slogd = SLOGD_RECORD.match(text)
+        if slogd is None:
+            return None
+        level, module = slogd.group("level"), "SLOGD"
+    if level == "ERROR":
+        return LineHit("error_record", module, "error", f"ERROR records of {module}")
+    if level == "WARNING":
+        return LineHit("warning_record", module, "warn", f"WARNING records of {module}")
+    return None
 
 
 def _file_format(summary: FileSummary) -> str:
