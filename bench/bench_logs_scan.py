@@ -61,7 +61,8 @@ def sample_lines(markers: Tuple[bytes, ...]) -> Tuple[List[bytes], List[bytes]]:
     return boring, interesting
 
 
-def build_file(path: Path, size: int, interesting_share: float, seed: int, markers: Tuple[bytes, ...]) -> None:
+def build_file(path: Path, size: int, interesting_share: float, seed: int,
+               markers: Tuple[bytes, ...]) -> None:
     boring, interesting = sample_lines(markers)
     rng = random.Random(seed)
     block = bytearray()
@@ -97,48 +98,57 @@ def run_child(argv: List[str]) -> Tuple[float, float, bytes, int]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--size", type=parse_size, default=parse_size("1GiB"), help="file size (default 1GiB)")
+    parser.add_argument("--size", type=parse_size, default=parse_size("1GiB"),
+                        help="file size (default 1GiB)")
     parser.add_argument("--interesting", type=float, default=0.01,
-                        help="share of lines the scan must examine: ERROR/WARNING records... (default 0.01)")
+                        help="share of lines the scan must examine (ERROR/WARNING records...; default 0.01)")
+    parser.add_argument("--jobs", type=int, default=0,
+                        help="worker processes of the parallel run (default 0: npudoctor's own choice)")
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--tmp-dir", default=None, help="where to build the file (default: the system temp dir)")
+    parser.add_argument("--tmp-dir", default=None, help="where to build the file (default: system temp dir)")
     args = parser.parse_args()
 
     # Ask a child for the markers: this process stays small, and its children start from its size.
-    markers = tuple(json.loads(subprocess.check_output(
+    markers = tuple(m.encode() for m in json.loads(subprocess.check_output(
         [sys.executable, "-c", "import json; from npudoctor.logs.scanner import Scanner; "
                                "print(json.dumps([m.decode() for m in Scanner().plog_markers]))"],
         cwd=REPO, env=dict(os.environ, PYTHONPATH=str(REPO)))))
-    markers = tuple(m.encode() for m in markers)
     pattern = "|".join(ere_escape(m) for m in markers)
     workdir = Path(tempfile.mkdtemp(prefix="npudoctor-bench-", dir=args.tmp_dir))
     try:
         log = workdir / "plog-1_20250101000000000.log"
         build_file(log, args.size, args.interesting, args.seed, markers)
         size = log.stat().st_size
+        mb = size / 1e6
         subprocess.run(["cat", str(log)], stdout=subprocess.DEVNULL, check=True)  # warm the page cache
         grep_s, grep_rss, grep_out, _ = run_child(["grep", "-E", "-c", pattern, str(log)])
-        scan_s, scan_rss, scan_out, scan_rc = run_child(
-            [sys.executable, "-m", "npudoctor", "logs", "scan", str(log), "--format", "json"])
-        if scan_rc not in (0, 1):
-            print(f"npudoctor logs scan failed with exit code {scan_rc}", file=sys.stderr)
-            return 2
-        doc = json.loads(scan_out)
-        examined = doc["files"][0]["examined_lines"]
         grep_lines = int(grep_out.strip() or 0)
-        mb = size / 1e6
-        print(f"file:        {size / (1 << 20):.0f} MiB, {doc['files'][0]['lines']:,} lines, "
-              f"{args.interesting:.1%} of them ERROR/WARNING records (real sample lines)")
+        print(f"file:        {size / (1 << 20):.0f} MiB of real sample record lines, "
+              f"{args.interesting:.1%} of them to examine; cpus: {os.cpu_count()}")
         print(f"patterns:    {pattern}")
-        print(f"grep:        {grep_s:6.2f} s  {mb / grep_s:8.1f} MB/s  (LC_ALL=C grep -E -c; {grep_lines:,} lines)")
-        print(f"npudoctor:   {scan_s:6.2f} s  {mb / scan_s:8.1f} MB/s  (logs scan --format json; "
-              f"{examined:,} lines examined, {len(doc['findings'])} merged findings)")
-        print(f"ratio:       {grep_s / scan_s:.2f} of grep's throughput")
-        print(f"peak RSS:    npudoctor {scan_rss:.1f} MiB, grep {grep_rss:.1f} MiB")
-        if examined != grep_lines:
-            print(f"MISMATCH: npudoctor examined {examined} lines, grep matched {grep_lines}", file=sys.stderr)
-            return 1
-        return 0
+        print(f"grep:        {grep_s:6.2f} s  {mb / grep_s:8.1f} MB/s  peak RSS {grep_rss:5.1f} MiB  "
+              f"(LC_ALL=C grep -E -c: {grep_lines:,} lines)")
+        status = 0
+        for label, jobs in (("npudoctor", 1), ("npudoctor -j", args.jobs)):
+            scan_s, scan_rss, scan_out, scan_rc = run_child(
+                [sys.executable, "-m", "npudoctor", "logs", "scan", str(log), "--format", "json",
+                 "--jobs", str(jobs)])
+            if scan_rc not in (0, 1):
+                print(f"npudoctor logs scan failed with exit code {scan_rc}", file=sys.stderr)
+                return 2
+            doc = json.loads(scan_out)
+            examined = doc["files"][0]["examined_lines"]
+            name = f"{label}{jobs or ''}" if label.endswith("-j") else label
+            print(f"{name + ':':<13}{scan_s:6.2f} s  {mb / scan_s:8.1f} MB/s  peak RSS {scan_rss:5.1f} MiB  "
+                  f"ratio {grep_s / scan_s:.2f} of grep  ({doc['files'][0]['lines']:,} lines, "
+                  f"{examined:,} examined, {len(doc['findings'])} merged findings)")
+            if examined != grep_lines:
+                print(f"MISMATCH: npudoctor examined {examined} lines, grep matched {grep_lines}",
+                      file=sys.stderr)
+                status = 1
+        print("peak RSS is per process (the scan and, with -j, its largest worker); the 1-process run is the "
+              "like-for-like comparison with grep")
+        return status
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 

@@ -11,7 +11,7 @@ import gzip
 import os
 import re
 import sys
-from typing import IO, TYPE_CHECKING, Iterator, List, Optional, Sequence, Tuple
+from typing import IO, TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import click
 
@@ -36,6 +36,72 @@ def _file_chunks(path: str, chunk_bytes: int) -> Iterator[bytes]:
     handle = gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb")  # noqa: SIM115
     with handle:
         yield from read_chunks(handle, chunk_bytes)  # type: ignore[arg-type]
+
+
+# Regular files at least this big are split into ranges scanned by worker processes (`--jobs`).
+PARALLEL_MIN_BYTES = 64 * 1024 * 1024
+_worker_rules: Dict[Tuple[str, ...], Any] = {}
+
+
+def _range_chunks(path: str, start: int, stop: int, chunk_bytes: int) -> Iterator[bytes]:
+    with open(path, "rb") as handle:
+        handle.seek(start)
+        left = stop - start
+        while left > 0:
+            data = handle.read(min(chunk_bytes, left))
+            if not data:
+                return
+            left -= len(data)
+            yield data
+
+
+def _scan_range(path: str, start: int, stop: int, rule_files: Tuple[str, ...]) -> Any:
+    """Worker process: scan bytes [start, stop) of ``path`` (cut at line starts) with the pure engine."""
+    from npudoctor.logs.rules import load_rules
+    from npudoctor.logs.scanner import CHUNK_BYTES, Scanner
+
+    if rule_files not in _worker_rules:
+        _worker_rules[rule_files] = load_rules(rule_files)
+    scanner = Scanner(_worker_rules[rule_files])
+    scanner.scan_stream(path, _range_chunks(path, start, stop, CHUNK_BYTES))
+    return scanner.export_part()
+
+
+def _line_boundaries(path: str, size: int, parts: int) -> List[int]:
+    """Offsets just after a newline near each of ``parts`` equal cuts of the file (0 and size included)."""
+    cuts = [0]
+    with open(path, "rb") as handle:
+        for index in range(1, parts):
+            handle.seek(max(size * index // parts, cuts[-1]))
+            probe = handle.read(1 << 20)
+            newline = probe.find(b"\n")
+            if newline >= 0 and handle.tell() - len(probe) + newline + 1 < size:
+                cuts.append(handle.tell() - len(probe) + newline + 1)
+    cuts.append(size)
+    return sorted(set(cuts))
+
+
+def scan_file(scanner: Any, path: str, jobs: int, rule_files: Tuple[str, ...]) -> Any:
+    """Scan one user file: a big regular file in ``jobs`` worker processes, anything else in this one."""
+    from npudoctor.logs.scanner import CHUNK_BYTES
+
+    size = os.path.getsize(path) if not path.endswith(".gz") else 0
+    if jobs > 1 and size >= PARALLEL_MIN_BYTES:
+        import concurrent.futures
+
+        cuts = _line_boundaries(path, size, jobs)
+        try:
+            with concurrent.futures.ProcessPoolExecutor(max_workers=jobs) as pool:
+                futures = [pool.submit(_scan_range, path, a, b, rule_files) for a, b in zip(cuts, cuts[1:])]
+                parts = [f.result() for f in futures]
+            return scanner.add_parts(parts)
+        except (OSError, concurrent.futures.process.BrokenProcessPool):
+            pass  # no worker processes here (sandbox, no /dev/shm): scan in this process
+    return scanner.scan_stream(path, _file_chunks(path, CHUNK_BYTES))
+
+
+def default_jobs() -> int:
+    return max(1, min(os.cpu_count() or 1, 8))
 
 
 def expand_paths(paths: Sequence[str]) -> Iterator[Tuple[str, Optional[str]]]:
@@ -92,9 +158,11 @@ def logs() -> None:
                    "warn includes error; a CODE such as EZ3002 or 507011 matches that code.")
 @click.option("--rules", "rule_files", multiple=True, metavar="FILE",
               help="Site rules file (same layout as checks/log_rules.yaml); adds or replaces rules by id.")
+@click.option("-j", "--jobs", type=click.IntRange(0, 256), default=0, show_default=True,
+              help="Worker processes for big files (0: one per CPU, at most 8; 1: scan in this process).")
 @click.option("-v", "--verbose", is_flag=True, help="Show every finding's sample line and explanation.")
 def scan(paths: Tuple[str, ...], fmt: str, fail_on: Tuple[str, ...], rule_files: Tuple[str, ...],
-         verbose: bool) -> None:
+         jobs: int, verbose: bool) -> None:
     """Scan files, directories, .gz files or - (stdin) and report merged findings."""
     from npudoctor.logs.rules import RulesError, load_rules
     from npudoctor.logs.scanner import CHUNK_BYTES, Scanner
@@ -106,13 +174,14 @@ def scan(paths: Tuple[str, ...], fmt: str, fail_on: Tuple[str, ...], rule_files:
     criteria = parse_fail_on(fail_on, sorted({r.kind for r in rules.rules} | {"error_code", "error_record",
                                                                               "warning_record"}))
     scanner = Scanner(rules)
+    jobs = jobs or default_jobs()
     for path, problem in expand_paths(paths):
         if problem is None:
             try:
                 if path == "-":
                     scanner.scan_stream("<stdin>", read_chunks(sys.stdin.buffer, CHUNK_BYTES))
                 else:
-                    summary = scanner.scan_stream(path, _file_chunks(path, CHUNK_BYTES))
+                    summary = scan_file(scanner, path, jobs, rule_files)
                     problem = summary.error if summary.status != "ok" else None
             except OSError as exc:  # could not even open it
                 scanner.add_unreadable(path, exc.strerror or str(exc))

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import bisect
 import collections
+import dataclasses
 import functools
 import re
 import zlib
@@ -156,6 +157,21 @@ class ScanResult:
         return counts
 
 
+@dataclass
+class ScanPart:
+    """What one byte range of an input holds, line numbers counted from the range's first line.
+
+    Ranges of one big file can be scanned in separate processes (:meth:`Scanner.export_part`) and put
+    together in order (:meth:`Scanner.add_parts`); the result is the same as one scan of the whole file.
+    """
+
+    summary: FileSummary
+    levels: Counter[str]
+    modules: Counter[str]
+    codes: Counter[str]
+    findings: List[LogFinding]
+
+
 @dataclass(frozen=True)
 class LineHit:
     kind: str
@@ -248,6 +264,50 @@ class Scanner:
             line_base = self.scan_lines(summary, carry + b"\n", line_base)
         summary.lines = line_base
         summary.format = _file_format(summary)
+        return summary
+
+    def export_part(self) -> ScanPart:
+        """This scanner's state after scanning exactly one input (a byte range of a file)."""
+        (summary,) = self.files
+        return ScanPart(summary, self.levels, self.modules, self.codes, list(self._merged.values()))
+
+    def add_parts(self, parts: Sequence[ScanPart]) -> FileSummary:
+        """Put the parts of one input, in file order, into this scan as if it had been scanned whole."""
+        summary = FileSummary(parts[0].summary.path)
+        summary._binary = parts[0].summary._binary
+        line_base = 0
+        for part in parts:
+            piece = part.summary
+            if piece.status != "ok" and summary.status == "ok":
+                summary.status = "partial" if summary.bytes or piece.bytes else "unreadable"
+                summary.error = piece.error
+            summary.bytes += piece.bytes
+            summary.records += piece.records
+            summary.cut_lines += piece.cut_lines
+            summary.examined_lines += piece.examined_lines
+            summary._votes.update(piece._votes)
+            self.levels.update(part.levels)
+            self.modules.update(part.modules)
+            self.codes.update(part.codes)
+            for finding in part.findings:
+                first = Evidence(summary.path, finding.first.line + line_base)
+                last = Evidence(summary.path, finding.last.line + line_base)
+                merged = self._merged.get((finding.kind, finding.subject))
+                if merged is None:
+                    details = {k: set(v) for k, v in finding.details.items()}
+                    self._merged[(finding.kind, finding.subject)] = dataclasses.replace(
+                        finding, first=first, last=last, details=details)
+                    continue
+                merged.count += finding.count
+                merged.last = last
+                if SEVERITY_RANK[finding.severity] < SEVERITY_RANK[merged.severity]:
+                    merged.severity = finding.severity
+                for name, values in finding.details.items():
+                    merged.details.setdefault(name, set()).update(list(values)[:100])
+            line_base += piece.lines
+        summary.lines = line_base
+        summary.format = _file_format(summary)
+        self.files.append(summary)
         return summary
 
     def add_unreadable(self, name: str, error: str) -> FileSummary:
