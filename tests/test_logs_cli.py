@@ -173,3 +173,39 @@ def test_human_output_explains_codes(logdir) -> None:
     assert "cpu_fallback aten::linalg_lstsq.out" in text
     assert "sample:" in text
     assert "summary:" in text.splitlines()[-1]
+
+
+def test_parallel_ranges_give_the_same_report_as_one_pass(tmp_path, monkeypatch) -> None:
+    from npudoctor.cli import logs as logs_cli
+
+    body = b"".join(sample_bytes(_path(name)) for name in (
+        "plog_run_runtime_idedd_errors_2024.log", "plog_2021_acl_runtime_head.log",
+        "plog_debug_engine_placement_constructed.log", "plog_stars_aivec_error_errcode_triplet_2025.log"))
+    log = tmp_path / "plog-1_20250101000000000.log"
+    log.write_bytes(body * 20)
+    single = run([str(log), "--format", "json", "--jobs", "1"])
+    from npudoctor.logs.scanner import Scanner
+
+    monkeypatch.setattr(logs_cli, "PARALLEL_MIN_BYTES", 1024)
+    part_counts = []
+    add_parts = Scanner.add_parts
+    monkeypatch.setattr(Scanner, "add_parts", lambda self, parts: part_counts.append(len(parts))
+                        or add_parts(self, parts))
+    split = run([str(log), "--format", "json", "--jobs", "3"])
+    assert part_counts == [3]
+    assert split.exit_code == single.exit_code == 1
+    one, many = json.loads(single.stdout), json.loads(split.stdout)
+    assert many["files"] == one["files"] and many["summary"] == one["summary"]
+    assert many["findings"] == one["findings"]
+    assert one["files"][0]["lines"] == body.count(b"\n") * 20
+
+
+def test_line_boundaries_cut_after_newlines(tmp_path) -> None:
+    from npudoctor.cli.logs import _line_boundaries
+
+    log = tmp_path / "a.log"
+    log.write_bytes(b"".join(b"line %d\n" % i for i in range(1000)))
+    data = log.read_bytes()
+    cuts = _line_boundaries(str(log), len(data), 4)
+    assert cuts[0] == 0 and cuts[-1] == len(data) and len(cuts) == 5
+    assert all(data[cut - 1:cut] == b"\n" for cut in cuts[1:])
