@@ -14,8 +14,15 @@ from npudoctor.cli import main
 from tests.test_logs_samples import _path, sample_bytes
 
 
+def _runner() -> CliRunner:
+    try:  # click < 8.2 mixes stderr into stdout unless told not to; 8.2 keeps them apart and dropped the flag
+        return CliRunner(mix_stderr=False)  # type: ignore[call-arg]
+    except TypeError:
+        return CliRunner()
+
+
 def run(args, stdin=None):
-    return CliRunner().invoke(main, ["logs", "scan", *args], input=stdin)
+    return _runner().invoke(main, ["logs", "scan", *args], input=stdin)
 
 
 @pytest.fixture
