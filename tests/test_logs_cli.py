@@ -216,3 +216,34 @@ def test_line_boundaries_cut_after_newlines(tmp_path) -> None:
     cuts = _line_boundaries(str(log), len(data), 4)
     assert cuts[0] == 0 and cuts[-1] == len(data) and len(cuts) == 5
     assert all(data[cut - 1:cut] == b"\n" for cut in cuts[1:])
+
+
+def test_permission_denied_file_is_reported_and_others_scanned(tmp_path, monkeypatch) -> None:
+    from npudoctor.cli import logs as logs_cli
+
+    good = tmp_path / "a.log"
+    good.write_bytes(sample_bytes(_path("plog_runtime_ffts_vector_core_exception_3lines.log")))
+    secret = tmp_path / "secret.log"
+    secret.write_text("x\n", encoding="utf-8")
+    real_chunks = logs_cli._file_chunks
+
+    def chunks(path, chunk_bytes):
+        if path.endswith("secret.log"):
+            raise PermissionError(13, "Permission denied", path)
+        yield from real_chunks(path, chunk_bytes)
+
+    monkeypatch.setattr(logs_cli, "_file_chunks", chunks)
+    result = run([str(tmp_path), "--format", "json"])
+    assert result.exit_code == 1
+    files = {os.path.basename(f["path"]): f for f in json.loads(result.stdout)["files"]}
+    secret_file = files["secret.log"]
+    assert (secret_file["status"], secret_file["error"]) == ("unreadable", "Permission denied")
+    assert files["a.log"]["status"] == "ok" and files["a.log"]["records"] == 3
+    assert "secret.log: Permission denied" in result.stderr
+
+
+def test_pipes_and_devices_are_read_as_given() -> None:
+    result = run(["/dev/null", "--format", "json"])
+    assert result.exit_code == 0
+    (only,) = json.loads(result.stdout)["files"]
+    assert (only["status"], only["format"], only["lines"]) == ("ok", "empty", 0)

@@ -85,7 +85,7 @@ def scan_file(scanner: Any, path: str, jobs: int, rule_files: Tuple[str, ...]) -
     """Scan one user file: a big regular file in ``jobs`` worker processes, anything else in this one."""
     from npudoctor.logs.scanner import CHUNK_BYTES
 
-    size = os.path.getsize(path) if not path.endswith(".gz") else 0
+    size = os.path.getsize(path) if os.path.isfile(path) and not path.endswith(".gz") else 0
     if jobs > 1 and size >= PARALLEL_MIN_BYTES:
         import concurrent.futures
 
@@ -105,22 +105,29 @@ def default_jobs() -> int:
 
 
 def expand_paths(paths: Sequence[str]) -> Iterator[Tuple[str, Optional[str]]]:
-    """(path, error) for every input: files as given, directories walked (sorted) for log files."""
+    """(path, problem) for every input: directories walked (sorted) for log files, anything else read as
+    given (files, pipes such as ``<(kubectl logs ...)``, ``-`` for stdin)."""
     for path in paths:
-        if path == "-" or os.path.isfile(path):
+        if path == "-":
             yield path, None
         elif os.path.isdir(path):
             found = False
-            for folder, dirs, files in os.walk(path, onerror=None):
+            problems: List[Tuple[str, str]] = []
+
+            def note(exc: OSError, problems: List[Tuple[str, str]] = problems) -> None:
+                problems.append((str(exc.filename), exc.strerror or str(exc)))
+
+            for folder, dirs, files in os.walk(path, onerror=note):
                 dirs.sort()
                 for name in sorted(files):
                     if LOG_FILE_NAME.search(name):
                         found = True
                         yield os.path.join(folder, name), None
-            if not found:
+            yield from problems
+            if not found and not problems:
                 yield path, "no log files in this directory"
         elif os.path.exists(path):
-            yield path, "not a regular file"
+            yield path, None
         else:
             yield path, "no such file or directory"
 
