@@ -64,12 +64,15 @@ SLOGD_RECORD = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}\[(?P<level>[A-
 # AscendCL/runtime results after the words that introduce them, HCCL errNo.
 # (Each pattern starts with a literal or a small class so that the regex engine can skip ahead.)
 CODE = re.compile(r"([EW])(?<![A-Za-z0-9_][EW])([0-9A-Z]\d{4}|RR\d{5})(?!\d)")
-NUMERIC_CODE = re.compile(r"(?i:error ?code is|errcode=|errorcode=|ge result\[|result\[|runtime result = |"
-                          r"result = |ErrorNo: )\s*(\d{5,10})(?!\d)")
+# Numbers only in the contexts CANN and torch_npu print codes in, and only code-shaped: six digits of the
+# AscendCL families (1xxxxx parameter, 2xxxxx resource, 5xxxxx internal) or a 10-digit status.
+NUMERIC_CODE = re.compile(r"(?i:error ?code is|errcode=|errorcode=|result\[|(?:runtime|failed,|ge) result = |"
+                          r"ErrorNo: )\s*([125]\d{5}|\d{10})(?!\d)")
 NUMERIC_CODE_GUARDS = ("ode is", "ode=", "esult", "rrorNo")
 HCCL_ERRNO = re.compile(r"errNo\[(0x[0-9a-fA-F]{1,16})\]")
 CODE_BYTES = (rb"(?<![A-Za-z0-9_])(?:[EW][0-9A-Z]\d{4}|ERR\d{5})(?!\d)"
-              rb"|(?i:error ?code is|errcode=|errorcode=|result\[|result = |ErrorNo: )\s*\d{5}|errNo\[0x")
+              rb"|(?i:error ?code is|errcode=|errorcode=|result\[|(?:runtime|failed,|ge) result = |ErrorNo: )"
+              rb"\s*\d{6}|errNo\[0x")
 TEXT_LEVEL_MARKERS: Tuple[bytes, ...] = (b"[ERROR]", b"[WARNING]", b"[Error]", b"Inner Error",
                                          b"Internal Error", b"Traceback")
 
