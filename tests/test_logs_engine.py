@@ -186,3 +186,25 @@ def test_explain_rejects_what_is_not_a_code(text: str) -> None:
 def test_w_codes_are_warnings() -> None:
     info = codes.explain("W11001")
     assert info is not None and info.severity == "warn"
+
+
+def test_engine_chain_merges_per_operator_type_with_the_engines_that_refused_it() -> None:
+    _, result = scan(sample_bytes(_path("stdout_EZ3003_engine_chain_constructed.txt")))
+    by_kind = {f.kind: f for f in result.findings}
+    rejected = by_kind["op_rejected"]
+    assert (rejected.subject, rejected.count, rejected.severity) == ("TransData", 3, "fallback")
+    assert rejected.details["engine"] == {"AIcoreEngine", "DNN_VM_HOST_CPU_OP_STORE", "aicpu_ascend_kernel"}
+    assert (by_kind["no_engine"].subject, by_kind["no_engine"].severity) == ("TransData", "error")
+    assert rejected.to_dict()["evidence"]["engine"] == sorted(rejected.details["engine"])
+
+
+@pytest.mark.parametrize("line, code", [
+    ("build op model failed, result = 500001", "500001"),
+    ("synchronize stream with timeout failed, runtime result = 507011[FUNC:ReportCallError]", "507011"),
+    ("Execute op failed. op type = MaskedSelect, ge result = 1343225857", "1343225857"),
+    ("Training result = 123456 samples", None),
+    ("epoch 3 done, error code is 0", None),
+])
+def test_numeric_codes_only_where_cann_prints_them(line: str, code) -> None:
+    found = [h.subject for h in Scanner().analyze_line(line) if h.kind == "error_code"]
+    assert found == ([code] if code else [])

@@ -46,7 +46,7 @@ EXPECTED: Dict[str, Expected] = {
         ]),
     "atc_EZ3002_optype_unsupported.txt":
         ("atc", [
-            ('aicore_rejected', 'Convx'),
+            ('op_rejected', 'Convx'),
             ('atc_failed', 'atc'),
             ('error_code', 'EZ3002'),
         ]),
@@ -210,10 +210,10 @@ EXPECTED: Dict[str, Expected] = {
     "plog_tefusion_atc_error_line_2021.log": ("plog", [('error_record', 'TEFUSION')]),
     "slog_2020_host0_hdc_ge_aicpu_fe_init.log": ("plog", [('missing_library', 'liboptiling.so')]),
     "stdout_EE1023_resource_error_expand_capacity.txt": ("cann-error", [('error_code', 'EE1023')]),
-    "stdout_EZ3002_transdata_aicore_310P3.txt": ("text", [('aicore_rejected', 'TransData')]),
+    "stdout_EZ3002_transdata_aicore_310P3.txt": ("text", [('op_rejected', 'TransData')]),
     "stdout_EZ3002_with_pid_timestamp_prefix.txt":
         ("cann-error", [
-            ('aicore_rejected', 'TransData'),
+            ('op_rejected', 'TransData'),
             ('error_code', 'EZ3002'),
         ]),
     "stdout_hccl_EI0011_device_memory.txt":
@@ -392,12 +392,14 @@ EXPECTED: Dict[str, Expected] = {
         ]),
     "plog_debug_engine_placement_constructed.log":
         ("plog", [
-            ('aicore_rejected', 'DropOutGenMask'),
+            ('op_rejected', 'DropOutGenMask'),
             ('aicpu_placed', 'DropOutGenMask'),
             ('error_code', 'EZ3003'),
             ('host_cpu_placed', 'Shape'),
             ('no_engine', 'ComplexAbs'),
         ]),
+    "stdout_EZ3003_engine_chain_constructed.txt":
+        ("cann-error", [("error_code", "EZ3003"), ("no_engine", "TransData"), ("op_rejected", "TransData")]),
     "torch_npu_import_libhccl_constructed.txt": ("text", [('missing_library', 'libhccl.so')]),
 }
 
