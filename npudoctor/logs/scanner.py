@@ -52,7 +52,8 @@ RECORD_FIRST_LINE = re.compile(
 RECORD_ANYWHERE = re.compile(
     rb"\[((?:ERROR|WARNING|INFO|DEBUG|EVENT|TRACE|NULL|\d{1,2})\] ?(?:[A-Z][A-Z0-9_]*|\d+))\(-?\d+,")
 # slogd's own log: `2025-05-07 19:54:54.608[INFO] log_path_mgr.c:123: msg`.
-SLOGD_HEADER = re.compile(rb"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}\[(ERROR|WARNING|INFO|DEBUG|EVENT)\] ")
+SLOGD_FIRST_LINE = re.compile(rb"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}\[(ERROR|WARNING|INFO|DEBUG|EVENT)\] ")
+SLOGD_AT_LINE_START = re.compile(b"\n" + SLOGD_FIRST_LINE.pattern)
 PLOG_MARKERS: Tuple[bytes, ...] = (b"[ERROR]", b"[WARNING]")
 
 # The same grammar on decoded text, with all fields.
@@ -70,11 +71,12 @@ NUMERIC_CODE = re.compile(r"(?i:error ?code is|errcode=|errorcode=|result\[|(?:r
                           r"ErrorNo: )\s*([125]\d{5}|\d{10})(?!\d)")
 NUMERIC_CODE_GUARDS = ("ode is", "ode=", "esult", "rrorNo")
 HCCL_ERRNO = re.compile(r"errNo\[(0x[0-9a-fA-F]{1,16})\]")
-CODE_BYTES = (rb"(?<![A-Za-z0-9_])(?:[EW][0-9A-Z]\d{4}|ERR\d{5})(?!\d)"
-              rb"|(?i:error ?code is|errcode=|errorcode=|result\[|(?:runtime|failed,|ge) result = |ErrorNo: )"
-              rb"\s*\d{6}|errNo\[0x")
-TEXT_LEVEL_MARKERS: Tuple[bytes, ...] = (b"[ERROR]", b"[WARNING]", b"[Error]", b"Inner Error",
-                                         b"Internal Error", b"Traceback")
+CODE_BYTES = re.compile(rb"[EW](?<![A-Za-z0-9_][EW])(?:[0-9A-Z]\d{4}|RR\d{5})(?!\d)")
+# Literals that put a line of free text (console output) in front of the full grammar, besides the rules'
+# hints and the E/W/ERR code pattern: record levels and the words before numeric codes.
+TEXT_MARKERS: Tuple[bytes, ...] = (
+    b"[ERROR]", b"[WARNING]", b"rror code is", b"rrorCode", b"rrCode", b"rrcode", b"esult[", b"esult = ",
+    b"rrorNo: ", b"errNo[")
 
 SEVERITY_RANK = {name: rank for rank, name in enumerate(SEVERITIES)}  # error=0 is the worst
 
@@ -198,8 +200,7 @@ class Scanner:
         self.files: List[FileSummary] = []
         self._merged: Dict[Tuple[str, str], LogFinding] = {}
         self._plog_finds = PLOG_MARKERS + _shared_prefixes(self.rules.any_level_hints)
-        literals = tuple(dict.fromkeys(TEXT_LEVEL_MARKERS + self.rules.all_hints))
-        self._text_prefilter = re.compile(b"|".join(re.escape(lit) for lit in literals) + b"|" + CODE_BYTES)
+        self._text_anchors = _anchors(TEXT_MARKERS + self.rules.all_hints)
         self._rules_by_hint: Dict[str, List[int]] = {}
         for index, rule in enumerate(self.rules.rules):
             for hint in rule.hints:
@@ -340,13 +341,14 @@ class Scanner:
         if not plog_mode:
             # Not (only) plog records at line starts: console output, prefixed or indented records, slogd.
             headers = RECORD_ANYWHERE.findall(data, begin, end)
-            slogd = SLOGD_HEADER.findall(data, begin, end)
+            slogd = SLOGD_AT_LINE_START.findall(data, begin, end)
+            first_slogd = SLOGD_FIRST_LINE.match(data, begin, end)
+            if first_slogd:
+                slogd.append(first_slogd.group(1))
             headers.extend(level + b"] SLOGD" for level in slogd)
             summary._votes["slogd"] += len(slogd)
             records = len(headers)
-            hits = self._text_prefilter.finditer(data, begin, end)
-            starts = {_line_start(data, begin, m.start()) for m in hits}
-            located, newlines = _locate(data, begin, end, starts, line_base)
+            located, newlines = _locate(data, begin, end, self._text_candidates(data, begin, end), line_base)
         for header, n in collections.Counter(headers).items():
             level, _, module = header.partition(b"]")
             self.levels[level.decode()] += n
@@ -369,11 +371,22 @@ class Scanner:
                     self._merge(summary, text, lineno, line_hits)
         return line_base + newlines
 
+    def _text_candidates(self, data: bytes, begin: int, end: int) -> Set[int]:
+        """Starts of the free-text lines holding an anchor of any marker or hint, or an E/W/ERR code."""
+        starts = self._lines_with(data, begin, end, self._text_anchors)
+        starts.update(_line_start(data, begin, m.start()) for m in CODE_BYTES.finditer(data, begin, end))
+        return starts
+
     def _plog_candidates(self, data: bytes, begin: int, end: int) -> Set[int]:
         """Starts of the lines holding an ERROR/WARNING record or an any-level rule's hint."""
+        return self._lines_with(data, begin, end, self._plog_finds)
+
+    @staticmethod
+    def _lines_with(data: bytes, begin: int, end: int, literals: Iterable[bytes]) -> Set[int]:
+        """Starts of the lines of ``data[begin:end]`` holding any of ``literals``: one ``find`` pass each."""
         starts: Set[int] = set()
         find, rfind = data.find, data.rfind
-        for marker in self._plog_finds:
+        for marker in literals:
             at = find(marker, begin, end)
             while at >= 0:
                 starts.add(rfind(b"\n", begin, at) + 1 or begin)
@@ -476,6 +489,26 @@ def _rule_hit(rule: Rule, match: re.Match[str]) -> LineHit:
     groups.pop("code", None)
     return LineHit(rule.kind, subject, rule.severity, rule.title, rule.fix, rule.id,
                    details=tuple(sorted(groups.items())))
+
+
+def _anchors(literals: Sequence[bytes], shortest: int = 4, longest: int = 8) -> Tuple[bytes, ...]:
+    """A small set of substrings such that every literal contains one of them (greedy set cover).
+
+    Free text is searched once per anchor instead of once per literal: about 30 passes instead of 80. A
+    line holding an anchor but none of the literals costs only the full grammar's time on that line.
+    """
+    uncovered = set(literals)
+    chosen: List[bytes] = []
+    while uncovered:
+        counts: Counter[bytes] = collections.Counter()
+        for literal in uncovered:
+            pieces = {literal[i:i + n] for n in range(shortest, longest + 1)
+                      for i in range(len(literal) - n + 1) if b" " not in literal[i:i + n]}
+            counts.update(pieces or {literal})
+        best = max(counts, key=lambda piece: (counts[piece], len(piece), piece))
+        chosen.append(best)
+        uncovered = {literal for literal in uncovered if best not in literal}
+    return tuple(chosen)
 
 
 def _shared_prefixes(hints: Sequence[bytes], least: int = 16) -> Tuple[bytes, ...]:
