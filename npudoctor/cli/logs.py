@@ -170,7 +170,10 @@ def logs() -> None:
 @click.option("-v", "--verbose", is_flag=True, help="Show every finding's sample line and explanation.")
 def scan(paths: Tuple[str, ...], fmt: str, fail_on: Tuple[str, ...], rule_files: Tuple[str, ...],
          jobs: int, verbose: bool) -> None:
-    """Scan files, directories, .gz files or - (stdin) and report merged findings."""
+    """Scan files, directories, .gz files or - (stdin) and report merged findings.
+
+    Exit codes: 0 nothing matched --fail-on; 1 findings matched; 2 usage error or nothing readable.
+    """
     from npudoctor.logs.rules import RulesError, load_rules
     from npudoctor.logs.scanner import CHUNK_BYTES, Scanner
 
