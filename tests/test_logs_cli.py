@@ -247,3 +247,12 @@ def test_pipes_and_devices_are_read_as_given() -> None:
     assert result.exit_code == 0
     (only,) = json.loads(result.stdout)["files"]
     assert (only["status"], only["format"], only["lines"]) == ("ok", "empty", 0)
+
+
+def test_explain_codes() -> None:
+    result = _runner().invoke(main, ["logs", "explain", "EI0006", "507777"])
+    assert result.exit_code == 0
+    assert "EI0006: Get_Socket_Timeout" in result.stdout and "HCCL_CONNECT_TIMEOUT" in result.stdout
+    assert "507777: AscendCL internal error  (known only by its family)" in result.stdout
+    bad = _runner().invoke(main, ["logs", "explain", "hello"])
+    assert bad.exit_code == 2 and "not a known error code: hello" in bad.stderr

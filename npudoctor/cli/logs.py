@@ -241,3 +241,25 @@ def _emit(result: ScanResult, fmt: str, verbose: bool, criteria: Sequence[str], 
         from npudoctor.report import console, logs_console
 
         logs_console.render(result, console.make_console(), verbose=verbose)
+
+
+@logs.command("explain")
+@click.argument("codes", nargs=-1, required=True, metavar="CODE...")
+def explain(codes: Tuple[str, ...]) -> None:
+    """Explain CANN / torch_npu error codes (EZ9999, EI0006, ERR00100, 507011, 0x05000004)."""
+    from npudoctor.logs.codes import explain as explain_code
+
+    unknown = []
+    for code in codes:
+        info = explain_code(code)
+        if info is None:
+            unknown.append(code)
+            continue
+        family = "" if info.exact else "  (known only by its family)"
+        click.echo(f"{info.code}: {info.title}{family}\n  meaning: {info.meaning}")
+        if info.cause:
+            click.echo(f"  cause:   {info.cause}")
+        if info.fix:
+            click.echo(f"  fix:     {info.fix}")
+    if unknown:
+        raise fail_usage(f"not a known error code: {', '.join(unknown)}")
