@@ -208,3 +208,14 @@ def test_engine_chain_merges_per_operator_type_with_the_engines_that_refused_it(
 def test_numeric_codes_only_where_cann_prints_them(line: str, code) -> None:
     found = [h.subject for h in Scanner().analyze_line(line) if h.kind == "error_code"]
     assert found == ([code] if code else [])
+
+
+def test_distinct_subjects_are_capped_so_memory_stays_bounded(monkeypatch) -> None:
+    from npudoctor.logs import scanner as scanner_module
+
+    monkeypatch.setattr(scanner_module, "MAX_SUBJECTS_PER_KIND", 3)
+    lines = "".join(f"ImportError: lib{i}.so: cannot open shared object file: No such file or directory\n"
+                    for i in range(10))
+    _, result = scan(lines.encode())
+    counts = {f.subject: f.count for f in result.findings}
+    assert counts == {"lib0.so": 1, "lib1.so": 1, "lib2.so": 1, scanner_module.OTHER_SUBJECT: 7}

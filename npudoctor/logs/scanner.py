@@ -39,6 +39,10 @@ MAX_LINE_BYTES = 4 * 1024 * 1024
 # Only this much of one line is decoded and matched (the interesting part of a record is at its start).
 MAX_MATCH_CHARS = 16 * 1024
 SAMPLE_CHARS = 300
+# Distinct subjects kept per finding kind (and distinct codes); the rest are counted under OTHER_SUBJECT, so
+# that a log with millions of distinct kernel names still scans in bounded memory.
+MAX_SUBJECTS_PER_KIND = 500
+OTHER_SUBJECT = "(other subjects)"
 # A chunk counts as plog when at least this share of its lines are plog/slog records.
 PLOG_SHARE = 0.9
 
@@ -200,6 +204,7 @@ class Scanner:
         self.codes: Counter[str] = collections.Counter()
         self.files: List[FileSummary] = []
         self._merged: Dict[Tuple[str, str], LogFinding] = {}
+        self._subjects_per_kind: Counter[str] = collections.Counter()
         self._plog_finds = PLOG_MARKERS + _shared_prefixes(self.rules.any_level_hints)
         self._text_anchors = _anchors(TEXT_MARKERS + self.rules.all_hints)
         self._rules_by_hint: Dict[str, List[int]] = {}
@@ -293,15 +298,18 @@ class Scanner:
             summary._votes.update(piece._votes)
             self.levels.update(part.levels)
             self.modules.update(part.modules)
-            self.codes.update(part.codes)
+            for code, n in part.codes.items():
+                self.codes[self._capped_code(code)] += n
             for finding in part.findings:
                 first = Evidence(summary.path, finding.first.line + line_base)
                 last = Evidence(summary.path, finding.last.line + line_base)
-                merged = self._merged.get((finding.kind, finding.subject))
+                key = self._capped_key(finding.kind, finding.subject)
+                merged = self._merged.get(key)
                 if merged is None:
+                    self._subjects_per_kind[key[0]] += 1
                     details = {k: set(v) for k, v in finding.details.items()}
-                    self._merged[(finding.kind, finding.subject)] = dataclasses.replace(
-                        finding, first=first, last=last, details=details)
+                    self._merged[key] = dataclasses.replace(
+                        finding, subject=key[1], first=first, last=last, details=details)
                     continue
                 merged.count += finding.count
                 merged.last = last
@@ -455,18 +463,19 @@ class Scanner:
         where = Evidence(summary.path, lineno)
         for hit in line_hits:
             if hit.kind == "error_code":
-                self.codes[hit.subject] += 1
+                self.codes[self._capped_code(hit.subject)] += 1
                 if hit.subject.startswith("ERR"):
                     summary._votes["torch_npu"] += 1
                 else:
                     summary._votes["cann-error"] += 1
             elif hit.rule and self._rule_format.get(hit.rule):
                 summary._votes[self._rule_format[hit.rule]] += 1
-            key = (hit.kind, hit.subject)
+            key = self._capped_key(hit.kind, hit.subject)
             merged = self._merged.get(key)
             if merged is None:
+                self._subjects_per_kind[key[0]] += 1
                 merged = self._merged[key] = LogFinding(
-                    kind=hit.kind, subject=hit.subject, severity=hit.severity, title=hit.title, count=0,
+                    kind=key[0], subject=key[1], severity=hit.severity, title=hit.title, count=0,
                     first=where, last=where, sample=text.strip()[:SAMPLE_CHARS], fix=hit.fix, rule=hit.rule,
                     code=hit.code)
             merged.count += 1
@@ -477,6 +486,14 @@ class Scanner:
                 values = merged.details.setdefault(name, set())
                 if len(values) < 100:
                     values.add(value)
+
+    def _capped_key(self, kind: str, subject: str) -> Tuple[str, str]:
+        if (kind, subject) in self._merged or self._subjects_per_kind[kind] < MAX_SUBJECTS_PER_KIND:
+            return kind, subject
+        return kind, OTHER_SUBJECT
+
+    def _capped_code(self, code: str) -> str:
+        return code if code in self.codes or len(self.codes) < MAX_SUBJECTS_PER_KIND else OTHER_SUBJECT
 
     def result(self) -> ScanResult:
         findings = sorted(self._merged.values(),
