@@ -400,6 +400,8 @@ EXPECTED: Dict[str, Expected] = {
         ]),
     "stdout_EZ3003_engine_chain_constructed.txt":
         ("cann-error", [("error_code", "EZ3003"), ("no_engine", "TransData"), ("op_rejected", "TransData")]),
+    "ranktable_json_A3_v1.2_super_device_id_mindie-pod-log_mindcluster-doc.txt": ("text", []),
+    "driver_install_run_full_25.0.rc1.1_Atlas800IA2_wangjunjian-blog.txt": ("text", []),
     "torch_npu_import_libhccl_constructed.txt": ("text", [('missing_library', 'libhccl.so')]),
 }
 
