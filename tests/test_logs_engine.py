@@ -219,3 +219,15 @@ def test_distinct_subjects_are_capped_so_memory_stays_bounded(monkeypatch) -> No
     _, result = scan(lines.encode())
     counts = {f.subject: f.count for f in result.findings}
     assert counts == {"lib0.so": 1, "lib1.so": 1, "lib2.so": 1, scanner_module.OTHER_SUBJECT: 7}
+
+
+def test_engine_is_pure_and_light() -> None:
+    """The engine (used by LOG001 and the library doctor) pulls in no UI, CLI or heavy modules."""
+    import subprocess
+    import sys
+
+    code = ("import sys, npudoctor.logs.scanner, npudoctor.logs.codes; "
+            "print(sorted(m for m in ('rich', 'click', 'torch', 'numpy', 'pandas') "
+            "if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert out.stdout.strip() == "[]"
