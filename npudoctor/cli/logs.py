@@ -161,8 +161,8 @@ def logs() -> None:
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "junit", "github"]), default="text",
               show_default=True)
 @click.option("--fail-on", "fail_on", multiple=True, metavar="error|warn|fallback|KIND|CODE",
-              help="Exit 1 when a finding matches (repeat or comma-separate; default: error). "
-                   "warn includes error; a CODE such as EZ3002 or 507011 matches that code.")
+              help="Exit 1 when a finding matches (repeat or comma-separate; given criteria replace the "
+                   "default, error). warn includes error; a CODE such as EZ3002 or 507011 matches that code.")
 @click.option("--rules", "rule_files", multiple=True, metavar="FILE",
               help="Site rules file (same layout as checks/log_rules.yaml); adds or replaces rules by id.")
 @click.option("-j", "--jobs", type=click.IntRange(0, 256), default=0, show_default=True,
