@@ -21,7 +21,7 @@ _INT_ROW = re.compile(r"^\s*\|\s*\d+\s")
 
 def smi(key):
     """The verbatim text of the one npu-smi sample in tests/data whose file name contains ``key``."""
-    (path,) = [p for folder in (SAMPLES, CONSTRUCTED) for p in folder.glob(f"npu-smi*{key}*")]
+    (path,) = [p for folder in (SAMPLES, SAMPLES / "system", CONSTRUCTED) for p in folder.glob(f"npu-smi*{key}*")]
     return sample_text(path.name)
 
 

@@ -22,6 +22,7 @@ class LazyGroup(click.Group):
 
     lazy: ClassVar[Dict[str, str]] = {
         "libs": "npudoctor.cli.libs:libs",
+        "logs": "npudoctor.cli.logs:logs",
         "parse": "npudoctor.cli.parse:parse",
     }
 

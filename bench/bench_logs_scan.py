@@ -1,0 +1,157 @@
+#!/usr/bin/env python3
+"""Benchmark `npudoctor logs scan` against `LC_ALL=C grep -E -c` on a big plog built from real sample lines.
+
+    python bench/bench_logs_scan.py                 # 1 GiB
+    python bench/bench_logs_scan.py --size 64MiB --interesting 0.05
+
+The file is made of real record lines from the CANN log samples (../shared/samples/logs, or the copies in
+tests/data/samples/logs): INFO/DEBUG/EVENT/TRACE records, with ERROR/WARNING records drawn at the rate
+``--interesting`` (default 1 %: most bytes of a real plog are INFO lines). It lives in a temporary folder
+and is deleted afterwards. grep gets the very literals the scanner searches in plog text (``[ERROR]``,
+``[WARNING]`` and the any-level rule hints), at its fastest (``LC_ALL=C``); both read the file from the page
+cache. The scan runs as a child process so that its peak RSS (``os.wait4``) is its own. Prints MB/s of
+both, their ratio, peak RSS, and checks that the scanner examined exactly the lines grep counted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import List, Tuple
+
+REPO = Path(__file__).resolve().parents[1]
+SAMPLE_DIRS = (REPO.parent / "shared" / "samples" / "logs", REPO / "tests" / "data" / "samples" / "logs")
+RECORD = re.compile(rb"^\[(?:ERROR|WARNING|INFO|DEBUG|EVENT|TRACE)\] [A-Z][A-Z0-9_]*\(-?\d+,")
+UNITS = {"": 1, "B": 1, "K": 1 << 10, "KB": 1000, "KIB": 1 << 10, "M": 1 << 20, "MB": 1000 ** 2,
+         "MIB": 1 << 20, "G": 1 << 30, "GB": 1000 ** 3, "GIB": 1 << 30}
+
+
+def parse_size(text: str) -> int:
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*", text)
+    if not match or match.group(2).upper() not in UNITS:
+        raise argparse.ArgumentTypeError(f"not a size: {text!r} (e.g. 1GiB, 64MiB, 2000000)")
+    return int(float(match.group(1)) * UNITS[match.group(2).upper()])
+
+
+def sample_lines(markers: Tuple[bytes, ...]) -> Tuple[List[bytes], List[bytes]]:
+    """(record lines the scan passes over, record lines it must examine) from the real plog/slog/device
+    samples: a line is examined when it holds one of ``markers`` (ERROR/WARNING records, and the few
+    INFO/EVENT lines that carry an any-level rule's text, e.g. device fault events)."""
+    folder = next((d for d in SAMPLE_DIRS if d.is_dir()), None)
+    if folder is None:
+        sys.exit("no log samples found (../shared/samples/logs or tests/data/samples/logs)")
+    boring: List[bytes] = []
+    interesting: List[bytes] = []
+    for path in sorted(folder.iterdir()):
+        if not path.name.startswith(("plog_", "device_", "slog_")):
+            continue
+        _, _, body = path.read_bytes().partition(b"\n# ---\n")
+        for line in body.splitlines():
+            if RECORD.match(line):
+                (interesting if any(m in line for m in markers) else boring).append(line + b"\n")
+    return boring, interesting
+
+
+def build_file(path: Path, size: int, interesting_share: float, seed: int,
+               markers: Tuple[bytes, ...]) -> None:
+    boring, interesting = sample_lines(markers)
+    rng = random.Random(seed)
+    block = bytearray()
+    while len(block) < min(size, 4 << 20):
+        pool = interesting if rng.random() < interesting_share else boring
+        block += rng.choice(pool)
+    block_bytes = bytes(block)
+    with open(path, "wb") as handle:
+        written = 0
+        while written + len(block_bytes) <= size:
+            handle.write(block_bytes)
+            written += len(block_bytes)
+        rest = block_bytes[:size - written]
+        handle.write(rest[:rest.rfind(b"\n") + 1])
+
+
+def ere_escape(literal: bytes) -> str:
+    return re.sub(r"([\\.\[\]()*+?{}|^$])", r"\\\1", literal.decode("ascii"))
+
+
+def run_child(argv: List[str]) -> Tuple[float, float, bytes, int]:
+    """(wall seconds, peak RSS MiB, stdout, exit code) of one child process."""
+    env = dict(os.environ, LC_ALL="C", PYTHONPATH=str(REPO))
+    start = time.perf_counter()
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, env=env, cwd=REPO)
+    assert proc.stdout is not None
+    out = proc.stdout.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    seconds = time.perf_counter() - start
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return seconds, usage.ru_maxrss / 1024, out, proc.returncode
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--size", type=parse_size, default=parse_size("1GiB"),
+                        help="file size (default 1GiB)")
+    parser.add_argument("--interesting", type=float, default=0.01,
+                        help="share of lines the scan must examine (ERROR/WARNING records...; default 0.01)")
+    parser.add_argument("--jobs", type=int, default=0,
+                        help="worker processes of the parallel run (default 0: npudoctor's own choice)")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--tmp-dir", default=None, help="where to build the file (default: system temp dir)")
+    args = parser.parse_args()
+
+    # Ask a child for the markers: this process stays small, and its children start from its size.
+    markers = tuple(m.encode() for m in json.loads(subprocess.check_output(
+        [sys.executable, "-c", "import json; from npudoctor.logs.scanner import Scanner; "
+                               "print(json.dumps([m.decode() for m in Scanner().plog_markers]))"],
+        cwd=REPO, env=dict(os.environ, PYTHONPATH=str(REPO)))))
+    pattern = "|".join(ere_escape(m) for m in markers)
+    workdir = Path(tempfile.mkdtemp(prefix="npudoctor-bench-", dir=args.tmp_dir))
+    try:
+        log = workdir / "plog-1_20250101000000000.log"
+        build_file(log, args.size, args.interesting, args.seed, markers)
+        size = log.stat().st_size
+        mb = size / 1e6
+        subprocess.run(["cat", str(log)], stdout=subprocess.DEVNULL, check=True)  # warm the page cache
+        grep_s, grep_rss, grep_out, _ = run_child(["grep", "-E", "-c", pattern, str(log)])
+        grep_lines = int(grep_out.strip() or 0)
+        print(f"file:        {size / (1 << 20):.0f} MiB of real sample record lines, "
+              f"{args.interesting:.1%} of them to examine; cpus: {os.cpu_count()}")
+        print(f"patterns:    {pattern}")
+        print(f"grep:        {grep_s:6.2f} s  {mb / grep_s:8.1f} MB/s  peak RSS {grep_rss:5.1f} MiB  "
+              f"(LC_ALL=C grep -E -c: {grep_lines:,} lines)")
+        status = 0
+        for label, jobs in (("npudoctor", 1), ("npudoctor -j", args.jobs)):
+            scan_s, scan_rss, scan_out, scan_rc = run_child(
+                [sys.executable, "-m", "npudoctor", "logs", "scan", str(log), "--format", "json",
+                 "--jobs", str(jobs)])
+            if scan_rc not in (0, 1):
+                print(f"npudoctor logs scan failed with exit code {scan_rc}", file=sys.stderr)
+                return 2
+            doc = json.loads(scan_out)
+            examined = doc["files"][0]["examined_lines"]
+            name = f"{label}{jobs or ''}" if label.endswith("-j") else label
+            print(f"{name + ':':<13}{scan_s:6.2f} s  {mb / scan_s:8.1f} MB/s  peak RSS {scan_rss:5.1f} MiB  "
+                  f"ratio {grep_s / scan_s:.2f} of grep  ({doc['files'][0]['lines']:,} lines, "
+                  f"{examined:,} examined, {len(doc['findings'])} merged findings)")
+            if examined != grep_lines:
+                print(f"MISMATCH: npudoctor examined {examined} lines, grep matched {grep_lines}",
+                      file=sys.stderr)
+                status = 1
+        print("peak RSS is per process (the scan and, with -j, its largest worker); the 1-process run is the "
+              "like-for-like comparison with grep")
+        return status
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,608 @@
+"""The scan engine: bytes in, record counts and merged findings out. Pure: it never opens a file.
+
+Speed comes from doing almost nothing per uninteresting line. Input is taken in big chunks cut at the last
+newline. Per chunk, one ``findall`` over the bytes counts plog/slog records per (level, module). A chunk that
+is (nearly) all plog records is searched only for ``[ERROR]``/``[WARNING]`` and the few literals of
+``any_level`` rules, with ``bytes.find`` (C speed); any other text (console output, ATC, torch_npu) is
+searched for ~30 anchor literals that cover every rule hint, and for the E/W/ERR code pattern. Only the lines
+found that way are decoded (UTF-8, then GB18030) and matched, all at once, against the full grammar. Byte
+ranges of one big file can be scanned in separate processes and put together (:class:`ScanPart`).
+
+    >>> scanner = Scanner()
+    >>> _ = scanner.scan_bytes("plog-1.log",
+    ...     b"[INFO] GE(1,python):2025-01-01-00:00:00.000.000 [a.cc:1]1 ok\\n"
+    ...     b"[ERROR] RUNTIME(1,python):2025-01-01-00:00:00.000.001 [api_c.cc:9]1 "
+    ...     b"rtModelExecute:ErrCode=507011\\n")
+    >>> result = scanner.result()
+    >>> sorted(result.levels.items()), [(f.kind, f.subject, f.count) for f in result.findings]
+    ([('ERROR', 1), ('INFO', 1)], [('error_code', '507011', 1)])
+"""
+
+from __future__ import annotations
+
+import bisect
+import collections
+import dataclasses
+import functools
+import re
+import zlib
+from dataclasses import dataclass, field
+from typing import Any, Counter, Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple
+
+from npudoctor.logs import codes as codebase
+from npudoctor.logs.rules import SEVERITIES, Rule, RuleSet, default_rules
+from npudoctor.probes.runner import decode_text
+
+CHUNK_BYTES = 8 * 1024 * 1024
+# A "line" without a newline for this long (binary junk, one-line dumps) is cut, to keep memory constant.
+MAX_LINE_BYTES = 4 * 1024 * 1024
+# Only this much of one line is decoded and matched (the interesting part of a record is at its start).
+MAX_MATCH_CHARS = 16 * 1024
+SAMPLE_CHARS = 300
+# Distinct subjects kept per finding kind (and distinct codes); the rest are counted under OTHER_SUBJECT, so
+# that a log with millions of distinct kernel names still scans in bounded memory.
+MAX_SUBJECTS_PER_KIND = 500
+OTHER_SUBJECT = "(other subjects)"
+# A chunk counts as plog when at least this share of its lines are plog/slog records.
+PLOG_SHARE = 0.9
+
+# plog/slog record header, as bytes: `[LEVEL] MODULE(PID,`. Counting records is the one thing done for every
+# line, so the common case (a record at the start of a line) has its own pattern with a `\n[` prefix and one
+# group (LEVEL] MODULE): about twice as fast as the general pattern, which finds records anywhere in a line
+# (console output where another logger prefixes or indents them).
+RECORD_AT_LINE_START = re.compile(
+    rb"\n\[((?:ERROR|WARNING|INFO|DEBUG|EVENT|TRACE|NULL|\d{1,2})\] ?(?:[A-Z][A-Z0-9_]*|\d+))\(")
+RECORD_FIRST_LINE = re.compile(
+    rb"\[((?:ERROR|WARNING|INFO|DEBUG|EVENT|TRACE|NULL|\d{1,2})\] ?(?:[A-Z][A-Z0-9_]*|\d+))\(")
+RECORD_ANYWHERE = re.compile(
+    rb"\[((?:ERROR|WARNING|INFO|DEBUG|EVENT|TRACE|NULL|\d{1,2})\] ?(?:[A-Z][A-Z0-9_]*|\d+))\(-?\d+,")
+# slogd's own log: `2025-05-07 19:54:54.608[INFO] log_path_mgr.c:123: msg`.
+SLOGD_FIRST_LINE = re.compile(rb"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}\[(ERROR|WARNING|INFO|DEBUG|EVENT)\] ")
+SLOGD_AT_LINE_START = re.compile(b"\n" + SLOGD_FIRST_LINE.pattern)
+PLOG_MARKERS: Tuple[bytes, ...] = (b"[ERROR]", b"[WARNING]")
+
+# The same grammar on decoded text, with all fields.
+RECORD = re.compile(
+    r"\[(?P<level>[A-Z]+|\d{1,2})\] ?(?P<module>[A-Z][A-Z0-9_]*|\d+)\((?P<pid>-?\d+),(?P<pname>[^)]*)\):"
+    r"(?P<ts>\d{4}-\d\d-\d\d-\d\d:\d\d:\d\d(?:\.\d{3}\.\d{3})?)")
+SLOGD_RECORD = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}\[(?P<level>[A-Z]+)\] ")
+# Error codes: CANN error-message codes (EZ9999, EI0006, E19010, W11001), torch_npu ERR codes, numeric
+# AscendCL/runtime results after the words that introduce them, HCCL errNo.
+# (Each pattern starts with a literal or a small class so that the regex engine can skip ahead.)
+CODE = re.compile(r"([EW])(?<![A-Za-z0-9_][EW])([0-9A-Z]\d{4}|RR\d{5})(?!\d)")
+# Numbers only in the contexts CANN and torch_npu print codes in, and only code-shaped: six digits of the
+# AscendCL families (1xxxxx parameter, 2xxxxx resource, 5xxxxx internal) or a 10-digit status.
+NUMERIC_CODE = re.compile(r"(?i:error ?code is|errcode=|errorcode=|result\[|(?:runtime|failed,|ge) result = |"
+                          r"ErrorNo: )\s*([125]\d{5}|\d{10})(?!\d)")
+NUMERIC_CODE_GUARDS = ("ode is", "ode=", "esult", "rrorNo")
+HCCL_ERRNO = re.compile(r"errNo\[(0x[0-9a-fA-F]{1,16})\]")
+CODE_BYTES = re.compile(rb"[EW](?<![A-Za-z0-9_][EW])(?:[0-9A-Z]\d{4}|RR\d{5})(?!\d)")
+# Literals that put a line of free text (console output) in front of the full grammar, besides the rules'
+# hints and the E/W/ERR code pattern: record levels and the words before numeric codes.
+TEXT_MARKERS: Tuple[bytes, ...] = (
+    b"[ERROR]", b"[WARNING]", b"rror code is", b"rrorCode", b"rrCode", b"rrcode", b"esult[", b"esult = ",
+    b"rrorNo: ", b"errNo[")
+
+SEVERITY_RANK = {name: rank for rank, name in enumerate(SEVERITIES)}  # error=0 is the worst
+
+
+@dataclass(frozen=True)
+class Evidence:
+    file: str
+    line: int
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}"
+
+
+@dataclass
+class LogFinding:
+    """One cause, merged over every line (and file) that shows it."""
+
+    kind: str
+    subject: str
+    severity: str
+    title: str
+    count: int
+    first: Evidence
+    last: Evidence
+    sample: str
+    fix: str = ""
+    rule: str = ""
+    code: Optional[codebase.CodeInfo] = None
+    details: Dict[str, Set[str]] = field(default_factory=dict)  # other named groups (engine, node, port)
+
+    def to_dict(self) -> Dict[str, Any]:
+        evidence: Dict[str, Any] = {"first": str(self.first), "last": str(self.last), "sample": self.sample}
+        for key, values in sorted(self.details.items()):
+            evidence[key] = sorted(values)[:20]
+        return {"kind": self.kind, "subject": self.subject, "severity": self.severity, "title": self.title,
+                "count": self.count, "rule": self.rule, "evidence": evidence, "fix": self.fix,
+                "explain": self.code.to_dict() if self.code else None}
+
+
+@dataclass
+class FileSummary:
+    """What one input was: its format, how many lines and records, and whether it could be read."""
+
+    path: str
+    status: str = "ok"  # "ok", "unreadable", "partial" (a read error after some data)
+    error: Optional[str] = None
+    format: str = "unknown"
+    lines: int = 0
+    records: int = 0
+    bytes: int = 0
+    cut_lines: int = 0  # over-long lines that were cut at MAX_LINE_BYTES
+    examined_lines: int = 0  # lines the prefilter passed on to the full grammar
+    _votes: Counter[str] = field(default_factory=collections.Counter)
+    _binary: bool = False
+
+    def to_dict(self) -> Dict[str, Any]:
+        out: Dict[str, Any] = {"path": self.path, "status": self.status, "format": self.format,
+                               "records": self.records, "lines": self.lines, "bytes": self.bytes}
+        if self.error:
+            out["error"] = self.error
+        if self.cut_lines:
+            out["cut_lines"] = self.cut_lines
+        out["examined_lines"] = self.examined_lines
+        return out
+
+
+@dataclass
+class ScanResult:
+    files: List[FileSummary]
+    levels: Counter[str]
+    modules: Counter[str]
+    codes: Counter[str]
+    findings: List[LogFinding]
+
+    @property
+    def readable_files(self) -> List[FileSummary]:
+        return [f for f in self.files if f.status != "unreadable"]
+
+    def severity_counts(self) -> Dict[str, int]:
+        counts = {name: 0 for name in SEVERITIES}
+        for finding in self.findings:
+            counts[finding.severity] += 1
+        return counts
+
+
+@dataclass
+class ScanPart:
+    """What one byte range of an input holds, line numbers counted from the range's first line.
+
+    Ranges of one big file can be scanned in separate processes (:meth:`Scanner.export_part`) and put
+    together in order (:meth:`Scanner.add_parts`); the result is the same as one scan of the whole file.
+    """
+
+    summary: FileSummary
+    levels: Counter[str]
+    modules: Counter[str]
+    codes: Counter[str]
+    findings: List[LogFinding]
+
+
+@dataclass(frozen=True)
+class LineHit:
+    kind: str
+    subject: str
+    severity: str
+    title: str = ""
+    fix: str = ""
+    rule: str = ""
+    code: Optional[codebase.CodeInfo] = None
+    details: Tuple[Tuple[str, str], ...] = ()
+
+
+class Scanner:
+    """Scan any number of inputs; findings merge across all of them (per kind and subject)."""
+
+    def __init__(self, rules: Optional[RuleSet] = None) -> None:
+        self.rules = rules if rules is not None else default_rules()
+        self.levels: Counter[str] = collections.Counter()
+        self.modules: Counter[str] = collections.Counter()
+        self.codes: Counter[str] = collections.Counter()
+        self.files: List[FileSummary] = []
+        self._merged: Dict[Tuple[str, str], LogFinding] = {}
+        self._subjects_per_kind: Counter[str] = collections.Counter()
+        self._plog_finds = PLOG_MARKERS + _shared_prefixes(self.rules.any_level_hints)
+        self._text_anchors = _anchors(TEXT_MARKERS + self.rules.all_hints)
+        self._rules_by_hint: Dict[str, List[int]] = {}
+        for index, rule in enumerate(self.rules.rules):
+            for hint in rule.hints:
+                self._rules_by_hint.setdefault(hint, []).append(index)
+        self._rule_format = {r.id: r.format for r in self.rules.rules if r.format}
+
+    @property
+    def plog_markers(self) -> Tuple[bytes, ...]:
+        """The literals searched in plog text: a line holding none of them is never decoded."""
+        return self._plog_finds
+
+    # ---- inputs -----------------------------------------------------------------------------------------
+    def scan_bytes(self, name: str, data: bytes) -> FileSummary:
+        return self.scan_stream(name, iter((data,)))
+
+    def scan_stream(self, name: str, chunks: Iterable[bytes]) -> FileSummary:
+        """Scan one input given as a stream of byte chunks of any size (memory stays bounded).
+
+        A read error raised by ``chunks`` (OSError, EOFError of a cut .gz) marks the file "partial" or
+        "unreadable" and the scan goes on with the next input.
+        """
+        summary = FileSummary(name)
+        self.files.append(summary)
+        carry = b""
+        line_base = 0
+        first = True
+        iterator: Iterator[bytes] = iter(chunks)
+        while True:
+            try:
+                chunk = next(iterator)
+            except StopIteration:
+                break
+            except (OSError, EOFError, ValueError, zlib.error) as exc:
+                summary.status = "partial" if summary.bytes else "unreadable"
+                summary.error = _one_line(exc)
+                break
+            if not chunk:
+                continue
+            summary.bytes += len(chunk)
+            if first:
+                summary._binary = chunk[:65536].count(b"\x00") > 16
+                first = False
+            begin = 0
+            if carry:  # complete the line left over from the previous chunk
+                newline = chunk.find(b"\n")
+                if newline < 0:
+                    carry += chunk
+                    if len(carry) > MAX_LINE_BYTES:  # no newline for too long: cut it, memory stays bounded
+                        summary.cut_lines += 1
+                        line_base = self.scan_lines(summary, carry + b"\n", line_base)
+                        carry = b""
+                    continue
+                line_base = self.scan_lines(summary, carry + chunk[:newline + 1], line_base)
+                begin = newline + 1
+            cut = chunk.rfind(b"\n", begin) + 1
+            if cut > begin:
+                line_base = self.scan_lines(summary, chunk, line_base, begin, cut)
+            carry = chunk[max(cut, begin):]
+            if len(carry) > MAX_LINE_BYTES:
+                summary.cut_lines += 1
+                line_base = self.scan_lines(summary, carry + b"\n", line_base)
+                carry = b""
+            del chunk  # hold at most one chunk while the next one is read
+        if carry:  # a last line without its newline (truncated file)
+            line_base = self.scan_lines(summary, carry + b"\n", line_base)
+        summary.lines = line_base
+        summary.format = _file_format(summary)
+        return summary
+
+    def export_part(self) -> ScanPart:
+        """This scanner's state after scanning exactly one input (a byte range of a file)."""
+        (summary,) = self.files
+        return ScanPart(summary, self.levels, self.modules, self.codes, list(self._merged.values()))
+
+    def add_parts(self, parts: Sequence[ScanPart]) -> FileSummary:
+        """Put the parts of one input, in file order, into this scan as if it had been scanned whole."""
+        summary = FileSummary(parts[0].summary.path)
+        summary._binary = parts[0].summary._binary
+        line_base = 0
+        for part in parts:
+            piece = part.summary
+            if piece.status != "ok" and summary.status == "ok":
+                summary.status = "partial" if summary.bytes or piece.bytes else "unreadable"
+                summary.error = piece.error
+            summary.bytes += piece.bytes
+            summary.records += piece.records
+            summary.cut_lines += piece.cut_lines
+            summary.examined_lines += piece.examined_lines
+            summary._votes.update(piece._votes)
+            self.levels.update(part.levels)
+            self.modules.update(part.modules)
+            for code, n in part.codes.items():
+                self.codes[self._capped_code(code)] += n
+            for finding in part.findings:
+                first = Evidence(summary.path, finding.first.line + line_base)
+                last = Evidence(summary.path, finding.last.line + line_base)
+                key = self._capped_key(finding.kind, finding.subject)
+                merged = self._merged.get(key)
+                if merged is None:
+                    self._subjects_per_kind[key[0]] += 1
+                    details = {k: set(v) for k, v in finding.details.items()}
+                    self._merged[key] = dataclasses.replace(
+                        finding, subject=key[1], first=first, last=last, details=details)
+                    continue
+                merged.count += finding.count
+                merged.last = last
+                if SEVERITY_RANK[finding.severity] < SEVERITY_RANK[merged.severity]:
+                    merged.severity = finding.severity
+                for name, values in finding.details.items():
+                    merged.details.setdefault(name, set()).update(list(values)[:100])
+            line_base += piece.lines
+        summary.lines = line_base
+        summary.format = _file_format(summary)
+        self.files.append(summary)
+        return summary
+
+    def add_unreadable(self, name: str, error: str) -> FileSummary:
+        """Report an input that could not be opened at all; the scan of the others goes on."""
+        summary = FileSummary(name, status="unreadable", error=error)
+        self.files.append(summary)
+        return summary
+
+    # ---- the engine ---------------------------------------------------------------------------------------
+    def scan_lines(self, summary: FileSummary, data: bytes, line_base: int, begin: int = 0,
+                   end: Optional[int] = None) -> int:
+        """Scan the complete lines ``data[begin:end]`` (ending with a newline) of the input ``summary``,
+        whose first line is line ``line_base + 1``; return the line count after them."""
+        end = len(data) if end is None else end
+        first = RECORD_FIRST_LINE.match(data, begin, end)
+        headers = RECORD_AT_LINE_START.findall(data, begin, end)
+        if first:
+            headers.append(first.group(1))
+        records = len(headers)
+        if records:
+            # Assume plog; the exact line count comes out of locating the candidates (one pass over the
+            # newlines), and if fewer than PLOG_SHARE of the lines are records the chunk is redone as text.
+            located, newlines = _locate(data, begin, end, self._plog_candidates(data, begin, end), line_base)
+            plog_mode = records >= PLOG_SHARE * newlines
+        else:
+            plog_mode = False
+        if not plog_mode:
+            # Not (only) plog records at line starts: console output, prefixed or indented records, slogd.
+            headers = RECORD_ANYWHERE.findall(data, begin, end)
+            slogd = SLOGD_AT_LINE_START.findall(data, begin, end)
+            first_slogd = SLOGD_FIRST_LINE.match(data, begin, end)
+            if first_slogd:
+                slogd.append(first_slogd.group(1))
+            headers.extend(level + b"] SLOGD" for level in slogd)
+            summary._votes["slogd"] += len(slogd)
+            records = len(headers)
+            located, newlines = _locate(data, begin, end, self._text_candidates(data, begin, end), line_base)
+        for header, n in collections.Counter(headers).items():
+            level, _, module = header.partition(b"]")
+            self.levels[level.decode()] += n
+            self.modules[module.strip().decode()] += n
+        summary.records += records
+        summary._votes["records"] += records
+        summary.examined_lines += len(located)
+        if located:
+            raws = []
+            for start, _ in located:
+                stop = data.find(b"\n", start, end)
+                raws.append(data[start:min(stop, start + MAX_MATCH_CHARS * 2)])
+            try:  # one decode for the whole lot; a line that is not UTF-8 makes us decode line by line
+                decoded = b"\n".join(raws).decode("utf-8")
+                texts = [t[:MAX_MATCH_CHARS].rstrip("\r") for t in decoded.split("\n")]
+            except UnicodeDecodeError:
+                texts = [decode_text(raw)[:MAX_MATCH_CHARS].rstrip("\r\n") for raw in raws]
+            for (_, lineno), text, line_hits in zip(located, texts, self.analyze_lines(texts)):
+                if line_hits:
+                    self._merge(summary, text, lineno, line_hits)
+        return line_base + newlines
+
+    def _text_candidates(self, data: bytes, begin: int, end: int) -> Set[int]:
+        """Starts of the free-text lines holding an anchor of any marker or hint, or an E/W/ERR code."""
+        starts = self._lines_with(data, begin, end, self._text_anchors)
+        starts.update(_line_start(data, begin, m.start()) for m in CODE_BYTES.finditer(data, begin, end))
+        return starts
+
+    def _plog_candidates(self, data: bytes, begin: int, end: int) -> Set[int]:
+        """Starts of the lines holding an ERROR/WARNING record or an any-level rule's hint."""
+        return self._lines_with(data, begin, end, self._plog_finds)
+
+    @staticmethod
+    def _lines_with(data: bytes, begin: int, end: int, literals: Iterable[bytes]) -> Set[int]:
+        """Starts of the lines of ``data[begin:end]`` holding any of ``literals``: one ``find`` pass each."""
+        starts: Set[int] = set()
+        find, rfind = data.find, data.rfind
+        for marker in literals:
+            at = find(marker, begin, end)
+            while at >= 0:
+                starts.add(rfind(b"\n", begin, at) + 1 or begin)
+                line_end = find(b"\n", at, end)
+                at = find(marker, line_end, end) if line_end >= 0 else -1
+        return starts
+
+    def analyze_line(self, text: str) -> List[LineHit]:
+        """Everything one decoded line says: rule hits, error codes, or a bare ERROR/WARNING record."""
+        return self.analyze_lines([text])[0]
+
+    def analyze_lines(self, texts: Sequence[str]) -> List[List[LineHit]]:
+        """:meth:`analyze_line` for many lines at once: literal hints and code patterns are searched once
+        in the joined text, so the per-line Python work is paid only by lines that hold something."""
+        block = "\n".join(texts)
+        offsets: List[int] = []
+        position = 0
+        for text in texts:
+            offsets.append(position)
+            position += len(text) + 1
+        hits: List[List[LineHit]] = [[] for _ in texts]
+
+        def lines_with(literal: str) -> Iterator[int]:
+            at = block.find(literal)
+            while at >= 0:
+                index = bisect.bisect_right(offsets, at) - 1
+                yield index
+                at = block.find(literal, offsets[index + 1]) if index + 1 < len(offsets) else -1
+
+        candidates: Dict[int, Set[int]] = {}
+        for hint, rule_indexes in self._rules_by_hint.items():
+            for index in lines_with(hint):
+                for rule_index in rule_indexes:
+                    candidates.setdefault(rule_index, set()).add(index)
+        for rule_index in sorted(candidates):
+            rule = self.rules.rules[rule_index]
+            for index in sorted(candidates[rule_index]):
+                match = rule.pattern.search(texts[index])
+                if match is not None:
+                    hits[index].append(_rule_hit(rule, match))
+
+        codes_by_line: Dict[int, List[str]] = {}
+        for match in CODE.finditer(block):
+            index = bisect.bisect_right(offsets, match.start()) - 1
+            codes_by_line.setdefault(index, []).append(match.group(1) + match.group(2))
+        guarded: Set[int] = set()
+        for guard in NUMERIC_CODE_GUARDS:
+            guarded.update(lines_with(guard))
+        for index in sorted(guarded):
+            codes_by_line.setdefault(index, []).extend(NUMERIC_CODE.findall(texts[index]))
+        for index in set(lines_with("errNo[")):
+            codes_by_line.setdefault(index, []).extend(
+                codebase.normalize(errno) for errno in HCCL_ERRNO.findall(texts[index]))
+        for index, found in codes_by_line.items():
+            hits[index].extend(_code_hit(code) for code in dict.fromkeys(found))
+
+        for index, line_hits in enumerate(hits):
+            if not line_hits:
+                bare = _bare_record(texts[index])
+                if bare is not None:
+                    line_hits.append(bare)
+        return hits
+
+    def _merge(self, summary: FileSummary, text: str, lineno: int, line_hits: List[LineHit]) -> None:
+        where = Evidence(summary.path, lineno)
+        for hit in line_hits:
+            if hit.kind == "error_code":
+                self.codes[self._capped_code(hit.subject)] += 1
+                if hit.subject.startswith("ERR"):
+                    summary._votes["torch_npu"] += 1
+                else:
+                    summary._votes["cann-error"] += 1
+            elif hit.rule and self._rule_format.get(hit.rule):
+                summary._votes[self._rule_format[hit.rule]] += 1
+            key = self._capped_key(hit.kind, hit.subject)
+            merged = self._merged.get(key)
+            if merged is None:
+                self._subjects_per_kind[key[0]] += 1
+                merged = self._merged[key] = LogFinding(
+                    kind=key[0], subject=key[1], severity=hit.severity, title=hit.title, count=0,
+                    first=where, last=where, sample=text.strip()[:SAMPLE_CHARS], fix=hit.fix, rule=hit.rule,
+                    code=hit.code)
+            merged.count += 1
+            merged.last = where
+            if SEVERITY_RANK[hit.severity] < SEVERITY_RANK[merged.severity]:
+                merged.severity = hit.severity
+            for name, value in hit.details:
+                values = merged.details.setdefault(name, set())
+                if len(values) < 100:
+                    values.add(value)
+
+    def _capped_key(self, kind: str, subject: str) -> Tuple[str, str]:
+        if (kind, subject) in self._merged or self._subjects_per_kind[kind] < MAX_SUBJECTS_PER_KIND:
+            return kind, subject
+        return kind, OTHER_SUBJECT
+
+    def _capped_code(self, code: str) -> str:
+        return code if code in self.codes or len(self.codes) < MAX_SUBJECTS_PER_KIND else OTHER_SUBJECT
+
+    def result(self) -> ScanResult:
+        findings = sorted(self._merged.values(),
+                          key=lambda f: (SEVERITY_RANK[f.severity], f.kind, -f.count, f.subject))
+        return ScanResult(list(self.files), self.levels, self.modules, self.codes, findings)
+
+
+def _rule_hit(rule: Rule, match: re.Match[str]) -> LineHit:
+    groups = {k: v.strip() for k, v in match.groupdict().items() if v}
+    subject = groups.pop("subject", "") or rule.subject or rule.kind
+    groups.pop("code", None)
+    return LineHit(rule.kind, subject, rule.severity, rule.title, rule.fix, rule.id,
+                   details=tuple(sorted(groups.items())))
+
+
+def _anchors(literals: Sequence[bytes], shortest: int = 4, longest: int = 8) -> Tuple[bytes, ...]:
+    """A small set of substrings such that every literal contains one of them (greedy set cover).
+
+    Free text is searched once per anchor instead of once per literal: about 30 passes instead of 80. A
+    line holding an anchor but none of the literals costs only the full grammar's time on that line.
+    """
+    uncovered = set(literals)
+    chosen: List[bytes] = []
+    while uncovered:
+        counts: Counter[bytes] = collections.Counter()
+        for literal in uncovered:
+            pieces = {literal[i:i + n] for n in range(shortest, longest + 1)
+                      for i in range(len(literal) - n + 1) if b" " not in literal[i:i + n]}
+            counts.update(pieces or {literal})
+        best = max(counts, key=lambda piece: (counts[piece], len(piece), piece))
+        chosen.append(best)
+        uncovered = {literal for literal in uncovered if best not in literal}
+    return tuple(chosen)
+
+
+def _shared_prefixes(hints: Sequence[bytes], least: int = 16) -> Tuple[bytes, ...]:
+    """Fewer literals to search: hints that start alike (``Assigning DNNEngine DNN_VM_AICPU`` and
+    ``..._HOST_CPU``) are searched by their common prefix, one pass over the bytes instead of two."""
+    groups: Dict[bytes, List[bytes]] = {}
+    for hint in dict.fromkeys(hints):
+        groups.setdefault(hint[:least], []).append(hint)
+    prefixes = []
+    for group in groups.values():
+        prefix = group[0]
+        for other in group[1:]:
+            while not other.startswith(prefix):
+                prefix = prefix[:-1]
+        prefixes.append(prefix)
+    return tuple(prefixes)
+
+
+def _line_start(data: bytes, begin: int, at: int) -> int:
+    return data.rfind(b"\n", begin, at) + 1 or begin
+
+
+def _locate(data: bytes, begin: int, end: int, starts: Iterable[int],
+            line_base: int) -> Tuple[List[Tuple[int, int]], int]:
+    """(line start, line number) for each of ``starts``, and the newline count of ``data[begin:end]``, in
+    one pass over the newlines."""
+    located: List[Tuple[int, int]] = []
+    position, lineno = begin, line_base
+    for start in sorted(starts):
+        lineno += data.count(b"\n", position, start)
+        position = start
+        located.append((start, lineno + 1))
+    return located, lineno - line_base + data.count(b"\n", position, end)
+
+
+@functools.lru_cache(maxsize=4096)
+def _code_hit(code: str) -> LineHit:
+    info = codebase.explain(code)
+    severity = info.severity if info else ("warn" if code.startswith("W") else "error")
+    title = f"{code} {info.title}" if info else f"error code {code}"
+    return LineHit("error_code", code, severity, title, info.fix if info else "", "", info)
+
+
+def _bare_record(text: str) -> Optional[LineHit]:
+    """An ERROR/WARNING record that no rule and no code explained, reported per module."""
+    record = RECORD.search(text)
+    if record is not None:
+        level, module = record.group("level"), record.group("module")
+    else:
+        slogd = SLOGD_RECORD.match(text)
+        if slogd is None:
+            return None
+        level, module = slogd.group("level"), "SLOGD"
+    if level == "ERROR":
+        return LineHit("error_record", module, "error", f"ERROR records of {module}")
+    if level == "WARNING":
+        return LineHit("warning_record", module, "warn", f"WARNING records of {module}")
+    return None
+
+
+def _file_format(summary: FileSummary) -> str:
+    votes = summary._votes
+    if summary.lines == 0:
+        return "empty"
+    if summary._binary:
+        return "binary"
+    if votes["slogd"] >= PLOG_SHARE * summary.lines / 2:
+        return "slogd"
+    if votes["records"] >= summary.lines / 2:
+        return "plog"
+    for name in ("atc", "torch_npu", "cann-error"):
+        if votes[name]:
+            return name
+    return "text"
+
+
+def _one_line(exc: BaseException) -> str:
+    text = getattr(exc, "strerror", None) or str(exc) or exc.__class__.__name__
+    return text.splitlines()[0] if text else exc.__class__.__name__

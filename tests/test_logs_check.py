@@ -1,0 +1,64 @@
+"""LOG001: the newest plogs under `npudoctor check --logs DIR`, read through the runner."""
+
+from __future__ import annotations
+
+from npudoctor import api
+from npudoctor.checks.logs import LOGS_DIRS_OPTION
+from npudoctor.model.finding import Status
+from npudoctor.model.profile import NodeProfile
+from tests.test_logs_samples import _path, sample_bytes
+
+
+def text_of(name: str) -> str:
+    return sample_bytes(_path(name)).decode("utf-8", "replace")
+
+
+def log001(node, dirs=("/root/ascend/log",), profile=None):
+    options = {LOGS_DIRS_OPTION: list(dirs)} if dirs else {}
+    report = api.run_checks(node.runner(), profile, only=["LOG001"], options=options)
+    return report.findings
+
+
+def test_skip_without_log_directory(node) -> None:
+    (finding,) = log001(node, dirs=())
+    assert finding.status is Status.SKIP and "--logs" in finding.detail
+
+
+def test_newest_plogs_fail_on_errors_and_warn_on_fallbacks(node) -> None:
+    node.file("/root/ascend/log/run/plog/plog-10043_20210331185941176.log",
+              text_of("plog_2021_model_execute_aicore_error.log"))
+    node.file("/root/ascend/log/debug/plog/plog-4242_20250601100000000.log",
+              text_of("plog_debug_engine_placement_constructed.log"))
+    findings = log001(node)
+    by_subject = {f.subject: f for f in findings}
+    assert by_subject["aicore_exception:-1_0_1_trans_TransData_170"].status is Status.FAIL
+    assert by_subject["error_code:507011"].status is Status.FAIL
+    assert "Model/stream execution failed" in by_subject["error_code:507011"].detail
+    assert by_subject["aicpu_placed:DropOutGenMask"].status is Status.WARN
+    assert by_subject["aicpu_placed:DropOutGenMask"].evidence["count"] == 2
+    scan = findings[0].evidence["scan"]
+    assert len(scan["files_scanned"]) == 2 and scan["files_cut_at_max_bytes"] == []
+
+
+def test_only_the_newest_files_and_at_most_max_bytes_are_read(node) -> None:
+    old = text_of("plog_runtime_ffts_vector_core_exception_3lines.log")
+    clean = text_of("plog_run_info_ge_tdt_2024.log")
+    node.file("/logs/plog/plog-1_20200101000000000.log", old)  # oldest: not read with newest_files=1
+    node.file("/logs/plog/plog-2_20250101000000000.log", clean)
+    profile = NodeProfile("test", {"logs": {"newest_files": 1, "max_bytes_per_file": 4096}})
+    (finding,) = log001(node, dirs=("/logs",), profile=profile)
+    assert finding.status is Status.PASS
+    assert finding.evidence["files_scanned"] == ["/logs/plog/plog-2_20250101000000000.log"]
+    assert finding.evidence["files_cut_at_max_bytes"] == ["/logs/plog/plog-2_20250101000000000.log"]
+    assert finding.evidence["max_bytes_per_file"] == 4096
+
+
+def test_missing_directory_is_an_error_not_a_pass(node) -> None:
+    (finding,) = log001(node, dirs=("/nowhere",))
+    assert finding.status is Status.ERROR and "not-found" in finding.detail
+
+
+def test_directory_without_plogs_is_skipped(node) -> None:
+    node.file("/logs/readme.txt", "nothing here\n")
+    (finding,) = log001(node, dirs=("/logs",))
+    assert finding.status is Status.SKIP and "no plog" in finding.detail

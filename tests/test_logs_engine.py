@@ -1,0 +1,233 @@
+"""The scan engine on bytes: streaming, line numbers, bad input, record grammar, rules and the code base."""
+
+from __future__ import annotations
+
+import pytest
+
+from npudoctor.logs import codes
+from npudoctor.logs.rules import RulesError, load_rules, parse_rules
+from npudoctor.logs.scanner import MAX_LINE_BYTES, RuleSet, Scanner
+from tests.test_logs_samples import _path, sample_bytes
+
+PLOG = sample_bytes(_path("plog_debug_aicore_error_2025.log"))
+CONSOLE = sample_bytes(_path("stdout_vllm_ascend_507011_event_query_EL0003.txt"))
+INFO = b"[INFO] GE(7,python3):2025-05-08-09:56:18.522.534 [graph.cc:12]7 Build:[INIT][DEFAULT]step ok\n"
+ERROR_507011 = (b"[ERROR] RUNTIME(10043,main):2021-03-31-18:59:42.312.957 [api_c.cc:1482]10043 "
+                b"rtModelExecute:ErrCode=507011, desc=[the model stream execute failed], "
+                b"InnerCode=0x7150050\n")
+
+
+def scan(data: bytes, chunk: int = 0, name: str = "f.log"):
+    scanner = Scanner()
+    if chunk:
+        summary = scanner.scan_stream(name, (data[i:i + chunk] for i in range(0, len(data), chunk)))
+    else:
+        summary = scanner.scan_bytes(name, data)
+    return summary, scanner.result()
+
+
+def digest(result):
+    return [(f.kind, f.subject, f.severity, f.count, str(f.first), str(f.last)) for f in result.findings]
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 64, 4096])
+def test_chunking_never_changes_what_is_found(chunk: int) -> None:
+    data = PLOG + CONSOLE
+    _, whole = scan(data)
+    summary, streamed = scan(data, chunk)
+    assert digest(streamed) == digest(whole)
+    assert streamed.levels == whole.levels and streamed.modules == whole.modules
+    assert summary.lines == data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
+
+
+def test_line_numbers_point_at_the_record() -> None:
+    data = INFO * 1000 + ERROR_507011 + INFO * 10 + ERROR_507011
+    summary, result = scan(data, chunk=10_000)
+    (finding,) = result.findings
+    assert (finding.kind, finding.subject, finding.count) == ("error_code", "507011", 2)
+    assert str(finding.first) == "f.log:1001" and str(finding.last) == "f.log:1012"
+    assert finding.code is not None and finding.code.title == "ACL_ERROR_RT_MODEL_EXECUTE"
+    assert summary.format == "plog" and summary.records == 1012
+    assert result.levels == {"INFO": 1010, "ERROR": 2}
+    assert result.modules == {"GE": 1010, "RUNTIME": 2}
+
+
+def test_records_prefixed_or_indented_by_other_loggers_are_records() -> None:
+    data = (b"run/plog/plog-1_2.log:" + ERROR_507011 + b"    " + INFO + b"[rank0]: " + INFO
+            + b"some console text\n" * 3)
+    summary, result = scan(data)
+    assert summary.records == 3
+    assert result.levels == {"ERROR": 1, "INFO": 2}
+    assert [f.subject for f in result.findings] == ["507011"]
+
+
+def test_crlf_gbk_junk_and_truncated_last_line() -> None:
+    chinese = "[ERROR] HCCL(9,python):2025-01-01-00:00:00.000.000 [a.cc:1][9]通信超时 get socket timeout!\r\n"
+    data = (b"\x00\xff\xfe garbage \x81\x00\r\n" + chinese.encode("gbk") + INFO.replace(b"\n", b"\r\n")
+            + ERROR_507011.rstrip(b"\n"))  # no final newline
+    summary, result = scan(data, chunk=5)
+    assert summary.status == "ok" and summary.lines == 4
+    timeout = next(f for f in result.findings if f.kind == "hccl_timeout")
+    assert "通信超时" in timeout.sample and not timeout.sample.endswith("\r")
+    assert str(timeout.first) == "f.log:2"
+    assert any(f.subject == "507011" and str(f.first) == "f.log:4" for f in result.findings)
+
+
+def test_binary_input_is_scanned_and_reported_as_binary() -> None:
+    data = bytes(range(256)) * 4096 + b"\n" + ERROR_507011
+    summary, result = scan(data, chunk=65536)
+    assert summary.format == "binary"
+    assert any(f.subject == "507011" for f in result.findings)
+
+
+def test_a_line_without_newline_is_cut_to_keep_memory_bounded() -> None:
+    data = b"x" * (MAX_LINE_BYTES * 2 + 10) + b"\n" + ERROR_507011
+    summary, result = scan(data, chunk=1 << 20)
+    assert summary.cut_lines >= 1
+    assert [f.subject for f in result.findings] == ["507011"]
+
+
+def test_read_error_midway_marks_the_file_partial_and_keeps_what_was_read() -> None:
+    def chunks():
+        yield ERROR_507011
+        raise OSError(5, "Input/output error")
+
+    scanner = Scanner()
+    summary = scanner.scan_stream("disk.log", chunks())
+    assert (summary.status, summary.error) == ("partial", "Input/output error")
+    assert [f.subject for f in scanner.result().findings] == ["507011"]
+
+
+def test_operator_fallbacks_are_merged_per_operator_type() -> None:
+    warning = ("[W compiler_depend.ts:51] Warning: CAUTION: The operator '{}' is not currently supported "
+               "on the NPU backend and will fall back to run on the CPU. "
+               "This may have performance implications. (function npu_cpu_fallback)\n")
+    data = "".join(warning.format(op) for op in ("aten::isin", "aten::unique", "aten::isin")).encode()
+    _, result = scan(data)
+    assert {(f.kind, f.subject, f.count, f.severity) for f in result.findings} == {
+        ("cpu_fallback", "aten::isin", 2, "fallback"), ("cpu_fallback", "aten::unique", 1, "fallback")}
+
+
+def test_bare_error_and_warning_records_are_reported_per_module() -> None:
+    data = (b"[ERROR] TEFUSION(1,atc.bin):2021-01-01-00:00:00.000.000 [x.py:1] something broke\n"
+            b"[WARNING] GE(1,atc.bin):2021-01-01-00:00:00.000.000 [y.cc:2]1 odd\n")
+    _, result = scan(data)
+    assert {(f.kind, f.subject, f.severity) for f in result.findings} == {
+        ("error_record", "TEFUSION", "error"), ("warning_record", "GE", "warn")}
+
+
+def test_slogd_own_log_grammar() -> None:
+    data = (b"2025-05-07 19:54:54.608[INFO] log_path_mgr.c:123: start\n"
+            b"2025-05-07 19:54:55.001[ERROR] log_server.c:77: write failed\n")
+    summary, result = scan(data)
+    assert summary.format == "slogd" and summary.records == 2
+    assert result.levels == {"INFO": 1, "ERROR": 1}
+    assert [(f.kind, f.subject) for f in result.findings] == [("error_record", "SLOGD")]
+
+
+def test_site_rules_add_a_kind_and_replace_by_id(tmp_path) -> None:
+    site = tmp_path / "site.yaml"
+    site.write_text(
+        "rules:\n"
+        "  - id: nfs-stale\n    kind: storage\n    severity: warn\n    hints: ['Stale file handle']\n"
+        "    pattern: 'Stale file handle: (?P<subject>\\S+)'\n"
+        "  - id: atc-success\n    kind: atc_success\n    severity: warn\n    hints: ['ATC run success']\n"
+        "    pattern: 'ATC run success'\n", encoding="utf-8")
+    rules = load_rules([str(site)])
+    scanner = Scanner(rules)
+    scanner.scan_bytes("x", b"OSError: Stale file handle: /data/ckpt\n"
+                            b"ATC run success, welcome to the next use.\n")
+    found = {(f.kind, f.subject, f.severity) for f in scanner.result().findings}
+    assert found == {("storage", "/data/ckpt", "warn"), ("atc_success", "atc_success", "warn")}
+
+
+@pytest.mark.parametrize("text, message", [
+    ("rules: 3\n", "a 'rules' list"),
+    ("rules:\n  - id: x\n    kind: k\n    hints: [a]\n", "lacks pattern"),
+    ("rules:\n  - {id: x, kind: k, hints: [a], pattern: '('}\n", "bad pattern"),
+    ("rules:\n  - {id: x, kind: k, hints: [a], pattern: a, severity: fatal}\n", "severity must be"),
+    ("rules: [\n", "not valid YAML"),
+])
+def test_bad_rule_files_give_one_line_reasons(tmp_path, text: str, message: str) -> None:
+    site = tmp_path / "bad.yaml"
+    site.write_text(text, encoding="utf-8")
+    with pytest.raises(RulesError, match=message):
+        load_rules([str(site)])
+
+
+def test_parse_rules_accepts_a_single_hint_string() -> None:
+    (rule,) = parse_rules({"rules": [{"id": "a", "kind": "k", "hints": "x", "pattern": "x"}]}, "t")
+    assert rule.hints == ("x",) and rule.severity == "error"
+    assert isinstance(RuleSet((rule,)).all_hints, tuple)
+
+
+@pytest.mark.parametrize("code, title, exact", [
+    ("EZ9999", "AclNN_Inner_Error", True),
+    ("ei0006", "Get_Socket_Timeout", True),
+    ("ERR00100", "PTA call acl api failed", True),
+    ("500001", "ACL_ERROR_FAILURE", True),
+    ("507048", "ACL_ERROR_RT_FFTS_PLUS_TIMEOUT", True),
+    ("EH9999", "ACL inner error", True),
+    ("EI0042", "HCCL errors", False),
+    ("507777", "AscendCL internal error", False),
+    ("0x0000000005010001", "HCCL errNo", False),
+])
+def test_explain_codes_exactly_or_by_family(code: str, title: str, exact: bool) -> None:
+    info = codes.explain(code)
+    assert info is not None and (info.title, info.exact) == (title, exact)
+    assert info.meaning and info.fix
+
+
+@pytest.mark.parametrize("text", ["", "hello", "12", "E12", "99999999999"])
+def test_explain_rejects_what_is_not_a_code(text: str) -> None:
+    assert codes.explain(text) is None
+
+
+def test_w_codes_are_warnings() -> None:
+    info = codes.explain("W11001")
+    assert info is not None and info.severity == "warn"
+
+
+def test_engine_chain_merges_per_operator_type_with_the_engines_that_refused_it() -> None:
+    _, result = scan(sample_bytes(_path("stdout_EZ3003_engine_chain_constructed.txt")))
+    by_kind = {f.kind: f for f in result.findings}
+    rejected = by_kind["op_rejected"]
+    assert (rejected.subject, rejected.count, rejected.severity) == ("TransData", 3, "fallback")
+    assert rejected.details["engine"] == {"AIcoreEngine", "DNN_VM_HOST_CPU_OP_STORE", "aicpu_ascend_kernel"}
+    assert (by_kind["no_engine"].subject, by_kind["no_engine"].severity) == ("TransData", "error")
+    assert rejected.to_dict()["evidence"]["engine"] == sorted(rejected.details["engine"])
+
+
+@pytest.mark.parametrize("line, code", [
+    ("build op model failed, result = 500001", "500001"),
+    ("synchronize stream with timeout failed, runtime result = 507011[FUNC:ReportCallError]", "507011"),
+    ("Execute op failed. op type = MaskedSelect, ge result = 1343225857", "1343225857"),
+    ("Training result = 123456 samples", None),
+    ("epoch 3 done, error code is 0", None),
+])
+def test_numeric_codes_only_where_cann_prints_them(line: str, code) -> None:
+    found = [h.subject for h in Scanner().analyze_line(line) if h.kind == "error_code"]
+    assert found == ([code] if code else [])
+
+
+def test_distinct_subjects_are_capped_so_memory_stays_bounded(monkeypatch) -> None:
+    from npudoctor.logs import scanner as scanner_module
+
+    monkeypatch.setattr(scanner_module, "MAX_SUBJECTS_PER_KIND", 3)
+    lines = "".join(f"ImportError: lib{i}.so: cannot open shared object file: No such file or directory\n"
+                    for i in range(10))
+    _, result = scan(lines.encode())
+    counts = {f.subject: f.count for f in result.findings}
+    assert counts == {"lib0.so": 1, "lib1.so": 1, "lib2.so": 1, scanner_module.OTHER_SUBJECT: 7}
+
+
+def test_engine_is_pure_and_light() -> None:
+    """The engine (used by LOG001 and the library doctor) pulls in no UI, CLI or heavy modules."""
+    import subprocess
+    import sys
+
+    code = ("import sys, npudoctor.logs.scanner, npudoctor.logs.codes; "
+            "print(sorted(m for m in ('rich', 'click', 'torch', 'numpy', 'pandas') "
+            "if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert out.stdout.strip() == "[]"

@@ -1,0 +1,463 @@
+"""Every real log sample (and the error texts of the system samples) scanned, with what must be found.
+
+The expected findings were checked by reading each sample; the comparison is exact (minus WARNING-record
+noise), so a rule that starts firing where it should not fails here too. Subjects are compared on their
+first 50 characters.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Dict, List, Tuple
+
+import pytest
+
+from npudoctor.logs.scanner import Scanner
+from tests.samples import CONSTRUCTED, SAMPLES, SHARED_SAMPLES
+
+Expected = Tuple[str, List[Tuple[str, str]]]
+
+EXPECTED: Dict[str, Expected] = {
+    "atc_E10007_missing_framework.txt": ("atc", [('atc_failed', 'atc'), ('error_code', 'E10007')]),
+    "atc_E19010_no_parser_registered.txt":
+        ("atc", [
+            ('atc_failed', 'atc'),
+            ('error_code', 'E19010'),
+            ('op_unsupported', 'ai.onnx::11::Convx'),
+        ]),
+    "atc_EC0010_python_module_variants.txt":
+        ("atc", [
+            ('atc_failed', 'atc'),
+            ('error_code', 'EC0010'),
+            ('missing_module', 'tbe'),
+            ('missing_module', 'tbe.common'),
+        ]),
+    "atc_EC0010_tbe_init_traceback.txt":
+        ("atc", [
+            ('atc_failed', 'atc'),
+            ('error_code', 'EC0010'),
+            ('missing_module', 'decorator'),
+        ]),
+    "atc_EZ0501_ir_not_registered.txt":
+        ("atc", [
+            ('atc_failed', 'atc'),
+            ('error_code', 'EZ0501'),
+            ('op_unsupported', 'Conv'),
+        ]),
+    "atc_EZ3002_optype_unsupported.txt":
+        ("atc", [
+            ('op_rejected', 'Convx'),
+            ('atc_failed', 'atc'),
+            ('error_code', 'EZ3002'),
+        ]),
+    "atc_amct_507011_EZ9999_traceback.txt":
+        ("atc", [
+            ('aicore_exception', '17786444594805609729-1_0_1_vgg_16/conv1/conv1_2/Co'),
+            ('atc_failed', 'atc'),
+            ('error_code', '507011'),
+            ('error_code', 'EZ9999'),
+            ('error_record', 'AMCT'),
+        ]),
+    "atc_amct_quant_calibration_failure.txt": ("plog", [('error_record', 'AMCT')]),
+    "atc_log_debug_fe_ge_W21000_lines.log": ("plog", [('error_code', 'W21000')]),
+    "device_2020_tsch_exception_print.log": ("text", [('error_record', 'TSCH')]),
+    "device_2021_aicpu_scheduler_ccecpu.log": ("plog", [('missing_library', 'libdp_extend.so')]),
+    "device_aicpu_scheduler_hccl_sdma_exception.log":
+        ("plog", [
+            ('error_record', 'HCCL'),
+            ('hccl_task_exception', 'SDMA/communication task'),
+        ]),
+    "device_aicpu_scheduler_run_2024.log": ("plog", []),
+    "device_app_aicpu_scheduler_tdt_2025.log": ("plog", []),
+    "device_atrace_ts_stars_exception_dump_2024.txt":
+        ("plog", [
+            ('device_exception', 'STARS task exception'),
+            ('error_record', 'TSCH'),
+        ]),
+    "device_debug_ccecpu_warning.log": ("plog", []),
+    "device_event_drv_fault_manager_2025.log":
+        ("plog", [
+            ('device_fault', 'AIV'),
+            ('device_fault', 'HWTS/Stars-TS'),
+        ]),
+    "device_firmware_tsch_lpm_head_2025.log": ("plog", []),
+    "device_firmware_tsch_stars_exception_2025.log":
+        ("plog", [
+            ('device_exception', 'STARS task exception'),
+            ('error_record', 'TSCH'),
+        ]),
+    "device_host_run_device0_2025.log": ("plog", []),
+    "device_os_kernel_sklogd_event.log":
+        ("plog", [
+            ('device_exception', 'task scheduler exception'),
+            ('hardware_error', 'APEI hardware error'),
+        ]),
+    "device_slogd_slogdlog_2025.log": ("slogd", [('error_record', 'SLOGD')]),
+    "device_tsch_unbind_model_stream_2020.log": ("plog", [('error_record', 'TSCH')]),
+    "grep_run_plog_hccl_entry_lines.txt": ("plog", []),
+    "layout_msprof_PROF_dir_tree.txt": ("text", []),
+    "layout_torch_npu_ascend_pt_tree.txt": ("text", []),
+    "misc_npu_smi_info_310p3.txt": ("text", []),
+    "plog_2020_event_profiling_tdt_acl.log":
+        ("plog", [
+            ('aicore_exception', 'AI Core error'),
+            ('error_code', '507011'),
+            ('error_record', 'GE'),
+            ('error_record', 'RUNTIME'),
+        ]),
+    "plog_2021_acl_runtime_head.log": ("plog", []),
+    "plog_2021_model_execute_aicore_error.log":
+        ("plog", [
+            ('aicore_exception', '-1_0_1_trans_TransData_170'),
+            ('aicore_exception', 'AI Core error'),
+            ('error_code', '507011'),
+            ('error_record', 'GE'),
+            ('error_record', 'RUNTIME'),
+        ]),
+    "plog_debug_aicore_error_2025.log":
+        ("plog", [
+            ('aicore_exception', 'GatherV3_9e31943a1a48bf81ddff1fc6379e0be3_high_per'),
+            ('aicore_exception', 'vector core exception'),
+            ('error_code', '507035'),
+            ('error_code', 'EE8888'),
+            ('error_code', 'EZ9999'),
+            ('error_record', 'APP'),
+            ('error_record', 'IDEDD'),
+            ('error_record', 'RUNTIME'),
+        ]),
+    "plog_debug_cann64_910A_aicore_exception.log":
+        ("plog", [
+            ('aicore_exception', '2_0_11_GatherV2'),
+            ('aicore_exception', 'AI Core error'),
+            ('error_code', '1343225857'),
+            ('error_code', '4294967295'),
+            ('error_code', '507015'),
+            ('error_code', 'EE8888'),
+            ('error_code', 'EZ9999'),
+            ('error_record', 'FMK'),
+            ('error_record', 'RUNTIME'),
+        ]),
+    "plog_debug_cann64_910A_engine_init.log": ("plog", [('missing_library', 'liboptiling.so')]),
+    "plog_debug_cann64_910A_head.log": ("plog", []),
+    "plog_debug_cann64_hccl_op_engine_assignment.log": ("plog", []),
+    "plog_debug_tbe_compile_subprocess.log": ("plog", []),
+    "plog_drv_mem_stats_and_sdma_edited.log":
+        ("plog", [
+            ('device_oom', 'device memory'),
+            ('error_code', 'E30008'),
+        ]),
+    "plog_hccl_link_error_table_debug.log": ("plog", [('error_record', 'HCCL'), ('hccl_link', 'link setup')]),
+    "plog_hccl_run_info_setupagent.log": ("plog", []),
+    "plog_hccl_topo_exchange_timeout_collection.log":
+        ("plog", [
+            ('error_code', '0x05000004'),
+            ('error_code', '0x05000013'),
+            ('error_record', 'HCCL'),
+            ('hccl_timeout', 'socket setup'),
+        ]),
+    "plog_mixed_trace_hccl_runtime_collage.log":
+        ("plog", [
+            ('error_code', '0x0500000b'),
+            ('error_code', '507051'),
+            ('error_record', 'HCCL'),
+            ('error_record', 'RUNTIME'),
+            ('hccl_timeout', 'socket setup'),
+        ]),
+    "plog_run_debug_level_runtime_2024.log":
+        ("plog", [
+            ('error_code', '507011'),
+            ('error_code', 'EE8888'),
+            ('error_code', 'EE9999'),
+            ('error_record', 'RUNTIME'),
+        ]),
+    "plog_run_event_cann64_910A.log": ("plog", []),
+    "plog_run_info_ge_tdt_2024.log": ("plog", []),
+    "plog_run_runtime_idedd_errors_2024.log":
+        ("plog", [
+            ('aicore_exception', '0/1_-1_0_GatherV21_tvmbin'),
+            ('aicore_exception', 'vector core exception'),
+            ('error_code', '1343225857'),
+            ('error_code', '4294967295'),
+            ('error_code', '507035'),
+            ('error_code', 'EE8888'),
+            ('error_code', 'EZ9999'),
+            ('error_record', 'APP'),
+            ('error_record', 'IDEDD'),
+            ('error_record', 'RUNTIME'),
+        ]),
+    "plog_runtime_EE1023_expand_capacity.log":
+        ("plog", [
+            ('error_code', '207008'),
+            ('error_code', 'EE1023'),
+            ('error_record', 'RUNTIME'),
+        ]),
+    "plog_runtime_ffts_vector_core_exception_3lines.log":
+        ("plog", [
+            ('aicore_exception', 'Add_ee98c6628030785f610b924ab1557b31_high_performa'),
+            ('aicore_exception', 'vector core exception'),
+            ('error_record', 'RUNTIME'),
+        ]),
+    "plog_stars_aivec_error_errcode_triplet_2025.log":
+        ("plog", [
+            ('aicore_exception', 'AddCustom_ab1b6750d7f510985325b603cb06dc8b_0'),
+            ('aicore_exception', 'vector core exception'),
+            ('error_code', '507035'),
+            ('error_code', 'EE8888'),
+            ('error_code', 'EZ9999'),
+            ('error_record', 'IDEDD'),
+            ('error_record', 'RUNTIME'),
+        ]),
+    "plog_tefusion_atc_error_line_2021.log": ("plog", [('error_record', 'TEFUSION')]),
+    "slog_2020_host0_hdc_ge_aicpu_fe_init.log": ("plog", [('missing_library', 'liboptiling.so')]),
+    "stdout_EE1023_resource_error_expand_capacity.txt": ("cann-error", [('error_code', 'EE1023')]),
+    "stdout_EZ3002_transdata_aicore_310P3.txt": ("text", [('op_rejected', 'TransData')]),
+    "stdout_EZ3002_with_pid_timestamp_prefix.txt":
+        ("cann-error", [
+            ('op_rejected', 'TransData'),
+            ('error_code', 'EZ3002'),
+        ]),
+    "stdout_hccl_EI0011_device_memory.txt":
+        ("cann-error", [
+            ('device_oom', 'device memory'),
+            ('error_code', 'EI0011'),
+        ]),
+    "stdout_hccl_EI0012_sdma_exception.txt":
+        ("cann-error", [
+            ('error_code', 'EI0012'),
+            ('hccl_task_exception', 'SDMA/communication task'),
+        ]),
+    "stdout_llamacpp_cann_EZ9999_aivec_310p.txt":
+        ("cann-error", [
+            ('aicore_exception', 'vector core exception'),
+            ('error_code', 'EZ9999'),
+        ]),
+    "stdout_msprof_collect_export_query.txt": ("text", []),
+    "stdout_torch_npu_aclnn_EZ9999_no_op_binary.txt":
+        ("torch_npu", [
+            ('error_code', 'ERR01100'),
+            ('error_code', 'EZ9999'),
+            ('op_binary_missing', 'Range'),
+        ]),
+    "stdout_torch_npu_cpu_fallback_ERR01007.txt":
+        ("torch_npu", [
+            ('cpu_fallback', 'aten::linalg_lstsq.out'),
+            ('error_code', 'ERR01007'),
+        ]),
+    "stdout_torch_npu_dynamic_profiler_log.txt": ("text", []),
+    "stdout_torch_npu_init_500001_ERR00100.txt":
+        ("torch_npu", [
+            ('error_code', '500001'),
+            ('error_code', 'ERR00100'),
+            ('npu_call_failed', 'at_npu::native::AclSetCompileopt(aclCompileOpt::AC'),
+        ]),
+    "stdout_vllm_ascend_507011_event_query_EL0003.txt":
+        ("torch_npu", [
+            ('error_code', '507011'),
+            ('error_code', 'EL0003'),
+            ('error_code', 'ERR00100'),
+            ('npu_call_failed', 'acl::AclQueryEventRecordedStatus(event_, &currStat'),
+        ]),
+    "stdout_vllm_ascend_EZ9999_tiling_check.txt": ("cann-error", [('error_code', 'EZ9999')]),
+    "stdout_vllm_ascend_aclgraph_capture_207008.txt":
+        ("torch_npu", [
+            ('error_code', '207008'),
+            ('error_code', 'EL0009'),
+            ('npu_call_failed', 'c10_npu::acl::AclmdlRICaptureBegin(capture_stream_'),
+        ]),
+    "hccl_EI0001_HCCL_SOCKET_IFNAME-not-found_plog_hccl-doc.txt": ("plog", [('error_record', 'HCCL')]),
+    "hccl_EI0001_env-invalid_HCCL_RDMA_SL_plog_hccl-doc.txt":
+        ("plog", [
+            ('error_code', '0x05000001'),
+            ('error_record', 'HCCL'),
+        ]),
+    "hccl_EI0001_env-invalid_HCCL_RDMA_SL_screen_hccl-doc.txt": ("cann-error", [('error_code', 'EI0001')]),
+    "hccl_EI0002_notify-wait-timeout_507048_torch_npu-doc.txt":
+        ("cann-error", [
+            ('error_code', '507048'),
+            ('error_code', 'EI0002'),
+            ('hccl_link', 'heartbeat lost'),
+            ('hccl_timeout', 'notify wait'),
+        ]),
+    "hccl_EI0004_ranktable-not-valid-real-path_hccl-doc.txt": ("plog", [('error_code', '0x05010001')]),
+    "hccl_EI0004_ranktable-super_device_id-invalid_A3_hccl-doc.txt": ("plog", [('error_code', '0x05010001')]),
+    "hccl_EI0006_GettingSocketTimesOut_old-format_CANN8.0.RC2_LlamaFactory-5071.txt":
+        ("cann-error", [
+            ('cpu_fallback', 'aten::isin.Tensor_Tensor_out'),
+            ('error_code', 'EI0006'),
+            ('hccl_timeout', 'socket setup'),
+        ]),
+    "hccl_EI0006_HcclAllreduce-error-code-6_ERR01100_vllm-ascend-486.txt":
+        ("torch_npu", [
+            ('error_code', 'EI0006'),
+            ('error_code', 'ERR01100'),
+            ('hccl_timeout', 'socket setup'),
+            ('npu_call_failed', 'HcclAllreduce'),
+        ]),
+    "hccl_EI0006_socket-establish-timeout_LINK_ERROR_INFO_hccl-doc.txt":
+        ("plog", [
+            ('error_code', '0x00000009'),
+            ('error_code', '0x05010009'),
+            ('error_record', 'HCCL'),
+            ('hccl_link', 'link setup'),
+            ('hccl_timeout', 'socket setup'),
+        ]),
+    "hccl_EI0019_host-port-bind-fail_plog_hccl-doc.txt":
+        ("plog", [
+            ('error_record', 'HCCL'),
+            ('hccl_link', 'port bind'),
+        ]),
+    "hccl_EI0019_host-port-bind-fail_screen_hccl-doc.txt":
+        ("cann-error", [
+            ('error_code', 'EI0019'),
+            ('hccl_link', 'port bind'),
+        ]),
+    "hccl_TaskExecStage_HeartbeatLost_ClusterExceptionLocation_hccl-doc.txt":
+        ("plog", [
+            ('hccl_link', 'heartbeat lost'),
+        ]),
+    "hccl_TaskExecStage_StuckOccurred_hccl-doc.txt": ("plog", [('hccl_link', 'stuck')]),
+    "hccl_TaskExecStage_TaskRunFailed_Timeout_hccl-doc.txt": ("plog", [('hccl_timeout', 'task execution')]),
+    "hccl_topo-exchange-agent-socket-timeout_rootinfo_hccl-doc.txt":
+        ("plog", [
+            ('hccl_link', 'connect to root'),
+            ('hccl_timeout', 'socket setup'),
+        ]),
+    "npu-smi_fail_dcmi-8020_device-used_cann-container-image-46.txt": ("text", []),
+    "npu-smi_fail_dcmi-8020_plus_toolkit-info_8.0.0_collect_env-noise_vllm-ascend-632.txt": ("text", []),
+    "npu-smi_fail_libc_sec.so-missing_in-container_HAMi-615.txt":
+        ("text", [
+            ('missing_library', 'libc_sec.so'),
+        ]),
+    "npu-smi_fail_no-such-file-in-container_PaddleX-4542.txt": ("text", []),
+    "torch_npu_507011_AclrtSynchronizeStreamWithTimeout_E39999_AICPU_MoeDistributeDispatchV2_vllm-ascend-4256.txt":
+        ("torch_npu", [
+            ('aicpu_exception', 'AI CPU kernel'),
+            ('error_code', '507011'),
+            ('error_code', 'E39999'),
+            ('error_code', 'ERR00100'),
+            ('npu_call_failed', 'c10_npu::acl::AclrtSynchronizeStreamWithTimeout(co'),
+        ]),
+    "torch_npu_507035_AclrtSynchronizeStreamWithTimeout_vector-core_Ascend-pytorch-66.txt":
+        ("torch_npu", [
+            ('aicore_exception', 'vector core exception'),
+            ('error_code', '507035'),
+            ('error_code', 'ERR00100'),
+            ('npu_call_failed', 'c10_npu::acl::AclrtSynchronizeStreamWithTimeout(co'),
+        ]),
+    "torch_npu_EH9999_init-env-failed_500001_Aborted_Ascend-pytorch-7.txt":
+        ("cann-error", [
+            ('error_code', '500001'),
+            ('error_code', 'EH9999'),
+        ]),
+    "torch_npu_EZ9999_CannotFindBinOfOp_ERR01100_torch_npu-doc.txt":
+        ("torch_npu", [
+            ('error_code', 'ERR01100'),
+            ('error_code', 'EZ9999'),
+            ('op_binary_missing', 'Range'),
+        ]),
+    "torch_npu_EZ9999_InnerError_MLA-tiling_vllm-ascend-faq.txt": ("cann-error", [('error_code', 'EZ9999')]),
+    "torch_npu_cpu-fallback-warning_ERR01007_torch_npu-doc.txt":
+        ("torch_npu", [
+            ('cpu_fallback', 'aten::linalg_lstsq.out'),
+            ('error_code', 'ERR01007'),
+        ]),
+    "torch_npu_ext_undefined-symbol_AclrtPeekAtLastError_dlinfer-183.txt":
+        ("text", [
+            ('undefined_symbol', '_ZN7c10_npu3acl20AclrtPeekAtLastErrorE17aclrtLastE'),
+        ]),
+    "torch_npu_ext_undefined-symbol_NpuRunMode_mmcv-3299.txt":
+        ("text", [
+            ('undefined_symbol', '_ZN7c10_npu10NpuRunMode9cur_mode_E'),
+        ]),
+    "torch_npu_import_libhccl.so_missing_torch_npu-faq.txt": ("text", []),
+    "torch_npu_import_torch_npu._C_ModuleNotFound_torch_npu-faq.txt":
+        ("text", [
+            ('missing_module', 'torch_npu._C'),
+        ]),
+    "torch_npu_init_AclSetCompileopt_500001_ERR00100_torch_npu-doc.txt":
+        ("torch_npu", [
+            ('error_code', '500001'),
+            ('error_code', 'ERR00100'),
+            ('npu_call_failed', 'at_npu::native::AclSetCompileopt(aclCompileOpt::AC'),
+        ]),
+    "torch_npu_to-int-device_Torch-not-compiled-with-CUDA_Ascend-pytorch-16.txt": ("text", []),
+    "torch_npu_transfer_to_npu_ImportWarning_accelerate-3020.txt": ("text", []),
+    "torch_npu_whl_not_supported_platform_torch_npu-faq.txt": ("text", []),
+    "atc_success_W11001_constructed.txt":
+        ("atc", [
+            ('atc_success', 'atc'),
+            ('error_code', 'W11001'),
+            ('slow_operator', 'Gather_12'),
+            ('slow_operator', 'Slice_29'),
+        ]),
+    "plog_debug_engine_placement_constructed.log":
+        ("plog", [
+            ('op_rejected', 'DropOutGenMask'),
+            ('aicpu_placed', 'DropOutGenMask'),
+            ('error_code', 'EZ3003'),
+            ('host_cpu_placed', 'Shape'),
+            ('no_engine', 'ComplexAbs'),
+        ]),
+    "stdout_EZ3003_engine_chain_constructed.txt":
+        ("cann-error", [("error_code", "EZ3003"), ("no_engine", "TransData"), ("op_rejected", "TransData")]),
+    "ranktable_json_A3_v1.2_super_device_id_mindie-pod-log_mindcluster-doc.txt": ("text", []),
+    "driver_install_run_full_25.0.rc1.1_Atlas800IA2_wangjunjian-blog.txt": ("text", []),
+    "torch_npu_import_libhccl.so_ImportError_constructed.txt": ("text", [('missing_library', 'libhccl.so')]),
+}
+
+
+def sample_bytes(path: Path) -> bytes:
+    """The verbatim body of a sample file, as bytes (some samples are not valid UTF-8)."""
+    data = path.read_bytes()
+    _, separator, body = data.partition(b"\n# ---\n")
+    return body if separator else data
+
+
+def _path(name: str) -> Path:
+    for folder in (SAMPLES / "logs", SAMPLES / "system", CONSTRUCTED):
+        if (folder / name).exists():
+            return folder / name
+    raise FileNotFoundError(name)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_sample_findings(name: str) -> None:
+    expected_format, expected = EXPECTED[name]
+    scanner = Scanner()
+    summary = scanner.scan_bytes(name, sample_bytes(_path(name)))
+    found = {(f.kind, f.subject[:50]) for f in scanner.result().findings if f.kind != "warning_record"}
+    assert summary.status == "ok"
+    assert summary.format == expected_format
+    assert found == set(expected)
+
+
+LOG_LIKE = ("atc_", "plog_", "slog_", "device_", "stdout_", "torch_npu_", "hccl_E", "hccl_T")
+
+
+def test_every_copied_sample_has_expectations() -> None:
+    """Every log and error text copied for these tests has expectations (constructed ones too; the other
+    stages' constructed inputs, such as npu-smi tables, are not logs)."""
+    copied = {p.name for folder in (SAMPLES / "logs", SAMPLES / "system") for p in folder.iterdir()
+              if p.name.endswith((".log", ".txt"))}
+    copied |= {p.name for p in CONSTRUCTED.iterdir() if p.name.startswith(LOG_LIKE)}
+    assert copied == set(EXPECTED)
+
+
+@pytest.mark.skipif(not SHARED_SAMPLES.is_dir(), reason="shared sample collection not present")
+def test_every_shared_log_sample_is_covered_and_scans_in_one_pass() -> None:
+    """New samples in ../shared/samples/logs must get expectations here; all of them scan without trouble."""
+    shared = sorted(p for p in (SHARED_SAMPLES / "logs").iterdir()
+                    if p.name != "INDEX.md" and not p.name.startswith("prof_"))
+    assert {p.name for p in shared} <= set(EXPECTED)
+    scanner = Scanner()
+    for path in shared:
+        scanner.scan_bytes(path.name, sample_bytes(path))
+    result = scanner.result()
+    assert all(f.status == "ok" for f in result.files)
+    # Merged across files: one finding per cause, with its first and last place.
+    vector = next(f for f in result.findings
+                  if f.kind == "aicore_exception" and f.subject == "vector core exception")
+    assert vector.first.file != vector.last.file
+    assert vector.count == sum(
+        1 for p in shared for line in sample_bytes(p).decode("utf-8", "replace").splitlines()
+        if "vector core exception" in line or "there is an aivec error" in line)
