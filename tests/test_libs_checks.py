@@ -329,6 +329,9 @@ def test_level2_maps_real_error_texts(node, built, sample, stage, diagnosis, tex
     assert lib005.evidence["error_codes"] == codes
     assert lib005.evidence.get("diagnosis") == diagnosis
     assert lib005.fix
+    # Each code is explained from the same knowledge base the log doctor uses.
+    meanings = lib005.evidence.get("error_code_meaning", [])
+    assert [line.split(":")[0].split(" ")[0] for line in meanings] == codes
 
 
 def test_level2_passes_when_the_op_runs(node, built):

@@ -425,12 +425,19 @@ def error_codes(text: str) -> List[str]:
 
 
 def explain_codes(codes: Sequence[str]) -> List[str]:
-    """Where the error-code knowledge base hooks in (``npudoctor.logs.codes.explain``) once it exists."""
-    try:
-        from npudoctor.logs.codes import explain
-    except ImportError:
-        return []
-    return [str(explain(code)) for code in codes]
+    """One line per code from the error-code knowledge base (``checks/error_codes.yaml``), as the log doctor
+    explains it: ``EH9999: <title>: <meaning> Fix: <fix>``."""
+    from npudoctor.logs.codes import explain
+
+    lines = []
+    for code in codes:
+        info = explain(code)
+        if info is None:
+            continue
+        family = "" if info.exact else " (family)"
+        fix = f" Fix: {info.fix}" if info.fix else ""
+        lines.append(f"{code}{family}: {info.title}: {info.meaning}{fix}")
+    return lines
 
 
 def classify_import_error(text: str) -> Optional[Diagnosis]:
