@@ -53,6 +53,16 @@ def test_only_the_newest_files_and_at_most_max_bytes_are_read(node) -> None:
     assert finding.evidence["max_bytes_per_file"] == 4096
 
 
+def test_a_cut_plog_keeps_its_end_where_the_job_died(node) -> None:
+    clean = text_of("plog_run_info_ge_tdt_2024.log")
+    dying = text_of("plog_runtime_ffts_vector_core_exception_3lines.log")
+    node.file("/logs/plog/plog-3_20250101000000000.log", clean * 20 + dying)
+    profile = NodeProfile("test", {"logs": {"newest_files": 1, "max_bytes_per_file": len(dying) + 2048}})
+    findings = log001(node, dirs=("/logs",), profile=profile)
+    assert findings[0].status is Status.FAIL
+    assert findings[0].evidence["scan"]["files_cut_at_max_bytes"] == ["/logs/plog/plog-3_20250101000000000.log"]
+
+
 def test_missing_directory_is_an_error_not_a_pass(node) -> None:
     (finding,) = log001(node, dirs=("/nowhere",))
     assert finding.status is Status.ERROR and "not-found" in finding.detail

@@ -84,3 +84,13 @@ def test_live_runner_on_this_machine_answers():
     runner = LiveRunner()
     assert runner.host()["arch"]
     assert "lo" in runner.net_interfaces()
+
+
+def test_tail_read_keeps_the_end_from_a_whole_line(node):
+    node.file("/var/log/plog-1.log", "".join(f"[INFO] line {i}\n" for i in range(1000)) + "[ERROR] the end\n")
+    content = node.runner().read_text("/var/log/plog-1.log", max_bytes=100, tail=True)
+    assert content.truncated
+    assert content.text.endswith("[ERROR] the end\n")
+    assert content.text.startswith("[INFO] line ")  # no cut-off first line
+    whole = node.runner().read_text("/var/log/plog-1.log", tail=True)
+    assert not whole.truncated and whole.text.startswith("[INFO] line 0\n")

@@ -58,7 +58,7 @@ def newest_plogs(ctx: CheckContext) -> Iterable[Outcome]:
     When a job dies, the reason is in ``~/ascend/log/{run,debug}/plog/plog-<pid>_<time>.log`` among
     thousands of INFO lines. This check reads the newest plogs of each directory given with
     ``npudoctor check --logs DIR`` (``logs.newest_files`` per directory, at most ``logs.max_bytes_per_file``
-    bytes of each: the evidence says when a file was cut), merges what they say per cause and explains
+    bytes from the end of each: the evidence says when a file was cut), merges what they say per cause and explains
     error codes (EZ9999, EI0006, 507011, ...). It reports FAIL for errors (device exceptions, HCCL timeouts,
     error codes, ERROR records) and WARN for warnings and operators that fall back from the AI Core.
 
@@ -79,7 +79,8 @@ def newest_plogs(ctx: CheckContext) -> Iterable[Outcome]:
         paths, root_problems = _plog_files(ctx, root)
         problems.extend(root_problems)
         for path in paths[:newest]:
-            content = ctx.runner.read_text(path, max_bytes=max_bytes)
+            # The news of a dying job is at the end of its plog.
+            content = ctx.runner.read_text(path, max_bytes=max_bytes, tail=True)
             if content.text is None:
                 problems.append(f"{path}: {content.error}")
                 scanner.add_unreadable(path, content.error or "unreadable")

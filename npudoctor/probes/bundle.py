@@ -173,8 +173,8 @@ class ReplayRunner(Runner):
             record.get("resolved_path"),
         )
 
-    def read_text(self, path: str, max_bytes: int = MAX_FILE_BYTES) -> FileContent:
-        record = self._records.get("file:" + path)
+    def read_text(self, path: str, max_bytes: int = MAX_FILE_BYTES, tail: bool = False) -> FileContent:
+        record = self._records.get("file:" + path + ("#tail" if tail else ""))
         if record is None:
             return FileContent(path, None, "not-recorded")
         text = self._raw(record) if record.get("raw") else None

@@ -36,7 +36,9 @@ class Runner:
     def run(self, command: Command) -> CommandResult:
         raise NotImplementedError
 
-    def read_text(self, path: str, max_bytes: int = MAX_FILE_BYTES) -> FileContent:
+    def read_text(self, path: str, max_bytes: int = MAX_FILE_BYTES, tail: bool = False) -> FileContent:
+        """The text of ``path``: its first ``max_bytes`` bytes, or with ``tail`` its last ones (from the first
+        whole line), for logs whose news is at the end. ``truncated`` says when bytes were left out."""
         raise NotImplementedError
 
     def list_dir(self, path: str) -> DirListing:
@@ -78,10 +80,15 @@ class LiveRunner(Runner):
             return path
         return os.path.join(self.root, path.lstrip("/"))
 
-    def read_text(self, path: str, max_bytes: int = MAX_FILE_BYTES) -> FileContent:
+    def read_text(self, path: str, max_bytes: int = MAX_FILE_BYTES, tail: bool = False) -> FileContent:
         real = self.system_path(path)
+        skipped = False
         try:
             with open(real, "rb") as handle:
+                if tail:
+                    size = handle.seek(0, os.SEEK_END)
+                    skipped = size > max_bytes
+                    handle.seek(max(0, size - max_bytes))
                 data = handle.read(max_bytes + 1)
         except FileNotFoundError:
             return FileContent(path, None, "not-found")
@@ -91,9 +98,11 @@ class LiveRunner(Runner):
             return FileContent(path, None, "is-a-directory")
         except OSError as exc:
             return FileContent(path, None, f"os-error: {exc.strerror or exc}")
-        truncated = len(data) > max_bytes
-        if truncated:
+        truncated = len(data) > max_bytes or skipped
+        if len(data) > max_bytes:
             data = data[:max_bytes]
+        if skipped:
+            data = data[data.find(b"\n") + 1:]  # from the first whole line
         if b"\x00" in data[:8192] and not path.startswith(("/sys/", "/proc/")):
             return FileContent(path, None, "binary")
         return FileContent(path, decode_text(data), None, truncated)
@@ -244,8 +253,9 @@ class RecordingRunner(Runner):
     def run(self, command: Command) -> CommandResult:
         return self._keep(command.key, "command", self.inner.run(command))
 
-    def read_text(self, path: str, max_bytes: int = MAX_FILE_BYTES) -> FileContent:
-        return self._keep("file:" + path, "file", self.inner.read_text(path, max_bytes))
+    def read_text(self, path: str, max_bytes: int = MAX_FILE_BYTES, tail: bool = False) -> FileContent:
+        key = "file:" + path + ("#tail" if tail else "")
+        return self._keep(key, "file", self.inner.read_text(path, max_bytes, tail))
 
     def list_dir(self, path: str) -> DirListing:
         return self._keep("dir:" + path, "dir", self.inner.list_dir(path))
