@@ -80,3 +80,17 @@ def test_unrecorded_requests_read_as_not_recorded(node, tmp_path):
     assert runner.run(Command(("npu-smi", "info"))).error == "not-recorded"
     assert runner.read_text("/etc/hccn.conf").error == "not-recorded"
     assert runner.host() == {"hostname": "n1"}
+
+
+def test_collect_with_logs_replays_the_log_findings(node, tmp_path):
+    from tests.samples import sample_text
+
+    node.file("/root/ascend/log/debug/plog/plog-7_20250101000000000.log",
+              sample_text("plog_runtime_ffts_vector_core_exception_3lines.log"))
+    options = {"logs_dirs": ("/root/ascend/log",)}
+    live = api.run_checks(node.runner(), only=("logs",), options=options)
+    bundle = tmp_path / "node.tar.gz"
+    api.collect(str(bundle), root=str(node.root), environ=node.env, options=options)
+    replayed = api.run_checks(api.make_runner(bundle=str(bundle)), only=("logs",), options=options)
+    assert live.findings[0].status.value == "fail"
+    assert _comparable(replayed) == _comparable(live)

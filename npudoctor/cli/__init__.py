@@ -143,12 +143,14 @@ def explain(check_id: str) -> None:
               help="Where to write the bundle (never overwritten).")
 @click.option("--root", metavar="DIR", help="Read system files under DIR.")
 @click.option("--level", type=click.IntRange(1, 3), default=1, show_default=True)
-def collect(output: str, root: Optional[str], level: int) -> None:
+@click.option("--python", "python", metavar="PATH", help="The interpreter training runs with.")
+@click.option("--logs", "logs_dirs", multiple=True, metavar="DIR", help="Also record the newest plogs under DIR.")
+def collect(output: str, root: Optional[str], level: int, python: Optional[str], logs_dirs: Tuple[str, ...]) -> None:
     """Record every raw output the checks use into a bundle (secrets redacted), for `check --from`."""
     from npudoctor import api
 
     try:
-        report = api.collect(output, root=root, level=level)
+        report = api.collect(output, root=root, level=level, options={"python": python, "logs_dirs": logs_dirs})
     except api.UsageError as exc:
         raise fail_usage(str(exc)) from None
     except OSError as exc:
