@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import AbstractSet, Callable, Dict, List, Optional, Sequence, Tuple
 
 from npudoctor.elf.ldcache import LdCache, parse_ld_cache
-from npudoctor.elf.reader import ElfError, ElfFile, UndefinedSymbol, gnu_hash, open_elf, sysv_hash
+from npudoctor.elf.reader import ElfError, ElfFile, gnu_hash, open_elf
 
 LocalPath = Callable[[str], Optional[str]]
 
@@ -411,47 +411,65 @@ def _resolve_symbols(
     """Every non-weak undefined symbol of the objects in ``report``, looked up in the scope of every
     loaded object in load order."""
     wanted = set(report)
-    resolved: Dict[Tuple[str, Optional[str], bool], bool] = {}
+    # A GNU hash chain stores each defined symbol's hash with the low bit marking the chain's end.
     scope = [(o.elf, o.elf.hash_values()) for o in objects]
-    need_sysv = any(o.elf.has_sysv_only for o in objects)
-    missing = []
+    # Each distinct reference (name, version, hidden) is looked up once, however many objects make it.
+    keys: Dict[Tuple[bytes, Optional[str], bool], int] = {}
+    references = []
     for obj in objects:
         if obj.path not in wanted:
             continue
         try:
-            undefined = obj.elf.undefined_symbols()
+            undefined = obj.elf.undefined_references()
         except ElfError as exc:
             errors.append(str(exc))
             continue
-        for sym in undefined:
-            if sym.weak:
+        strong = []
+        for name, weak, need, hidden in undefined:
+            if weak:
                 continue
-            key = (sym.name, sym.version, sym.version_hidden)
-            found = resolved.get(key)
-            if found is None:
-                found = resolved[key] = _lookup(scope, sym, need_sysv)
-            if not found:
-                missing.append(MissingSymbol(sym.name, obj.path, sym.version, sym.version_file))
-    return missing
+            key = (name, need.name if need else None, hidden)
+            strong.append((keys.setdefault(key, len(keys)), name, need))
+        references.append((obj, strong))
+    found = _find_definitions(list(keys), scope)
+    return [
+        MissingSymbol(
+            name.decode("utf-8", errors="surrogateescape"),
+            obj.path,
+            need.name if need else None,
+            need.filename if need else None,
+        )
+        for obj, strong in references
+        for key_index, name, need in strong
+        if not found[key_index]
+    ]
 
 
-def _lookup(
-    scope: List[Tuple[ElfFile, Optional[AbstractSet[int]]]], sym: UndefinedSymbol, need_sysv: bool
-) -> bool:
-    encoded = sym.name.encode("utf-8", errors="surrogateescape")
-    gnu = gnu_hash(encoded)
-    hashes = (gnu, sysv_hash(encoded) if need_sysv else None)
-    # A GNU hash chain stores each defined symbol's hash with the low bit marking the chain's end.
-    even, odd = gnu & ~1, gnu | 1
+def _find_definitions(
+    keys: List[Tuple[bytes, Optional[str], bool]],
+    scope: List[Tuple[ElfFile, Optional[AbstractSet[int]]]],
+) -> List[bool]:
+    """Whether some object in ``scope`` defines each (name, version, hidden) reference, object by object:
+    the names whose hash is among an object's defined-symbol hashes (one C-level set intersection) are
+    the only ones looked up in its hash table."""
+    queries = [(name, gnu_hash(name), version, hidden) for name, version, hidden in keys]
+    found = [False] * len(keys)
+    by_hash: Dict[int, List[int]] = {}
+    for index, query in enumerate(queries):
+        by_hash.setdefault(query[1] | 1, []).append(index)
+    variants = {variant for odd in by_hash for variant in (odd, odd ^ 1)}
     for elf, values in scope:
-        if values is not None and even not in values and odd not in values:
-            continue  # no defined symbol of this object has that hash: ruled out without a lookup
-        try:
-            if elf.lookup(sym.name, sym.version, sym.version_hash, sym.version_hidden, hashes):
-                return True
-        except ElfError:
+        if values is None:  # no GNU hash table (SysV DT_HASH only): every unresolved name is looked up
+            pending = [i for i, done in enumerate(found) if not done]
+        else:
+            hits = {v | 1 for v in variants.intersection(values)}
+            pending = [i for odd in hits for i in by_hash[odd] if not found[i]]
+        if not pending:
             continue
-    return False
+        for index, defined in zip(pending, elf.defines_each([queries[i] for i in pending])):
+            if defined:
+                found[index] = True
+    return found
 
 
 def defines(path_local: str, name: str) -> bool:

@@ -11,11 +11,19 @@ from __future__ import annotations
 
 import array
 import mmap
+import operator
 import os
 import struct
 import sys
 from dataclasses import dataclass, field
-from typing import AbstractSet, Dict, List, Optional, Sequence, Tuple
+from itertools import compress
+from typing import TYPE_CHECKING, AbstractSet, Dict, List, Optional, Sequence, Tuple, Union
+
+if TYPE_CHECKING:
+    from typing import Literal
+
+    # A column of the symbol table: a view in this machine's byte order, or a byte-swapped copy.
+    Column = Union[memoryview[int], array.array[int]]
 
 # e_machine values ld.so compares (the names are for messages).
 MACHINES = {
@@ -72,7 +80,37 @@ class UndefinedSymbol:
     version_hidden: bool = False
 
 
+# gnu_hash as arithmetic on base-33 numbers: h = 5381 * 33**n + sum(c[i] * 33**(n-1-i)) mod 2**32. Each
+# byte c is 33 * high + low with both digits below 33, so the sum is the base-33 number written with the
+# low digits plus 33 times the one written with the high digits, and int() parses both in C: about five
+# times faster than a Python loop over the characters (names are long mangled C++ names).
+_BASE33 = b"0123456789abcdefghijklmnopqrstuvw"
+_LOW_DIGITS = bytes(_BASE33[c % 33] for c in range(256))
+_HIGH_DIGITS = bytes(_BASE33[c // 33] for c in range(256))
+_SEED_POWERS = [5381]  # 5381 * 33**n mod 2**32, grown on demand
+# int() refuses longer non-power-of-two-base strings on Python >= 3.11 (sys.int_max_str_digits).
+_MAX_PARSED = 4000
+
+
 def gnu_hash(name: bytes) -> int:
+    """The DT_GNU_HASH hash of ``name`` (glibc ``dl_new_hash``: h = h * 33 + c from 5381, 32 bits).
+
+    >>> euro = "\u20ac".encode() * 30  # bytes above 127 too (33 * 7 + 24 = 255)
+    >>> gnu_hash(b""), hex(gnu_hash(b"printf")), gnu_hash(euro) == _gnu_hash_loop(euro)
+    (5381, '0x156b2bb8', True)
+    """
+    size = len(name)
+    if not size or size > _MAX_PARSED:
+        return _gnu_hash_loop(name)
+    powers = _SEED_POWERS
+    while len(powers) <= size:
+        powers.append(powers[-1] * 33 & 0xFFFFFFFF)
+    low = int(name.translate(_LOW_DIGITS), 33)
+    high = int(name.translate(_HIGH_DIGITS), 33)
+    return (powers[size] + low + 33 * high) & 0xFFFFFFFF
+
+
+def _gnu_hash_loop(name: bytes) -> int:
     h = 5381
     for c in name:
         h = h * 33 + c  # masked once at the end: faster than masking every step, same result
@@ -117,6 +155,8 @@ class ElfFile:
     _symtab_at: Optional[int] = None
     _versym_at: Optional[int] = None
     _sym_struct: Optional[struct.Struct] = None
+    _symbol_count: Optional[int] = None
+    _columns: Optional[_SymbolColumns] = None
 
     # -- structure ---------------------------------------------------------------------------------------
     @property
@@ -242,6 +282,11 @@ class ElfFile:
 
     def symbol_count(self) -> int:
         """Number of dynamic symbols: from DT_HASH's nchain, else from the GNU hash chains' last entry."""
+        if self._symbol_count is None:
+            self._symbol_count = self._count_symbols()
+        return self._symbol_count
+
+    def _count_symbols(self) -> int:
         if DT_HASH in self._dyn:
             return self._unpack("I", self._offset(self._dyn[DT_HASH]) + 4)[0]
         if self._gnu is None:
@@ -256,8 +301,27 @@ class ElfFile:
             top += 1
         raise ElfError(f"{self.path}: corrupt GNU hash table (chain runs past the end)")
 
+    def _symbols(self) -> _SymbolColumns:
+        """The first ``symbol_count()`` symbols (as many as the file holds) and their versym entries."""
+        if self._columns is None:
+            count = self.symbol_count() if DT_SYMTAB in self._dyn else 0
+            entry = self._syment
+            start = self._symtab if count else 0
+            held = max(0, min(count, (len(self.data) - start) // entry))
+            table = self.data[start : start + held * entry]
+            swap = self.little_endian != (sys.byteorder == "little")
+            versyms: Column | Tuple[()] = ()
+            if DT_VERSYM in self._dyn and count:
+                if self._versym_at is None:
+                    self._versym_at = self._offset(self._dyn[DT_VERSYM])
+                held_versyms = max(0, min(count, (len(self.data) - self._versym_at) // 2))
+                versyms = _column(self.data[self._versym_at : self._versym_at + 2 * held_versyms], "H", swap)
+            self._columns = _SymbolColumns(table, self.is64, swap, versyms)
+        return self._columns
+
     def _sym(self, index: int) -> Tuple[int, int, int, int, int]:
-        """(st_name, st_info, st_other, st_shndx, st_value) of symbol ``index``."""
+        """(st_name, st_info, st_other, st_shndx, st_value) of symbol ``index``, read from the file (for an
+        index beyond ``symbol_count()``, which only a corrupt hash table yields)."""
         at = self._symtab + index * self._syment
         if self._sym_struct is None:
             self._sym_struct = struct.Struct(self.endian + ("IBBHQQ" if self.is64 else "IIIBBH"))
@@ -319,109 +383,69 @@ class ElfFile:
                     at += nxt
         return self._versions
 
-    def undefined_symbols(self) -> List[UndefinedSymbol]:
-        """Every undefined dynamic symbol with the version it asks for (what ld.so must resolve)."""
+    def undefined_references(self) -> List[Tuple[bytes, bool, Optional[VersionNeed], bool]]:
+        """(name, weak, the version asked for, hidden) of every undefined dynamic symbol: what ld.so must
+        resolve. Names stay bytes (they are hashed next); :meth:`undefined_symbols` decodes them."""
         count = self.symbol_count()
         if not count:
             return []
-        start = self._symtab
-        size = count * self._syment
-        if start + size > len(self.data):
+        if self._symtab + count * self._syment > len(self.data):
             raise ElfError(f"{self.path}: truncated ELF (symbol table runs past the end of the file)")
-        # st_shndx of every symbol, read as a strided view of 16-bit words (offset 6 of 24 in ELF64, 14 of
-        # 16 in ELF32): one cheap pass over 75k symbols instead of unpacking each entry.
-        table = self.data[start : start + size]
-        words = array.array("H")
-        words.frombytes(table)
-        if self.little_endian != (sys.byteorder == "little"):
-            words.byteswap()
-        stride = self._syment // 2
-        shndx = words[(3 if self.is64 else 7) :: stride]
-        info_at = 4 if self.is64 else 12
-        undefined = [i for i, value in enumerate(shndx) if not value and i]
+        columns = self._symbols()
+        versyms = columns.versyms
+        if DT_VERSYM in self._dyn and len(versyms) < count:
+            raise ElfError(f"{self.path}: truncated ELF (version table runs past the end of the file)")
+        # Every column is read in C (strided views, compress); Python only touches the undefined entries.
+        undefined = compress(range(count), map(operator.not_, columns.sections.tolist()))
+        names, infos = columns.names, columns.infos
+        found = [(i, names[i], infos[i] >> 4) for i in undefined if i and names[i]]
+        data, strtab, find = self.data, self._strtab, self.data.find
         needs = {n.index: n for n in self.version_needs()}
-        versyms: Optional[array.array] = None
-        if DT_VERSYM in self._dyn:
-            versym_at = self._offset(self._dyn[DT_VERSYM])
-            versyms = array.array("H")
-            end = versym_at + 2 * count
-            if end > len(self.data):
-                raise ElfError(f"{self.path}: truncated ELF (version table runs past the end of the file)")
-            versyms.frombytes(self.data[versym_at:end])
-            if self.little_endian != (sys.byteorder == "little"):
-                versyms.byteswap()
         result = []
-        data, strtab, entry = self.data, self._strtab, self._syment
-        name_struct = struct.Struct(self.endian + "I")
-        for index in undefined:
-            info = table[index * entry + info_at]
-            name_off = name_struct.unpack_from(table, index * entry)[0]
-            if info >> 4 == STB_LOCAL or not name_off:
+        for index, name_off, binding in found:
+            if binding == STB_LOCAL:
                 continue
             at = strtab + name_off
-            end = data.find(b"\0", at)
+            end = find(b"\0", at)
             if end < 0:
                 raise ElfError(f"{self.path}: string at offset {at:#x} runs past the end of the file")
-            name = data[at:end].decode("utf-8", errors="surrogateescape")
-            need = None
-            hidden = False
-            if versyms is not None:
+            if versyms:
                 raw = versyms[index]
-                need = needs.get(raw & 0x7FFF)
-                hidden = bool(raw & VERSYM_HIDDEN)
-            result.append(
-                UndefinedSymbol(
-                    name,
-                    info >> 4 == STB_WEAK,
-                    need.name if need else None,
-                    need.filename if need else None,
-                    need.hash if need else 0,
-                    hidden,
-                )
-            )
+                need, hidden = needs.get(raw & 0x7FFF), bool(raw & VERSYM_HIDDEN)
+                result.append((data[at:end], binding == STB_WEAK, need, hidden))
+            else:
+                result.append((data[at:end], binding == STB_WEAK, None, False))
         return result
 
-    def _candidates(self, encoded: bytes, gnu: int, sysv: Optional[int]) -> List[int]:
-        """Symbol indexes whose hash matches (through DT_GNU_HASH, else DT_HASH); the bloom filter rejects
-        most names without touching the table."""
-        if self._gnu is not None:
-            nbuckets, symoffset, bloom, shift, buckets, chains = self._gnu
-            if not nbuckets:
-                return []
-            bits = 64 if self.is64 else 32
-            word = bloom[(gnu // bits) % len(bloom)]
-            if not (word >> (gnu % bits)) & (word >> ((gnu >> shift) % bits)) & 1:
-                return []
-            index = buckets[gnu % nbuckets]
-            if index < symoffset:
-                return []
-            found = []
-            want = gnu | 1
-            try:
-                while True:
-                    chain = chains[index - symoffset]
-                    if (chain | 1) == want:
-                        found.append(index)
-                    if chain & 1:
-                        return found
-                    index += 1
-            except IndexError:
-                raise ElfError(f"{self.path}: corrupt GNU hash table (chain runs past the end)") from None
-        if self._sysv is not None:
-            nbucket, buckets_at, chains_at = self._sysv
-            if not nbucket:
-                return []
-            found = []
-            index = self._unpack(
-                "I", buckets_at + 4 * ((sysv if sysv is not None else sysv_hash(encoded)) % nbucket)
-            )[0]
-            seen = 0
-            while index and seen < 1_000_000:
-                found.append(index)
-                index = self._unpack("I", chains_at + 4 * index)[0]
-                seen += 1
-            return found
-        return []
+    def undefined_symbols(self) -> List[UndefinedSymbol]:
+        """Every undefined dynamic symbol with the version it asks for (what ld.so must resolve)."""
+        return [
+            UndefinedSymbol(
+                name.decode("utf-8", errors="surrogateescape"),
+                weak,
+                need.name if need else None,
+                need.filename if need else None,
+                need.hash if need else 0,
+                hidden,
+            )
+            for name, weak, need, hidden in self.undefined_references()
+        ]
+
+    def _sysv_candidates(self, encoded: bytes) -> List[int]:
+        """Symbol indexes on ``encoded``'s DT_HASH chain (for files without DT_GNU_HASH)."""
+        if self._sysv is None:
+            return []
+        nbucket, buckets_at, chains_at = self._sysv
+        if not nbucket:
+            return []
+        found = []
+        index = self._unpack("I", buckets_at + 4 * (sysv_hash(encoded) % nbucket))[0]
+        seen = 0
+        while index and seen < 1_000_000:
+            found.append(index)
+            index = self._unpack("I", chains_at + 4 * index)[0]
+            seen += 1
+        return found
 
     def lookup(
         self,
@@ -429,45 +453,125 @@ class ElfFile:
         version: Optional[str] = None,
         version_hash: int = 0,
         version_hidden: bool = False,
-        hashes: Optional[Tuple[int, Optional[int]]] = None,
     ) -> bool:
-        """Whether this file exports ``name`` in a way ld.so would bind a reference to (version rules as in
-        glibc's ``check_match``: a versioned reference takes the same version, or an unversioned
-        definition; an unversioned reference takes the base, the first or the default version)."""
+        """Whether this file exports ``name`` in a way ld.so would bind a reference to (see
+        :meth:`defines_each`)."""
         encoded = name.encode("utf-8", errors="surrogateescape")
-        gnu, sysv = hashes if hashes is not None else (gnu_hash(encoded), None)
-        for index in self._candidates(encoded, gnu, sysv):
-            name_off, info, _, shndx, value = self._sym(index)
-            if shndx == SHN_UNDEF or (info & 0xF) not in DEFINABLE_TYPES:
+        return self.defines_each([(encoded, gnu_hash(encoded), version, version_hidden)])[0]
+
+    def defines_each(self, queries: Sequence[Tuple[bytes, int, Optional[str], bool]]) -> List[bool]:
+        """For each (encoded name, its :func:`gnu_hash`, version or None, hidden) reference, whether this file
+        exports the name in a way ld.so would bind it: rules of glibc's ``check_match`` (a versioned reference
+        takes the same version, or an unversioned definition; an unversioned reference takes the base, the
+        first or the default version). Candidates come from DT_GNU_HASH (bloom filter, bucket, chain), else
+        DT_HASH, never from a walk of the table. A reference whose lookup hits a corrupt part of the file is
+        not defined here (as if ld.so skipped the file), and the others are still answered."""
+        results = [False] * len(queries)
+        gnu, dyn = self._gnu, self._dyn
+        if gnu is None and self._sysv is None:
+            return results
+        columns = self._symbols()
+        names, infos, sections, values = columns.names, columns.infos, columns.sections, columns.values
+        versyms = columns.versyms if DT_VERSYM in dyn else None
+        data, strtab = self.data, self._strtab
+        if gnu is not None:
+            nbuckets, symoffset, bloom, shift, buckets, chains = gnu
+            bits = 64 if self.is64 else 32
+        for position, (encoded, hashed, version, version_hidden) in enumerate(queries):
+            try:
+                if gnu is None:
+                    candidates = self._sysv_candidates(encoded)
+                else:
+                    if not nbuckets:
+                        continue
+                    word = bloom[(hashed // bits) % len(bloom)]
+                    if not (word >> (hashed % bits)) & (word >> ((hashed >> shift) % bits)) & 1:
+                        continue
+                    index = buckets[hashed % nbuckets]
+                    if index < symoffset:
+                        continue
+                    candidates = []
+                    want = hashed | 1
+                    try:
+                        while True:
+                            chain = chains[index - symoffset]
+                            if (chain | 1) == want:
+                                candidates.append(index)
+                            if chain & 1:
+                                break
+                            index += 1
+                    except IndexError:
+                        raise ElfError(f"{self.path}: corrupt GNU hash table (chain runs past the end)") from None
+                wanted = encoded + b"\0"
+                for index in candidates:
+                    try:
+                        name_off, info, shndx, value = names[index], infos[index], sections[index], values[index]
+                    except IndexError:  # beyond symbol_count(): only a corrupt hash table points there
+                        name_off, info, _, shndx, value = self._sym(index)
+                    if shndx == SHN_UNDEF or (info & 0xF) not in DEFINABLE_TYPES:
+                        continue
+                    if value == 0 and (info & 0xF) != STT_TLS:
+                        continue
+                    if info >> 4 not in (STB_GLOBAL, STB_WEAK, STB_GNU_UNIQUE):
+                        continue
+                    at = strtab + name_off
+                    if data[at : at + len(wanted)] != wanted:
+                        continue
+                    if versyms is None:
+                        results[position] = True
+                        break
+                    try:
+                        raw = versyms[index]
+                    except IndexError:
+                        raw = self._unpack("H", self._offset(dyn[DT_VERSYM]) + 2 * index)[0]
+                    ndx = raw & 0x7FFF
+                    if version is not None:
+                        defined = self.version_definitions().get(ndx)
+                        if (defined is not None and ndx > 1 and defined[0] == version) or (
+                            # An unversioned (base/global) definition satisfies a versioned reference.
+                            ndx <= 1 and not version_hidden and not raw & VERSYM_HIDDEN
+                        ):
+                            results[position] = True
+                            break
+                        continue
+                    # glibc accepts the base versions and the first defined version (index 2) even when
+                    # hidden, for old binaries; a later version only as the default (non-hidden) one.
+                    if ndx <= 2 or not raw & VERSYM_HIDDEN:
+                        results[position] = True
+                        break
+            except ElfError:
                 continue
-            if value == 0 and (info & 0xF) != STT_TLS:
-                continue
-            if info >> 4 not in (STB_GLOBAL, STB_WEAK, STB_GNU_UNIQUE):
-                continue
-            at = self._strtab + name_off
-            if self.data[at : at + len(encoded) + 1] != encoded + b"\0":
-                continue
-            raw = self._versym(index)
-            if raw is None:
-                return True
-            ndx = raw & 0x7FFF
-            if version is not None:
-                defined = self.version_definitions().get(ndx)
-                if defined is not None and ndx > 1 and defined[0] == version:
-                    return True
-                # An unversioned (base/global) definition satisfies a versioned reference.
-                if ndx <= 1 and not version_hidden and not raw & VERSYM_HIDDEN:
-                    return True
-                continue
-            # glibc accepts the base versions and the first defined version (index 2) even when hidden,
-            # for old binaries; a later version only as the default (non-hidden) one.
-            if ndx <= 2 or not raw & VERSYM_HIDDEN:
-                return True
-        return False
+        return results
 
     def defines_version(self, name: str) -> bool:
         """Whether a verdef entry names ``name`` (what dl-version.c checks for each verneed entry)."""
         return any(v[0] == name for v in self.version_definitions().values())
+
+
+def _column(raw: bytes, code: Literal["H", "I", "Q"], swap: bool) -> Column:
+    """``raw`` as integers of type ``code``: a view in place, or a byte-swapped copy for the other order."""
+    if swap:
+        values = array.array(code, raw)
+        values.byteswap()
+        return values
+    return memoryview(raw).cast(code)
+
+
+class _SymbolColumns:
+    """The dynamic symbol table as columns: ``names[i]`` is st_name of symbol i, and so on. Each column is
+    a strided view of one copy of the table, so reading a field is plain indexing (no struct unpack)."""
+
+    __slots__ = ("infos", "names", "sections", "values", "versyms")
+
+    def __init__(self, table: bytes, is64: bool, swap: bool, versyms: Column | Tuple[()]) -> None:
+        words, halves = _column(table, "I", swap), _column(table, "H", swap)
+        if is64:  # Elf64_Sym: st_name u32, st_info u8, st_other u8, st_shndx u16, st_value u64, st_size
+            self.names, self.infos, self.sections = words[0::6], table[4::24], halves[3::12]
+            self.values = _column(table, "Q", swap)[1::3]
+        else:  # Elf32_Sym: st_name, st_value, st_size (u32), st_info u8, st_other u8, st_shndx u16
+            self.names, self.values = words[0::4], words[1::4]
+            self.infos, self.sections = table[12::16], halves[7::8]
+        self.versyms = versyms
 
 
 class _SwappedWords(Sequence[int]):
