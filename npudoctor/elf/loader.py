@@ -22,7 +22,7 @@ import os
 import re
 from collections import deque
 from dataclasses import dataclass, field
-from typing import AbstractSet, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from npudoctor.elf.ldcache import LdCache, parse_ld_cache
 from npudoctor.elf.reader import ElfError, ElfFile, gnu_hash, open_elf
@@ -412,7 +412,7 @@ def _resolve_symbols(
     loaded object in load order."""
     wanted = set(report)
     # A GNU hash chain stores each defined symbol's hash with the low bit marking the chain's end.
-    scope = [(o.elf, o.elf.hash_values()) for o in objects]
+    scope = [(o.elf, o.elf.defined_hashes()) for o in objects]
     # Each distinct reference (name, version, hidden) is looked up once, however many objects make it.
     keys: Dict[Tuple[bytes, Optional[str], bool], int] = {}
     references = []
@@ -447,7 +447,7 @@ def _resolve_symbols(
 
 def _find_definitions(
     keys: List[Tuple[bytes, Optional[str], bool]],
-    scope: List[Tuple[ElfFile, Optional[AbstractSet[int]]]],
+    scope: List[Tuple[ElfFile, Optional[List[int]]]],
 ) -> List[bool]:
     """Whether some object in ``scope`` defines each (name, version, hidden) reference, object by object:
     the names whose hash is among an object's defined-symbol hashes (one C-level set intersection) are

@@ -11,13 +11,11 @@ from __future__ import annotations
 
 import array
 import mmap
-import operator
 import os
 import struct
 import sys
 from dataclasses import dataclass, field
-from itertools import compress
-from typing import TYPE_CHECKING, AbstractSet, Dict, List, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple, Union
 
 if TYPE_CHECKING:
     from typing import Literal
@@ -163,14 +161,19 @@ class ElfFile:
     def is64(self) -> bool:
         return self.elf_class == 2
 
-    def hash_values(self) -> Optional[AbstractSet[int]]:
+    def defined_hashes(self) -> Optional[List[int]]:
         """The GNU hash of every defined symbol, as stored in the hash chains (low bit: end of chain), for a
-        one-step "could this object define it" test; None without a GNU hash table."""
+        C-speed "which of these names could this object define" set intersection; None without a GNU hash
+        table."""
         if self._gnu is None or not self._gnu[0]:
             return None
         symoffset, chains = self._gnu[1], self._gnu[5]
         count = self.symbol_count() - symoffset
-        return frozenset(chains[:count]) if count > 0 else frozenset()
+        if count <= 0:
+            return []
+        if isinstance(chains, memoryview):
+            return chains[:count].tolist()
+        return [chains[i] for i in range(min(count, len(chains)))]
 
     def bloom_filter(self) -> Optional[Tuple[Sequence[int], int, int]]:
         """(bloom words, bits per word, shift) of the GNU hash table, or None without one."""
@@ -181,10 +184,6 @@ class ElfFile:
     @property
     def has_versions(self) -> bool:
         return DT_VERDEF in self._dyn
-
-    @property
-    def has_sysv_only(self) -> bool:
-        return self._gnu is None and self._sysv is not None
 
     @property
     def endian(self) -> str:
@@ -395,26 +394,29 @@ class ElfFile:
         versyms = columns.versyms
         if DT_VERSYM in self._dyn and len(versyms) < count:
             raise ElfError(f"{self.path}: truncated ELF (version table runs past the end of the file)")
-        # Every column is read in C (strided views, compress); Python only touches the undefined entries.
-        undefined = compress(range(count), map(operator.not_, columns.sections.tolist()))
+        # Python only touches the undefined entries: the two bytes of every st_shndx are two strided
+        # copies of the table, and bytes.find (C) jumps from one zero byte to the next.
+        table, entry = columns.table, self._syment
+        at = 6 if self.is64 else 14
+        first, second = table[at::entry], table[at + 1 :: entry]
         names, infos = columns.names, columns.infos
-        found = [(i, names[i], infos[i] >> 4) for i in undefined if i and names[i]]
         data, strtab, find = self.data, self._strtab, self.data.find
         needs = {n.index: n for n in self.version_needs()}
-        result = []
-        for index, name_off, binding in found:
-            if binding == STB_LOCAL:
-                continue
-            at = strtab + name_off
-            end = find(b"\0", at)
-            if end < 0:
-                raise ElfError(f"{self.path}: string at offset {at:#x} runs past the end of the file")
-            if versyms:
-                raw = versyms[index]
-                need, hidden = needs.get(raw & 0x7FFF), bool(raw & VERSYM_HIDDEN)
-                result.append((data[at:end], binding == STB_WEAK, need, hidden))
-            else:
-                result.append((data[at:end], binding == STB_WEAK, None, False))
+        result: List[Tuple[bytes, bool, Optional[VersionNeed], bool]] = []
+        append = result.append
+        index = first.find(0, 1)  # symbol 0 is the reserved null symbol
+        while index >= 0:
+            if not second[index] and names[index] and infos[index] >> 4 != STB_LOCAL:
+                start = strtab + names[index]
+                end = find(b"\0", start)
+                if end < 0:
+                    raise ElfError(f"{self.path}: string at offset {start:#x} runs past the end of the file")
+                if versyms:
+                    raw = versyms[index]
+                    append((data[start:end], infos[index] >> 4 == STB_WEAK, needs.get(raw & 0x7FFF), raw >= 0x8000))
+                else:
+                    append((data[start:end], infos[index] >> 4 == STB_WEAK, None, False))
+            index = first.find(0, index + 1)
         return result
 
     def undefined_symbols(self) -> List[UndefinedSymbol]:
@@ -561,9 +563,10 @@ class _SymbolColumns:
     """The dynamic symbol table as columns: ``names[i]`` is st_name of symbol i, and so on. Each column is
     a strided view of one copy of the table, so reading a field is plain indexing (no struct unpack)."""
 
-    __slots__ = ("infos", "names", "sections", "values", "versyms")
+    __slots__ = ("infos", "names", "sections", "table", "values", "versyms")
 
     def __init__(self, table: bytes, is64: bool, swap: bool, versyms: Column | Tuple[()]) -> None:
+        self.table = table
         words, halves = _column(table, "I", swap), _column(table, "H", swap)
         if is64:  # Elf64_Sym: st_name u32, st_info u8, st_other u8, st_shndx u16, st_value u64, st_size
             self.names, self.infos, self.sections = words[0::6], table[4::24], halves[3::12]
