@@ -467,12 +467,15 @@ class ElfFile:
         takes the same version, or an unversioned definition; an unversioned reference takes the base, the
         first or the default version). Candidates come from DT_GNU_HASH (bloom filter, bucket, chain), else
         DT_HASH, never from a walk of the table. A reference whose lookup hits a corrupt part of the file is
-        not defined here (as if ld.so skipped the file), and the others are still answered."""
+        not defined here (ld.so could not bind to it either), and the others are still answered."""
         results = [False] * len(queries)
         gnu, dyn = self._gnu, self._dyn
         if gnu is None and self._sysv is None:
             return results
-        columns = self._symbols()
+        try:
+            columns = self._symbols()
+        except ElfError:
+            return results
         names, infos, sections, values = columns.names, columns.infos, columns.sections, columns.values
         versyms = columns.versyms if DT_VERSYM in dyn else None
         data, strtab = self.data, self._strtab
