@@ -182,6 +182,7 @@ class _Resolver:
         self.by_name: Dict[str, LoadedObject] = {}
         self.by_real: Dict[str, LoadedObject] = {}
         self.root: Optional[LoadedObject] = None
+        self._reals: Dict[str, str] = {}
 
     def _dir_candidates(self, requester: LoadedObject) -> List[Tuple[str, str, str]]:
         """(directory, via, entry) in ld.so order, $ORIGIN expanded against each object's directory."""
@@ -228,7 +229,22 @@ class _Resolver:
         if root is not None and ident != (root.elf_class, 1 if root.little_endian else 2, root.machine):
             need.skipped.append((path, "wrong ELF class or machine"))
             return None
-        return Candidate(path, via, entry, os.path.realpath(local))
+        return Candidate(path, via, entry, self.realpath(local))
+
+    def realpath(self, local: str) -> str:
+        """``os.path.realpath(local)``, resolving each directory once: every needed name is looked for
+        in the same few directories, and realpath costs an lstat per path component."""
+        real = self._reals.get(local)
+        if real is None:
+            directory, name = os.path.split(local)
+            real_dir = self._reals.get(directory)
+            if real_dir is None:
+                real_dir = self._reals[directory] = os.path.realpath(directory)
+            real = os.path.join(real_dir, name)
+            if name in ("", ".", "..") or os.path.islink(real):
+                real = os.path.realpath(real)
+            self._reals[local] = real
+        return real
 
     def search(self, requester: LoadedObject, name: str) -> Needed:
         need = Needed(requester.path, name)
@@ -309,9 +325,9 @@ def _analyse(root_path: str, env: SearchEnv, preload: Sequence[str]) -> Analysis
             pre_elf.close()
             continue
         pre = LoadedObject(path, pre_local, pre_elf, None, [os.path.basename(path)])
-        if _add(resolver, pre, os.path.realpath(pre_local), os.path.basename(path)):
+        if _add(resolver, pre, resolver.realpath(pre_local), os.path.basename(path)):
             _load_tree(resolver, pre, [], errors)
-    _add(resolver, root, os.path.realpath(local), os.path.basename(root_path))
+    _add(resolver, root, resolver.realpath(local), os.path.basename(root_path))
     reachable = _load_tree(resolver, root, needed, errors)
     missing_versions = [v for v in _check_versions(resolver) if v.object in reachable]
     missing_symbols = _resolve_symbols(resolver.objects, errors, reachable)
@@ -373,7 +389,7 @@ def _load_tree(
                         known.path,
                         "already loaded",
                         "",
-                        [Candidate(known.path, "already loaded", "", os.path.realpath(known.local))],
+                        [Candidate(known.path, "already loaded", "", resolver.realpath(known.local))],
                     )
                 )
                 if known.path not in reachable:
