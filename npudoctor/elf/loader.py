@@ -494,6 +494,7 @@ def _find_definitions(
     for index, query in enumerate(queries):
         by_hash.setdefault(query[1] | 1, []).append(index)
     variants = {variant for odd in by_hash for variant in (odd, odd ^ 1)}
+    sysv_hashes: Dict[bytes, int] = {}  # each name hashed once for all the files with only DT_HASH
     for elf, values in scope:
         if values is None:  # no GNU hash table (SysV DT_HASH only): every unresolved name is looked up
             pending = [i for i, done in enumerate(found) if not done]
@@ -502,7 +503,7 @@ def _find_definitions(
             pending = [i for odd in hits for i in by_hash[odd] if not found[i]]
         if not pending:
             continue
-        for index, defined in zip(pending, elf.defines_each([queries[i] for i in pending])):
+        for index, defined in zip(pending, elf.defines_each([queries[i] for i in pending], sysv_hashes)):
             if defined:
                 found[index] = True
     return found

@@ -433,15 +433,21 @@ class ElfFile:
             for name, weak, need, hidden in self.undefined_references()
         ]
 
-    def _sysv_candidates(self, encoded: bytes) -> List[int]:
-        """Symbol indexes on ``encoded``'s DT_HASH chain (for files without DT_GNU_HASH)."""
+    def _sysv_candidates(self, encoded: bytes, sysv_hashes: Optional[Dict[bytes, int]]) -> List[int]:
+        """Symbol indexes on ``encoded``'s DT_HASH chain (for files without DT_GNU_HASH); ``sysv_hashes``
+        keeps each name's hash for the next such file."""
         if self._sysv is None:
             return []
         nbucket, buckets_at, chains_at = self._sysv
         if not nbucket:
             return []
+        hashed = sysv_hashes.get(encoded) if sysv_hashes is not None else None
+        if hashed is None:
+            hashed = sysv_hash(encoded)
+            if sysv_hashes is not None:
+                sysv_hashes[encoded] = hashed
         found = []
-        index = self._unpack("I", buckets_at + 4 * (sysv_hash(encoded) % nbucket))[0]
+        index = self._unpack("I", buckets_at + 4 * (hashed % nbucket))[0]
         seen = 0
         while index and seen < 1_000_000:
             found.append(index)
@@ -461,7 +467,11 @@ class ElfFile:
         encoded = name.encode("utf-8", errors="surrogateescape")
         return self.defines_each([(encoded, gnu_hash(encoded), version, version_hidden)])[0]
 
-    def defines_each(self, queries: Sequence[Tuple[bytes, int, Optional[str], bool]]) -> List[bool]:
+    def defines_each(
+        self,
+        queries: Sequence[Tuple[bytes, int, Optional[str], bool]],
+        sysv_hashes: Optional[Dict[bytes, int]] = None,
+    ) -> List[bool]:
         """For each (encoded name, its :func:`gnu_hash`, version or None, hidden) reference, whether this file
         exports the name in a way ld.so would bind it: rules of glibc's ``check_match`` (a versioned reference
         takes the same version, or an unversioned definition; an unversioned reference takes the base, the
@@ -485,7 +495,7 @@ class ElfFile:
         for position, (encoded, hashed, version, version_hidden) in enumerate(queries):
             try:
                 if gnu is None:
-                    candidates = self._sysv_candidates(encoded)
+                    candidates = self._sysv_candidates(encoded, sysv_hashes)
                 else:
                     if not nbuckets:
                         continue
