@@ -483,7 +483,7 @@ def _resolve_symbols(
 
 def _find_definitions(
     keys: List[Tuple[bytes, Optional[str], bool]],
-    scope: List[Tuple[ElfFile, Optional[List[int]]]],
+    scope: List[Tuple[ElfFile, Optional[Sequence[int]]]],
 ) -> List[bool]:
     """Whether some object in ``scope`` defines each (name, version, hidden) reference, object by object:
     the names whose hash is among an object's defined-symbol hashes (one C-level set intersection) are

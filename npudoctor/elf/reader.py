@@ -161,10 +161,10 @@ class ElfFile:
     def is64(self) -> bool:
         return self.elf_class == 2
 
-    def defined_hashes(self) -> Optional[List[int]]:
+    def defined_hashes(self) -> Optional[Sequence[int]]:
         """The GNU hash of every defined symbol, as stored in the hash chains (low bit: end of chain), for a
         C-speed "which of these names could this object define" set intersection; None without a GNU hash
-        table."""
+        table. A view of the file when its byte order is this machine's (no list of 75k ints built)."""
         if self._gnu is None or not self._gnu[0]:
             return None
         symoffset, chains = self._gnu[1], self._gnu[5]
@@ -172,7 +172,9 @@ class ElfFile:
         if count <= 0:
             return []
         if isinstance(chains, memoryview):
-            return chains[:count].tolist()
+            view = chains[:count]
+            self._views.append(view)  # released by close(), before the file is unmapped
+            return view
         return [chains[i] for i in range(min(count, len(chains)))]
 
     def bloom_filter(self) -> Optional[Tuple[Sequence[int], int, int]]:
