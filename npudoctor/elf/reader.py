@@ -48,6 +48,7 @@ STB_LOCAL, STB_GLOBAL, STB_WEAK, STB_GNU_UNIQUE = 0, 1, 2, 10
 # Symbol types ld.so accepts as a definition: NOTYPE, OBJECT, FUNC, COMMON, TLS, GNU_IFUNC.
 DEFINABLE_TYPES = frozenset((0, 1, 2, 5, 6, 10))
 STT_TLS = 6
+BINDABLE = frozenset((STB_GLOBAL, STB_WEAK, STB_GNU_UNIQUE))  # bindings a reference can bind to
 VERSYM_HIDDEN = 0x8000
 VER_FLG_BASE, VER_FLG_WEAK = 0x1, 0x2
 
@@ -493,7 +494,8 @@ class ElfFile:
         data, strtab = self.data, self._strtab
         if gnu is not None:
             nbuckets, symoffset, bloom, shift, buckets, chains = gnu
-            bits = 64 if self.is64 else 32
+            bits, words = 64 if self.is64 else 32, len(bloom)
+        definitions: Optional[Dict[int, Tuple[str, int]]] = None
         for position, (encoded, hashed, version, version_hidden) in enumerate(queries):
             try:
                 if gnu is None:
@@ -501,7 +503,7 @@ class ElfFile:
                 else:
                     if not nbuckets:
                         continue
-                    word = bloom[(hashed // bits) % len(bloom)]
+                    word = bloom[(hashed // bits) % words]
                     if not (word >> (hashed % bits)) & (word >> ((hashed >> shift) % bits)) & 1:
                         continue
                     index = buckets[hashed % nbuckets]
@@ -529,7 +531,7 @@ class ElfFile:
                         continue
                     if value == 0 and (info & 0xF) != STT_TLS:
                         continue
-                    if info >> 4 not in (STB_GLOBAL, STB_WEAK, STB_GNU_UNIQUE):
+                    if info >> 4 not in BINDABLE:
                         continue
                     at = strtab + name_off
                     if data[at : at + len(wanted)] != wanted:
@@ -543,7 +545,9 @@ class ElfFile:
                         raw = self._unpack("H", self._offset(dyn[DT_VERSYM]) + 2 * index)[0]
                     ndx = raw & 0x7FFF
                     if version is not None:
-                        defined = self.version_definitions().get(ndx)
+                        if definitions is None:
+                            definitions = self.version_definitions()
+                        defined = definitions.get(ndx)
                         if (defined is not None and ndx > 1 and defined[0] == version) or (
                             # An unversioned (base/global) definition satisfies a versioned reference.
                             ndx <= 1 and not version_hidden and not raw & VERSYM_HIDDEN
