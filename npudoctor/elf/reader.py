@@ -338,6 +338,7 @@ class ElfFile:
         return fields[0], fields[3], fields[4], fields[5], fields[1]
 
     def _versym(self, index: int) -> Optional[int]:
+        """The versym entry of symbol ``index``, read from the file (see :meth:`_sym`)."""
         if DT_VERSYM not in self._dyn:
             return None
         if self._versym_at is None:
@@ -541,8 +542,8 @@ class ElfFile:
                         break
                     try:
                         raw = versyms[index]
-                    except IndexError:
-                        raw = self._unpack("H", self._offset(dyn[DT_VERSYM]) + 2 * index)[0]
+                    except IndexError:  # beyond symbol_count(), as above
+                        raw = self._versym(index) or 0
                     ndx = raw & 0x7FFF
                     if version is not None:
                         if definitions is None:
