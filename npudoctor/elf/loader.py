@@ -24,12 +24,14 @@ import re
 from collections import deque
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 from npudoctor.elf.ldcache import LdCache, parse_ld_cache
 from npudoctor.elf.reader import ElfError, ElfFile, gnu_hash, open_elf
 
 LocalPath = Callable[[str], Optional[str]]
+# Immutable records are NamedTuples: a frozen dataclass costs about half a millisecond of start-up each,
+# which every command pays (the mutable ones stay dataclasses).
 
 # Multiarch triplets of Debian-style default directories, by e_machine.
 TRIPLETS = {62: "x86_64-linux-gnu", 183: "aarch64-linux-gnu", 3: "i386-linux-gnu"}
@@ -45,8 +47,7 @@ def default_dirs(machine: int, is64: bool) -> Tuple[str, ...]:
     return (*multiarch, "/lib", "/usr/lib")
 
 
-@dataclass(frozen=True)
-class Candidate:
+class Candidate(NamedTuple):
     """A file named like a needed library in one search directory."""
 
     path: str
@@ -70,16 +71,14 @@ class Needed:
     skipped: List[Tuple[str, str]] = field(default_factory=list)
 
 
-@dataclass(frozen=True)
-class MissingSymbol:
+class MissingSymbol(NamedTuple):
     name: str
     object: str  # the object whose reference stays unresolved
     version: Optional[str] = None
     version_file: Optional[str] = None
 
 
-@dataclass(frozen=True)
-class MissingVersion:
+class MissingVersion(NamedTuple):
     version: str
     file: str
     object: str

@@ -14,8 +14,8 @@ import mmap
 import os
 import struct
 import sys
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple, Union
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 if TYPE_CHECKING:
     from typing import Literal
@@ -68,8 +68,7 @@ class VersionNeed:
     index: int
 
 
-@dataclass(frozen=True)
-class UndefinedSymbol:
+class UndefinedSymbol(NamedTuple):  # not a frozen dataclass: start-up time (see loader)
     name: str
     weak: bool
     # The version the reference asks for (e.g. GLIBC_2.14) and the file the link editor found it in.
@@ -127,35 +126,48 @@ def sysv_hash(name: bytes) -> int:
     return h
 
 
-@dataclass
 class ElfFile:
-    """One ELF file, mapped read-only. Use :func:`open_elf`; call :meth:`close` (or use ``with``)."""
+    """One ELF file, mapped read-only. Use :func:`open_elf`; call :meth:`close` (or use ``with``).
 
-    path: str
-    data: mmap.mmap | bytes
-    elf_class: int  # 1 = 32-bit, 2 = 64-bit
-    little_endian: bool
-    machine: int
-    osabi: int
-    elf_type: int
-    needed: List[str] = field(default_factory=list)
-    soname: Optional[str] = None
-    rpath: Optional[str] = None
-    runpath: Optional[str] = None
-    flags_1: int = 0
-    _dyn: Dict[int, int] = field(default_factory=dict)
-    _loads: List[Tuple[int, int, int]] = field(default_factory=list)  # (vaddr, offset, filesz)
-    _versions: Optional[Dict[int, Tuple[str, int]]] = None  # verdef index -> (name, hash)
-    # (nbuckets, symoffset, bloom words, shift, buckets, chains), tables as arrays in native byte order.
-    _gnu: Optional[Tuple[int, int, array.array[int], int, array.array[int], Sequence[int]]] = None
-    _sysv: Optional[Tuple[int, int, int]] = None
-    _views: List[memoryview] = field(default_factory=list)
-    _strtab_at: Optional[int] = None
-    _symtab_at: Optional[int] = None
-    _versym_at: Optional[int] = None
-    _sym_struct: Optional[struct.Struct] = None
-    _symbol_count: Optional[int] = None
-    _columns: Optional[_SymbolColumns] = None
+    A plain class (a handle, never compared or copied): a dataclass of this many fields costs a millisecond
+    of start-up."""
+
+    def __init__(
+        self,
+        path: str,
+        data: mmap.mmap | bytes,
+        elf_class: int,  # 1 = 32-bit, 2 = 64-bit
+        little_endian: bool,
+        machine: int,
+        osabi: int,
+        elf_type: int,
+    ) -> None:
+        self.path, self.data = path, data
+        self.elf_class, self.little_endian, self.machine, self.osabi, self.elf_type = (
+            elf_class,
+            little_endian,
+            machine,
+            osabi,
+            elf_type,
+        )
+        self.needed: List[str] = []
+        self.soname: Optional[str] = None
+        self.rpath: Optional[str] = None
+        self.runpath: Optional[str] = None
+        self.flags_1 = 0
+        self._dyn: Dict[int, int] = {}
+        self._loads: List[Tuple[int, int, int]] = []  # (vaddr, offset, filesz)
+        self._versions: Optional[Dict[int, Tuple[str, int]]] = None  # verdef index -> (name, hash)
+        # (nbuckets, symoffset, bloom words, shift, buckets, chains), tables as arrays in native byte order.
+        self._gnu: Optional[Tuple[int, int, array.array[int], int, array.array[int], Sequence[int]]] = None
+        self._sysv: Optional[Tuple[int, int, int]] = None
+        self._views: List[memoryview] = []
+        self._strtab_at: Optional[int] = None
+        self._symtab_at: Optional[int] = None
+        self._versym_at: Optional[int] = None
+        self._sym_struct: Optional[struct.Struct] = None
+        self._symbol_count: Optional[int] = None
+        self._columns: Optional[_SymbolColumns] = None
 
     # -- structure ---------------------------------------------------------------------------------------
     @property
