@@ -93,3 +93,10 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, content, message):
 def test_missing_file_exit_2(tmp_path):
     result = run(str(tmp_path / "nope.so"))
     assert result.exit_code == 2 and "No such file or directory" in result.output
+
+
+def test_root_that_is_not_a_directory_exit_2(tmp_path):
+    missing = tmp_path / "nope"
+    result = run(str(tmp_path / "lib.so"), "--root", str(missing))
+    assert result.exit_code == 2
+    assert result.output.strip().splitlines() == [f"npudoctor: error: --root {missing}: not a directory"]

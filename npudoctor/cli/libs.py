@@ -44,18 +44,18 @@ def libs(
     verbose: bool,
 ) -> None:
     """Resolve PATH.so's libraries and symbols as ld.so would (exit 1 when something is missing)."""
-    from npudoctor import api
+    # Only what this command needs (not npudoctor.api, which loads every check module): start-up counts.
     from npudoctor.elf.reader import ElfError
     from npudoctor.probes.libraries import analyse_file
+    from npudoctor.probes.runner import LiveRunner
 
     if root is None:
         path = os.path.abspath(path)
         preload = tuple(os.path.abspath(p) for p in preload)
+    elif not os.path.isdir(root):
+        raise fail_usage(f"--root {root}: not a directory")
     try:
-        runner = api.make_runner(root=root)
-        report = analyse_file(runner, path, ld_library_path, preload)
-    except api.UsageError as exc:
-        raise fail_usage(str(exc)) from None
+        report = analyse_file(LiveRunner(root or "/"), path, ld_library_path, preload)
     except ElfError as exc:
         raise fail_usage(str(exc)) from None
     if fmt == "json":

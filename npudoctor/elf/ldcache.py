@@ -8,8 +8,7 @@ DT_RUNPATH, before the default directories.
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
-from typing import Dict, List, Optional
+from typing import Dict, List, NamedTuple, Optional
 
 from npudoctor.elf.reader import ElfError
 
@@ -21,8 +20,7 @@ FLAG_TYPE_MASK = 0x00FF
 REQUIRED_FLAGS = {62: 0x0300, 183: 0x0A00, 21: 0x0500, 43: 0x0100, 243: 0x1000, 258: 0x1200}
 
 
-@dataclass(frozen=True)
-class CacheEntry:
+class CacheEntry(NamedTuple):  # not a frozen dataclass: start-up time (see loader)
     name: str
     path: str
     flags: int

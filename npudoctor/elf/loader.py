@@ -18,16 +18,20 @@ as ld.so does. Paths are *system* paths: ``local_path`` maps them to where they 
 
 from __future__ import annotations
 
+import gc
 import os
 import re
 from collections import deque
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import AbstractSet, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 from npudoctor.elf.ldcache import LdCache, parse_ld_cache
-from npudoctor.elf.reader import ElfError, ElfFile, UndefinedSymbol, gnu_hash, open_elf, sysv_hash
+from npudoctor.elf.reader import ElfError, ElfFile, gnu_hash, open_elf
 
 LocalPath = Callable[[str], Optional[str]]
+# Immutable records are NamedTuples: a frozen dataclass costs about half a millisecond of start-up each,
+# which every command pays (the mutable ones stay dataclasses).
 
 # Multiarch triplets of Debian-style default directories, by e_machine.
 TRIPLETS = {62: "x86_64-linux-gnu", 183: "aarch64-linux-gnu", 3: "i386-linux-gnu"}
@@ -43,8 +47,7 @@ def default_dirs(machine: int, is64: bool) -> Tuple[str, ...]:
     return (*multiarch, "/lib", "/usr/lib")
 
 
-@dataclass(frozen=True)
-class Candidate:
+class Candidate(NamedTuple):
     """A file named like a needed library in one search directory."""
 
     path: str
@@ -68,16 +71,14 @@ class Needed:
     skipped: List[Tuple[str, str]] = field(default_factory=list)
 
 
-@dataclass(frozen=True)
-class MissingSymbol:
+class MissingSymbol(NamedTuple):
     name: str
     object: str  # the object whose reference stays unresolved
     version: Optional[str] = None
     version_file: Optional[str] = None
 
 
-@dataclass(frozen=True)
-class MissingVersion:
+class MissingVersion(NamedTuple):
     version: str
     file: str
     object: str
@@ -180,6 +181,7 @@ class _Resolver:
         self.by_name: Dict[str, LoadedObject] = {}
         self.by_real: Dict[str, LoadedObject] = {}
         self.root: Optional[LoadedObject] = None
+        self._reals: Dict[str, str] = {}
 
     def _dir_candidates(self, requester: LoadedObject) -> List[Tuple[str, str, str]]:
         """(directory, via, entry) in ld.so order, $ORIGIN expanded against each object's directory."""
@@ -226,7 +228,22 @@ class _Resolver:
         if root is not None and ident != (root.elf_class, 1 if root.little_endian else 2, root.machine):
             need.skipped.append((path, "wrong ELF class or machine"))
             return None
-        return Candidate(path, via, entry, os.path.realpath(local))
+        return Candidate(path, via, entry, self.realpath(local))
+
+    def realpath(self, local: str) -> str:
+        """``os.path.realpath(local)``, resolving each directory once: every needed name is looked for
+        in the same few directories, and realpath costs an lstat per path component."""
+        real = self._reals.get(local)
+        if real is None:
+            directory, name = os.path.split(local)
+            real_dir = self._reals.get(directory)
+            if real_dir is None:
+                real_dir = self._reals[directory] = os.path.realpath(directory)
+            real = os.path.join(real_dir, name)
+            if name in ("", ".", "..") or os.path.islink(real):
+                real = os.path.realpath(real)
+            self._reals[local] = real
+        return real
 
     def search(self, requester: LoadedObject, name: str) -> Needed:
         need = Needed(requester.path, name)
@@ -278,6 +295,11 @@ def analyse(root_path: str, env: SearchEnv, preload: Sequence[str] = ()) -> Anal
     Raises :class:`ElfError` when the root itself is not a readable ELF file. Problems with dependencies
     (corrupt, unreadable) are collected in ``errors`` and the analysis continues, as ld.so would skip them.
     """
+    with _cyclic_gc_paused():
+        return _analyse(root_path, env, preload)
+
+
+def _analyse(root_path: str, env: SearchEnv, preload: Sequence[str]) -> Analysis:
     local = env.local_path(root_path)
     if local is None:
         raise ElfError(f"{root_path}: binary analysis needs the live node")
@@ -302,9 +324,9 @@ def analyse(root_path: str, env: SearchEnv, preload: Sequence[str] = ()) -> Anal
             pre_elf.close()
             continue
         pre = LoadedObject(path, pre_local, pre_elf, None, [os.path.basename(path)])
-        if _add(resolver, pre, os.path.realpath(pre_local), os.path.basename(path)):
+        if _add(resolver, pre, resolver.realpath(pre_local), os.path.basename(path)):
             _load_tree(resolver, pre, [], errors)
-    _add(resolver, root, os.path.realpath(local), os.path.basename(root_path))
+    _add(resolver, root, resolver.realpath(local), os.path.basename(root_path))
     reachable = _load_tree(resolver, root, needed, errors)
     missing_versions = [v for v in _check_versions(resolver) if v.object in reachable]
     missing_symbols = _resolve_symbols(resolver.objects, errors, reachable)
@@ -320,6 +342,19 @@ def analyse(root_path: str, env: SearchEnv, preload: Sequence[str] = ()) -> Anal
     )
     analysis.reachable = reachable
     return analysis
+
+
+@contextmanager
+def _cyclic_gc_paused() -> Iterator[None]:
+    """The analysis allocates some 100k short-lived tuples, bytes and ints and no reference cycle: the cyclic
+    collector would run hundreds of times for nothing."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def _add(resolver: _Resolver, obj: LoadedObject, real: str, name: str) -> bool:
@@ -353,7 +388,7 @@ def _load_tree(
                         known.path,
                         "already loaded",
                         "",
-                        [Candidate(known.path, "already loaded", "", os.path.realpath(known.local))],
+                        [Candidate(known.path, "already loaded", "", resolver.realpath(known.local))],
                     )
                 )
                 if known.path not in reachable:
@@ -411,47 +446,66 @@ def _resolve_symbols(
     """Every non-weak undefined symbol of the objects in ``report``, looked up in the scope of every
     loaded object in load order."""
     wanted = set(report)
-    resolved: Dict[Tuple[str, Optional[str], bool], bool] = {}
-    scope = [(o.elf, o.elf.hash_values()) for o in objects]
-    need_sysv = any(o.elf.has_sysv_only for o in objects)
-    missing = []
+    # A GNU hash chain stores each defined symbol's hash with the low bit marking the chain's end.
+    scope = [(o.elf, o.elf.defined_hashes()) for o in objects]
+    # Each distinct reference (name, version, hidden) is looked up once, however many objects make it.
+    keys: Dict[Tuple[bytes, Optional[str], bool], int] = {}
+    references = []
     for obj in objects:
         if obj.path not in wanted:
             continue
         try:
-            undefined = obj.elf.undefined_symbols()
+            undefined = obj.elf.undefined_references()
         except ElfError as exc:
             errors.append(str(exc))
             continue
-        for sym in undefined:
-            if sym.weak:
+        strong = []
+        for name, weak, need, hidden in undefined:
+            if weak:
                 continue
-            key = (sym.name, sym.version, sym.version_hidden)
-            found = resolved.get(key)
-            if found is None:
-                found = resolved[key] = _lookup(scope, sym, need_sysv)
-            if not found:
-                missing.append(MissingSymbol(sym.name, obj.path, sym.version, sym.version_file))
-    return missing
+            key = (name, need.name if need else None, hidden)
+            strong.append((keys.setdefault(key, len(keys)), name, need))
+        references.append((obj, strong))
+    found = _find_definitions(list(keys), scope)
+    return [
+        MissingSymbol(
+            name.decode("utf-8", errors="surrogateescape"),
+            obj.path,
+            need.name if need else None,
+            need.filename if need else None,
+        )
+        for obj, strong in references
+        for key_index, name, need in strong
+        if not found[key_index]
+    ]
 
 
-def _lookup(
-    scope: List[Tuple[ElfFile, Optional[AbstractSet[int]]]], sym: UndefinedSymbol, need_sysv: bool
-) -> bool:
-    encoded = sym.name.encode("utf-8", errors="surrogateescape")
-    gnu = gnu_hash(encoded)
-    hashes = (gnu, sysv_hash(encoded) if need_sysv else None)
-    # A GNU hash chain stores each defined symbol's hash with the low bit marking the chain's end.
-    even, odd = gnu & ~1, gnu | 1
+def _find_definitions(
+    keys: List[Tuple[bytes, Optional[str], bool]],
+    scope: List[Tuple[ElfFile, Optional[Sequence[int]]]],
+) -> List[bool]:
+    """Whether some object in ``scope`` defines each (name, version, hidden) reference, object by object:
+    the names whose hash is among an object's defined-symbol hashes (one C-level set intersection) are
+    the only ones looked up in its hash table."""
+    queries = [(name, gnu_hash(name), version, hidden) for name, version, hidden in keys]
+    found = [False] * len(keys)
+    by_hash: Dict[int, List[int]] = {}
+    for index, query in enumerate(queries):
+        by_hash.setdefault(query[1] | 1, []).append(index)
+    variants = {variant for odd in by_hash for variant in (odd, odd ^ 1)}
+    sysv_hashes: Dict[bytes, int] = {}  # each name hashed once for all the files with only DT_HASH
     for elf, values in scope:
-        if values is not None and even not in values and odd not in values:
-            continue  # no defined symbol of this object has that hash: ruled out without a lookup
-        try:
-            if elf.lookup(sym.name, sym.version, sym.version_hash, sym.version_hidden, hashes):
-                return True
-        except ElfError:
+        if values is None:  # no GNU hash table (SysV DT_HASH only): every unresolved name is looked up
+            pending = [i for i, done in enumerate(found) if not done]
+        else:
+            hits = {v | 1 for v in variants.intersection(values)}
+            pending = [i for odd in hits for i in by_hash[odd] if not found[i]]
+        if not pending:
             continue
-    return False
+        for index, defined in zip(pending, elf.defines_each([queries[i] for i in pending], sysv_hashes)):
+            if defined:
+                found[index] = True
+    return found
 
 
 def defines(path_local: str, name: str) -> bool:

@@ -14,8 +14,14 @@ import mmap
 import os
 import struct
 import sys
-from dataclasses import dataclass, field
-from typing import AbstractSet, Dict, List, Optional, Sequence, Tuple
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
+
+if TYPE_CHECKING:
+    from typing import Literal
+
+    # A column of the symbol table: a view in this machine's byte order, or a byte-swapped copy.
+    Column = Union[memoryview[int], array.array[int]]
 
 # e_machine values ld.so compares (the names are for messages).
 MACHINES = {
@@ -42,6 +48,7 @@ STB_LOCAL, STB_GLOBAL, STB_WEAK, STB_GNU_UNIQUE = 0, 1, 2, 10
 # Symbol types ld.so accepts as a definition: NOTYPE, OBJECT, FUNC, COMMON, TLS, GNU_IFUNC.
 DEFINABLE_TYPES = frozenset((0, 1, 2, 5, 6, 10))
 STT_TLS = 6
+BINDABLE = frozenset((STB_GLOBAL, STB_WEAK, STB_GNU_UNIQUE))  # bindings a reference can bind to
 VERSYM_HIDDEN = 0x8000
 VER_FLG_BASE, VER_FLG_WEAK = 0x1, 0x2
 
@@ -61,8 +68,7 @@ class VersionNeed:
     index: int
 
 
-@dataclass(frozen=True)
-class UndefinedSymbol:
+class UndefinedSymbol(NamedTuple):  # not a frozen dataclass: start-up time (see loader)
     name: str
     weak: bool
     # The version the reference asks for (e.g. GLIBC_2.14) and the file the link editor found it in.
@@ -72,7 +78,37 @@ class UndefinedSymbol:
     version_hidden: bool = False
 
 
+# gnu_hash as arithmetic on base-33 numbers: h = 5381 * 33**n + sum(c[i] * 33**(n-1-i)) mod 2**32. Each
+# byte c is 33 * high + low with both digits below 33, so the sum is the base-33 number written with the
+# low digits plus 33 times the one written with the high digits, and int() parses both in C: about five
+# times faster than a Python loop over the characters (names are long mangled C++ names).
+_BASE33 = b"0123456789abcdefghijklmnopqrstuvw"
+_LOW_DIGITS = bytes(_BASE33[c % 33] for c in range(256))
+_HIGH_DIGITS = bytes(_BASE33[c // 33] for c in range(256))
+_SEED_POWERS = [5381]  # 5381 * 33**n mod 2**32, grown on demand
+# int() refuses longer non-power-of-two-base strings on Python >= 3.11 (sys.int_max_str_digits).
+_MAX_PARSED = 4000
+
+
 def gnu_hash(name: bytes) -> int:
+    """The DT_GNU_HASH hash of ``name`` (glibc ``dl_new_hash``: h = h * 33 + c from 5381, 32 bits).
+
+    >>> euro = "\u20ac".encode() * 30  # bytes above 127 too (33 * 7 + 24 = 255)
+    >>> gnu_hash(b""), hex(gnu_hash(b"printf")), gnu_hash(euro) == _gnu_hash_loop(euro)
+    (5381, '0x156b2bb8', True)
+    """
+    size = len(name)
+    if not size or size > _MAX_PARSED:
+        return _gnu_hash_loop(name)
+    powers = _SEED_POWERS
+    while len(powers) <= size:
+        powers.append(powers[-1] * 33 & 0xFFFFFFFF)
+    low = int(name.translate(_LOW_DIGITS), 33)
+    high = int(name.translate(_HIGH_DIGITS), 33)
+    return (powers[size] + low + 33 * high) & 0xFFFFFFFF
+
+
+def _gnu_hash_loop(name: bytes) -> int:
     h = 5381
     for c in name:
         h = h * 33 + c  # masked once at the end: faster than masking every step, same result
@@ -90,47 +126,69 @@ def sysv_hash(name: bytes) -> int:
     return h
 
 
-@dataclass
 class ElfFile:
-    """One ELF file, mapped read-only. Use :func:`open_elf`; call :meth:`close` (or use ``with``)."""
+    """One ELF file, mapped read-only. Use :func:`open_elf`; call :meth:`close` (or use ``with``).
 
-    path: str
-    data: mmap.mmap | bytes
-    elf_class: int  # 1 = 32-bit, 2 = 64-bit
-    little_endian: bool
-    machine: int
-    osabi: int
-    elf_type: int
-    needed: List[str] = field(default_factory=list)
-    soname: Optional[str] = None
-    rpath: Optional[str] = None
-    runpath: Optional[str] = None
-    flags_1: int = 0
-    _dyn: Dict[int, int] = field(default_factory=dict)
-    _loads: List[Tuple[int, int, int]] = field(default_factory=list)  # (vaddr, offset, filesz)
-    _versions: Optional[Dict[int, Tuple[str, int]]] = None  # verdef index -> (name, hash)
-    # (nbuckets, symoffset, bloom words, shift, buckets, chains), tables as arrays in native byte order.
-    _gnu: Optional[Tuple[int, int, array.array[int], int, array.array[int], Sequence[int]]] = None
-    _sysv: Optional[Tuple[int, int, int]] = None
-    _views: List[memoryview] = field(default_factory=list)
-    _strtab_at: Optional[int] = None
-    _symtab_at: Optional[int] = None
-    _versym_at: Optional[int] = None
-    _sym_struct: Optional[struct.Struct] = None
+    A plain class (a handle, never compared or copied): a dataclass of this many fields costs a millisecond
+    of start-up."""
+
+    def __init__(
+        self,
+        path: str,
+        data: mmap.mmap | bytes,
+        elf_class: int,  # 1 = 32-bit, 2 = 64-bit
+        little_endian: bool,
+        machine: int,
+        osabi: int,
+        elf_type: int,
+    ) -> None:
+        self.path, self.data = path, data
+        self.elf_class, self.little_endian, self.machine, self.osabi, self.elf_type = (
+            elf_class,
+            little_endian,
+            machine,
+            osabi,
+            elf_type,
+        )
+        self.needed: List[str] = []
+        self.soname: Optional[str] = None
+        self.rpath: Optional[str] = None
+        self.runpath: Optional[str] = None
+        self.flags_1 = 0
+        self._dyn: Dict[int, int] = {}
+        self._loads: List[Tuple[int, int, int]] = []  # (vaddr, offset, filesz)
+        self._versions: Optional[Dict[int, Tuple[str, int]]] = None  # verdef index -> (name, hash)
+        # (nbuckets, symoffset, bloom words, shift, buckets, chains), tables as arrays in native byte order.
+        self._gnu: Optional[Tuple[int, int, array.array[int], int, array.array[int], Sequence[int]]] = None
+        self._sysv: Optional[Tuple[int, int, int]] = None
+        self._views: List[memoryview] = []
+        self._strtab_at: Optional[int] = None
+        self._symtab_at: Optional[int] = None
+        self._versym_at: Optional[int] = None
+        self._sym_struct: Optional[struct.Struct] = None
+        self._symbol_count: Optional[int] = None
+        self._columns: Optional[_SymbolColumns] = None
 
     # -- structure ---------------------------------------------------------------------------------------
     @property
     def is64(self) -> bool:
         return self.elf_class == 2
 
-    def hash_values(self) -> Optional[AbstractSet[int]]:
+    def defined_hashes(self) -> Optional[Sequence[int]]:
         """The GNU hash of every defined symbol, as stored in the hash chains (low bit: end of chain), for a
-        one-step "could this object define it" test; None without a GNU hash table."""
+        C-speed "which of these names could this object define" set intersection; None without a GNU hash
+        table. A view of the file when its byte order is this machine's (no list of 75k ints built)."""
         if self._gnu is None or not self._gnu[0]:
             return None
         symoffset, chains = self._gnu[1], self._gnu[5]
         count = self.symbol_count() - symoffset
-        return frozenset(chains[:count]) if count > 0 else frozenset()
+        if count <= 0:
+            return []
+        if isinstance(chains, memoryview):
+            view = chains[:count]
+            self._views.append(view)  # released by close(), before the file is unmapped
+            return view
+        return [chains[i] for i in range(min(count, len(chains)))]
 
     def bloom_filter(self) -> Optional[Tuple[Sequence[int], int, int]]:
         """(bloom words, bits per word, shift) of the GNU hash table, or None without one."""
@@ -141,10 +199,6 @@ class ElfFile:
     @property
     def has_versions(self) -> bool:
         return DT_VERDEF in self._dyn
-
-    @property
-    def has_sysv_only(self) -> bool:
-        return self._gnu is None and self._sysv is not None
 
     @property
     def endian(self) -> str:
@@ -242,6 +296,11 @@ class ElfFile:
 
     def symbol_count(self) -> int:
         """Number of dynamic symbols: from DT_HASH's nchain, else from the GNU hash chains' last entry."""
+        if self._symbol_count is None:
+            self._symbol_count = self._count_symbols()
+        return self._symbol_count
+
+    def _count_symbols(self) -> int:
         if DT_HASH in self._dyn:
             return self._unpack("I", self._offset(self._dyn[DT_HASH]) + 4)[0]
         if self._gnu is None:
@@ -256,8 +315,27 @@ class ElfFile:
             top += 1
         raise ElfError(f"{self.path}: corrupt GNU hash table (chain runs past the end)")
 
+    def _symbols(self) -> _SymbolColumns:
+        """The first ``symbol_count()`` symbols (as many as the file holds) and their versym entries."""
+        if self._columns is None:
+            count = self.symbol_count() if DT_SYMTAB in self._dyn else 0
+            entry = self._syment
+            start = self._symtab if count else 0
+            held = max(0, min(count, (len(self.data) - start) // entry))
+            table = self.data[start : start + held * entry]
+            swap = self.little_endian != (sys.byteorder == "little")
+            versyms: Column | Tuple[()] = ()
+            if DT_VERSYM in self._dyn and count:
+                if self._versym_at is None:
+                    self._versym_at = self._offset(self._dyn[DT_VERSYM])
+                held_versyms = max(0, min(count, (len(self.data) - self._versym_at) // 2))
+                versyms = _column(self.data[self._versym_at : self._versym_at + 2 * held_versyms], "H", swap)
+            self._columns = _SymbolColumns(table, self.is64, swap, versyms)
+        return self._columns
+
     def _sym(self, index: int) -> Tuple[int, int, int, int, int]:
-        """(st_name, st_info, st_other, st_shndx, st_value) of symbol ``index``."""
+        """(st_name, st_info, st_other, st_shndx, st_value) of symbol ``index``, read from the file (for an
+        index beyond ``symbol_count()``, which only a corrupt hash table yields)."""
         at = self._symtab + index * self._syment
         if self._sym_struct is None:
             self._sym_struct = struct.Struct(self.endian + ("IBBHQQ" if self.is64 else "IIIBBH"))
@@ -272,6 +350,7 @@ class ElfFile:
         return fields[0], fields[3], fields[4], fields[5], fields[1]
 
     def _versym(self, index: int) -> Optional[int]:
+        """The versym entry of symbol ``index``, read from the file (see :meth:`_sym`)."""
         if DT_VERSYM not in self._dyn:
             return None
         if self._versym_at is None:
@@ -319,109 +398,78 @@ class ElfFile:
                     at += nxt
         return self._versions
 
-    def undefined_symbols(self) -> List[UndefinedSymbol]:
-        """Every undefined dynamic symbol with the version it asks for (what ld.so must resolve)."""
+    def undefined_references(self) -> List[Tuple[bytes, bool, Optional[VersionNeed], bool]]:
+        """(name, weak, the version asked for, hidden) of every undefined dynamic symbol: what ld.so must
+        resolve. Names stay bytes (they are hashed next); :meth:`undefined_symbols` decodes them."""
         count = self.symbol_count()
         if not count:
             return []
-        start = self._symtab
-        size = count * self._syment
-        if start + size > len(self.data):
+        if self._symtab + count * self._syment > len(self.data):
             raise ElfError(f"{self.path}: truncated ELF (symbol table runs past the end of the file)")
-        # st_shndx of every symbol, read as a strided view of 16-bit words (offset 6 of 24 in ELF64, 14 of
-        # 16 in ELF32): one cheap pass over 75k symbols instead of unpacking each entry.
-        table = self.data[start : start + size]
-        words = array.array("H")
-        words.frombytes(table)
-        if self.little_endian != (sys.byteorder == "little"):
-            words.byteswap()
-        stride = self._syment // 2
-        shndx = words[(3 if self.is64 else 7) :: stride]
-        info_at = 4 if self.is64 else 12
-        undefined = [i for i, value in enumerate(shndx) if not value and i]
+        columns = self._symbols()
+        versyms = columns.versyms
+        if DT_VERSYM in self._dyn and len(versyms) < count:
+            raise ElfError(f"{self.path}: truncated ELF (version table runs past the end of the file)")
+        # Python only touches the undefined entries: the two bytes of every st_shndx are two strided
+        # copies of the table, and bytes.find (C) jumps from one zero byte to the next.
+        table, entry = columns.table, self._syment
+        at = 6 if self.is64 else 14
+        first, second = table[at::entry], table[at + 1 :: entry]
+        names, infos = columns.names, columns.infos
+        data, strtab, find = self.data, self._strtab, self.data.find
         needs = {n.index: n for n in self.version_needs()}
-        versyms: Optional[array.array] = None
-        if DT_VERSYM in self._dyn:
-            versym_at = self._offset(self._dyn[DT_VERSYM])
-            versyms = array.array("H")
-            end = versym_at + 2 * count
-            if end > len(self.data):
-                raise ElfError(f"{self.path}: truncated ELF (version table runs past the end of the file)")
-            versyms.frombytes(self.data[versym_at:end])
-            if self.little_endian != (sys.byteorder == "little"):
-                versyms.byteswap()
-        result = []
-        data, strtab, entry = self.data, self._strtab, self._syment
-        name_struct = struct.Struct(self.endian + "I")
-        for index in undefined:
-            info = table[index * entry + info_at]
-            name_off = name_struct.unpack_from(table, index * entry)[0]
-            if info >> 4 == STB_LOCAL or not name_off:
-                continue
-            at = strtab + name_off
-            end = data.find(b"\0", at)
-            if end < 0:
-                raise ElfError(f"{self.path}: string at offset {at:#x} runs past the end of the file")
-            name = data[at:end].decode("utf-8", errors="surrogateescape")
-            need = None
-            hidden = False
-            if versyms is not None:
-                raw = versyms[index]
-                need = needs.get(raw & 0x7FFF)
-                hidden = bool(raw & VERSYM_HIDDEN)
-            result.append(
-                UndefinedSymbol(
-                    name,
-                    info >> 4 == STB_WEAK,
-                    need.name if need else None,
-                    need.filename if need else None,
-                    need.hash if need else 0,
-                    hidden,
-                )
-            )
+        result: List[Tuple[bytes, bool, Optional[VersionNeed], bool]] = []
+        append = result.append
+        index = first.find(0, 1)  # symbol 0 is the reserved null symbol
+        while index >= 0:
+            if not second[index] and names[index] and infos[index] >> 4 != STB_LOCAL:
+                start = strtab + names[index]
+                end = find(b"\0", start)
+                if end < 0:
+                    raise ElfError(f"{self.path}: string at offset {start:#x} runs past the end of the file")
+                if versyms:
+                    raw = versyms[index]
+                    append((data[start:end], infos[index] >> 4 == STB_WEAK, needs.get(raw & 0x7FFF), raw >= 0x8000))
+                else:
+                    append((data[start:end], infos[index] >> 4 == STB_WEAK, None, False))
+            index = first.find(0, index + 1)
         return result
 
-    def _candidates(self, encoded: bytes, gnu: int, sysv: Optional[int]) -> List[int]:
-        """Symbol indexes whose hash matches (through DT_GNU_HASH, else DT_HASH); the bloom filter rejects
-        most names without touching the table."""
-        if self._gnu is not None:
-            nbuckets, symoffset, bloom, shift, buckets, chains = self._gnu
-            if not nbuckets:
-                return []
-            bits = 64 if self.is64 else 32
-            word = bloom[(gnu // bits) % len(bloom)]
-            if not (word >> (gnu % bits)) & (word >> ((gnu >> shift) % bits)) & 1:
-                return []
-            index = buckets[gnu % nbuckets]
-            if index < symoffset:
-                return []
-            found = []
-            want = gnu | 1
-            try:
-                while True:
-                    chain = chains[index - symoffset]
-                    if (chain | 1) == want:
-                        found.append(index)
-                    if chain & 1:
-                        return found
-                    index += 1
-            except IndexError:
-                raise ElfError(f"{self.path}: corrupt GNU hash table (chain runs past the end)") from None
-        if self._sysv is not None:
-            nbucket, buckets_at, chains_at = self._sysv
-            if not nbucket:
-                return []
-            found = []
-            index = self._unpack(
-                "I", buckets_at + 4 * ((sysv if sysv is not None else sysv_hash(encoded)) % nbucket)
-            )[0]
-            seen = 0
-            while index and seen < 1_000_000:
-                found.append(index)
-                index = self._unpack("I", chains_at + 4 * index)[0]
-                seen += 1
-            return found
-        return []
+    def undefined_symbols(self) -> List[UndefinedSymbol]:
+        """Every undefined dynamic symbol with the version it asks for (what ld.so must resolve)."""
+        return [
+            UndefinedSymbol(
+                name.decode("utf-8", errors="surrogateescape"),
+                weak,
+                need.name if need else None,
+                need.filename if need else None,
+                need.hash if need else 0,
+                hidden,
+            )
+            for name, weak, need, hidden in self.undefined_references()
+        ]
+
+    def _sysv_candidates(self, encoded: bytes, sysv_hashes: Optional[Dict[bytes, int]]) -> List[int]:
+        """Symbol indexes on ``encoded``'s DT_HASH chain (for files without DT_GNU_HASH); ``sysv_hashes``
+        keeps each name's hash for the next such file."""
+        if self._sysv is None:
+            return []
+        nbucket, buckets_at, chains_at = self._sysv
+        if not nbucket:
+            return []
+        hashed = sysv_hashes.get(encoded) if sysv_hashes is not None else None
+        if hashed is None:
+            hashed = sysv_hash(encoded)
+            if sysv_hashes is not None:
+                sysv_hashes[encoded] = hashed
+        found = []
+        index = self._unpack("I", buckets_at + 4 * (hashed % nbucket))[0]
+        seen = 0
+        while index and seen < 1_000_000:
+            found.append(index)
+            index = self._unpack("I", chains_at + 4 * index)[0]
+            seen += 1
+        return found
 
     def lookup(
         self,
@@ -429,45 +477,136 @@ class ElfFile:
         version: Optional[str] = None,
         version_hash: int = 0,
         version_hidden: bool = False,
-        hashes: Optional[Tuple[int, Optional[int]]] = None,
     ) -> bool:
-        """Whether this file exports ``name`` in a way ld.so would bind a reference to (version rules as in
-        glibc's ``check_match``: a versioned reference takes the same version, or an unversioned
-        definition; an unversioned reference takes the base, the first or the default version)."""
+        """Whether this file exports ``name`` in a way ld.so would bind a reference to (see
+        :meth:`defines_each`)."""
         encoded = name.encode("utf-8", errors="surrogateescape")
-        gnu, sysv = hashes if hashes is not None else (gnu_hash(encoded), None)
-        for index in self._candidates(encoded, gnu, sysv):
-            name_off, info, _, shndx, value = self._sym(index)
-            if shndx == SHN_UNDEF or (info & 0xF) not in DEFINABLE_TYPES:
+        return self.defines_each([(encoded, gnu_hash(encoded), version, version_hidden)])[0]
+
+    def defines_each(
+        self,
+        queries: Sequence[Tuple[bytes, int, Optional[str], bool]],
+        sysv_hashes: Optional[Dict[bytes, int]] = None,
+    ) -> List[bool]:
+        """For each (encoded name, its :func:`gnu_hash`, version or None, hidden) reference, whether this file
+        exports the name in a way ld.so would bind it: rules of glibc's ``check_match`` (a versioned reference
+        takes the same version, or an unversioned definition; an unversioned reference takes the base, the
+        first or the default version). Candidates come from DT_GNU_HASH (bloom filter, bucket, chain), else
+        DT_HASH, never from a walk of the table. A reference whose lookup hits a corrupt part of the file is
+        not defined here (ld.so could not bind to it either), and the others are still answered."""
+        results = [False] * len(queries)
+        gnu, dyn = self._gnu, self._dyn
+        if gnu is None and self._sysv is None:
+            return results
+        try:
+            columns = self._symbols()
+        except ElfError:
+            return results
+        names, infos, sections, values = columns.names, columns.infos, columns.sections, columns.values
+        versyms = columns.versyms if DT_VERSYM in dyn else None
+        data, strtab = self.data, self._strtab
+        if gnu is not None:
+            nbuckets, symoffset, bloom, shift, buckets, chains = gnu
+            bits, words = 64 if self.is64 else 32, len(bloom)
+        definitions: Optional[Dict[int, Tuple[str, int]]] = None
+        for position, (encoded, hashed, version, version_hidden) in enumerate(queries):
+            try:
+                if gnu is None:
+                    candidates = self._sysv_candidates(encoded, sysv_hashes)
+                else:
+                    if not nbuckets:
+                        continue
+                    word = bloom[(hashed // bits) % words]
+                    if not (word >> (hashed % bits)) & (word >> ((hashed >> shift) % bits)) & 1:
+                        continue
+                    index = buckets[hashed % nbuckets]
+                    if index < symoffset:
+                        continue
+                    candidates = []
+                    want = hashed | 1
+                    try:
+                        while True:
+                            chain = chains[index - symoffset]
+                            if (chain | 1) == want:
+                                candidates.append(index)
+                            if chain & 1:
+                                break
+                            index += 1
+                    except IndexError:
+                        raise ElfError(f"{self.path}: corrupt GNU hash table (chain runs past the end)") from None
+                wanted = encoded + b"\0"
+                for index in candidates:
+                    try:
+                        name_off, info, shndx, value = names[index], infos[index], sections[index], values[index]
+                    except IndexError:  # beyond symbol_count(): only a corrupt hash table points there
+                        name_off, info, _, shndx, value = self._sym(index)
+                    if shndx == SHN_UNDEF or (info & 0xF) not in DEFINABLE_TYPES:
+                        continue
+                    if value == 0 and (info & 0xF) != STT_TLS:
+                        continue
+                    if info >> 4 not in BINDABLE:
+                        continue
+                    at = strtab + name_off
+                    if data[at : at + len(wanted)] != wanted:
+                        continue
+                    if versyms is None:
+                        results[position] = True
+                        break
+                    try:
+                        raw = versyms[index]
+                    except IndexError:  # beyond symbol_count(), as above
+                        raw = self._versym(index) or 0
+                    ndx = raw & 0x7FFF
+                    if version is not None:
+                        if definitions is None:
+                            definitions = self.version_definitions()
+                        defined = definitions.get(ndx)
+                        if (defined is not None and ndx > 1 and defined[0] == version) or (
+                            # An unversioned (base/global) definition satisfies a versioned reference.
+                            ndx <= 1 and not version_hidden and not raw & VERSYM_HIDDEN
+                        ):
+                            results[position] = True
+                            break
+                        continue
+                    # glibc accepts the base versions and the first defined version (index 2) even when
+                    # hidden, for old binaries; a later version only as the default (non-hidden) one.
+                    if ndx <= 2 or not raw & VERSYM_HIDDEN:
+                        results[position] = True
+                        break
+            except ElfError:
                 continue
-            if value == 0 and (info & 0xF) != STT_TLS:
-                continue
-            if info >> 4 not in (STB_GLOBAL, STB_WEAK, STB_GNU_UNIQUE):
-                continue
-            at = self._strtab + name_off
-            if self.data[at : at + len(encoded) + 1] != encoded + b"\0":
-                continue
-            raw = self._versym(index)
-            if raw is None:
-                return True
-            ndx = raw & 0x7FFF
-            if version is not None:
-                defined = self.version_definitions().get(ndx)
-                if defined is not None and ndx > 1 and defined[0] == version:
-                    return True
-                # An unversioned (base/global) definition satisfies a versioned reference.
-                if ndx <= 1 and not version_hidden and not raw & VERSYM_HIDDEN:
-                    return True
-                continue
-            # glibc accepts the base versions and the first defined version (index 2) even when hidden,
-            # for old binaries; a later version only as the default (non-hidden) one.
-            if ndx <= 2 or not raw & VERSYM_HIDDEN:
-                return True
-        return False
+        return results
 
     def defines_version(self, name: str) -> bool:
         """Whether a verdef entry names ``name`` (what dl-version.c checks for each verneed entry)."""
         return any(v[0] == name for v in self.version_definitions().values())
+
+
+def _column(raw: bytes, code: Literal["H", "I", "Q"], swap: bool) -> Column:
+    """``raw`` as integers of type ``code``: a view in place, or a byte-swapped copy for the other order."""
+    if swap:
+        values = array.array(code, raw)
+        values.byteswap()
+        return values
+    return memoryview(raw).cast(code)
+
+
+class _SymbolColumns:
+    """The dynamic symbol table as columns: ``names[i]`` is st_name of symbol i, and so on. Each column is
+    a strided view of one copy of the table, so reading a field is plain indexing (no struct unpack)."""
+
+    __slots__ = ("infos", "names", "sections", "table", "values", "versyms")
+
+    def __init__(self, table: bytes, is64: bool, swap: bool, versyms: Column | Tuple[()]) -> None:
+        self.table = table
+        words, halves = _column(table, "I", swap), _column(table, "H", swap)
+        if is64:  # Elf64_Sym: st_name u32, st_info u8, st_other u8, st_shndx u16, st_value u64, st_size
+            self.names, self.infos, self.sections = words[0::6], table[4::24], halves[3::12]
+            self.values = _column(table, "Q", swap)[1::3]
+        else:  # Elf32_Sym: st_name, st_value, st_size (u32), st_info u8, st_other u8, st_shndx u16
+            self.names, self.values = words[0::4], words[1::4]
+            self.infos, self.sections = table[12::16], halves[7::8]
+        self.versyms = versyms
 
 
 class _SwappedWords(Sequence[int]):

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
+from functools import cache
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from npudoctor.elf.loader import Analysis, LocalPath
-from npudoctor.elf.reader import ElfError, ElfFile, open_elf
+from npudoctor.elf.reader import ElfError, ElfFile, gnu_hash, open_elf
 
 # Which library normally exports a symbol: by the first namespace of a mangled C++ name, else by the
 # prefix of a C name. Enough to say "libascendcl.so should provide aclrtGetRecentContext" when the
@@ -54,10 +55,17 @@ C_PREFIX_PROVIDERS: Sequence[Tuple[str, str]] = (
 )
 
 
+@cache
+def _pattern(text: str) -> re.Pattern[str]:
+    """``text`` compiled once, on first use (re.match(str) pays a cache lookup per call: hundreds of
+    symbols per report; compiling at import would slow every other command)."""
+    return re.compile(text)
+
+
 def _components(mangled: str) -> List[str]:
     """The leading source-name components of a mangled nested name (``_ZN5torch10ValueError...`` ->
     ``["torch", "ValueError"]``); ``["St"]`` for the std:: abbreviation."""
-    match = re.match(r"_Z(N[rVKRO]*)?", mangled)
+    match = _pattern(r"_Z(N[rVKRO]*)?").match(mangled)
     if not match:
         return []
     at = match.end()
@@ -65,10 +73,10 @@ def _components(mangled: str) -> List[str]:
         return ["St"]
     names: List[str] = []
     while at < len(mangled) and mangled[at].isdigit() and len(names) < 2:
-        digits = re.match(r"\d+", mangled[at:])
+        digits = _pattern(r"\d+").match(mangled, at)
         assert digits is not None
         length = int(digits.group(0))
-        start = at + len(digits.group(0))
+        start = digits.end()
         names.append(mangled[start : start + length])
         at = start + length
         if not match.group(1):
@@ -92,7 +100,7 @@ def provider_hint(symbol: str) -> Optional[str]:
             return "libtorch_python.so"
         return NAMESPACE_PROVIDERS.get(parts[0])
     for pattern, library in C_PREFIX_PROVIDERS:
-        if re.match(pattern, symbol):
+        if _pattern(pattern).match(symbol):
             return library
     return None
 
@@ -147,7 +155,12 @@ class LinkReport:
         return not (self.missing_libraries or self.missing_symbols or self.missing_versions)
 
     def to_dict(self) -> Dict[str, Any]:
-        return asdict(self)
+        """What ``dataclasses.asdict`` gives, built directly: asdict deep-copies value by value (thousands of
+        calls for a torch-sized report), and every value here is an immutable str, int, None or tuple."""
+        plain = dict(vars(self))
+        for key in ("needed", "missing_libraries", "missing_symbols", "shadowed"):
+            plain[key] = tuple(dict(vars(item)) for item in plain[key])
+        return plain
 
 
 def link_report(
@@ -190,14 +203,19 @@ def link_report(
             )
         )
     symbols = []
+    missing_symbols = [m for m in analysis.missing_symbols if keep is None or m.object in keep]
     shadow_copies = _open_all([p for paths in losers.values() for p in paths], local_path)
     try:
-        for missing in analysis.missing_symbols:
-            if keep is not None and missing.object not in keep:
-                continue
+        # Which shadowed (not loaded) copies of loaded libraries do export each missing symbol: all names
+        # looked up in one pass per copy.
+        queries = []
+        for missing in missing_symbols:
+            encoded = missing.name.encode("utf-8", errors="surrogateescape")
+            queries.append((encoded, gnu_hash(encoded), None, False))
+        exported = [(path, elf.defines_each(queries)) for path, elf in shadow_copies]
+        for position, missing in enumerate(missing_symbols):
             provider = missing.version_file or provider_hint(missing.name)
-            # A shadowed (not loaded) copy of a loaded library that does export the symbol.
-            provided_by = next((path for path, elf in shadow_copies if elf.lookup(missing.name)), None)
+            provided_by = next((path for path, found in exported if found[position]), None)
             if provided_by:
                 provider = os.path.basename(provided_by)
             symbols.append(
