@@ -11,7 +11,6 @@ Three runners answer the same requests:
 from __future__ import annotations
 
 import os
-import shutil
 import stat
 import subprocess
 import time
@@ -160,6 +159,8 @@ class LiveRunner(Runner):
     def which(self, name: str, extra_dirs: Iterable[str] = ()) -> Optional[str]:
         if os.sep in name:
             return name if os.access(name, os.X_OK) else None
+        import shutil  # lazily: start-up time of `npudoctor libs` counts against ldd
+
         search = os.pathsep.join([self._environ.get("PATH", ""), *extra_dirs])
         return shutil.which(name, path=search)
 

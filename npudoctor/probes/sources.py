@@ -6,7 +6,6 @@ on another machine: the replay runner answers a request by its key.
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field
 from typing import Dict, Optional, Tuple
 
@@ -25,6 +24,8 @@ class Command:
     def key(self) -> str:
         suffix = ""
         if self.env is not None:
+            import hashlib  # lazily: start-up time of `npudoctor libs` counts against ldd
+
             digest = hashlib.sha1(repr(sorted(self.env)).encode()).hexdigest()[:10]
             suffix = " #env=" + digest
         return "cmd:" + " ".join(self.argv) + suffix
