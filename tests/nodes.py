@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+from typing import Dict, List, Optional
 
+from npudoctor.probes.versions import PYTHON_PACKAGES, PYTHON_SCRIPT
 from tests.samples import sample_text
 
 ASCEND = "/usr/local/Ascend"
@@ -35,23 +37,31 @@ def install_toolkit(node, version: str, sample: str = "", arch: str = "aarch64",
     return home
 
 
+# The arguments the python facts probe runs the target interpreter with (FakeNode.command by_args key).
+PYTHON_FACTS_ARGS = " ".join(("-c", PYTHON_SCRIPT, *PYTHON_PACKAGES))
+
+
+def python_report(version: str = "3.10.14", executable: str = "/opt/venv/bin/python3",
+                  location: str = "/opt/venv/lib/python3.10/site-packages",
+                  so_files: Optional[Dict[str, List[str]]] = None, **packages: str) -> str:
+    """The JSON line the python facts probe script prints, for these package versions."""
+    report = {
+        "python": {"version": version, "executable": executable, "implementation": "CPython"},
+        "packages": {
+            name: {"version": v, "location": location, "so_files": (so_files or {}).get(name, [])}
+            for name, v in packages.items()
+        },
+        "missing": [n for n in PYTHON_PACKAGES if n not in packages],
+        "errors": {},
+    }
+    return json.dumps(report) + "\n"
+
+
 def target_python(node, version: str = "3.10.14", **packages: str) -> None:
     """A python3 on PATH printing what the probe script prints for these package versions."""
     so = {"torch_npu": ["torch_npu/lib/libtorch_npu.so", "torch_npu/_C.cpython-310-aarch64-linux-gnu.so"]}
-    report = {
-        "python": {"version": version, "executable": "/opt/venv/bin/python3", "implementation": "CPython"},
-        "packages": {
-            name: {
-                "version": v,
-                "location": "/opt/venv/lib/python3.10/site-packages",
-                "so_files": so.get(name, []),
-            }
-            for name, v in packages.items()
-        },
-        "missing": [n for n in ("torch", "torch_npu", "torchvision") if n not in packages],
-        "errors": {},
-    }
-    node.command("python3", stdout=json.dumps(report) + "\n")
+    node.command("python3", stdout=python_report(version, so_files=so, **packages))
+
 
 B3_8CARD = "npu-smi-info_910B3_8card_24.1.0.3_no-processes_vllm-ascend-4256.txt"
 DCMI_8005 = "npu-smi_fail_dcmi-8005_constructed.txt"

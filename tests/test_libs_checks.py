@@ -4,7 +4,6 @@ libtorch_npu.so, torch's ``_C`` and libtorch_python.so, and CANN installs with a
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 from typing import Dict, Optional
@@ -13,8 +12,8 @@ import pytest
 
 from npudoctor import api
 from npudoctor.model.finding import Status
-from npudoctor.probes.libraries import PACKAGES_SCRIPT
 from npudoctor.probes.runner import LiveRunner
+from tests.nodes import PYTHON_FACTS_ARGS, python_report
 from tests.samples import sample_text
 from tests.test_elf_loader import ACL_NEW, ACL_OLD, gcc_lib
 
@@ -80,20 +79,10 @@ def built(tmp_path_factory) -> Dict[str, Path]:
 
 
 def packages_json(torch: Optional[str] = "2.1.0", torch_npu: Optional[str] = "2.1.0.post8") -> str:
-    packages: Dict[str, Optional[dict]] = {"torch": None, "torch_npu": None}
-    if torch:
-        packages["torch"] = {
-            "version": torch,
-            "location": SITE,
-            "files": [f"torch/_C.{EXT}", "torch/lib/libtorch_python.so"],
-        }
-    if torch_npu:
-        packages["torch_npu"] = {
-            "version": torch_npu,
-            "location": SITE,
-            "files": [f"torch_npu/_C.{EXT}", "torch_npu/lib/libtorch_npu.so"],
-        }
-    return json.dumps({"executable": None, "python": "3.11.7", "packages": packages})
+    versions = {name: v for name, v in (("torch", torch), ("torch_npu", torch_npu)) if v}
+    so_files = {"torch": [f"torch/_C.{EXT}", "torch/lib/libtorch_python.so"],
+                "torch_npu": [f"torch_npu/_C.{EXT}", "torch_npu/lib/libtorch_npu.so"]}
+    return python_report("3.11.7", executable="", location=SITE, so_files=so_files, **versions)
 
 
 def make_node(
@@ -137,7 +126,7 @@ def make_node(
         stdout=import_stdout,
         stderr=import_stderr,
         rc=import_rc,
-        by_args={f"-c {PACKAGES_SCRIPT}": packages_json(torch, torch_npu)},
+        by_args={PYTHON_FACTS_ARGS: packages_json(torch, torch_npu)},
     )
     return node
 
@@ -405,6 +394,7 @@ def test_installed_packages_reads_real_metadata_without_importing(node):
     """The metadata script on this machine's interpreter: torch found from its dist-info, not imported."""
     from importlib.util import find_spec
 
+    from npudoctor.checks.registry import CheckContext
     from npudoctor.model.profile import NodeProfile
     from npudoctor.probes.libraries import installed_packages
 
@@ -416,11 +406,7 @@ def test_installed_packages_reads_real_metadata_without_importing(node):
     (node.bin / "python3").symlink_to(sys.executable)  # the python3 on the fake node PATH
     node.setenv(PATH=f"{node.bin}:{os.path.dirname(sys.executable)}")
 
-    class Ctx:
-        runner = node.runner()
-        profile = NodeProfile("default", {})
-
-    found = installed_packages(Ctx())
+    found = installed_packages(CheckContext(node.runner(), NodeProfile("default", {})))
     assert found.error is None
     assert found.torch is not None and found.torch.version.startswith("2.")
     assert found.torch.find(r"^torch/_C[.\w-]*\.so$") is not None

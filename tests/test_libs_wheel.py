@@ -134,11 +134,10 @@ def test_libs_command_on_the_wheel(wheel):
 
 def test_checks_on_the_real_wheel_beside_cpu_torch(wheel, node):
     """The realistic mismatch: CPU torch 2.13 installed beside torch_npu 2.14, and no CANN."""
-    import json
 
     from npudoctor import api
     from npudoctor.model.finding import Status
-    from npudoctor.probes.libraries import PACKAGES_SCRIPT
+    from tests.nodes import PYTHON_FACTS_ARGS, python_report
 
     torch_dir = torch_lib_dir().parent
     site = "/opt/py/lib/python3.11/site-packages"
@@ -150,22 +149,10 @@ def test_checks_on_the_real_wheel_beside_cpu_torch(wheel, node):
             node.symlink(system_dir, system_dir)
     node.symlink("/usr/bin/python3.11", os.path.realpath(sys.executable))
     so = [f"torch_npu/{p.relative_to(wheel)}" for p in wheel.rglob("*.so")]
-    packages = {
-        "torch": {
-            "version": "2.13.0+cpu",
-            "location": site,
-            "files": [f"torch/{p.name}" for p in torch_dir.glob("_C*.so")],
-        },
-        "torch_npu": {"version": WHEEL_VERSION, "location": site, "files": so},
-    }
-    node.command(
-        "python3",
-        by_args={
-            f"-c {PACKAGES_SCRIPT}": json.dumps(
-                {"executable": "/usr/bin/python3.11", "python": "3.11", "packages": packages}
-            )
-        },
-    )
+    so_files = {"torch": [f"torch/{p.name}" for p in torch_dir.glob("_C*.so")], "torch_npu": so}
+    report = python_report("3.11.7", executable="/usr/bin/python3.11", location=site, so_files=so_files,
+                           torch="2.13.0+cpu", torch_npu=WHEEL_VERSION)
+    node.command("python3", by_args={PYTHON_FACTS_ARGS: report})
     result = {f.id: f for f in api.run_checks(node.runner(), only=("LIB",)).findings}
     assert result["LIB001"].status == Status.FAIL and "CANN not installed" in result["LIB001"].detail
     lib002 = result["LIB002"]

@@ -14,6 +14,8 @@ and prints one JSON line. This module turns that line into :class:`PythonFacts`.
 from __future__ import annotations
 
 import json
+import os
+import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, Mapping, Optional, Tuple
 
@@ -25,6 +27,17 @@ class PackageInfo:
     # Shared objects in the distribution (paths relative to ``location``, as in its RECORD); listed for
     # torch and torch_npu so the libraries stage can resolve them.
     so_files: Tuple[str, ...] = ()
+
+    def find(self, pattern: str) -> Optional[str]:
+        r"""The path of the first listed shared object whose relative path matches ``pattern``.
+
+        >>> PackageInfo("2.1.0", "/site", ("torch_npu/lib/libtorch_npu.so",)).find(r"libtorch_npu\.so$")
+        '/site/torch_npu/lib/libtorch_npu.so'
+        """
+        for rel in self.so_files:
+            if re.search(pattern, rel):
+                return os.path.normpath(os.path.join(self.location, rel))
+        return None
 
 
 @dataclass(frozen=True)

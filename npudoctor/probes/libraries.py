@@ -13,7 +13,6 @@ Equivalent shell commands::
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import sys
@@ -23,6 +22,7 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 from npudoctor.elf.loader import SearchEnv, analyse, load_cache
 from npudoctor.elf.reader import ElfError
 from npudoctor.elf.summary import LinkReport, link_report
+from npudoctor.parsers.python_packages import PackageInfo
 from npudoctor.probes import provides
 from npudoctor.probes.sources import Command
 
@@ -30,40 +30,6 @@ from npudoctor.probes.sources import Command
 ASCEND_ENV = ("ASCEND_TOOLKIT_HOME", "ASCEND_HOME_PATH", "ASCEND_OPP_PATH", "ASCEND_AICPU_PATH")
 CANN_INSTALL_INFO = "/etc/Ascend/ascend_cann_install.info"
 ASCEND_BASE = "/usr/local/Ascend"
-
-PACKAGES_SCRIPT = r"""
-import json, os, sys
-out = {"executable": os.path.realpath(sys.executable), "python": sys.version.split()[0], "packages": {}}
-try:
-    from importlib import metadata
-except ImportError:
-    metadata = None
-for name in ("torch", "torch_npu"):
-    try:
-        dist = metadata.distribution(name)
-    except Exception:
-        out["packages"][name] = None
-        continue
-    files = [str(f) for f in (dist.files or []) if ".so" in f.name]
-    out["packages"][name] = {"version": dist.version, "location": str(dist.locate_file("")), "files": files}
-print(json.dumps(out))
-"""
-
-
-@dataclass(frozen=True)
-class PackageInfo:
-    name: str
-    version: str
-    location: str  # the site-packages folder (system path)
-    so_files: Tuple[str, ...] = ()  # relative to location
-
-    def find(self, pattern: str) -> Optional[str]:
-        """The system path of the first shared object whose relative path matches ``pattern``."""
-        for rel in self.so_files:
-            if re.search(pattern, rel):
-                return os.path.normpath(os.path.join(self.location, rel))
-        return None
-
 
 @dataclass(frozen=True)
 class PythonPackages:
@@ -99,31 +65,13 @@ class LibraryFacts:
     sourced_by: Optional[str] = None
 
 
-def _python(ctx: Any) -> str:
-    return ctx.runner.which("python3") or sys.executable
-
-
 def installed_packages(ctx: Any) -> PythonPackages:
-    """torch and torch_npu from the target interpreter's package metadata, without importing them."""
-    python = _python(ctx)
-    timeout = float(ctx.profile.get("libraries.python_timeout_s", 20))
-    result = ctx.runner.run(Command((python, "-c", PACKAGES_SCRIPT), timeout_s=timeout))
-    if not result.ran or result.rc != 0:
-        reason = result.error or f"exit {result.rc}: {result.output.strip()[-300:]}"
-        return PythonPackages(python, error=f"{python}: {reason}")
-    try:
-        data = json.loads(result.stdout.strip().splitlines()[-1])
-    except (ValueError, IndexError):
-        return PythonPackages(python, error=f"{python}: unexpected output {result.stdout[:200]!r}")
-    found: Dict[str, Optional[PackageInfo]] = {}
-    for name in ("torch", "torch_npu"):
-        info = (data.get("packages") or {}).get(name)
-        found[name] = (
-            PackageInfo(name, str(info["version"]), str(info["location"]), tuple(info.get("files") or ()))
-            if info
-            else None
-        )
-    return PythonPackages(python, data.get("executable"), found["torch"], found["torch_npu"])
+    """torch and torch_npu of the target interpreter, from the shared ``python`` facts (package metadata,
+    never imported)."""
+    facts = ctx.facts("python")
+    if facts.error:
+        return PythonPackages(facts.interpreter, error=facts.error)
+    return PythonPackages(facts.interpreter, facts.executable, facts.package("torch"), facts.package("torch_npu"))
 
 
 def _install_version(runner: Any, path: str) -> Optional[str]:
@@ -373,7 +321,7 @@ def import_trial(ctx: Any) -> ImportTrial:
     torch is imported with TORCH_DEVICE_BACKEND_AUTOLOAD=0 so that a broken torch_npu fails at
     ``import torch_npu`` (where its error is clear) rather than inside ``import torch``.
     """
-    python = _python(ctx)
+    python = installed_packages(ctx).python or sys.executable
     env = dict(ctx.runner.environ())
     env["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
     timeout = float(ctx.profile.get("libraries.import_timeout_s", 120))

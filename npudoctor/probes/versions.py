@@ -306,9 +306,9 @@ def _active(
 # The script the target interpreter runs. It reads package metadata only: importing torch_npu without a
 # working CANN raises or hangs, and this stage must report versions even then. Python 2/3.7-safe syntax.
 PYTHON_SCRIPT = r"""
-import json, platform, re, sys
+import json, os, platform, re, sys
 SO_FILES_FOR = ("torch", "torch_npu")
-result = {"python": {"version": platform.python_version(), "executable": sys.executable,
+result = {"python": {"version": platform.python_version(), "executable": os.path.realpath(sys.executable),
           "implementation": platform.python_implementation()}, "packages": {}, "missing": [], "errors": {}}
 try:
     import importlib.metadata as metadata
