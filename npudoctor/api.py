@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import os
-import platform
+import sys
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from npudoctor import __version__
-from npudoctor.checks.registry import CheckContext, CheckSpec, ordered_specs, run_check, select
+from npudoctor.checks.registry import STAGES, CheckContext, CheckSpec, ordered_specs, run_check, select
 from npudoctor.knowledge import KnowledgeError, data_dir, load_yaml_file, profile_names, profile_path
 from npudoctor.model.finding import Finding, Report
 from npudoctor.model.profile import NodeProfile, deep_merge
+from npudoctor.probes import prefetch
 from npudoctor.probes.runner import LiveRunner, RecordingRunner, Runner
 
 DEFAULT_PROFILE = "default"
@@ -77,15 +78,23 @@ def run_checks(
 ) -> Report:
     """Run the selected checks in stage order and return the report."""
     profile = profile or load_profile()
+    ctx = CheckContext(runner, profile, options)
+    if not only:
+        # Slow commands start before the check modules load; narrowed runs start only their own.
+        prefetch([stage for stage in STAGES if stage not in skip], ctx)
     specs = select(ordered_specs(), only, skip, level)
     if only and not specs:
         raise UsageError(f"--only {' '.join(only)} matches no check; see `npudoctor list-checks`")
-    ctx = CheckContext(runner, profile, options)
-    for spec in specs:
-        ctx.findings.extend(run_check(spec, ctx))
+    if only:
+        prefetch(dict.fromkeys(spec.stage for spec in specs), ctx)
+    try:
+        for spec in specs:
+            ctx.findings.extend(run_check(spec, ctx))
+    finally:
+        runner.close()
     return Report(
         findings=list(ctx.findings),
-        tool={"name": "npudoctor", "version": __version__, "python": platform.python_version(),
+        tool={"name": "npudoctor", "version": __version__, "python": ".".join(map(str, sys.version_info[:3])),
               "profile": profile.name, "level": level},
         host=_host(runner),
         source=runner.description,

@@ -94,3 +94,53 @@ def test_tail_read_keeps_the_end_from_a_whole_line(node):
     assert content.text.startswith("[INFO] line ")  # no cut-off first line
     whole = node.runner().read_text("/var/log/plog-1.log", tail=True)
     assert not whole.truncated and whole.text.startswith("[INFO] line 0\n")
+
+
+def test_prefetched_commands_run_side_by_side(node):
+    node.command("slow-a", stdout="a\n", sleep_s=1)
+    node.command("slow-b", stdout="b\n", sleep_s=1)
+    runner = node.runner()
+    started = time.monotonic()
+    runner.prefetch(Command(("slow-a",)))
+    runner.prefetch(Command(("slow-b",)))
+    assert runner.run(Command(("slow-a",))).stdout == "a\n"
+    assert runner.run(Command(("slow-b",))).stdout == "b\n"
+    assert time.monotonic() - started < 1.8  # not 2 s one after the other
+
+
+def test_close_stops_prefetched_commands_nobody_collected(node, tmp_path):
+    marker = tmp_path / "finished"
+    node.command("npu-smi", stdout="")
+    (node.bin / "npu-smi").write_text(f"#!/bin/sh\nsleep 3\ntouch {marker}\n")
+    runner = node.runner()
+    runner.prefetch(Command(("npu-smi", "info"), timeout_s=10))
+    time.sleep(0.3)
+    started = time.monotonic()
+    runner.close()
+    assert time.monotonic() - started < 2
+    time.sleep(3.2)
+    assert not marker.exists()
+
+
+def test_metadata_script_in_process_answers_like_the_child():
+    """npudoctor's own interpreter runs the package-metadata script in-process; the answer is the child's."""
+    import json
+    import os
+    import sys
+
+    from npudoctor.probes.versions import PYTHON_PACKAGES, PYTHON_SCRIPT
+
+    runner = LiveRunner(environ=dict(os.environ))
+    in_process = runner.run(Command((sys.executable, "-c", PYTHON_SCRIPT, *PYTHON_PACKAGES), in_process_ok=True))
+    child = runner.run(Command((sys.executable, "-c", PYTHON_SCRIPT, *PYTHON_PACKAGES)))
+    assert in_process.rc == child.rc == 0
+    assert json.loads(in_process.stdout) == json.loads(child.stdout)
+    assert sys.argv[0] != "-c"  # restored
+
+
+def test_another_environment_always_gets_a_child(node):
+    import sys
+
+    node.setenv(PYTHONPATH="/opt/site")  # not this process's environment: in-process would be wrong
+    runner = node.runner()
+    assert not runner._runs_in_process(Command((sys.executable, "-c", "pass"), in_process_ok=True))

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import re
-from typing import Iterable, List, Tuple
+from typing import TYPE_CHECKING, Iterable, List, Tuple
 
 from npudoctor.checks.registry import CheckContext, Outcome, error, fail, passed, skip, warn
 from npudoctor.checks.registry import check as register
-from npudoctor.logs.scanner import LogFinding, Scanner
+
+if TYPE_CHECKING:
+    from npudoctor.logs.scanner import LogFinding
 
 # The option key `npudoctor check --logs DIR` fills (a sequence of directories).
 LOGS_DIRS_OPTION = "logs_dirs"
@@ -71,6 +73,8 @@ def newest_plogs(ctx: CheckContext) -> Iterable[Outcome]:
         return
     newest = int(ctx.profile.get("logs.newest_files", 5))
     max_bytes = int(ctx.profile.get("logs.max_bytes_per_file", 16 * 1024 * 1024))
+    from npudoctor.logs.scanner import Scanner  # only with --logs: the scanner's patterns cost start-up time
+
     scanner = Scanner()
     problems: List[str] = []
     cut: List[str] = []

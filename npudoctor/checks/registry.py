@@ -7,8 +7,6 @@ touch the system: they read facts through ``ctx.facts(NAME)``, which probes gath
 
 from __future__ import annotations
 
-import inspect
-import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence
 
@@ -67,6 +65,8 @@ class CheckSpec:
 
     @property
     def doc(self) -> str:
+        import inspect
+
         return inspect.cleandoc(self.func.__doc__ or "")
 
     @property
@@ -170,6 +170,8 @@ def run_check(spec: CheckSpec, ctx: CheckContext) -> List[Finding]:
     except FactsUnavailable as exc:
         outcomes = [error(str(exc))]
     except Exception as exc:  # a bug in a check must not hide the other checks
+        import traceback
+
         where = traceback.extract_tb(exc.__traceback__)[-1]
         outcomes = [error(f"check crashed: {exc.__class__.__name__}: {exc} ({where.filename}:{where.lineno})")]
     if not outcomes:

@@ -8,13 +8,18 @@ shell commands it is equivalent to.
 from __future__ import annotations
 
 import importlib
-from typing import Any, Callable, Dict
+from typing import Any, Callable, Dict, Iterable, List
+
+from npudoctor.probes.sources import Command
 
 # Area modules that register providers; imported on first use so that start-up stays fast.
 AREAS = ("npudoctor.probes.pci", "npudoctor.probes.npu_smi", "npudoctor.probes.versions",
          "npudoctor.probes.libraries", "npudoctor.probes.hccl")
 
 FACTS: Dict[str, Callable[[Any], Any]] = {}
+# Per stage, functions naming the slow commands its probes will run for sure (npu-smi takes seconds on a real
+# node); they are started side by side before the checks run.
+PREFETCH: Dict[str, List[Callable[[Any], Command]]] = {}
 _loaded = False
 
 
@@ -26,6 +31,22 @@ def provides(name: str) -> Callable[[Callable[[Any], Any]], Callable[[Any], Any]
         return func
 
     return register
+
+
+def prefetches(stage: str) -> Callable[[Callable[[Any], Command]], Callable[[Any], Command]]:
+    def register(func: Callable[[Any], Command]) -> Callable[[Any], Command]:
+        PREFETCH.setdefault(stage, []).append(func)
+        return func
+
+    return register
+
+
+def prefetch(stages: Iterable[str], ctx: Any) -> None:
+    """Start the slow commands of these stages now; the probes collect their answers when they ask."""
+    _load_areas()
+    for stage in stages:
+        for command_of in PREFETCH.get(stage, ()):
+            ctx.runner.prefetch(command_of(ctx))
 
 
 def _load_areas() -> None:

@@ -13,7 +13,7 @@ from npudoctor.parsers.npu_smi import (
     parse_npu_smi_info,
     recognise_failure,
 )
-from npudoctor.probes import provides
+from npudoctor.probes import prefetches, provides
 from npudoctor.probes.sources import Command
 
 # npu-smi lives in /usr/local/sbin on hosts (often not on a user's PATH); some images use /usr/local/bin.
@@ -44,11 +44,18 @@ class NpuSmiFacts:
     health_details: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
 
 
+@prefetches("npu-smi")
+def npu_smi_info_command(ctx: Any) -> Command:
+    timeout_s = float(ctx.profile.get("commands.npu_smi_timeout_s", 15))
+    return Command(("npu-smi", "info"), timeout_s=timeout_s, extra_dirs=NPU_SMI_DIRS)
+
+
 @provides("npu_smi")
 def npu_smi_facts(ctx: Any) -> NpuSmiFacts:
     """Equivalent to ``timeout 15 npu-smi info`` (also looked up in /usr/local/sbin and /usr/local/bin)."""
-    timeout_s = float(ctx.profile.get("commands.npu_smi_timeout_s", 15))
-    result = ctx.runner.run(Command(("npu-smi", "info"), timeout_s=timeout_s, extra_dirs=NPU_SMI_DIRS))
+    command = npu_smi_info_command(ctx)
+    timeout_s = command.timeout_s
+    result = ctx.runner.run(command)
     output = result.output
     head = "\n".join(output.strip().splitlines()[:_HEAD_LINES])
     common = {"path": result.resolved_path, "rc": result.rc, "error": result.error, "timeout_s": timeout_s,

@@ -35,6 +35,13 @@ class Runner:
     def run(self, command: Command) -> CommandResult:
         raise NotImplementedError
 
+    def close(self) -> None:
+        """Stop commands started ahead (prefetched) whose answer nobody asked for."""
+
+    def prefetch(self, command: Command) -> None:
+        """Start ``command`` now so that a later :meth:`run` of it only collects the answer (slow tools such
+        as npu-smi then run side by side). Runners that answer instantly ignore it."""
+
     def read_text(self, path: str, max_bytes: int = MAX_FILE_BYTES, tail: bool = False) -> FileContent:
         """The text of ``path``: its first ``max_bytes`` bytes, or with ``tail`` its last ones (from the first
         whole line), for logs whose news is at the end. ``truncated`` says when bytes were left out."""
@@ -71,6 +78,8 @@ class LiveRunner(Runner):
         self.root = os.path.abspath(root)
         self._environ = dict(os.environ if environ is None else environ)
         self.description = "live" if self.root == "/" else f"root:{self.root}"
+        self._started: Dict[str, Tuple[Any, List[CommandResult]]] = {}
+        self._children: Dict[int, subprocess.Popen] = {}
 
     # -- paths -------------------------------------------------------------------------------------------
     def system_path(self, path: str) -> str:
@@ -164,11 +173,32 @@ class LiveRunner(Runner):
         search = os.pathsep.join([self._environ.get("PATH", ""), *extra_dirs])
         return shutil.which(name, path=search)
 
+    def prefetch(self, command: Command) -> None:
+        import threading
+
+        if command.key in self._started or self._runs_in_process(command):
+            return  # in-process scripts touch sys.path: never from a second thread
+        answer: List[CommandResult] = []
+        worker = threading.Thread(target=lambda: answer.append(self._execute(command)), daemon=True)
+        self._started[command.key] = (worker, answer)
+        worker.start()
+
     def run(self, command: Command) -> CommandResult:
+        started = self._started.pop(command.key, None)
+        if started is not None:
+            worker, answer = started
+            worker.join()
+            if answer:
+                return answer[0]
+        return self._execute(command)
+
+    def _execute(self, command: Command) -> CommandResult:
         argv = command.argv
         resolved = self.which(argv[0], command.extra_dirs)
         if resolved is None:
             return CommandResult(argv, None, error="not-found")
+        if self._runs_in_process(command, resolved):
+            return _run_script_in_process(command, resolved)
         env = dict(self._environ)
         if command.env is not None:
             env = dict(command.env)
@@ -188,11 +218,17 @@ class LiveRunner(Runner):
             return CommandResult(argv, None, error="permission", resolved_path=resolved)
         except OSError as exc:
             return CommandResult(argv, None, error=f"os-error: {exc.strerror or exc}", resolved_path=resolved)
+        self._children[proc.pid] = proc
+        timed_out = False
         try:
             out, err = proc.communicate(timeout=command.timeout_s)
         except subprocess.TimeoutExpired:
+            timed_out = True
             _kill_group(proc)
             out, err = proc.communicate()
+        finally:
+            self._children.pop(proc.pid, None)
+        if timed_out:
             return CommandResult(
                 argv,
                 None,
@@ -211,6 +247,31 @@ class LiveRunner(Runner):
             resolved_path=resolved,
         )
 
+    def close(self) -> None:
+        for proc in list(self._children.values()):
+            _kill_group(proc)
+        for worker, _answer in self._started.values():
+            worker.join()
+        self._started.clear()
+
+    def _runs_in_process(self, command: Command, resolved: Optional[str] = None) -> bool:
+        if not command.in_process_ok or command.env is not None:
+            return False
+        resolved = resolved or self.which(command.argv[0], command.extra_dirs)
+        return resolved is not None and self._is_own_interpreter(resolved)
+
+    def _is_own_interpreter(self, resolved: str) -> bool:
+        """``resolved`` is this very interpreter (same file, same bin folder: a venv's python is a link to the
+        base one but has other packages) and the environment is this process's own."""
+        import sys
+
+        try:
+            same_file = os.path.samefile(resolved, sys.executable)
+        except OSError:
+            return False
+        same_bin = os.path.dirname(os.path.abspath(resolved)) == os.path.dirname(os.path.abspath(sys.executable))
+        return same_file and same_bin and self._environ == dict(os.environ)
+
     def host(self) -> Dict[str, Any]:
         uname = os.uname()
         return {"hostname": uname.nodename, "kernel": uname.release, "arch": uname.machine, "root": self.root}
@@ -225,6 +286,33 @@ class LiveRunner(Runner):
 
     def local_path(self, path: str) -> Optional[str]:
         return self.system_path(path)
+
+
+def _run_script_in_process(command: Command, resolved: str) -> CommandResult:
+    """Run ``python -c SCRIPT ARGS`` in this interpreter, as the child would see it (argv, sys.path[0] = '')."""
+    import contextlib
+    import io
+    import sys
+    import traceback
+
+    script, args = command.argv[2], command.argv[3:]
+    out, err = io.StringIO(), io.StringIO()
+    saved_argv, saved_path = sys.argv, sys.path
+    sys.argv, sys.path = ["-c", *args], ["", *sys.path[1:]]
+    started = time.monotonic()
+    rc = 0
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            exec(compile(script, "<string>", "exec"), {"__name__": "__main__"})
+    except SystemExit as exc:
+        rc = exc.code if isinstance(exc.code, int) else 1
+    except Exception:
+        rc = 1
+        err.write(traceback.format_exc())
+    finally:
+        sys.argv, sys.path = saved_argv, saved_path
+    return CommandResult(command.argv, rc, out.getvalue(), err.getvalue(), time.monotonic() - started,
+                         resolved_path=resolved)
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
@@ -253,6 +341,12 @@ class RecordingRunner(Runner):
 
     def run(self, command: Command) -> CommandResult:
         return self._keep(command.key, "command", self.inner.run(command))
+
+    def prefetch(self, command: Command) -> None:
+        self.inner.prefetch(command)
+
+    def close(self) -> None:
+        self.inner.close()
 
     def read_text(self, path: str, max_bytes: int = MAX_FILE_BYTES, tail: bool = False) -> FileContent:
         key = "file:" + path + ("#tail" if tail else "")

@@ -19,6 +19,9 @@ class Command:
     extra_dirs: Tuple[str, ...] = ()
     # Extra variables for the child (e.g. an environment computed from set_env.sh).
     env: Optional[Tuple[Tuple[str, str], ...]] = None
+    # A `python -c SCRIPT ARGS...` that only reads (package metadata): when argv[0] is npudoctor's own
+    # interpreter in npudoctor's own environment, the script may run in this process, saving a start-up.
+    in_process_ok: bool = False
 
     @property
     def key(self) -> str:

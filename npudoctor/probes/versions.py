@@ -15,7 +15,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 from npudoctor.parsers.keyvalue import parse_bracket_list, parse_key_values
 from npudoctor.parsers.python_packages import PackageInfo, PythonFacts, PythonReportError, parse_python_report
 from npudoctor.parsers.versions import InnerVersion, Version, parse_inner_version, parse_version
-from npudoctor.probes import provides
+from npudoctor.probes import prefetches, provides
 from npudoctor.probes.sources import Command
 
 __all__ = ["CannFacts", "CannInstall", "DriverFacts", "PackageInfo", "PythonFacts", "VersionFile"]
@@ -304,37 +304,59 @@ def _active(
 
 
 # The script the target interpreter runs. It reads package metadata only: importing torch_npu without a
-# working CANN raises or hangs, and this stage must report versions even then. Python 2/3.7-safe syntax.
+# working CANN raises or hangs, and this stage must report versions even then. It finds distributions the way
+# importlib.metadata's path finder does (``<name>-<version>.dist-info`` or ``.egg-info`` in each sys.path
+# entry) without importing importlib.metadata, which costs a third of this script's time. Python 3.6-safe.
 PYTHON_SCRIPT = r"""
 import json, os, platform, re, sys
 SO_FILES_FOR = ("torch", "torch_npu")
 result = {"python": {"version": platform.python_version(), "executable": os.path.realpath(sys.executable),
           "implementation": platform.python_implementation()}, "packages": {}, "missing": [], "errors": {}}
-try:
-    import importlib.metadata as metadata
-except ImportError:
-    metadata = None
-    result["errors"]["*"] = "importlib.metadata needs Python 3.8 or newer"
-for name in sys.argv[1:]:
-    if metadata is None:
-        break
-    dist = None
-    for candidate in (name, name.replace("_", "-")):
-        try:
-            dist = metadata.distribution(candidate)
-            break
-        except metadata.PackageNotFoundError:
-            continue
-        except Exception as exc:
-            result["errors"][name] = "%s: %s" % (type(exc).__name__, exc)
-            break
-    if dist is None:
-        if name not in result["errors"]:
-            result["missing"].append(name)
+def norm(name):
+    return re.sub(r"[-_.]+", "_", name).lower()
+wanted = dict((norm(n), n) for n in sys.argv[1:])
+found = {}
+for entry in sys.path:
+    try:
+        names = sorted(os.listdir(entry or "."))
+    except OSError:
         continue
-    info = {"version": dist.version, "location": str(dist.locate_file("")), "so_files": []}
+    for item in names:
+        if item.endswith((".dist-info", ".egg-info")):
+            name = wanted.get(norm(item.rsplit(".", 1)[0].split("-", 1)[0]))
+            if name and name not in found:
+                found[name] = (entry or ".", os.path.join(entry or ".", item))
+def header(meta, key):
+    files = [meta] if os.path.isfile(meta) else [os.path.join(meta, "METADATA"), os.path.join(meta, "PKG-INFO")]
+    for path in files:
+        try:
+            with open(path, "rb") as handle:
+                for raw in handle:
+                    line = raw.decode("utf-8", "replace")
+                    if not line.strip():
+                        break
+                    if line.startswith(key + ":"):
+                        return line.split(":", 1)[1].strip()
+        except (IOError, OSError):
+            continue
+    return None
+for name in sys.argv[1:]:
+    if name not in found:
+        result["missing"].append(name)
+        continue
+    location, meta = found[name]
+    version = header(meta, "Version")
+    if not version:
+        result["errors"][name] = "no Version in the metadata of " + meta
+        continue
+    info = {"version": version, "location": os.path.abspath(location), "so_files": []}
     if name in SO_FILES_FOR:
-        info["so_files"] = sorted(str(f) for f in (dist.files or ()) if re.search(r"\.so(\.\d+)*$", f.name))
+        try:
+            with open(os.path.join(meta, "RECORD"), "rb") as handle:
+                paths = [raw.decode("utf-8", "replace").split(",", 1)[0] for raw in handle]
+            info["so_files"] = sorted(p for p in paths if re.search(r"\.so(\.\d+)*$", p))
+        except (IOError, OSError) as exc:
+            result["errors"][name] = "cannot list the files of %s: %s" % (name, exc)
     result["packages"][name] = info
 print(json.dumps(result))
 """
@@ -346,7 +368,14 @@ def python_command(ctx: Any) -> Tuple[str, Command]:
     """The interpreter to ask (``--python``, else ``python3`` on PATH, else npudoctor's own), and how."""
     interpreter = ctx.options.get("python") or ("python3" if ctx.runner.which("python3") else sys.executable)
     timeout_s = float(ctx.profile.get("versions.python_timeout_s", 20))
-    return interpreter, Command((interpreter, "-c", PYTHON_SCRIPT, *PYTHON_PACKAGES), timeout_s=timeout_s)
+    command = Command((interpreter, "-c", PYTHON_SCRIPT, *PYTHON_PACKAGES), timeout_s=timeout_s, in_process_ok=True)
+    return interpreter, command
+
+
+@prefetches("versions")
+@prefetches("libraries")
+def python_facts_command(ctx: Any) -> Command:
+    return python_command(ctx)[1]
 
 
 @provides("python")
