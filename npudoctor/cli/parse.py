@@ -26,12 +26,12 @@ def parse() -> None:
 
 def read_input(source: str) -> str:
     """The text of FILE (or stdin for ``-``), decoded UTF-8 then GB18030; one-line errors for bad input."""
-    from npudoctor.probes.runner import decode_text
+    from npudoctor.parsers.text import decode_text
 
     name = "stdin" if source == "-" else source
     try:
         if source == "-":
-            data = click.get_binary_stream("stdin").read(MAX_INPUT_BYTES + 1)
+            data = sys.stdin.buffer.read(MAX_INPUT_BYTES + 1)
         else:
             with open(source, "rb") as handle:
                 data = handle.read(MAX_INPUT_BYTES + 1)

@@ -31,7 +31,7 @@ from typing import Any, Counter, Dict, Iterable, Iterator, List, Optional, Seque
 
 from npudoctor.logs import codes as codebase
 from npudoctor.logs.rules import SEVERITIES, Rule, RuleSet, default_rules
-from npudoctor.probes.runner import decode_text
+from npudoctor.parsers.text import decode_text
 
 CHUNK_BYTES = 8 * 1024 * 1024
 # A "line" without a newline for this long (binary junk, one-line dumps) is cut, to keep memory constant.
