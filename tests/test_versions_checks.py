@@ -27,7 +27,7 @@ def run(node, profile=None, options=None):
 
 
 def by_id(report, check_id, subject=None):
-    found = [f for f in report.findings if f.id == check_id and (subject is None or f.subject == subject)]
+    found = [f for f in api.findings_by_id(report, check_id) if subject is None or f.subject == subject]
     assert found, f"no {check_id} finding"
     return found
 
