@@ -147,7 +147,7 @@ def _python(ctx: CheckContext) -> Tuple[Any, Optional[Outcome]]:
     return facts, error(f"cannot read the packages of the target Python: {facts.error}", subject="python")
 
 
-def _package(ctx: CheckContext, facts: Any, name: str) -> Tuple[Optional[Version], Optional[Outcome]]:
+def _package(facts: Any, name: str) -> Tuple[Optional[Version], Optional[Outcome]]:
     """An installed package's version, or the SKIP outcome saying it is not installed."""
     info = facts.package(name)
     if info is None:
@@ -397,11 +397,11 @@ def torch_and_torch_npu(ctx: CheckContext) -> Iterable[Outcome]:
     if problem:
         yield problem
         return
-    torch, missing = _package(ctx, facts, "torch")
+    torch, missing = _package(facts, "torch")
     if missing:
         yield missing
         return
-    torch_npu, missing = _package(ctx, facts, "torch_npu")
+    torch_npu, missing = _package(facts, "torch_npu")
     if missing:
         yield missing
         return
@@ -473,7 +473,7 @@ def torch_npu_and_cann(ctx: CheckContext) -> Iterable[Outcome]:
     if problem:
         yield problem
         return
-    torch_npu, missing = _package(ctx, facts, "torch_npu")
+    torch_npu, missing = _package(facts, "torch_npu")
     if missing:
         yield missing
         return
@@ -586,7 +586,7 @@ def python_supported(ctx: CheckContext) -> Iterable[Outcome]:
     if problem:
         yield problem
         return
-    torch, missing = _package(ctx, facts, "torch")
+    torch, missing = _package(facts, "torch")
     if missing:
         yield missing
         return
