@@ -9,7 +9,7 @@ from npudoctor.parsers.npu_smi import (
     NpuSmiFailure,
     NpuSmiParseError,
     NpuSmiTable,
-    parse_key_values,
+    parse_colon_sections,
     parse_npu_smi_info,
     recognise_failure,
 )
@@ -79,7 +79,7 @@ def _health_details(ctx: Any, table: NpuSmiTable, timeout_s: float) -> Dict[str,
     for chip in unhealthy:
         argv = ("npu-smi", "info", "-t", "health", "-i", str(chip.npu_id), "-c", str(chip.chip_id or 0))
         result = ctx.runner.run(Command(argv, timeout_s=timeout_s, extra_dirs=NPU_SMI_DIRS))
-        sections = parse_key_values(result.stdout) if result.error is None else []
+        sections = parse_colon_sections(result.stdout) if result.error is None else []
         if result.error is not None or result.rc or not sections:
             reason = result.error or f"exit code {result.rc}, {len(sections)} key/value lines"
             details[chip.subject] = {"query_error": f"`{' '.join(argv)}`: {reason}"}
