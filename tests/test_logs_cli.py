@@ -8,21 +8,14 @@ import os
 from xml.etree import ElementTree as ET
 
 import pytest
-from click.testing import CliRunner
 
 from npudoctor.cli import main
+from tests.clirunner import cli_runner
 from tests.test_logs_samples import _path, sample_bytes
 
 
-def _runner() -> CliRunner:
-    try:  # click < 8.2 mixes stderr into stdout unless told not to; 8.2 keeps them apart and dropped the flag
-        return CliRunner(mix_stderr=False)  # type: ignore[call-arg]
-    except TypeError:
-        return CliRunner()
-
-
 def run(args, stdin=None):
-    return _runner().invoke(main, ["logs", "scan", *args], input=stdin)
+    return cli_runner().invoke(main, ["logs", "scan", *args], input=stdin)
 
 
 @pytest.fixture
@@ -250,9 +243,9 @@ def test_pipes_and_devices_are_read_as_given() -> None:
 
 
 def test_explain_codes() -> None:
-    result = _runner().invoke(main, ["logs", "explain", "EI0006", "507777"])
+    result = cli_runner().invoke(main, ["logs", "explain", "EI0006", "507777"])
     assert result.exit_code == 0
     assert "EI0006: Get_Socket_Timeout" in result.stdout and "HCCL_CONNECT_TIMEOUT" in result.stdout
     assert "507777: AscendCL internal error  (known only by its family)" in result.stdout
-    bad = _runner().invoke(main, ["logs", "explain", "hello"])
+    bad = cli_runner().invoke(main, ["logs", "explain", "hello"])
     assert bad.exit_code == 2 and "not a known error code: hello" in bad.stderr
