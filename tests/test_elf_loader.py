@@ -274,7 +274,7 @@ def test_corrupt_and_truncated_files_give_clear_errors(cases, tmp_path):
 
 
 @needs_gcc
-def test_analysis_never_runs_the_library(cases, tmp_path):
+def test_analysis_never_runs_the_library(tmp_path):
     """A constructor that would leave a marker file if the library were loaded or run."""
     from click.testing import CliRunner
 

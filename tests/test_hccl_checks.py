@@ -256,7 +256,6 @@ def npu_node(
     node,
     answers: Optional[Dict[str, str]] = None,
     conf: Optional[str] = HCCN_CONF,
-    tool_dir: str = "",
     **command_options,
 ):
     """The blog's 910B node as far as the real hccn.conf shows it: NPUs 0 and 7, all healthy by default."""

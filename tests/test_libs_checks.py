@@ -131,7 +131,7 @@ def make_node(
     return node
 
 
-def sourced(node, version="8.0.0", extra_first: str = ""):
+def sourced(node, extra_first: str = ""):
     home = "/usr/local/Ascend/ascend-toolkit/latest"
     path = f"{home}/lib64"
     if extra_first:
