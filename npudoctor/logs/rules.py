@@ -43,9 +43,6 @@ class RuleSet:
     def all_hints(self) -> Tuple[bytes, ...]:
         return tuple(dict.fromkeys(h.encode() for r in self.rules for h in r.hints))
 
-    def by_kind(self) -> Dict[str, Rule]:
-        return {r.kind: r for r in reversed(self.rules)}
-
 
 def _rule(raw: Any, where: str) -> Rule:
     if not isinstance(raw, Mapping):
