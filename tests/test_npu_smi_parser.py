@@ -12,17 +12,11 @@ from npudoctor.parsers.npu_smi import (
     parse_npu_smi_info,
     recognise_failure,
 )
-from tests.samples import CONSTRUCTED, SAMPLES, SHARED_SAMPLES, sample_text, strip_header
+from tests.samples import SHARED_SAMPLES, smi, strip_header
 
 _HEADER = re.compile(r"^\s*\|\s*NPU\s+Name\s*\|\s*Health\s*\|")
 _PROCESS_HEADER = re.compile(r"\|\s*Process id\s*\|", re.IGNORECASE)
 _INT_ROW = re.compile(r"^\s*\|\s*\d+\s")
-
-
-def smi(key):
-    """The verbatim text of the one npu-smi sample in tests/data whose file name contains ``key``."""
-    (path,) = [p for folder in (SAMPLES, SAMPLES / "system", CONSTRUCTED) for p in folder.glob(f"npu-smi*{key}*")]
-    return sample_text(path.name)
 
 
 def _main_table_samples():
