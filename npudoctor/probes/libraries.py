@@ -59,7 +59,6 @@ class LibraryFacts:
     after_set_env: Optional[LinkReport] = None
     set_env_used: Optional[str] = None
     set_env_error: Optional[str] = None
-    set_env_ld_library_path: Optional[str] = None
     # The ASCEND_* variable that points at an existing install (set_env.sh was sourced), if any.
     sourced_by: Optional[str] = None
 
@@ -279,7 +278,7 @@ def library_facts(ctx: Any) -> LibraryFacts:
         after = analyse_file(runner, roots[0], ld_library_path=ld_path, preload=preload)
     except ElfError as exc:
         return LibraryFacts(**facts, set_env_error=str(exc))
-    return LibraryFacts(**facts, after_set_env=after, set_env_ld_library_path=ld_path)
+    return LibraryFacts(**facts, after_set_env=after)
 
 
 # -- level 2: import in a child process ------------------------------------------------------------------
