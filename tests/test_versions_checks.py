@@ -6,10 +6,8 @@ import json
 
 from npudoctor import api
 from npudoctor.model import Status
-from tests.nodes import (  # noqa: F401  (sample names used by the tests below)
+from tests.nodes import (
     ASCEND,
-    DRIVER,
-    FIRMWARE,
     NNAE_80RC3,
     TOOLKIT_70T10,
     TOOLKIT_81RC1,
