@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.elfcases import cases  # noqa: F401  (session fixture: registered here once, built once per run)
 from tests.fakenode import FakeNode
 
 

@@ -36,3 +36,16 @@ def sample_path(name: str) -> Path:
 
 def sample_text(name: str) -> str:
     return strip_header(sample_path(name).read_text(encoding="utf-8"))
+
+
+def smi(key: str) -> str:
+    """The verbatim text of the one npu-smi sample in tests/data whose file name contains ``key``."""
+    (path,) = [p for folder in (SAMPLES, SAMPLES / "system", CONSTRUCTED) for p in folder.glob(f"npu-smi*{key}*")]
+    return sample_text(path.name)
+
+
+def sample_bytes(path: Path) -> bytes:
+    """The verbatim body of a sample file, as bytes (some samples are not valid UTF-8)."""
+    data = path.read_bytes()
+    _, separator, body = data.partition(b"\n# ---\n")
+    return body if separator else data

@@ -73,7 +73,7 @@ def test_tarball_without_manifest_is_rejected(tmp_path):
         ReplayRunner(str(other))
 
 
-def test_unrecorded_requests_read_as_not_recorded(node, tmp_path):
+def test_unrecorded_requests_read_as_not_recorded(tmp_path):
     bundle = tmp_path / "b.tar.gz"
     write_bundle(str(bundle), build_bundle([], {"hostname": "n1"}))
     runner = ReplayRunner(str(bundle))

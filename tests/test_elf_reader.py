@@ -22,7 +22,6 @@ from npudoctor.elf.reader import (
     open_elf,
 )
 from npudoctor.elf.summary import link_report
-from tests.test_elf_loader import cases  # noqa: F401  (fixture)
 
 
 def reference_gnu_hash(name: bytes) -> int:
@@ -133,7 +132,7 @@ def test_every_exported_symbol_is_found_through_the_hash_tables(path):
         ), missing
 
 
-def test_link_report_to_dict_is_what_asdict_gives(cases):  # noqa: F811
+def test_link_report_to_dict_is_what_asdict_gives(cases):
     """The hand-built dict (the JSON of ``npudoctor libs``) equals dataclasses.asdict on a report with a
     missing symbol, a shadowed library and a shadowed copy that exports the symbol."""
     env = SearchEnv(f"{cases['old']}:{cases['new']}", None)

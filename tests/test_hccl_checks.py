@@ -9,6 +9,7 @@ from typing import Dict, List, Mapping, Optional, Sequence
 import pytest
 
 from npudoctor import api
+from npudoctor.api import findings_by_id
 from npudoctor.model.finding import Finding, Report, Status
 from npudoctor.model.profile import NodeProfile, deep_merge
 from tests.samples import sample_text
@@ -43,18 +44,14 @@ def profile_with(**overrides) -> NodeProfile:
     return NodeProfile("test", deep_merge(base.data, overrides))
 
 
-def findings(report: Report, check_id: str) -> List[Finding]:
-    return api.findings_by_id(report, check_id)
-
-
 def only_finding(report: Report, check_id: str) -> Finding:
-    found = findings(report, check_id)
+    found = findings_by_id(report, check_id)
     assert len(found) == 1, found
     return found[0]
 
 
 def statuses(report: Report, check_id: str) -> Dict[str, Status]:
-    return {f.subject: f.status for f in findings(report, check_id)}
+    return {f.subject: f.status for f in findings_by_id(report, check_id)}
 
 
 # -- environment ---------------------------------------------------------------------------------------------
@@ -259,7 +256,6 @@ def npu_node(
     node,
     answers: Optional[Dict[str, str]] = None,
     conf: Optional[str] = HCCN_CONF,
-    tool_dir: str = "",
     **command_options,
 ):
     """The blog's 910B node as far as the real hccn.conf shows it: NPUs 0 and 7, all healthy by default."""
@@ -293,14 +289,14 @@ def test_healthy_npus_pass_as_one_finding_each(node):
 def test_link_down(node):
     report = run_hccl(npu_node(node, {"-i 7 -link -g": LINK_DOWN}))
     assert statuses(report, "HCCL010") == {"npu:7": FAIL, "npu:0": PASS}
-    down = findings(report, "HCCL010")[0]
+    down = findings_by_id(report, "HCCL010")[0]
     assert "link status: DOWN" in down.detail and "hccn_tool -i 7 -optical -g" in down.fix
 
 
 def test_net_health_socket_failed_names_the_detect_address(node):
     report = run_hccl(npu_node(node, {"-i 0 -net_health -g": HEALTH_SOCKET_FAILED}))
     assert statuses(report, "HCCL011") == {"npu:0": FAIL, "npu:7": PASS}
-    failed = findings(report, "HCCL011")[0]
+    failed = findings_by_id(report, "HCCL011")[0]
     assert "Socket failed" in failed.detail and "29.1.0.1" in failed.detail  # netdetect_0 from hccn.conf
     assert failed.evidence["net_health"] == "Socket failed"
 
@@ -308,7 +304,7 @@ def test_net_health_socket_failed_names_the_detect_address(node):
 def test_device_ip_missing_prints_the_set_command_from_hccn_conf(node):
     report = run_hccl(npu_node(node, {"-i 7 -ip -g": IP_EMPTY}))
     assert statuses(report, "HCCL012") == {"npu:7": FAIL, "npu:0": PASS}
-    missing = findings(report, "HCCL012")[0]
+    missing = findings_by_id(report, "HCCL012")[0]
     assert missing.fix == "hccn_tool -i 7 -ip -s address 29.1.170.143 netmask 255.255.0.0"
     assert statuses(report, "HCCL013") == {"npu:7": FAIL, "npu:0": PASS}
 
@@ -323,7 +319,7 @@ def test_device_ip_differs_from_hccn_conf(node):
     report = run_hccl(npu_node(node, {"-i 0 -ip -g": IP_REAL_DEV3}))
     assert statuses(report, "HCCL012") == {"npu:0,7": PASS}
     assert statuses(report, "HCCL013") == {"npu:0": FAIL, "npu:7": PASS}
-    mismatch = findings(report, "HCCL013")[0]
+    mismatch = findings_by_id(report, "HCCL013")[0]
     assert "address 29.1.112.213 vs address_0=29.1.137.205" in mismatch.detail
     assert mismatch.fix.startswith("hccn_tool -i 0 -ip -s address 29.1.137.205 netmask 255.255.0.0")
 
@@ -383,7 +379,7 @@ def test_hanging_hccn_tool_costs_one_timeout_and_the_rest_still_reports(node):
     report = run_hccl(node, profile=profile_with(commands={"timeout_s": 0.5}))
     elapsed = time.monotonic() - started
     assert elapsed < 3, f"took {elapsed:.1f} s: more than one hccn_tool timeout was waited for"
-    link = findings(report, "HCCL010")
+    link = findings_by_id(report, "HCCL010")
     assert [(f.status, f.subject) for f in link] == [(ERROR, "npu:0"), (ERROR, "npu:1,2,3,4,5,6,7")]
     assert link[0].detail == "`hccn_tool -i 0 -link -g` timed out after 0.5 s"
     assert link[1].detail == (
@@ -391,7 +387,7 @@ def test_hanging_hccn_tool_costs_one_timeout_and_the_rest_still_reports(node):
         "so the later calls were skipped"
     )
     for check_id in ("HCCL011", "HCCL012"):
-        assert [(f.status, f.subject) for f in findings(report, check_id)] == [(ERROR, "npu:0,1,2,3,4,5,6,7")]
+        assert [(f.status, f.subject) for f in findings_by_id(report, check_id)] == [(ERROR, "npu:0,1,2,3,4,5,6,7")]
     # The environment checks are unaffected.
     assert only_finding(report, "HCCL005").status is FAIL
     assert only_finding(report, "HCCL001").status is PASS
@@ -400,7 +396,7 @@ def test_hanging_hccn_tool_costs_one_timeout_and_the_rest_still_reports(node):
 def test_time_budget_stops_the_remaining_calls(node):
     npu_node(node)
     report = run_hccl(node, profile=profile_with(hccl={"hccn_tool": {"budget_s": 0}}))
-    link = findings(report, "HCCL010")
+    link = findings_by_id(report, "HCCL010")
     assert [(f.status, f.subject) for f in link] == [(ERROR, "npu:7"), (PASS, "npu:0")]
     assert "not run: hccn_tool calls took 0 s in all (budget 0 s)" in link[0].detail
 
@@ -408,7 +404,7 @@ def test_time_budget_stops_the_remaining_calls(node):
 def test_net_health_init_is_a_warning_with_the_netdetect_command(node):
     # "Init" is one of the states INDEX.md lists for -net_health -g; no capture of it exists.
     report = run_hccl(npu_node(node, {"-i 7 -net_health -g": "net health status: Init\n"}))
-    init = findings(report, "HCCL011")[0]
+    init = findings_by_id(report, "HCCL011")[0]
     assert (init.status, init.subject) == (WARN, "npu:7")
     assert init.fix == "hccn_tool -i 7 -netdetect -s address 29.1.0.1"
 

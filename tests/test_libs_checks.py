@@ -13,9 +13,9 @@ import pytest
 from npudoctor import api
 from npudoctor.model.finding import Status
 from npudoctor.probes.runner import LiveRunner
+from tests.elfcases import ACL_NEW, ACL_OLD, gcc_lib
 from tests.nodes import PYTHON_FACTS_ARGS, python_report
 from tests.samples import sample_text
-from tests.test_elf_loader import ACL_NEW, ACL_OLD, gcc_lib
 
 SITE = "/opt/py/lib/python3.11/site-packages"
 EXT = "cpython-311-x86_64-linux-gnu.so"
@@ -131,7 +131,7 @@ def make_node(
     return node
 
 
-def sourced(node, version="8.0.0", extra_first: str = ""):
+def sourced(node, extra_first: str = ""):
     home = "/usr/local/Ascend/ascend-toolkit/latest"
     path = f"{home}/lib64"
     if extra_first:

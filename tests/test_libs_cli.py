@@ -8,7 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 from npudoctor.cli import main
-from tests.test_elf_loader import cases, needs_gcc  # noqa: F401  (the session fixture)
+from tests.elfcases import needs_gcc
 
 
 def run(*args: str):
@@ -16,7 +16,7 @@ def run(*args: str):
 
 
 @needs_gcc
-def test_text_names_the_missing_symbol_its_provider_and_the_shadowing(cases):  # noqa: F811
+def test_text_names_the_missing_symbol_its_provider_and_the_shadowing(cases):
     result = run(str(cases["user"]), "--ld-library-path", f"{cases['old']}:{cases['new']}")
     assert result.exit_code == 1
     assert (
@@ -30,7 +30,7 @@ def test_text_names_the_missing_symbol_its_provider_and_the_shadowing(cases):  #
 
 
 @needs_gcc
-def test_json_clean_exit_0(cases):  # noqa: F811
+def test_json_clean_exit_0(cases):
     result = run(str(cases["user"]), "--format", "json", "--ld-library-path", str(cases["new"]))
     assert result.exit_code == 0, result.output
     data = json.loads(result.output)
@@ -46,7 +46,7 @@ def test_json_clean_exit_0(cases):  # noqa: F811
 
 
 @needs_gcc
-def test_root_maps_system_paths(cases, tmp_path):  # noqa: F811
+def test_root_maps_system_paths(cases, tmp_path):
     import shutil
 
     root = tmp_path / "img"

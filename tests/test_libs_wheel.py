@@ -67,7 +67,7 @@ def torch_npu_wheel_dir() -> Path:
             pytest.skip("torch-npu wheel not downloadable")
     with zipfile.ZipFile(wheels[0]) as archive:
         members = [
-            m for m in archive.namelist() if m.startswith("torch_npu/lib/") or m.startswith("torch_npu/_C")
+            m for m in archive.namelist() if m.startswith(("torch_npu/lib/", "torch_npu/_C"))
         ]
         archive.extractall(target, members)
     return target / "torch_npu"

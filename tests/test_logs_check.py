@@ -6,11 +6,11 @@ from npudoctor import api
 from npudoctor.checks.logs import LOGS_DIRS_OPTION
 from npudoctor.model.finding import Status
 from npudoctor.model.profile import NodeProfile
-from tests.test_logs_samples import _path, sample_bytes
+from tests.samples import sample_bytes, sample_path
 
 
 def text_of(name: str) -> str:
-    return sample_bytes(_path(name)).decode("utf-8", "replace")
+    return sample_bytes(sample_path(name)).decode("utf-8", "replace")
 
 
 def log001(node, dirs=("/root/ascend/log",), profile=None):

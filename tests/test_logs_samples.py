@@ -7,13 +7,12 @@ first 50 characters.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Dict, List, Tuple
 
 import pytest
 
 from npudoctor.logs.scanner import Scanner
-from tests.samples import CONSTRUCTED, SAMPLES, SHARED_SAMPLES
+from tests.samples import CONSTRUCTED, SAMPLES, SHARED_SAMPLES, sample_bytes, sample_path
 
 Expected = Tuple[str, List[Tuple[str, str]]]
 
@@ -406,25 +405,11 @@ EXPECTED: Dict[str, Expected] = {
 }
 
 
-def sample_bytes(path: Path) -> bytes:
-    """The verbatim body of a sample file, as bytes (some samples are not valid UTF-8)."""
-    data = path.read_bytes()
-    _, separator, body = data.partition(b"\n# ---\n")
-    return body if separator else data
-
-
-def _path(name: str) -> Path:
-    for folder in (SAMPLES / "logs", SAMPLES / "system", CONSTRUCTED):
-        if (folder / name).exists():
-            return folder / name
-    raise FileNotFoundError(name)
-
-
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_sample_findings(name: str) -> None:
     expected_format, expected = EXPECTED[name]
     scanner = Scanner()
-    summary = scanner.scan_bytes(name, sample_bytes(_path(name)))
+    summary = scanner.scan_bytes(name, sample_bytes(sample_path(name)))
     found = {(f.kind, f.subject[:50]) for f in scanner.result().findings if f.kind != "warning_record"}
     assert summary.status == "ok"
     assert summary.format == expected_format

@@ -5,11 +5,10 @@ from __future__ import annotations
 import json
 
 import pytest
-from click.testing import CliRunner
 
 from npudoctor.cli import main
-from tests.samples import sample_path, sample_text
-from tests.test_npu_smi_parser import smi
+from tests.clirunner import cli_runner
+from tests.samples import sample_path, sample_text, smi
 
 B3_8CARD = "npu-smi-info_910B3_8card_24.1.0.3_no-processes_vllm-ascend-4256.txt"
 CHIP_KEYS = ["npu_id", "chip_id", "name", "health", "bus_id", "power_w", "temp_c", "aicore_pct",
@@ -17,11 +16,7 @@ CHIP_KEYS = ["npu_id", "chip_id", "name", "health", "bus_id", "power_w", "temp_c
 
 
 def invoke(args, stdin=None):
-    try:
-        runner = CliRunner(mix_stderr=False)  # click < 8.2 mixes stderr into stdout unless told
-    except TypeError:
-        runner = CliRunner()
-    return runner.invoke(main, args, input=stdin)
+    return cli_runner().invoke(main, args, input=stdin)
 
 
 def write(tmp_path, name, data):

@@ -8,21 +8,15 @@ import pytest
 
 from npudoctor.parsers.npu_smi import (
     NpuSmiParseError,
-    parse_key_values,
+    parse_colon_sections,
     parse_npu_smi_info,
     recognise_failure,
 )
-from tests.samples import CONSTRUCTED, SAMPLES, SHARED_SAMPLES, sample_text, strip_header
+from tests.samples import SHARED_SAMPLES, smi, strip_header
 
 _HEADER = re.compile(r"^\s*\|\s*NPU\s+Name\s*\|\s*Health\s*\|")
 _PROCESS_HEADER = re.compile(r"\|\s*Process id\s*\|", re.IGNORECASE)
 _INT_ROW = re.compile(r"^\s*\|\s*\d+\s")
-
-
-def smi(key):
-    """The verbatim text of the one npu-smi sample in tests/data whose file name contains ``key``."""
-    (path,) = [p for folder in (SAMPLES, SAMPLES / "system", CONSTRUCTED) for p in folder.glob(f"npu-smi*{key}*")]
-    return sample_text(path.name)
 
 
 def _main_table_samples():
@@ -203,15 +197,15 @@ def test_failure_text_is_recognised_not_parsed():
 
 
 def test_key_value_outputs_of_t_board_health_and_l():
-    (board,) = parse_key_values(smi("t-board_card"))  # TAB-indented
+    (board,) = parse_colon_sections(smi("t-board_card"))  # TAB-indented
     assert board["PCIe Bus Info"] == "0000:61:00.0" and board["Firmware Version"] == "7.1.0.7.220"
     assert board["PCI Device ID"] == "0xD801" and len(board) == 15
-    (health,) = parse_key_values(smi("t-health_OK"))
+    (health,) = parse_colon_sections(smi("t-health_OK"))
     assert health == {"Health Status": "OK", "Error Code": "NA", "Error Information": "NA"}
-    listing = parse_key_values(smi("info-l_8card"))  # 8-space indent, blank-line sections
+    listing = parse_colon_sections(smi("info-l_8card"))  # 8-space indent, blank-line sections
     assert listing[0] == {"Total Count": "8"} and len(listing) == 9
     assert [s["NPU ID"] for s in listing[1:]] == [str(i) for i in range(8)]
-    assert parse_key_values(smi("910B3_8card_24")) == []  # the main table has no key/value lines
+    assert parse_colon_sections(smi("910B3_8card_24")) == []  # the main table has no key/value lines
 
 
 def test_950_layout_with_npu_id_and_name_in_separate_cells():

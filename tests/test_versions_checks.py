@@ -6,10 +6,8 @@ import json
 
 from npudoctor import api
 from npudoctor.model import Status
-from tests.nodes import (  # noqa: F401  (sample names used by the tests below)
+from tests.nodes import (
     ASCEND,
-    DRIVER,
-    FIRMWARE,
     NNAE_80RC3,
     TOOLKIT_70T10,
     TOOLKIT_81RC1,
@@ -27,7 +25,7 @@ def run(node, profile=None, options=None):
 
 
 def by_id(report, check_id, subject=None):
-    found = [f for f in report.findings if f.id == check_id and (subject is None or f.subject == subject)]
+    found = [f for f in api.findings_by_id(report, check_id) if subject is None or f.subject == subject]
     assert found, f"no {check_id} finding"
     return found
 

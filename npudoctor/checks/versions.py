@@ -147,16 +147,26 @@ def _python(ctx: CheckContext) -> Tuple[Any, Optional[Outcome]]:
     return facts, error(f"cannot read the packages of the target Python: {facts.error}", subject="python")
 
 
-def _package(ctx: CheckContext, facts: Any, name: str) -> Tuple[Optional[Version], Optional[Outcome]]:
-    """An installed package's version, or the SKIP outcome saying it is not installed."""
-    info = facts.package(name)
-    if info is None:
-        reason = facts.errors.get(name) or "not installed"
-        return None, skip(f"{name} {reason} in {facts.where}", subject=f"python:{name}")
-    version = parse_version(info.version)
-    if version is None:
-        return None, error(f"{name} reports an unreadable version {info.version!r}", subject=f"python:{name}")
-    return version, None
+def _packages(ctx: CheckContext, *names: str) -> Tuple[Any, List[Version], Optional[Outcome]]:
+    """The python facts and the versions of the installed packages ``names``, or the first outcome that
+    replaces the verdict: no interpreter to ask (see :func:`_python`), a package not installed (SKIP) or
+    with an unreadable version (ERROR)."""
+    facts, problem = _python(ctx)
+    if problem:
+        return facts, [], problem
+    versions = []
+    for name in names:
+        info = facts.package(name)
+        if info is None:
+            reason = facts.errors.get(name) or "not installed"
+            return facts, [], skip(f"{name} {reason} in {facts.where}", subject=f"python:{name}")
+        version = parse_version(info.version)
+        if version is None:
+            return facts, [], error(
+                f"{name} reports an unreadable version {info.version!r}", subject=f"python:{name}"
+            )
+        versions.append(version)
+    return facts, versions, None
 
 
 def _active_cann(ctx: CheckContext) -> Optional[Any]:
@@ -393,19 +403,11 @@ def torch_and_torch_npu(ctx: CheckContext) -> Iterable[Outcome]:
     Fix: keep torch and install the matrix's torch_npu for it (``pip install torch_npu==<version>``; the
     fix names the release built for the CANN in use), or install the torch the torch_npu was built for.
     """
-    facts, problem = _python(ctx)
+    facts, versions, problem = _packages(ctx, "torch", "torch_npu")
     if problem:
         yield problem
         return
-    torch, missing = _package(ctx, facts, "torch")
-    if missing:
-        yield missing
-        return
-    torch_npu, missing = _package(ctx, facts, "torch_npu")
-    if missing:
-        yield missing
-        return
-    assert torch is not None and torch_npu is not None
+    torch, torch_npu = versions
     m = matrix()
     cann = _active_cann(ctx)
     cann_version = parse_version(cann.version) if cann else None
@@ -469,15 +471,11 @@ def torch_npu_and_cann(ctx: CheckContext) -> Iterable[Outcome]:
     torch_npu==<version>``), or install the CANN release the matrix names for your torch_npu; the finding
     names both.
     """
-    facts, problem = _python(ctx)
+    facts, versions, problem = _packages(ctx, "torch_npu")
     if problem:
         yield problem
         return
-    torch_npu, missing = _package(ctx, facts, "torch_npu")
-    if missing:
-        yield missing
-        return
-    assert torch_npu is not None
+    (torch_npu,) = versions
     cann = _active_cann(ctx)
     if cann is None:
         yield skip("no CANN installed to compare with (see VER002)", subject="python:torch_npu")
@@ -582,15 +580,11 @@ def python_supported(ctx: CheckContext) -> Iterable[Outcome]:
     Fix: create the environment with a listed Python (``python3.10 -m venv ...``), or move to a PyTorch
     release that supports your Python; the finding names both.
     """
-    facts, problem = _python(ctx)
+    facts, versions, problem = _packages(ctx, "torch")
     if problem:
         yield problem
         return
-    torch, missing = _package(ctx, facts, "torch")
-    if missing:
-        yield missing
-        return
-    assert torch is not None
+    (torch,) = versions
     python = parse_version(facts.version)
     if python is None:
         yield error(f"{facts.where} reports an unreadable Python version {facts.version!r}", subject="python")

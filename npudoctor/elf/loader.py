@@ -506,12 +506,3 @@ def _find_definitions(
             if defined:
                 found[index] = True
     return found
-
-
-def defines(path_local: str, name: str) -> bool:
-    """Whether the ELF file at ``path_local`` exports ``name`` (for "which copy would provide it")."""
-    try:
-        with open_elf(path_local) as elf:
-            return elf.lookup(name)
-    except ElfError:
-        return False

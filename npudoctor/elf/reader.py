@@ -190,12 +190,6 @@ class ElfFile:
             return view
         return [chains[i] for i in range(min(count, len(chains)))]
 
-    def bloom_filter(self) -> Optional[Tuple[Sequence[int], int, int]]:
-        """(bloom words, bits per word, shift) of the GNU hash table, or None without one."""
-        if self._gnu is None or not self._gnu[0]:
-            return None
-        return self._gnu[2], 64 if self.is64 else 32, self._gnu[3]
-
     @property
     def has_versions(self) -> bool:
         return DT_VERDEF in self._dyn
@@ -475,7 +469,6 @@ class ElfFile:
         self,
         name: str,
         version: Optional[str] = None,
-        version_hash: int = 0,
         version_hidden: bool = False,
     ) -> bool:
         """Whether this file exports ``name`` in a way ld.so would bind a reference to (see

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Pattern, Sequence, Tuple
+from typing import Any, Dict, Iterable, List, Mapping, Pattern, Sequence, Tuple
 
 from npudoctor import knowledge
 
@@ -42,9 +42,6 @@ class RuleSet:
     @property
     def all_hints(self) -> Tuple[bytes, ...]:
         return tuple(dict.fromkeys(h.encode() for r in self.rules for h in r.hints))
-
-    def by_kind(self) -> Dict[str, Rule]:
-        return {r.kind: r for r in reversed(self.rules)}
 
 
 def _rule(raw: Any, where: str) -> Rule:
@@ -93,7 +90,3 @@ def load_rules(extra_files: Iterable[str] = ()) -> RuleSet:
 
 def default_rules() -> RuleSet:
     return load_rules(())
-
-
-def find_rule(rules: RuleSet, rule_id: str) -> Optional[Rule]:
-    return next((r for r in rules.rules if r.id == rule_id), None)

@@ -84,13 +84,6 @@ class Report:
     def summary(self) -> Summary:
         return Summary.of(self.findings)
 
-    def worst(self) -> Optional[Status]:
-        present = {f.status for f in self.findings}
-        for status in (Status.FAIL, Status.ERROR, Status.WARN):
-            if status in present:
-                return status
-        return None
-
     def exit_code(self, fail_on: str = "fail") -> int:
         """0 nothing failed; 1 a FAIL or ERROR (or a WARN under ``fail_on="warn"``)."""
         statuses = {f.status for f in self.findings}

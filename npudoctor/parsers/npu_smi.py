@@ -175,13 +175,13 @@ def recognise_failure(text: str) -> Optional[NpuSmiFailure]:
     return None
 
 
-def parse_key_values(text: str) -> List[Dict[str, str]]:
+def parse_colon_sections(text: str) -> List[Dict[str, str]]:
     """``npu-smi info -t board|health|usages|common|memory|ecc`` and ``-l``: ``Key : value`` lines, indented
     by a TAB or spaces, in sections separated by blank lines (card part, then chip part).
 
     Real ``npu-smi info -i <id> -c 0 -t health`` output (MindCluster doc):
 
-    >>> parse_key_values(" Health Status                  : OK\\n"
+    >>> parse_colon_sections(" Health Status                  : OK\\n"
     ...                  " Error Code                     : NA\\n"
     ...                  " Error Information              : NA\\n")
     [{'Health Status': 'OK', 'Error Code': 'NA', 'Error Information': 'NA'}]

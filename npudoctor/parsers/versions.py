@@ -124,11 +124,6 @@ class Version:
         release = (*self.release, 0, 0)
         return release[0], release[1]
 
-    @property
-    def is_prerelease(self) -> bool:
-        """True for ``8.1.T6``, ``8.0.RC3``, ``2.5.1rc1``: some part ranks below a release number."""
-        return any(rank < _RELEASE for rank, _number in self.parts)
-
     def truncated(self, count: int) -> Version:
         """The first ``count`` parts: ``8.0.RC3.alpha002`` -> ``8.0.RC3`` (the CANN release it belongs to)."""
         return Version(self.text, self.parts[:count], self.local)

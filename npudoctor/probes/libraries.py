@@ -24,12 +24,11 @@ from npudoctor.elf.reader import ElfError
 from npudoctor.elf.summary import LinkReport, link_report
 from npudoctor.parsers.python_packages import PackageInfo
 from npudoctor.probes import provides
+from npudoctor.probes.ascend_layout import ASCEND, CANN_INSTALL_RECORD, HOME_VARIABLES, INFO_FILES
 from npudoctor.probes.sources import Command
 
 # Environment variables set_env.sh exports; any of them pointing at an install means it was sourced.
 ASCEND_ENV = ("ASCEND_TOOLKIT_HOME", "ASCEND_HOME_PATH", "ASCEND_OPP_PATH", "ASCEND_AICPU_PATH")
-CANN_INSTALL_INFO = "/etc/Ascend/ascend_cann_install.info"
-ASCEND_BASE = "/usr/local/Ascend"
 
 @dataclass(frozen=True)
 class PythonPackages:
@@ -60,7 +59,6 @@ class LibraryFacts:
     after_set_env: Optional[LinkReport] = None
     set_env_used: Optional[str] = None
     set_env_error: Optional[str] = None
-    set_env_ld_library_path: Optional[str] = None
     # The ASCEND_* variable that points at an existing install (set_env.sh was sourced), if any.
     sourced_by: Optional[str] = None
 
@@ -78,7 +76,7 @@ def _install_version(runner: Any, path: str) -> Optional[str]:
     listing = runner.list_dir(path)
     for entry in listing.entries:
         if entry.endswith("-linux"):
-            for info in ("ascend_toolkit_install.info", "ascend_nnae_install.info"):
+            for info in INFO_FILES.values():
                 text = runner.read_text(f"{path}/{entry}/{info}").text
                 if text:
                     match = re.search(r"^version=(\S+)", text, re.M)
@@ -101,17 +99,17 @@ def _find_set_env(runner: Any, path: str) -> Optional[str]:
 def find_cann_installs(runner: Any, env: Mapping[str, str]) -> Tuple[CannInstall, ...]:
     """Every CANN install on the node, by the places set_env.sh and the installers use."""
     candidates: List[Tuple[str, str]] = []
-    for var in ("ASCEND_HOME_PATH", "ASCEND_TOOLKIT_HOME"):
+    for var in HOME_VARIABLES:
         if env.get(var):
             candidates.append((env[var].rstrip("/"), f"${var}"))
-    bases = [ASCEND_BASE]
-    info = runner.read_text(CANN_INSTALL_INFO).text
+    bases = [ASCEND]
+    info = runner.read_text(CANN_INSTALL_RECORD).text
     if info:
         match = re.search(r"^Install_Path=(\S+)", info, re.M)
-        if match and match.group(1).rstrip("/") != ASCEND_BASE:
+        if match and match.group(1).rstrip("/") != ASCEND:
             bases.insert(0, match.group(1).rstrip("/"))
     for base in bases:
-        found_by = "default location" if base == ASCEND_BASE else "ascend_cann_install.info"
+        found_by = "default location" if base == ASCEND else "ascend_cann_install.info"
         candidates += [
             (f"{base}/ascend-toolkit/latest", found_by),
             (f"{base}/nnae/latest", found_by),
@@ -280,7 +278,7 @@ def library_facts(ctx: Any) -> LibraryFacts:
         after = analyse_file(runner, roots[0], ld_library_path=ld_path, preload=preload)
     except ElfError as exc:
         return LibraryFacts(**facts, set_env_error=str(exc))
-    return LibraryFacts(**facts, after_set_env=after, set_env_ld_library_path=ld_path)
+    return LibraryFacts(**facts, after_set_env=after)
 
 
 # -- level 2: import in a child process ------------------------------------------------------------------

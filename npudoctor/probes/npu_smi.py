@@ -9,7 +9,7 @@ from npudoctor.parsers.npu_smi import (
     NpuSmiFailure,
     NpuSmiParseError,
     NpuSmiTable,
-    parse_key_values,
+    parse_colon_sections,
     parse_npu_smi_info,
     recognise_failure,
 )
@@ -29,7 +29,6 @@ class NpuSmiFacts:
     ``error`` is the runner's: "not-found", "timeout", "permission", "os-error: ...", None when it ran.
     """
 
-    found: bool
     path: Optional[str]
     rc: Optional[int]
     error: Optional[str]
@@ -61,13 +60,13 @@ def npu_smi_facts(ctx: Any) -> NpuSmiFacts:
     common = {"path": result.resolved_path, "rc": result.rc, "error": result.error, "timeout_s": timeout_s,
               "duration_s": round(result.duration_s, 3), "output_head": head}
     if result.error is not None:
-        return NpuSmiFacts(found=result.error != "not-found", **common)
+        return NpuSmiFacts(**common)
     try:
         table = parse_npu_smi_info(result.stdout)
     except NpuSmiParseError as exc:
-        return NpuSmiFacts(found=True, failure=recognise_failure(output), parse_error=str(exc), **common)
+        return NpuSmiFacts(failure=recognise_failure(output), parse_error=str(exc), **common)
     details = _health_details(ctx, table, timeout_s)
-    return NpuSmiFacts(found=True, table=table, health_details=details, **common)
+    return NpuSmiFacts(table=table, health_details=details, **common)
 
 
 def _health_details(ctx: Any, table: NpuSmiTable, timeout_s: float) -> Dict[str, Dict[str, str]]:
@@ -79,7 +78,7 @@ def _health_details(ctx: Any, table: NpuSmiTable, timeout_s: float) -> Dict[str,
     for chip in unhealthy:
         argv = ("npu-smi", "info", "-t", "health", "-i", str(chip.npu_id), "-c", str(chip.chip_id or 0))
         result = ctx.runner.run(Command(argv, timeout_s=timeout_s, extra_dirs=NPU_SMI_DIRS))
-        sections = parse_key_values(result.stdout) if result.error is None else []
+        sections = parse_colon_sections(result.stdout) if result.error is None else []
         if result.error is not None or result.rc or not sections:
             reason = result.error or f"exit code {result.rc}, {len(sections)} key/value lines"
             details[chip.subject] = {"query_error": f"`{' '.join(argv)}`: {reason}"}

@@ -6,8 +6,8 @@ on another machine: the replay runner answers a request by its key.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Dict, Optional, Tuple
+from dataclasses import dataclass
+from typing import Optional, Tuple
 
 
 @dataclass(frozen=True)
@@ -84,8 +84,3 @@ class DirListing:
     path: str
     entries: Tuple[str, ...] = ()
     error: Optional[str] = None  # "not-found", "permission", ...
-
-
-@dataclass(frozen=True)
-class Environment:
-    variables: Dict[str, str] = field(default_factory=dict)

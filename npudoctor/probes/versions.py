@@ -16,20 +16,13 @@ from npudoctor.parsers.keyvalue import parse_bracket_list, parse_key_values
 from npudoctor.parsers.python_packages import PackageInfo, PythonFacts, PythonReportError, parse_python_report
 from npudoctor.parsers.versions import InnerVersion, Version, parse_inner_version, parse_version
 from npudoctor.probes import prefetches, provides
+from npudoctor.probes.ascend_layout import ASCEND, CANN_INSTALL_RECORD, HOME_VARIABLES, INFO_FILES, PACKAGE_FOLDERS
 from npudoctor.probes.sources import Command
 
 __all__ = ["CannFacts", "CannInstall", "DriverFacts", "PackageInfo", "PythonFacts", "VersionFile"]
 
-ASCEND = "/usr/local/Ascend"
 DRIVER_INFO = f"{ASCEND}/driver/version.info"
 FIRMWARE_INFO = f"{ASCEND}/firmware/version.info"
-# Written by the CANN installer: where CANN was installed when not under /usr/local/Ascend.
-CANN_INSTALL_RECORD = "/etc/Ascend/ascend_cann_install.info"
-# Package folder under an Ascend base -> package kind; each holds <version>/ folders and a `latest` link.
-PACKAGE_FOLDERS = {"ascend-toolkit": "toolkit", "nnae": "nnae"}
-INFO_FILES = {"toolkit": "ascend_toolkit_install.info", "nnae": "ascend_nnae_install.info"}
-# Set by CANN's set_env.sh; the runtime and torch_npu load CANN from there.
-HOME_VARIABLES = ("ASCEND_HOME_PATH", "ASCEND_TOOLKIT_HOME")
 # Version files are small; anything bigger is not one.
 MAX_VERSION_FILE_BYTES = 64 * 1024
 

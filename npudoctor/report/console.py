@@ -18,7 +18,7 @@ def make_console(file: Optional[IO[str]] = None, color: Optional[bool] = None) -
                    soft_wrap=True)
 
 
-def _line(finding: Finding, verbose: bool) -> Text:
+def _line(finding: Finding) -> Text:
     text = Text("  ")
     text.append(SYMBOL[finding.status], style=STYLE[finding.status])
     text.append(f" {finding.id:<7} ", style="bold")
@@ -58,7 +58,7 @@ def render(report: Report, console: Console, verbose: bool = False) -> None:
                 folded.add(finding.id)
                 console.print(_folded_line(finding, len(passing)))
                 continue
-        console.print(_line(finding, verbose))
+        console.print(_line(finding))
         if verbose and finding.evidence:
             evidence = json.dumps(dict(finding.evidence), ensure_ascii=False, default=str)
             console.print(Text("      evidence: " + evidence, style="dim"))

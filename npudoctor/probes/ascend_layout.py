@@ -1,0 +1,13 @@
+"""Where Ascend software lives on a node: the paths and names the versions and libraries probes both use.
+
+Constants only (no imports), so any command can use them without start-up cost.
+"""
+
+ASCEND = "/usr/local/Ascend"
+# Written by the CANN installer: where CANN was installed when not under /usr/local/Ascend.
+CANN_INSTALL_RECORD = "/etc/Ascend/ascend_cann_install.info"
+# Package folder under an Ascend base -> package kind; each holds <version>/ folders and a `latest` link.
+PACKAGE_FOLDERS = {"ascend-toolkit": "toolkit", "nnae": "nnae"}
+INFO_FILES = {"toolkit": "ascend_toolkit_install.info", "nnae": "ascend_nnae_install.info"}
+# Set by CANN's set_env.sh; the runtime and torch_npu load CANN from there.
+HOME_VARIABLES = ("ASCEND_HOME_PATH", "ASCEND_TOOLKIT_HOME")

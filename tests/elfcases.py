@@ -1,0 +1,120 @@
+"""ELF test cases built with gcc, shared by the loader, reader and ``libs`` tests.
+
+``cases`` is a session fixture registered once in tests/conftest.py, so the libraries are compiled once per
+test run (a fixture imported into several test modules is built once per module).
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Dict, Optional
+
+import pytest
+
+needs_gcc = pytest.mark.skipif(
+    shutil.which("gcc") is None or shutil.which("ldd") is None, reason="needs gcc and ldd"
+)
+
+
+def gcc_lib(out: Path, source: str, *flags: str, soname: Optional[str] = None) -> Path:
+    """Compile ``source`` (C) into the shared library ``out``."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    src = out.with_suffix(".c")
+    src.write_text(source)
+    argv = ["gcc", "-shared", "-fPIC", "-o", str(out), str(src), *flags]
+    if soname:
+        argv.append(f"-Wl,-soname,{soname}")
+    subprocess.run(argv, check=True, capture_output=True, timeout=60)
+    src.unlink()
+    return out
+
+
+ACL_OLD = "int aclInit(const char *c) { return 0; }\nint aclrtSetDevice(int d) { return 0; }\n"
+ACL_NEW = ACL_OLD + "int aclrtGetRecentContext(void **ctx) { return 0; }\n"
+USER = (
+    "int aclInit(const char *);\nint aclrtGetRecentContext(void **);\n"
+    "__attribute__((weak)) int aclOptionalHook(void);\n"
+    "int npu_init(void) { void *c; aclInit(0); if (aclOptionalHook) aclOptionalHook();"
+    " return aclrtGetRecentContext(&c); }\n"
+)
+
+
+@pytest.fixture(scope="session")
+def cases(tmp_path_factory) -> Dict[str, Path]:
+    """Two "CANN installs" (old libascendcl.so without aclrtGetRecentContext, new one with it), a user
+    extension linked against the new one, $ORIGIN rpaths, and versioned symbols."""
+    if shutil.which("gcc") is None:
+        pytest.skip("needs gcc")
+    base = tmp_path_factory.mktemp("elfcases")
+    old = base / "Ascend/cann-7.0.0/lib64"
+    new = base / "Ascend/cann-8.0.0/lib64"
+    gcc_lib(old / "libascendcl.so", ACL_OLD)
+    gcc_lib(new / "libascendcl.so", ACL_NEW)
+    user = gcc_lib(base / "ext/libuser.so", USER, f"-L{new}", "-lascendcl")
+    # $ORIGIN: the extension finds its bundled copy through ../lib relative to itself.
+    bundled = base / "pkg/lib"
+    shutil.copy(new / "libascendcl.so", bundled.mkdir(parents=True) or bundled / "libascendcl.so")
+    gcc_lib(
+        base / "pkg/ext/librunpath.so",
+        USER,
+        f"-L{new}",
+        "-lascendcl",
+        "-Wl,--enable-new-dtags",
+        "-Wl,-rpath,$ORIGIN/../lib",
+    )
+    gcc_lib(
+        base / "pkg/ext/librpath.so",
+        USER,
+        f"-L{new}",
+        "-lascendcl",
+        "-Wl,--disable-new-dtags",
+        "-Wl,-rpath,$ORIGIN/../lib",
+    )
+    # Versioned symbols: libver.so.1 defines VER_1 and VER_2; the user needs foo@VER_2 and bar@VER_1.
+    ver_new = base / "ver_new"
+    ver_old = base / "ver_old"
+    ver_new.mkdir()
+    ver_old.mkdir()
+    (ver_new / "v.map").write_text("VER_1 { global: bar; local: *; };\nVER_2 { } VER_1;\n")
+    gcc_lib(
+        ver_new / "libver.so.1",
+        '__asm__(".symver foo_1, foo@VER_1");\n'
+        '__asm__(".symver foo_2, foo@@VER_2");\n'
+        "int foo_1(void) { return 1; }\nint foo_2(void) { return 2; }\nint bar(void) { return 3; }\n",
+        f"-Wl,--version-script={ver_new / 'v.map'}",
+        soname="libver.so.1",
+    )
+    (ver_old / "v.map").write_text("VER_1 { global: foo; bar; local: *; };\n")
+    gcc_lib(
+        ver_old / "libver.so.1",
+        "int foo(void) { return 1; }\nint bar(void) { return 3; }\n",
+        f"-Wl,--version-script={ver_old / 'v.map'}",
+        soname="libver.so.1",
+    )
+    (ver_new / "libver.so").symlink_to("libver.so.1")
+    gcc_lib(
+        base / "ext/libveruser.so",
+        "int foo(void); int bar(void);\nint f(void) { return foo() + bar(); }\n",
+        f"-L{ver_new}",
+        "-lver",
+    )
+    # Unversioned definition of a versioned reference: ld.so accepts it.
+    ver_plain = base / "ver_plain"
+    gcc_lib(
+        ver_plain / "libver.so.1",
+        "int foo(void) { return 1; }\nint bar(void) { return 3; }\n",
+        soname="libver.so.1",
+    )
+    return {
+        "old": old,
+        "new": new,
+        "user": user,
+        "base": base,
+        "bundled": bundled,
+        "ver_new": ver_new,
+        "ver_old": ver_old,
+        "ver_plain": ver_plain,
+        "veruser": base / "ext/libveruser.so",
+    }
