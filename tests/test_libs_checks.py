@@ -412,3 +412,14 @@ def test_installed_packages_reads_real_metadata_without_importing(node):
     assert found.torch.find(r"^torch/_C[.\w-]*\.so$") is not None
     assert found.executable == os.path.realpath(sys.executable)
     assert "torch" not in sys.modules  # nothing here imported it
+
+
+def test_install_with_only_version_cfg_has_its_public_cann_version(node):
+    """The real CANN 8.0.0 version.cfg reads `[7.6.0.1.220:8.0.0]`: the install is CANN 8.0.0, as VER002 says."""
+    from npudoctor.probes.libraries import find_cann_installs
+
+    node.file("/usr/local/Ascend/ascend-toolkit/8.0.0/version.cfg",
+              sample_text("cann_version.cfg_toolkit_8.0.0_rst-notes.txt"))
+    node.symlink("/usr/local/Ascend/ascend-toolkit/latest", "8.0.0")
+    versions = {i.path: i.version for i in find_cann_installs(node.runner(), {})}
+    assert versions["/usr/local/Ascend/ascend-toolkit/latest"] == "8.0.0"

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Dict, List, Tuple
+from typing import Dict, List, Mapping, Optional, Tuple
 
 # Keys are identifiers; a shell prompt or a command line copied with the file never matches.
 _LINE = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_.-]*)=(.*?)\s*$")
@@ -81,3 +81,18 @@ def parse_bracket_list(value: str) -> List[Tuple[str, ...]]:
         if parts:
             items.append(parts)
     return items
+
+
+def cann_version_from_cfg(values: Mapping[str, str], kind: str = "toolkit") -> Optional[str]:
+    """The CANN version in ``version.cfg``: the public one after the colon, not the internal build before it.
+
+    >>> cann_version_from_cfg({"toolkit_installed_version": "[7.6.0.1.220:8.0.0]"})
+    '8.0.0'
+    >>> cann_version_from_cfg({"runtime_running_version": "[7.6.0.1.220:8.0.0]"}, "nnae") is None
+    True
+    """
+    for key in (f"{kind}_installed_version", f"{kind}_running_version", "runtime_installed_version"):
+        items = parse_bracket_list(values.get(key, ""))
+        if items and len(items[0]) == 2:
+            return items[0][1]
+    return None

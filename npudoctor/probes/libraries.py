@@ -22,6 +22,7 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 from npudoctor.elf.loader import SearchEnv, analyse, load_cache
 from npudoctor.elf.reader import ElfError
 from npudoctor.elf.summary import LinkReport, link_report
+from npudoctor.parsers.keyvalue import cann_version_from_cfg, parse_key_values
 from npudoctor.parsers.python_packages import PackageInfo
 from npudoctor.probes import provides
 from npudoctor.probes.ascend_layout import ASCEND, CANN_INSTALL_RECORD, HOME_VARIABLES, INFO_FILES
@@ -73,18 +74,18 @@ def installed_packages(ctx: Any) -> PythonPackages:
 
 
 def _install_version(runner: Any, path: str) -> Optional[str]:
+    """The CANN version of an install: ``version=`` of its install.info, else the public version in
+    version.cfg (``[7.6.0.1.220:8.0.0]`` is CANN 8.0.0, not 7.6)."""
     listing = runner.list_dir(path)
     for entry in listing.entries:
         if entry.endswith("-linux"):
             for info in INFO_FILES.values():
                 text = runner.read_text(f"{path}/{entry}/{info}").text
-                if text:
-                    match = re.search(r"^version=(\S+)", text, re.M)
-                    if match:
-                        return match.group(1)
-    text = runner.read_text(f"{path}/version.cfg").text or ""
-    match = re.search(r"version=\[?([\w.]+)", text)
-    return match.group(1) if match else None
+                version = parse_key_values(text).values.get("version") if text else None
+                if version:
+                    return version
+    text = runner.read_text(f"{path}/version.cfg").text
+    return cann_version_from_cfg(parse_key_values(text).values) if text else None
 
 
 def _find_set_env(runner: Any, path: str) -> Optional[str]:

@@ -12,7 +12,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from npudoctor.parsers.keyvalue import parse_bracket_list, parse_key_values
+from npudoctor.parsers.keyvalue import cann_version_from_cfg, parse_bracket_list, parse_key_values
 from npudoctor.parsers.python_packages import PackageInfo, PythonFacts, PythonReportError, parse_python_report
 from npudoctor.parsers.versions import InnerVersion, Version, parse_inner_version, parse_version
 from npudoctor.probes import prefetches, provides
@@ -223,19 +223,10 @@ def _read_home(
     cfg = read_version_file(runner, f"{home}/version.cfg")
     if cfg.present and not cfg.readable:
         unreadable.append(cfg)
-    version = _version_from_cfg(cfg.values, kind)
+    version = cann_version_from_cfg(cfg.values, kind)
     if version:
         found.append({"package": kind, "version": version, "info_path": cfg.path, "source": "version.cfg"})
     return found, unreadable
-
-
-def _version_from_cfg(values: Mapping[str, str], kind: str) -> Optional[str]:
-    """``toolkit_installed_version=[7.6.0.1.220:8.0.0]`` -> "8.0.0" (the public version after the colon)."""
-    for key in (f"{kind}_installed_version", f"{kind}_running_version", "runtime_installed_version"):
-        items = parse_bracket_list(values.get(key, ""))
-        if items and len(items[0]) == 2:
-            return items[0][1]
-    return None
 
 
 @provides("cann")
