@@ -27,6 +27,9 @@ def test_text_names_the_missing_symbol_its_provider_and_the_shadowing(cases):
         f"SHADOWED   libascendcl.so: {cases['old'] / 'libascendcl.so'} wins (via LD_LIBRARY_PATH"
         in result.output
     )
+    # A summary per expected provider comes before the symbol list: the old CANN is loaded but lacks it.
+    assert "1 undefined symbol, by the library that should provide them:" in result.output
+    assert "libascendcl.so  (loaded, but does not export them: a build for another version?)" in result.output
 
 
 @needs_gcc

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Optional, Tuple
+from typing import Dict, Optional, Tuple
 
 import click
 
 from npudoctor.cli import EXIT_FINDINGS, EXIT_OK, fail_usage
-from npudoctor.elf.summary import LinkReport
+from npudoctor.elf.summary import PYTHON_PROVIDER, LinkReport
 
 
 @click.command("libs")
@@ -90,7 +90,30 @@ def _text(report: LinkReport, verbose: bool) -> None:
             click.style(f"VERSION    {file}: version `{version}' not found", fg="red")
             + f"  (required by {obj})"
         )
-    shown = report.missing_symbols if verbose else report.missing_symbols[:40]
+    # Grouped by the library that should provide them, biggest group first: hundreds of symbols usually have
+    # two or three causes (a missing CANN library, a torch mismatch, no Python loaded).
+    groups: Dict[str, int] = {}
+    for sym in report.missing_symbols:
+        groups[sym.provider or "no known provider"] = groups.get(sym.provider or "no known provider", 0) + 1
+    # The interpreter's symbols come last: they only mean the file was analysed without python loaded.
+    ordered = sorted(groups, key=lambda provider: (provider == PYTHON_PROVIDER, -groups[provider], provider))
+    if groups:
+        count = len(report.missing_symbols)
+        echo(f"{count} undefined symbol{'' if count == 1 else 's'}, by the library that should provide them:")
+        missing = {need.name for need in report.missing_libraries}
+        loaded = {os.path.basename(str(path)) for path in report.loaded}
+        for provider in ordered:
+            note = ""
+            if provider in missing:
+                note = "  (not found: see NOT FOUND above)"
+            elif provider in loaded:
+                note = "  (loaded, but does not export them: a build for another version?)"
+            elif provider == PYTHON_PROVIDER:
+                note = "  (normal for an extension analysed alone: --preload $(readlink -f $(which python3)))"
+            echo(f"  {groups[provider]:>5}  {provider}{note}")
+    rank = {provider: index for index, provider in enumerate(ordered)}
+    symbols = sorted(report.missing_symbols, key=lambda s: (rank[s.provider or "no known provider"], s.name))
+    shown = symbols if verbose else symbols[:40]
     for sym in shown:
         name = sym.name + (f"@{sym.version}" if sym.version else "")
         line = f"UNDEFINED  {name}"

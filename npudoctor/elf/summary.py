@@ -45,13 +45,14 @@ TORCH_PYTHON_NAMES = frozenset(
         "autograd::python",
     )
 )
+PYTHON_PROVIDER = "the Python interpreter"
 C_PREFIX_PROVIDERS: Sequence[Tuple[str, str]] = (
     (r"^(?:Hccl|hccl|HCCL)", "libhccl.so"),
     (r"^aclop", "libacl_op_compiler.so"),
     (r"^acl", "libascendcl.so"),
     (r"^rt[A-Z]", "libruntime.so"),
     (r"^Msprof", "libprofapi.so"),
-    (r"^(?:Py|_Py)", "the Python interpreter"),
+    (r"^(?:Py|_Py)", PYTHON_PROVIDER),
 )
 
 
