@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, Iterable, List, Optional, Sequence
 
 from npudoctor.checks.registry import CheckContext, Outcome, check, fail, passed, skip, warn
+from npudoctor.logs.codes import explain, find_codes
 
 # Libraries shipped by CANN (toolkit/nnae) and the driver: missing ones mean CANN is absent or not sourced.
 CANN_LIBRARY = re.compile(
@@ -404,31 +405,9 @@ def no_shadowing(ctx: CheckContext) -> Iterable[Outcome]:
 
 
 # -- level 2 ---------------------------------------------------------------------------------------------
-ERROR_CODE = re.compile(
-    r"\b(E[A-Z0-9]\d{4}|ERR\d{5})\b|error code is (\d{6})|result = (\d{6})|"
-    r"\berror code[:=]? ?(\d{6})\b"
-)
-
-
-def error_codes(text: str) -> List[str]:
-    """CANN / torch_npu error codes in ``text`` (EH9999, ERR00100, 500001...), in order, once each.
-
-    >>> error_codes("EH9999 ... build op model failed, result = 500001 ... EH9999")
-    ['EH9999', '500001']
-    """
-    codes: List[str] = []
-    for match in ERROR_CODE.finditer(text):
-        code = next(g for g in match.groups() if g)
-        if code not in codes:
-            codes.append(code)
-    return codes
-
-
 def explain_codes(codes: Sequence[str]) -> List[str]:
     """One line per code from the error-code knowledge base (``checks/error_codes.yaml``), as the log doctor
     explains it: ``EH9999: <title>: <meaning> Fix: <fix>``."""
-    from npudoctor.logs.codes import explain
-
     lines = []
     for code in codes:
         info = explain(code)
@@ -481,7 +460,7 @@ def classify_import_error(text: str) -> Optional[Diagnosis]:
             "`from torch_npu.contrib import transfer_to_npu` to map cuda calls to npu",
             {},
         )
-    codes = error_codes(text)
+    codes = find_codes(text)
     if codes:
         return Diagnosis("cann-error", f"CANN error {', '.join(codes)}", "", {"error_codes": codes})
     return None
@@ -544,7 +523,7 @@ def import_works(ctx: CheckContext) -> Iterable[Outcome]:
         )
         return
     text = trial.output
-    codes = error_codes(text)
+    codes = find_codes(text)
     evidence["error_codes"] = codes
     evidence["output_tail"] = text.strip()[-1500:]
     explained = explain_codes(codes)

@@ -17,12 +17,34 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import dataclass
-from typing import Any, Dict, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from npudoctor import knowledge
 
 # What a code looks like, per family; used to normalise user input and to find codes in text.
 CODE_SHAPE = re.compile(r"^(?:[EW][0-9A-Z]\d{4}|ERR\d{5}|\d{5,10}|0x[0-9a-fA-F]{1,16})$")
+# How codes appear in text: E/W family codes and ERR codes as words (groups 1+2 form the code) ...
+CODE = re.compile(r"([EW])(?<![A-Za-z0-9_][EW])([0-9A-Z]\d{4}|RR\d{5})(?!\d)")
+# ... numbers only in the contexts CANN and torch_npu print codes in, and only code-shaped: six digits of the
+# AscendCL families (1xxxxx parameter, 2xxxxx resource, 5xxxxx internal) or a 10-digit status ...
+NUMERIC_CODE = re.compile(r"(?i:error ?code is|errcode=|errorcode=|result\[|(?:runtime|failed,|ge) result = |"
+                          r"ErrorNo: )\s*([125]\d{5}|\d{10})(?!\d)")
+# ... and HCCL's errNo[0x...] status words.
+HCCL_ERRNO = re.compile(r"errNo\[(0x[0-9a-fA-F]{1,16})\]")
+
+
+def find_codes(text: str) -> List[str]:
+    """Every error code in ``text`` in order of appearance, once each, as the log scanner finds them.
+
+    >>> find_codes("EH9999: Inner Error! ... build op model failed, result = 500001 ... EH9999")
+    ['EH9999', '500001']
+    >>> find_codes("ret = 123456 (not a code context); HcclAllreduce errNo[0x0000000005010009]")
+    ['0x05010009']
+    """
+    found = [(m.start(), m.group(1) + m.group(2)) for m in CODE.finditer(text)]
+    found += [(m.start(1), m.group(1)) for m in NUMERIC_CODE.finditer(text)]
+    found += [(m.start(1), normalize(m.group(1))) for m in HCCL_ERRNO.finditer(text)]
+    return list(dict.fromkeys(code for _position, code in sorted(found)))
 
 
 @dataclass(frozen=True)

@@ -69,13 +69,9 @@ SLOGD_RECORD = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}\[(?P<level>[A-
 # Error codes: CANN error-message codes (EZ9999, EI0006, E19010, W11001), torch_npu ERR codes, numeric
 # AscendCL/runtime results after the words that introduce them, HCCL errNo.
 # (Each pattern starts with a literal or a small class so that the regex engine can skip ahead.)
-CODE = re.compile(r"([EW])(?<![A-Za-z0-9_][EW])([0-9A-Z]\d{4}|RR\d{5})(?!\d)")
-# Numbers only in the contexts CANN and torch_npu print codes in, and only code-shaped: six digits of the
-# AscendCL families (1xxxxx parameter, 2xxxxx resource, 5xxxxx internal) or a 10-digit status.
-NUMERIC_CODE = re.compile(r"(?i:error ?code is|errcode=|errorcode=|result\[|(?:runtime|failed,|ge) result = |"
-                          r"ErrorNo: )\s*([125]\d{5}|\d{10})(?!\d)")
-NUMERIC_CODE_GUARDS = ("ode is", "ode=", "esult", "rrorNo")
-HCCL_ERRNO = re.compile(r"errNo\[(0x[0-9a-fA-F]{1,16})\]")
+# How codes look in text (CODE, NUMERIC_CODE, HCCL_ERRNO) is defined once, in npudoctor.logs.codes.
+NUMERIC_CODE_GUARDS = ("ode is", "ode=", "esult", "rrorNo")  # literals in front of every NUMERIC_CODE match
+# The bytes twin of codes.CODE, for the prefilter over raw chunks.
 CODE_BYTES = re.compile(rb"[EW](?<![A-Za-z0-9_][EW])(?:[0-9A-Z]\d{4}|RR\d{5})(?!\d)")
 # Literals that put a line of free text (console output) in front of the full grammar, besides the rules'
 # hints and the E/W/ERR code pattern: record levels and the words before numeric codes.
@@ -438,17 +434,17 @@ class Scanner:
                     hits[index].append(_rule_hit(rule, match))
 
         codes_by_line: Dict[int, List[str]] = {}
-        for match in CODE.finditer(block):
+        for match in codebase.CODE.finditer(block):
             index = bisect.bisect_right(offsets, match.start()) - 1
             codes_by_line.setdefault(index, []).append(match.group(1) + match.group(2))
         guarded: Set[int] = set()
         for guard in NUMERIC_CODE_GUARDS:
             guarded.update(lines_with(guard))
         for index in sorted(guarded):
-            codes_by_line.setdefault(index, []).extend(NUMERIC_CODE.findall(texts[index]))
+            codes_by_line.setdefault(index, []).extend(codebase.NUMERIC_CODE.findall(texts[index]))
         for index in set(lines_with("errNo[")):
             codes_by_line.setdefault(index, []).extend(
-                codebase.normalize(errno) for errno in HCCL_ERRNO.findall(texts[index]))
+                codebase.normalize(errno) for errno in codebase.HCCL_ERRNO.findall(texts[index]))
         for index, found in codes_by_line.items():
             hits[index].extend(_code_hit(code) for code in dict.fromkeys(found))
 
