@@ -7,7 +7,6 @@ which libraries exist in more than one directory of the search path. Never execu
 
 from __future__ import annotations
 
-import json
 import os
 from typing import Dict, Optional, Tuple
 
@@ -46,7 +45,7 @@ def libs(
     """Resolve PATH.so's libraries and symbols as ld.so would (exit 1 when something is missing)."""
     # Only what this command needs (not npudoctor.api, which loads every check module): start-up counts.
     from npudoctor.elf.reader import ElfError
-    from npudoctor.probes.libraries import analyse_file
+    from npudoctor.probes.linkage import analyse_file
     from npudoctor.probes.runner import LiveRunner
 
     if root is None:
@@ -59,13 +58,9 @@ def libs(
     except ElfError as exc:
         raise fail_usage(str(exc)) from None
     if fmt == "json":
-        click.echo(
-            json.dumps(
-                {"schema": "npudoctor.libs/1", **report.to_dict(), "clean": report.clean},
-                indent=2,
-                ensure_ascii=False,
-            )
-        )
+        from npudoctor.report.json_layout import dumps
+
+        click.echo(dumps({"schema": "npudoctor.libs/1", **report.to_dict(), "clean": report.clean}))
     else:
         _text(report, verbose)
     raise click.exceptions.Exit(EXIT_OK if report.clean else EXIT_FINDINGS)

@@ -24,12 +24,19 @@ import re
 from collections import deque
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Callable, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
+from itertools import chain, compress, filterfalse
+from operator import not_
+from types import ModuleType
+from typing import Callable, Dict, Iterator, List, NamedTuple, Optional, Sequence, Set, Tuple
 
 from npudoctor.elf.ldcache import LdCache, parse_ld_cache
-from npudoctor.elf.reader import ElfError, ElfFile, gnu_hash, open_elf
+from npudoctor.elf.reader import ElfError, ElfFile, gnu_hashes, open_elf
 
 LocalPath = Callable[[str], Optional[str]]
+# An undefined-symbol reference: (name, version asked for, the file of that version, hidden).
+Reference = Tuple[bytes, Optional[str], Optional[str], bool]
+# An unresolved one: (index of the referring object, name, version, version file).
+MissingRow = Tuple[int, bytes, Optional[str], Optional[str]]
 # Immutable records are NamedTuples: a frozen dataclass costs about half a millisecond of start-up each,
 # which every command pays (the mutable ones stay dataclasses).
 
@@ -446,63 +453,107 @@ def _resolve_symbols(
     """Every non-weak undefined symbol of the objects in ``report``, looked up in the scope of every
     loaded object in load order."""
     wanted = set(report)
-    # A GNU hash chain stores each defined symbol's hash with the low bit marking the chain's end.
-    scope = [(o.elf, o.elf.defined_hashes()) for o in objects]
-    # Each distinct reference (name, version, hidden) is looked up once, however many objects make it.
-    keys: Dict[Tuple[bytes, Optional[str], bool], int] = {}
-    references = []
-    for obj in objects:
-        if obj.path not in wanted:
-            continue
-        try:
-            undefined = obj.elf.undefined_references()
-        except ElfError as exc:
-            errors.append(str(exc))
-            continue
-        strong = []
-        for name, weak, need, hidden in undefined:
-            if weak:
-                continue
-            key = (name, need.name if need else None, hidden)
-            strong.append((keys.setdefault(key, len(keys)), name, need))
-        references.append((obj, strong))
-    found = _find_definitions(list(keys), scope)
+    referrers = [i for i, obj in enumerate(objects) if obj.path in wanted]
+    if compiled_resolver() is not None and all(obj.elf.native_order for obj in objects):
+        missing, part_errors = _resolve_compiled(objects, referrers)
+    else:
+        missing, part_errors = _resolve_python(objects, referrers)
+    errors += part_errors
     return [
-        MissingSymbol(
-            name.decode("utf-8", errors="surrogateescape"),
-            obj.path,
-            need.name if need else None,
-            need.filename if need else None,
-        )
-        for obj, strong in references
-        for key_index, name, need in strong
-        if not found[key_index]
+        MissingSymbol(name.decode("utf-8", errors="surrogateescape"), objects[index].path, version, file)
+        for index, name, version, file in missing
     ]
 
 
-def _find_definitions(
-    keys: List[Tuple[bytes, Optional[str], bool]],
-    scope: List[Tuple[ElfFile, Optional[Sequence[int]]]],
-) -> List[bool]:
-    """Whether some object in ``scope`` defines each (name, version, hidden) reference, object by object:
-    the names whose hash is among an object's defined-symbol hashes (one C-level set intersection) are
-    the only ones looked up in its hash table."""
-    queries = [(name, gnu_hash(name), version, hidden) for name, version, hidden in keys]
-    found = [False] * len(keys)
-    by_hash: Dict[int, List[int]] = {}
-    for index, query in enumerate(queries):
-        by_hash.setdefault(query[1] | 1, []).append(index)
-    variants = {variant for odd in by_hash for variant in (odd, odd ^ 1)}
+# NPUDOCTOR_PURE_PYTHON=1 makes the analysis ignore the compiled resolver (to compare, or to rule it out).
+PURE_PYTHON_VARIABLE = "NPUDOCTOR_PURE_PYTHON"
+
+
+def compiled_resolver() -> Optional[ModuleType]:
+    """``npudoctor.elf._resolver`` (built from ``_resolver.c`` at install when a C compiler is there), or
+    None: then the pure-Python resolution below gives the same answers, some ten times slower."""
+    if os.environ.get(PURE_PYTHON_VARIABLE):
+        return None
+    try:
+        from npudoctor.elf import _resolver
+    except ImportError:
+        return None
+    return _resolver
+
+
+def _resolve_compiled(objects: List[LoadedObject], referrers: List[int]) -> Tuple[List[MissingRow], List[str]]:
+    """What :func:`_resolve_python` answers, from the compiled resolver (all objects in this machine's byte
+    order)."""
+    resolver = compiled_resolver()
+    assert resolver is not None
+    errors: List[str] = []
+    layouts = [obj.elf.resolver_layout(references=False) for obj in objects]
+    readable = []
+    for index in referrers:
+        try:
+            layouts[index] = objects[index].elf.resolver_layout(references=True)
+        except ElfError as exc:
+            errors.append(str(exc))
+            continue
+        readable.append(index)
+    rows, unreadable = resolver.unresolved(layouts, readable)
+    for index, offset in unreadable:
+        errors.append(f"{objects[index].path}: string at offset {offset:#x} runs past the end of the file")
+    return rows, errors
+
+
+def _resolve_python(objects: List[LoadedObject], part: List[int]) -> Tuple[List[MissingRow], List[str]]:
+    """(object index, name, version, version file) of each unresolved strong reference of the objects in
+    ``part`` (indexes into ``objects``, the lookup scope), and the errors met."""
+    errors: List[str] = []
+    # A reference is (name, version, version file, hidden); each distinct one is looked up once, however
+    # many objects make it. Per-reference work is mapped over whole columns (C loops).
+    references: List[Tuple[int, List[Reference]]] = []
+    for index in part:
+        try:
+            undefined = objects[index].elf.undefined_references()
+        except ElfError as exc:
+            errors.append(str(exc))
+            continue
+        rows = zip(undefined.names, undefined.versions, undefined.files, undefined.hidden)
+        references.append((index, list(compress(rows, map(not_, undefined.weak)))))
+    distinct = list(dict.fromkeys(chain.from_iterable(refs for _, refs in references)))
+    found = _find_definitions(distinct, [o.elf for o in objects])
+    missing = [
+        (index, name, version, file)
+        for index, refs in references
+        for name, version, file, _ in filterfalse(found.__contains__, refs)
+    ]
+    return missing, errors
+
+
+def _find_definitions(references: List[Reference], scope: List[ElfFile]) -> Set[Reference]:
+    """The references some object in ``scope`` defines, object by object: only the names whose hash is
+    among the object's defined-symbol hashes (one C-level set intersection) are looked up in its table."""
+    names = [ref[0] for ref in references]
+    hashes = gnu_hashes(names)
+    # A GNU hash chain stores each defined symbol's hash with the low bit marking the chain's end, so a
+    # name may sit there as h | 1 or h & ~1: both are looked for, and grouped by h | 1.
+    by_odd: Dict[int, List[int]] = {}
+    for position, hashed in enumerate(hashes):
+        by_odd.setdefault(hashed | 1, []).append(position)
+    variants = set(by_odd)
+    variants.update([odd ^ 1 for odd in by_odd])
+    found = [False] * len(references)
     sysv_hashes: Dict[bytes, int] = {}  # each name hashed once for all the files with only DT_HASH
-    for elf, values in scope:
+    for elf in scope:
+        try:
+            values = elf.defined_hashes()
+        except ElfError:  # a corrupt hash table: ld.so could bind nothing here
+            continue
         if values is None:  # no GNU hash table (SysV DT_HASH only): every unresolved name is looked up
             pending = [i for i, done in enumerate(found) if not done]
         else:
-            hits = {v | 1 for v in variants.intersection(values)}
-            pending = [i for odd in hits for i in by_hash[odd] if not found[i]]
+            pending = [i for value in variants.intersection(values) for i in by_odd[value | 1] if not found[i]]
         if not pending:
             continue
-        for index, defined in zip(pending, elf.defines_each([queries[i] for i in pending], sysv_hashes)):
+        queries = [(names[i], hashes[i], references[i][1], references[i][3]) for i in pending]
+        for position, defined in zip(pending, elf.defines_each(queries, sysv_hashes)):
             if defined:
-                found[index] = True
-    return found
+                found[position] = True
+    return set(compress(references, found))

@@ -15,6 +15,8 @@ import os
 import struct
 import sys
 from dataclasses import dataclass
+from itertools import repeat
+from operator import add, and_, mul
 from typing import TYPE_CHECKING, Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 if TYPE_CHECKING:
@@ -68,6 +70,32 @@ class VersionNeed:
     index: int
 
 
+class UndefinedColumns(NamedTuple):
+    """The undefined dynamic symbols of one file, a list per field (row i of each is symbol i)."""
+
+    names: List[bytes]
+    weak: List[bool]
+    versions: List[Optional[str]]  # the version each reference asks for (e.g. GLIBC_2.14), or None
+    files: List[Optional[str]]  # the file the link editor found that version in
+    hidden: List[bool]
+
+
+# What the compiled resolver reads of one file (see ElfFile.resolver_layout and _resolver.c).
+ResolverLayout = Tuple[
+    str,  # path, for messages
+    Union[mmap.mmap, bytes],  # the file's data
+    bool,  # 64-bit
+    int,  # file offset of the dynamic symbol table
+    int,  # symbol count
+    int,  # file offset of the dynamic string table
+    int,  # file offset of the version table, -1 without one
+    Optional[Tuple[int, int, int, int, int, int, int]],  # DT_GNU_HASH: see ElfFile._gnu_at
+    Optional[Tuple[int, int, int]],  # DT_HASH: nbucket, file offsets of the buckets and chains
+    Dict[int, bytes],  # version definitions: index -> name
+    Dict[int, Tuple[bytes, str, str]],  # version needs: index -> (name, name, file) (with references only)
+]
+
+
 class UndefinedSymbol(NamedTuple):  # not a frozen dataclass: start-up time (see loader)
     name: str
     weak: bool
@@ -106,6 +134,26 @@ def gnu_hash(name: bytes) -> int:
     low = int(name.translate(_LOW_DIGITS), 33)
     high = int(name.translate(_HIGH_DIGITS), 33)
     return (powers[size] + low + 33 * high) & 0xFFFFFFFF
+
+
+def gnu_hashes(names: Sequence[bytes]) -> List[int]:
+    """:func:`gnu_hash` of each name, the arithmetic mapped over the whole batch (C loops, no Python frame
+    per name): what the loader does for thousands of undefined symbols.
+
+    >>> gnu_hashes([b"printf", b"", b"x" * 5000]) == [gnu_hash(b"printf"), 5381, _gnu_hash_loop(b"x" * 5000)]
+    True
+    """
+    powers = _SEED_POWERS
+    longest = max(map(len, names), default=0)
+    while len(powers) <= min(longest, _MAX_PARSED):
+        powers.append(powers[-1] * 33 & 0xFFFFFFFF)
+    if not names or longest > _MAX_PARSED or b"" in names:
+        return [gnu_hash(name) for name in names]
+    translate, base, mask = bytes.translate, repeat(33), repeat(0xFFFFFFFF)
+    lows = map(int, map(translate, names, repeat(_LOW_DIGITS)), base)
+    highs = map(int, map(translate, names, repeat(_HIGH_DIGITS)), base)
+    seeds = map(powers.__getitem__, map(len, names))
+    return list(map(and_, map(add, map(add, seeds, lows), map(mul, highs, base)), mask))
 
 
 def _gnu_hash_loop(name: bytes) -> int:
@@ -161,6 +209,8 @@ class ElfFile:
         # (nbuckets, symoffset, bloom words, shift, buckets, chains), tables as arrays in native byte order.
         self._gnu: Optional[Tuple[int, int, array.array[int], int, array.array[int], Sequence[int]]] = None
         self._sysv: Optional[Tuple[int, int, int]] = None
+        # (nbuckets, symoffset, bloom words, shift, and the file offsets of the bloom filter, buckets, chains)
+        self._gnu_at: Optional[Tuple[int, int, int, int, int, int, int]] = None
         self._views: List[memoryview] = []
         self._strtab_at: Optional[int] = None
         self._symtab_at: Optional[int] = None
@@ -215,7 +265,8 @@ class ElfFile:
         )
 
     def close(self) -> None:
-        for view in self._views:
+        self._columns = None
+        for view in reversed(self._views):  # views made from other views first
             view.release()
         self._views.clear()
         if isinstance(self.data, mmap.mmap):
@@ -316,16 +367,25 @@ class ElfFile:
             entry = self._syment
             start = self._symtab if count else 0
             held = max(0, min(count, (len(self.data) - start) // entry))
-            table = self.data[start : start + held * entry]
+            # Views of the mapped file, not copies: a copy costs a page fault per 4 KiB of fresh memory,
+            # the mapping one per 16 pages of the file (the kernel maps file pages around a fault).
+            table = self._view(start, start + held * entry)
             swap = self.little_endian != (sys.byteorder == "little")
             versyms: Column | Tuple[()] = ()
             if DT_VERSYM in self._dyn and count:
                 if self._versym_at is None:
                     self._versym_at = self._offset(self._dyn[DT_VERSYM])
                 held_versyms = max(0, min(count, (len(self.data) - self._versym_at) // 2))
-                versyms = _column(self.data[self._versym_at : self._versym_at + 2 * held_versyms], "H", swap)
+                versyms = _column(self._view(self._versym_at, self._versym_at + 2 * held_versyms), "H", swap)
             self._columns = _SymbolColumns(table, self.is64, swap, versyms)
+            self._views += self._columns.views()
         return self._columns
+
+    def _view(self, start: int, end: int) -> memoryview:
+        """Bytes ``start:end`` of the file without a copy; released by :meth:`close`."""
+        view = memoryview(self.data)[start:end]
+        self._views.append(view)
+        return view
 
     def _sym(self, index: int) -> Tuple[int, int, int, int, int]:
         """(st_name, st_info, st_other, st_shndx, st_value) of symbol ``index``, read from the file (for an
@@ -392,55 +452,115 @@ class ElfFile:
                     at += nxt
         return self._versions
 
-    def undefined_references(self) -> List[Tuple[bytes, bool, Optional[VersionNeed], bool]]:
-        """(name, weak, the version asked for, hidden) of every undefined dynamic symbol: what ld.so must
-        resolve. Names stay bytes (they are hashed next); :meth:`undefined_symbols` decodes them."""
-        count = self.symbol_count()
+    def undefined_references(self) -> UndefinedColumns:
+        """Every undefined dynamic symbol (what ld.so must resolve) as columns: name (bytes, to be hashed
+        next), weak, the version asked for and its file, hidden. :meth:`undefined_symbols` gives records."""
+        count = self._reference_count()
         if not count:
-            return []
-        if self._symtab + count * self._syment > len(self.data):
-            raise ElfError(f"{self.path}: truncated ELF (symbol table runs past the end of the file)")
+            return UndefinedColumns([], [], [], [], [])
         columns = self._symbols()
         versyms = columns.versyms
-        if DT_VERSYM in self._dyn and len(versyms) < count:
-            raise ElfError(f"{self.path}: truncated ELF (version table runs past the end of the file)")
-        # Python only touches the undefined entries: the two bytes of every st_shndx are two strided
-        # copies of the table, and bytes.find (C) jumps from one zero byte to the next.
+        needs = {n.index: n for n in self.version_needs()} if versyms else {}
+        # Python only visits the undefined entries: the two bytes of every st_shndx are two strided copies
+        # of the table, and bytes.find (C) jumps from one zero byte to the next.
         table, entry = columns.table, self._syment
         at = 6 if self.is64 else 14
-        first, second = table[at::entry], table[at + 1 :: entry]
+        first, second = bytes(table[at::entry]), bytes(table[at + 1 :: entry])
+        find_zero = first.find
         names, infos = columns.names, columns.infos
-        data, strtab, find = self.data, self._strtab, self.data.find
-        needs = {n.index: n for n in self.version_needs()}
-        result: List[Tuple[bytes, bool, Optional[VersionNeed], bool]] = []
-        append = result.append
-        index = first.find(0, 1)  # symbol 0 is the reserved null symbol
+        undefined = []
+        index = find_zero(0, 1)  # symbol 0 is the reserved null symbol
         while index >= 0:
             if not second[index] and names[index] and infos[index] >> 4 != STB_LOCAL:
-                start = strtab + names[index]
-                end = find(b"\0", start)
-                if end < 0:
-                    raise ElfError(f"{self.path}: string at offset {start:#x} runs past the end of the file")
-                if versyms:
-                    raw = versyms[index]
-                    append((data[start:end], infos[index] >> 4 == STB_WEAK, needs.get(raw & 0x7FFF), raw >= 0x8000))
-                else:
-                    append((data[start:end], infos[index] >> 4 == STB_WEAK, None, False))
-            index = first.find(0, index + 1)
-        return result
+                undefined.append(index)
+            index = find_zero(0, index + 1)
+        # The rest is mapped over the whole batch (C loops): string ends, slices, version lookups.
+        data = self.data
+        starts = [self._strtab + offset for offset in map(names.__getitem__, undefined)]
+        ends = list(map(data.find, repeat(b"\0"), starts))
+        if -1 in ends:
+            start = starts[ends.index(-1)]
+            raise ElfError(f"{self.path}: string at offset {start:#x} runs past the end of the file")
+        strings = list(map(data.__getitem__, map(slice, starts, ends)))
+        weak = [info >> 4 == STB_WEAK for info in map(infos.__getitem__, undefined)]
+        if not versyms:
+            none: List[Optional[str]] = [None] * len(undefined)
+            return UndefinedColumns(strings, weak, none, none, [False] * len(undefined))
+        raw = list(map(versyms.__getitem__, undefined))
+        version_names = {index: need.name for index, need in needs.items()}
+        version_files = {index: need.filename for index, need in needs.items()}
+        indexes = [value & 0x7FFF for value in raw]
+        return UndefinedColumns(
+            strings,
+            weak,
+            list(map(version_names.get, indexes)),
+            list(map(version_files.get, indexes)),
+            [value >= VERSYM_HIDDEN for value in raw],
+        )
+
+    def _reference_count(self) -> int:
+        """The number of symbols, once the tables the references are read from are known to be whole."""
+        count = self.symbol_count()
+        if not count:
+            return 0
+        if self._symtab + count * self._syment > len(self.data):
+            raise ElfError(f"{self.path}: truncated ELF (symbol table runs past the end of the file)")
+        if DT_VERSYM in self._dyn and len(self._symbols().versyms) < count:
+            raise ElfError(f"{self.path}: truncated ELF (version table runs past the end of the file)")
+        return count
+
+    @property
+    def native_order(self) -> bool:
+        """Whether the file's byte order is this machine's (the compiled resolver reads only those)."""
+        return self.little_endian == (sys.byteorder == "little")
+
+    def resolver_layout(self, references: bool) -> ResolverLayout:
+        """This file as the compiled resolver (``_resolver.c``) reads it: the mapped data and the offsets of
+        its tables. With ``references`` (the file's own references are resolved), raises :class:`ElfError`
+        where :meth:`undefined_references` would; otherwise a file whose tables cannot be read is laid out as
+        defining nothing, which is what :meth:`defines_each` answers for it."""
+        verneeds: Dict[int, Tuple[bytes, str, str]] = {}
+        if references:
+            count = self._reference_count()
+            # Read when undefined_references() reads them (with a version table), so errors come alike.
+            for need in self.version_needs() if count and DT_VERSYM in self._dyn else ():
+                verneeds[need.index] = (need.name.encode("utf-8", errors="surrogateescape"), need.name, need.filename)
+        try:
+            if not references:
+                count = self.symbol_count() if DT_SYMTAB in self._dyn else 0
+            symtab = self._symtab if count else 0
+            versym = self._offset(self._dyn[DT_VERSYM]) if DT_VERSYM in self._dyn else -1
+            strtab = self._strtab
+        except ElfError:
+            if references:
+                raise
+            return (self.path, self.data, self.is64, 0, 0, 0, -1, None, None, {}, {})
+        try:
+            definitions = self.version_definitions()
+        except ElfError:  # no versioned reference can bind here (defines_each fails those lookups)
+            definitions = {}
+        verdefs = {index: name.encode("utf-8", errors="surrogateescape") for index, (name, _) in definitions.items()}
+        tables = (symtab, count, strtab, versym, self._gnu_at, self._sysv)
+        return (self.path, self.data, self.is64, *tables, verdefs, verneeds)
 
     def undefined_symbols(self) -> List[UndefinedSymbol]:
         """Every undefined dynamic symbol with the version it asks for (what ld.so must resolve)."""
+        refs = self.undefined_references()
+        version_hashes: Dict[Tuple[Optional[str], Optional[str]], int] = {
+            (n.filename, n.name): n.hash for n in self.version_needs()
+        }
         return [
             UndefinedSymbol(
                 name.decode("utf-8", errors="surrogateescape"),
                 weak,
-                need.name if need else None,
-                need.filename if need else None,
-                need.hash if need else 0,
+                version,
+                version_file,
+                version_hashes.get((version_file, version), 0),
                 hidden,
             )
-            for name, weak, need, hidden in self.undefined_references()
+            for name, weak, version, version_file, hidden in zip(
+                refs.names, refs.weak, refs.versions, refs.files, refs.hidden
+            )
         ]
 
     def _sysv_candidates(self, encoded: bytes, sysv_hashes: Optional[Dict[bytes, int]]) -> List[int]:
@@ -575,10 +695,11 @@ class ElfFile:
         return any(v[0] == name for v in self.version_definitions().values())
 
 
-def _column(raw: bytes, code: Literal["H", "I", "Q"], swap: bool) -> Column:
+def _column(raw: bytes | memoryview, code: Literal["H", "I", "Q"], swap: bool) -> Column:
     """``raw`` as integers of type ``code``: a view in place, or a byte-swapped copy for the other order."""
     if swap:
-        values = array.array(code, raw)
+        values = array.array(code)
+        values.frombytes(raw)
         values.byteswap()
         return values
     return memoryview(raw).cast(code)
@@ -590,7 +711,7 @@ class _SymbolColumns:
 
     __slots__ = ("infos", "names", "sections", "table", "values", "versyms")
 
-    def __init__(self, table: bytes, is64: bool, swap: bool, versyms: Column | Tuple[()]) -> None:
+    def __init__(self, table: bytes | memoryview, is64: bool, swap: bool, versyms: Column | Tuple[()]) -> None:
         self.table = table
         words, halves = _column(table, "I", swap), _column(table, "H", swap)
         if is64:  # Elf64_Sym: st_name u32, st_info u8, st_other u8, st_shndx u16, st_value u64, st_size
@@ -600,6 +721,11 @@ class _SymbolColumns:
             self.names, self.values = words[0::4], words[1::4]
             self.infos, self.sections = table[12::16], halves[7::8]
         self.versyms = versyms
+
+    def views(self) -> List[memoryview]:
+        """The columns that are views of ``table`` (to release before the file is unmapped)."""
+        columns = (self.names, self.infos, self.sections, self.values, self.versyms)
+        return [column for column in columns if isinstance(column, memoryview)]
 
 
 class _SwappedWords(Sequence[int]):
@@ -703,6 +829,7 @@ def _parse(path: str, data: mmap.mmap | bytes) -> ElfFile:
         # The chain array has no stored length (it ends with the last bucket's chain): view it in place.
         chains = elf._words(chains_at)
         elf._gnu = (nbuckets, symoffset, bloom, shift, buckets, chains)
+        elf._gnu_at = (nbuckets, symoffset, bloom_size, shift, at + 16, buckets_at, chains_at)
     elif DT_HASH in elf._dyn:
         at = elf._offset(elf._dyn[DT_HASH])
         nbucket, _ = elf._unpack("II", at)

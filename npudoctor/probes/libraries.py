@@ -17,15 +17,15 @@ import os
 import re
 import sys
 from dataclasses import dataclass
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from npudoctor.elf.loader import SearchEnv, analyse, load_cache
 from npudoctor.elf.reader import ElfError
-from npudoctor.elf.summary import LinkReport, link_report
+from npudoctor.elf.summary import LinkReport
 from npudoctor.parsers.keyvalue import cann_version_from_cfg, parse_key_values
 from npudoctor.parsers.python_packages import PackageInfo
 from npudoctor.probes import provides
 from npudoctor.probes.ascend_layout import ASCEND, CANN_INSTALL_RECORD, HOME_VARIABLES, INFO_FILES
+from npudoctor.probes.linkage import analyse_file
 from npudoctor.probes.sources import Command
 
 # Environment variables set_env.sh exports; any of them pointing at an install means it was sourced.
@@ -151,42 +151,6 @@ def sourced_by(runner: Any, env: Mapping[str, str], installs: Sequence[CannInsta
         if home in paths or (info.exists and info.kind == "dir"):
             return var
     return None
-
-
-def demangle(runner: Any, names: Iterable[str]) -> Dict[str, str]:
-    """C++ names through ``c++filt`` (binutils); names it cannot read stay as they are."""
-    mangled = sorted({n for n in names if n.startswith("_Z")})
-    result: Dict[str, str] = {}
-    for start in range(0, len(mangled), 500):
-        chunk = mangled[start : start + 500]
-        answer = runner.run(Command(("c++filt", *chunk), timeout_s=10))
-        lines = answer.stdout.splitlines() if answer.ran and answer.rc == 0 else []
-        if len(lines) != len(chunk):
-            continue
-        result.update({m: d for m, d in zip(chunk, lines) if d != m})
-    return result
-
-
-def analyse_file(
-    runner: Any, path: str, ld_library_path: Optional[str] = None, preload: Sequence[str] = ()
-) -> LinkReport:
-    """The loader's view of ``path`` (a system path) on the node behind ``runner``.
-
-    Raises :class:`ElfError` when ``path`` cannot be read as an ELF file or binaries are not reachable.
-    """
-    env = runner.environ()
-    search = SearchEnv(
-        env.get("LD_LIBRARY_PATH", "") if ld_library_path is None else ld_library_path,
-        load_cache(runner.local_path),
-        runner.local_path,
-        env.get("PWD", "/"),
-    )
-    analysis = analyse(path, search, preload)
-    try:
-        names = [m.name for m in analysis.missing_symbols]
-        return link_report(analysis, runner.local_path, demangle(runner, names), analysis.reachable)
-    finally:
-        analysis.close()
 
 
 def set_env_environment(

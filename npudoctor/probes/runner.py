@@ -168,10 +168,12 @@ class LiveRunner(Runner):
     def which(self, name: str, extra_dirs: Iterable[str] = ()) -> Optional[str]:
         if os.sep in name:
             return name if os.access(name, os.X_OK) else None
-        import shutil  # lazily: start-up time of `npudoctor libs` counts against ldd
-
-        search = os.pathsep.join([self._environ.get("PATH", ""), *extra_dirs])
-        return shutil.which(name, path=search)
+        # shutil.which's POSIX rule, without importing shutil (start-up of `npudoctor libs` counts against ldd).
+        for folder in [*self._environ.get("PATH", "").split(os.pathsep), *extra_dirs]:
+            candidate = os.path.join(folder or os.curdir, name)
+            if os.access(candidate, os.X_OK) and not os.path.isdir(candidate):
+                return candidate
+        return None
 
     def prefetch(self, command: Command) -> None:
         import threading

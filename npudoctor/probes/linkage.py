@@ -1,0 +1,48 @@
+"""The dynamic loader's view of one shared object on the node behind a runner (``npudoctor libs``, and the
+libraries probe for torch_npu): the search environment from the node, the static analysis, and C++ names
+demangled by binutils' ``c++filt``. Kept apart from the libraries probe so ``npudoctor libs`` imports only
+this (its start-up time is measured against ``ldd -r``)."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Iterable, Optional, Sequence
+
+from npudoctor.elf.loader import SearchEnv, analyse, load_cache
+from npudoctor.elf.summary import LinkReport, link_report
+from npudoctor.probes.sources import Command
+
+
+def demangle(runner: Any, names: Iterable[str]) -> Dict[str, str]:
+    """C++ names through ``c++filt`` (binutils); names it cannot read stay as they are."""
+    mangled = sorted({n for n in names if n.startswith("_Z")})
+    result: Dict[str, str] = {}
+    for start in range(0, len(mangled), 500):
+        chunk = mangled[start : start + 500]
+        answer = runner.run(Command(("c++filt", *chunk), timeout_s=10))
+        lines = answer.stdout.splitlines() if answer.ran and answer.rc == 0 else []
+        if len(lines) != len(chunk):
+            continue
+        result.update({m: d for m, d in zip(chunk, lines) if d != m})
+    return result
+
+
+def analyse_file(
+    runner: Any, path: str, ld_library_path: Optional[str] = None, preload: Sequence[str] = ()
+) -> LinkReport:
+    """The loader's view of ``path`` (a system path) on the node behind ``runner``.
+
+    Raises :class:`ElfError` when ``path`` cannot be read as an ELF file or binaries are not reachable.
+    """
+    env = runner.environ()
+    search = SearchEnv(
+        env.get("LD_LIBRARY_PATH", "") if ld_library_path is None else ld_library_path,
+        load_cache(runner.local_path),
+        runner.local_path,
+        env.get("PWD", "/"),
+    )
+    analysis = analyse(path, search, preload)
+    try:
+        names = [m.name for m in analysis.missing_symbols]
+        return link_report(analysis, runner.local_path, demangle(runner, names), analysis.reachable)
+    finally:
+        analysis.close()

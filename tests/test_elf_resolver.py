@@ -1,0 +1,157 @@
+"""The compiled resolver (``npudoctor/elf/_resolver.c``) against the pure-Python one it speeds up: the same
+unresolved references and the same errors on libraries built here with gcc, this machine's own libraries,
+the real torch-npu wheel beside CPU torch, and a thousand corrupted files (where C could also crash).
+And the module in use is built from the C file in the tree, not a stale copy."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import random
+import shutil
+from pathlib import Path
+from typing import List, Sequence, Tuple
+
+import pytest
+
+from npudoctor.elf.loader import PURE_PYTHON_VARIABLE, SearchEnv, analyse, compiled_resolver, load_cache
+from npudoctor.elf.reader import ElfError, open_elf
+from tests.elfcases import ACL_NEW, ACL_OLD, gcc_lib, needs_gcc
+from tests.test_elf_loader import EXTENSIONS, SYSTEM_LIBS
+from tests.test_libs_wheel import torch_lib_dir, torch_npu_wheel_dir
+
+SOURCE = Path(__file__).resolve().parents[1] / "npudoctor" / "elf" / "_resolver.c"
+# .ci/run sets this: there a missing compiled resolver is a broken build, not a reason to skip.
+REQUIRE_VARIABLE = "NPUDOCTOR_REQUIRE_COMPILED"
+
+Outcome = Tuple[List[Tuple[str, str, object, object]], List[str]]
+
+
+@pytest.fixture(autouse=True)
+def compiled():
+    module = compiled_resolver()
+    if module is None:
+        if os.environ.get(REQUIRE_VARIABLE):
+            pytest.fail(f"{REQUIRE_VARIABLE} is set but npudoctor.elf._resolver is not built")
+        pytest.skip("the compiled resolver is not built (no C compiler at install)")
+    return module
+
+
+def test_compiled_resolver_is_built_from_this_source(compiled):
+    assert hashlib.sha256(SOURCE.read_bytes()).hexdigest() == compiled.SOURCE_SHA256, (
+        "npudoctor/elf/_resolver.c changed since the module was built: run `pip install -e .` again"
+    )
+
+
+def resolve(root: str, ld_library_path: str, preload: Sequence[str] = (), pure: bool = False) -> Outcome:
+    previous = os.environ.pop(PURE_PYTHON_VARIABLE, None)
+    if pure:
+        os.environ[PURE_PYTHON_VARIABLE] = "1"
+    try:
+        analysis = analyse(root, SearchEnv(ld_library_path, load_cache(lambda p: p)), preload)
+    finally:
+        os.environ.pop(PURE_PYTHON_VARIABLE, None)
+        if previous is not None:
+            os.environ[PURE_PYTHON_VARIABLE] = previous
+    try:
+        missing = [(m.name, m.object, m.version, m.version_file) for m in analysis.missing_symbols]
+        return missing, analysis.errors
+    finally:
+        analysis.close()
+
+
+def assert_same(root: str, ld_library_path: str = "", preload: Sequence[str] = ()) -> Outcome:
+    compiled = resolve(root, ld_library_path, preload)
+    assert compiled == resolve(root, ld_library_path, preload, pure=True)
+    return compiled
+
+
+@needs_gcc
+def test_gcc_cases_missing_symbols_versions_and_rpaths(cases):
+    user = str(cases["user"])
+    assert assert_same(user, str(cases["old"]))[0] == [("aclrtGetRecentContext", user, None, None)]
+    assert assert_same(user, str(cases["new"]))[0] == []
+    assert assert_same(user, f"{cases['old']}:{cases['new']}")[0]  # the old one shadows the new
+    assert assert_same(user, "")[0]  # libascendcl.so not found at all: both its symbols missing
+    for name in ("librunpath.so", "librpath.so"):
+        assert assert_same(str(cases["base"] / "pkg/ext" / name))[0] == []
+    veruser = str(cases["veruser"])
+    assert assert_same(veruser, str(cases["ver_new"]))[0] == []
+    assert assert_same(veruser, str(cases["ver_old"]))[0] == [("foo", veruser, "VER_2", "libver.so.1")]
+    assert assert_same(veruser, str(cases["ver_plain"]))[0] == []
+
+
+@needs_gcc
+@pytest.mark.parametrize("style", ["sysv", "gnu", "both"])
+def test_hash_table_styles(cases, tmp_path, style):
+    new = gcc_lib(tmp_path / "new/libascendcl.so", ACL_NEW, f"-Wl,--hash-style={style}")
+    gcc_lib(tmp_path / "old/libascendcl.so", ACL_OLD, f"-Wl,--hash-style={style}")
+    user = gcc_lib(tmp_path / "libuser.so", "int aclInit(const char *); int f(void) { return aclInit(0); }\n"
+                   "int aclrtGetRecentContext(void **); int g(void) { return aclrtGetRecentContext(0); }\n",
+                   f"-L{new.parent}", "-lascendcl", f"-Wl,--hash-style={style}")
+    assert assert_same(str(user), str(new.parent))[0] == []
+    assert [m[0] for m in assert_same(str(user), str(tmp_path / "old"))[0]] == ["aclrtGetRecentContext"]
+
+
+@pytest.mark.parametrize("path", SYSTEM_LIBS + EXTENSIONS)
+def test_this_machines_libraries(path):
+    try:
+        open_elf(path).close()
+    except ElfError:
+        pytest.skip(f"{path} is not an ELF file")
+    assert_same(path)
+
+
+def test_extension_modules_with_the_interpreter_preloaded():
+    """Python's own extensions leave Py* undefined: missing alone, found with the interpreter preloaded."""
+    extension = EXTENSIONS[0] if EXTENSIONS else pytest.skip("no extension modules here")
+    python = os.path.realpath(shutil.which("python3") or "/usr/bin/python3")
+    alone = assert_same(extension)[0]
+    assert assert_same(extension, preload=[python])[0] == [m for m in alone if not m[0].startswith(("Py", "_Py"))]
+
+
+def test_torch_npu_wheel_beside_cpu_torch():
+    lib = torch_npu_wheel_dir() / "lib" / "libtorch_npu.so"
+    missing, errors = assert_same(str(lib), str(torch_lib_dir()))
+    assert len(missing) > 100 and not errors  # CANN is not installed: its symbols are all missing
+
+
+@needs_gcc
+def test_corrupted_files_give_the_same_answers(cases, tmp_path):
+    """Bytes flipped at random in the tables both resolvers read (symbols, strings, hash tables, versions):
+    the same missing symbols and errors, or the same ElfError, and never a crash."""
+    rng = random.Random(int(os.environ.get("NPUDOCTOR_FUZZ_SEED", "1234")))
+    trials = int(os.environ.get("NPUDOCTOR_FUZZ_TRIALS", "100"))
+    # (the file corrupted, the file analysed): a referrer itself, or a library it loads.
+    victims = [
+        (cases["user"], None),
+        (cases["new"] / "libascendcl.so", cases["user"]),
+        (cases["veruser"], None),
+        (cases["ver_new"] / "libver.so.1", cases["veruser"]),
+    ]
+    for victim, analysed in victims:
+        data = victim.read_bytes()
+        with open_elf(str(victim)) as elf:
+            dyn = elf._dyn
+            regions = [elf._offset(dyn[tag]) for tag in sorted(dyn) if tag in (4, 5, 6, 0x6FFFFEF5, 0x6FFFFFF0)]
+        for trial in range(trials):
+            mutated = bytearray(data)
+            for _ in range(rng.randint(1, 8)):
+                at = rng.choice(regions) + rng.randrange(0, 256)
+                if at < len(mutated):
+                    mutated[at] = rng.randrange(256)
+            if trial % 10 == 9:  # and some cut short in the middle of the tables
+                mutated = mutated[: rng.choice(regions) + rng.randrange(0, 256)]
+            folder = tmp_path / f"{victim.name}-{trial}"
+            folder.mkdir()
+            copy = folder / victim.name
+            copy.write_bytes(bytes(mutated))
+            root = str(analysed or copy)
+            assert outcome(root, str(folder)) == outcome(root, str(folder), pure=True), (victim.name, trial)
+
+
+def outcome(root: str, ld_library_path: str, pure: bool = False) -> object:
+    try:
+        return resolve(root, ld_library_path, pure=pure)
+    except ElfError as exc:
+        return str(exc)
