@@ -23,7 +23,6 @@ import os
 import re
 from collections import deque
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from itertools import chain, compress, filterfalse
 from operator import not_
 from types import ModuleType
@@ -37,8 +36,8 @@ LocalPath = Callable[[str], Optional[str]]
 Reference = Tuple[bytes, Optional[str], Optional[str], bool]
 # An unresolved one: (index of the referring object, name, version, version file).
 MissingRow = Tuple[int, bytes, Optional[str], Optional[str]]
-# Immutable records are NamedTuples: a frozen dataclass costs about half a millisecond of start-up each,
-# which every command pays (the mutable ones stay dataclasses).
+# Records are NamedTuples, and the one mutable record a plain class: each dataclass costs a third of a
+# millisecond of start-up, and `npudoctor libs` is timed against `ldd -r` start-up included.
 
 # Multiarch triplets of Debian-style default directories, by e_machine.
 TRIPLETS = {62: "x86_64-linux-gnu", 183: "aarch64-linux-gnu", 3: "i386-linux-gnu"}
@@ -63,19 +62,28 @@ class Candidate(NamedTuple):
     real: str = ""  # resolved local path, to tell two names of the same file apart
 
 
-@dataclass
 class Needed:
-    """One DT_NEEDED edge and how it resolved."""
+    """One DT_NEEDED edge and how it resolved (filled in as the search goes)."""
 
-    requester: str
-    name: str
-    path: Optional[str] = None
-    via: str = ""
-    entry: str = ""
-    # Every compatible file with this name on the search path, winner first (for shadowing).
-    candidates: List[Candidate] = field(default_factory=list)
-    # Files skipped because they are for another ELF class/machine, or could not be read.
-    skipped: List[Tuple[str, str]] = field(default_factory=list)
+    __slots__ = ("candidates", "entry", "name", "path", "requester", "skipped", "via")
+
+    def __init__(
+        self,
+        requester: str,
+        name: str,
+        path: Optional[str] = None,
+        via: str = "",
+        entry: str = "",
+        candidates: Optional[List[Candidate]] = None,
+    ) -> None:
+        self.requester, self.name, self.path, self.via, self.entry = requester, name, path, via, entry
+        # Every compatible file with this name on the search path, winner first (for shadowing).
+        self.candidates: List[Candidate] = candidates if candidates is not None else []
+        # Files skipped because they are for another ELF class/machine, or could not be read.
+        self.skipped: List[Tuple[str, str]] = []
+
+    def __repr__(self) -> str:
+        return f"Needed({self.requester!r}, {self.name!r}, path={self.path!r}, via={self.via!r})"
 
 
 class MissingSymbol(NamedTuple):
@@ -91,17 +99,15 @@ class MissingVersion(NamedTuple):
     object: str
 
 
-@dataclass
-class LoadedObject:
+class LoadedObject(NamedTuple):
     path: str
     local: str
     elf: ElfFile
-    loader: Optional[LoadedObject] = None
-    names: List[str] = field(default_factory=list)
+    loader: Optional[LoadedObject]
+    names: List[str]
 
 
-@dataclass
-class Analysis:
+class Analysis(NamedTuple):
     root: str
     kind: str
     objects: List[LoadedObject]
@@ -109,9 +115,9 @@ class Analysis:
     missing_symbols: List[MissingSymbol]
     missing_versions: List[MissingVersion]
     errors: List[str]
-    ld_library_path: str = ""
+    ld_library_path: str
     # Paths of the objects in the root's own load graph (all objects unless some were preloaded).
-    reachable: List[str] = field(default_factory=list)
+    reachable: List[str]
 
     @property
     def missing_libraries(self) -> List[Needed]:
@@ -127,8 +133,7 @@ class Analysis:
             obj.elf.close()
 
 
-@dataclass
-class SearchEnv:
+class SearchEnv(NamedTuple):
     """What ld.so reads from the environment: LD_LIBRARY_PATH, the cache, and how to reach files."""
 
     ld_library_path: str = ""
@@ -346,8 +351,8 @@ def _analyse(root_path: str, env: SearchEnv, preload: Sequence[str]) -> Analysis
         missing_versions,
         errors,
         env.ld_library_path,
+        reachable,
     )
-    analysis.reachable = reachable
     return analysis
 
 

@@ -14,7 +14,6 @@ import mmap
 import os
 import struct
 import sys
-from dataclasses import dataclass
 from itertools import repeat
 from operator import add, and_, mul
 from typing import TYPE_CHECKING, Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
@@ -59,15 +58,14 @@ class ElfError(Exception):
     """The file is not a readable ELF shared object (truncated, corrupt, not ELF)."""
 
 
-@dataclass(frozen=True)
-class VersionNeed:
+class VersionNeed(NamedTuple):
     """One ``verneed`` entry: ``name`` (e.g. ``GLIBC_2.34``) required from ``filename``."""
 
     filename: str
     name: str
     hash: int
     weak: bool
-    index: int
+    version_index: int  # vna_other: the value the versym entries of references to it hold
 
 
 class UndefinedColumns(NamedTuple):
@@ -460,7 +458,7 @@ class ElfFile:
             return UndefinedColumns([], [], [], [], [])
         columns = self._symbols()
         versyms = columns.versyms
-        needs = {n.index: n for n in self.version_needs()} if versyms else {}
+        needs = {n.version_index: n for n in self.version_needs()} if versyms else {}
         # Python only visits the undefined entries: the two bytes of every st_shndx are two strided copies
         # of the table, and bytes.find (C) jumps from one zero byte to the next.
         table, entry = columns.table, self._syment
@@ -524,7 +522,8 @@ class ElfFile:
             count = self._reference_count()
             # Read when undefined_references() reads them (with a version table), so errors come alike.
             for need in self.version_needs() if count and DT_VERSYM in self._dyn else ():
-                verneeds[need.index] = (need.name.encode("utf-8", errors="surrogateescape"), need.name, need.filename)
+                encoded = need.name.encode("utf-8", errors="surrogateescape")
+                verneeds[need.version_index] = (encoded, need.name, need.filename)
         try:
             if not references:
                 count = self.symbol_count() if DT_SYMTAB in self._dyn else 0

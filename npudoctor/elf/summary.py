@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field
 from functools import cache
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 from npudoctor.elf.loader import Analysis, LocalPath
 from npudoctor.elf.reader import ElfError, ElfFile, gnu_hash, open_elf
@@ -106,8 +105,7 @@ def provider_hint(symbol: str) -> Optional[str]:
     return None
 
 
-@dataclass(frozen=True)
-class NeededInfo:
+class NeededInfo(NamedTuple):
     requester: str
     name: str
     path: Optional[str]
@@ -115,8 +113,7 @@ class NeededInfo:
     entry: str
 
 
-@dataclass(frozen=True)
-class ShadowInfo:
+class ShadowInfo(NamedTuple):
     """A library name found in more than one directory on the search path; ``winner`` is loaded."""
 
     name: str
@@ -126,8 +123,7 @@ class ShadowInfo:
     others: Tuple[str, ...]
 
 
-@dataclass(frozen=True)
-class SymbolInfo:
+class SymbolInfo(NamedTuple):
     name: str
     object: str
     demangled: str = ""
@@ -138,8 +134,7 @@ class SymbolInfo:
     provided_by: Optional[str] = None
 
 
-@dataclass(frozen=True)
-class LinkReport:
+class LinkReport(NamedTuple):
     root: str
     kind: str
     ld_library_path: str
@@ -149,18 +144,17 @@ class LinkReport:
     missing_symbols: Tuple[SymbolInfo, ...]
     missing_versions: Tuple[Tuple[str, str, str], ...]
     shadowed: Tuple[ShadowInfo, ...]
-    errors: Tuple[str, ...] = field(default_factory=tuple)
+    errors: Tuple[str, ...] = ()
 
     @property
     def clean(self) -> bool:
         return not (self.missing_libraries or self.missing_symbols or self.missing_versions)
 
     def to_dict(self) -> Dict[str, Any]:
-        """What ``dataclasses.asdict`` gives, built directly: asdict deep-copies value by value (thousands of
-        calls for a torch-sized report), and every value here is an immutable str, int, None or tuple."""
-        plain = dict(vars(self))
+        """Plain values for JSON: the records of the report as dicts (field name -> value)."""
+        plain = self._asdict()
         for key in ("needed", "missing_libraries", "missing_symbols", "shadowed"):
-            plain[key] = tuple(dict(vars(item)) for item in plain[key])
+            plain[key] = tuple(item._asdict() for item in plain[key])
         return plain
 
 

@@ -16,7 +16,6 @@ import json
 import os
 import tarfile
 import time
-from dataclasses import asdict
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 from npudoctor import __version__
@@ -65,7 +64,7 @@ def build_bundle(records: Iterable[Tuple[str, Dict[str, Any]]], host: Dict[str, 
             entry.update(path=value.path, entries=list(value.entries), error=value.error)
         elif kind == "stat":
             assert isinstance(value, PathInfo)
-            entry.update(asdict(value))
+            entry.update(value._asdict())
         elif kind == "env":
             entry["variables"] = redact_env(value)
         elif kind in ("which", "host", "net"):
@@ -190,7 +189,7 @@ class ReplayRunner(Runner):
         record = self._records.get("stat:" + path)
         if record is None:
             return PathInfo(path, False, error="not-recorded")
-        fields = {k: record[k] for k in PathInfo.__dataclass_fields__ if k in record}
+        fields = {k: record[k] for k in PathInfo._fields if k in record}
         return PathInfo(**fields)
 
     def environ(self) -> Dict[str, str]:

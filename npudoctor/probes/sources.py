@@ -1,17 +1,16 @@
 """What a probe may ask of the system, and what comes back. Plain data; no I/O here.
 
 Every request is a frozen, hashable value with a stable ``key`` so that a recorded bundle can be replayed
-on another machine: the replay runner answers a request by its key.
+on another machine: the replay runner answers a request by its key. Records are NamedTuples, not frozen
+dataclasses: each of those costs about half a millisecond of start-up, which every command pays.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Optional, Tuple
+from typing import NamedTuple, Optional, Tuple
 
 
-@dataclass(frozen=True)
-class Command:
+class Command(NamedTuple):
     """Run ``argv`` (argv[0] looked up on PATH plus ``extra_dirs``) with a timeout, ``LANG=C``."""
 
     argv: Tuple[str, ...]
@@ -34,8 +33,7 @@ class Command:
         return "cmd:" + " ".join(self.argv) + suffix
 
 
-@dataclass(frozen=True)
-class CommandResult:
+class CommandResult(NamedTuple):
     argv: Tuple[str, ...]
     rc: Optional[int]
     stdout: str = ""
@@ -57,8 +55,7 @@ class CommandResult:
         return self.stdout or self.stderr
 
 
-@dataclass(frozen=True)
-class PathInfo:
+class PathInfo(NamedTuple):
     """What ``stat``/``readlink``/``os.access`` say about one path (system path, before ``--root``)."""
 
     path: str
@@ -71,16 +68,14 @@ class PathInfo:
     error: Optional[str] = None
 
 
-@dataclass(frozen=True)
-class FileContent:
+class FileContent(NamedTuple):
     path: str
     text: Optional[str]  # None when missing or unreadable
     error: Optional[str] = None  # "not-found", "permission", "binary", "too-large", "os-error: ..."
     truncated: bool = False
 
 
-@dataclass(frozen=True)
-class DirListing:
+class DirListing(NamedTuple):
     path: str
     entries: Tuple[str, ...] = ()
     error: Optional[str] = None  # "not-found", "permission", ...
