@@ -14,7 +14,8 @@ from typing import List, Sequence, Tuple
 
 import pytest
 
-from npudoctor.elf.loader import PURE_PYTHON_VARIABLE, SearchEnv, analyse, compiled_resolver, load_cache
+from npudoctor.elf.compiled import PURE_PYTHON_VARIABLE, compiled_resolver
+from npudoctor.elf.loader import SearchEnv, analyse, load_cache
 from npudoctor.elf.reader import ElfError, open_elf
 from tests.elfcases import ACL_NEW, ACL_OLD, gcc_lib, needs_gcc
 from tests.test_elf_loader import EXTENSIONS, SYSTEM_LIBS
@@ -155,3 +156,28 @@ def outcome(root: str, ld_library_path: str, pure: bool = False) -> object:
         return resolve(root, ld_library_path, pure=pure)
     except ElfError as exc:
         return str(exc)
+
+
+def test_largest_word_is_max_and_checks_bounds(compiled):
+    import array
+
+    rng = random.Random(5)
+    words = array.array("I", [rng.randrange(2**32) for _ in range(1000)])
+    assert compiled.largest_word(words, 0, len(words)) == max(words)
+    assert compiled.largest_word(words.tobytes(), 4 * 10, 5) == max(words[10:15])
+    assert compiled.largest_word(b"", 0, 0) == 0
+    with pytest.raises(ValueError):
+        compiled.largest_word(words, 4, len(words))
+
+
+@pytest.mark.parametrize("path", SYSTEM_LIBS[:8] + EXTENSIONS[:4])
+def test_symbol_counts_agree(path, monkeypatch):
+    """The symbol count of files with only a GNU hash table comes from their highest bucket, by C or by max()."""
+    try:
+        with open_elf(path) as elf:
+            counted = elf.symbol_count()
+    except ElfError:
+        pytest.skip(f"{path} is not an ELF file")
+    monkeypatch.setenv(PURE_PYTHON_VARIABLE, "1")
+    with open_elf(path) as elf:
+        assert elf.symbol_count() == counted

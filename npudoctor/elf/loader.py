@@ -25,9 +25,9 @@ from collections import deque
 from contextlib import contextmanager
 from itertools import chain, compress, filterfalse
 from operator import not_
-from types import ModuleType
 from typing import Callable, Dict, Iterator, List, NamedTuple, Optional, Sequence, Set, Tuple
 
+from npudoctor.elf.compiled import compiled_resolver
 from npudoctor.elf.ldcache import LdCache, parse_ld_cache
 from npudoctor.elf.reader import ElfError, ElfFile, gnu_hashes, open_elf
 
@@ -470,37 +470,24 @@ def _resolve_symbols(
     ]
 
 
-# NPUDOCTOR_PURE_PYTHON=1 makes the analysis ignore the compiled resolver (to compare, or to rule it out).
-PURE_PYTHON_VARIABLE = "NPUDOCTOR_PURE_PYTHON"
-
-
-def compiled_resolver() -> Optional[ModuleType]:
-    """``npudoctor.elf._resolver`` (built from ``_resolver.c`` at install when a C compiler is there), or
-    None: then the pure-Python resolution below gives the same answers, some ten times slower."""
-    if os.environ.get(PURE_PYTHON_VARIABLE):
-        return None
-    try:
-        from npudoctor.elf import _resolver
-    except ImportError:
-        return None
-    return _resolver
-
-
 def _resolve_compiled(objects: List[LoadedObject], referrers: List[int]) -> Tuple[List[MissingRow], List[str]]:
     """What :func:`_resolve_python` answers, from the compiled resolver (all objects in this machine's byte
     order)."""
     resolver = compiled_resolver()
     assert resolver is not None
     errors: List[str] = []
-    layouts = [obj.elf.resolver_layout(references=False) for obj in objects]
+    wanted = set(referrers)
+    layouts = []
     readable = []
-    for index in referrers:
-        try:
-            layouts[index] = objects[index].elf.resolver_layout(references=True)
-        except ElfError as exc:
-            errors.append(str(exc))
-            continue
-        readable.append(index)
+    for index, obj in enumerate(objects):
+        if index in wanted:
+            try:
+                layouts.append(obj.elf.resolver_layout(references=True))
+                readable.append(index)
+                continue
+            except ElfError as exc:
+                errors.append(str(exc))
+        layouts.append(obj.elf.resolver_layout(references=False))
     rows, unreadable = resolver.unresolved(layouts, readable)
     for index, offset in unreadable:
         errors.append(f"{objects[index].path}: string at offset {offset:#x} runs past the end of the file")

@@ -18,6 +18,8 @@ from itertools import repeat
 from operator import add, and_, mul
 from typing import TYPE_CHECKING, Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
 
+from npudoctor.elf.compiled import compiled_resolver
+
 if TYPE_CHECKING:
     from typing import Literal
 
@@ -204,6 +206,7 @@ class ElfFile:
         self._dyn: Dict[int, int] = {}
         self._loads: List[Tuple[int, int, int]] = []  # (vaddr, offset, filesz)
         self._versions: Optional[Dict[int, Tuple[str, int]]] = None  # verdef index -> (name, hash)
+        self._needs: Optional[List[VersionNeed]] = None
         # (nbuckets, symoffset, bloom words, shift, buckets, chains), tables as arrays in native byte order.
         self._gnu: Optional[Tuple[int, int, array.array[int], int, array.array[int], Sequence[int]]] = None
         self._sysv: Optional[Tuple[int, int, int]] = None
@@ -349,7 +352,13 @@ class ElfFile:
         if self._gnu is None:
             return 0
         nbuckets, symoffset, _, _, buckets, chains = self._gnu
-        top = max(buckets) if nbuckets else 0
+        compiled = compiled_resolver()
+        if not nbuckets:
+            top = 0
+        elif compiled is not None:  # buckets is an array in this machine's byte order
+            top = compiled.largest_word(buckets, 0, len(buckets))
+        else:
+            top = max(buckets)
         if top < symoffset:
             return symoffset
         while top - symoffset < len(chains):
@@ -411,6 +420,11 @@ class ElfFile:
 
     def version_needs(self) -> List[VersionNeed]:
         """The verneed entries: which version of which file this object was linked against."""
+        if self._needs is None:
+            self._needs = self._read_version_needs()
+        return self._needs
+
+    def _read_version_needs(self) -> List[VersionNeed]:
         if DT_VERNEED not in self._dyn:
             return []
         needs = []
@@ -503,7 +517,7 @@ class ElfFile:
             return 0
         if self._symtab + count * self._syment > len(self.data):
             raise ElfError(f"{self.path}: truncated ELF (symbol table runs past the end of the file)")
-        if DT_VERSYM in self._dyn and len(self._symbols().versyms) < count:
+        if DT_VERSYM in self._dyn and (len(self.data) - self._offset(self._dyn[DT_VERSYM])) // 2 < count:
             raise ElfError(f"{self.path}: truncated ELF (version table runs past the end of the file)")
         return count
 

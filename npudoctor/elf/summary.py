@@ -204,7 +204,7 @@ def link_report(
         # Which shadowed (not loaded) copies of loaded libraries do export each missing symbol: all names
         # looked up in one pass per copy.
         queries = []
-        for missing in missing_symbols:
+        for missing in missing_symbols if shadow_copies else ():
             encoded = missing.name.encode("utf-8", errors="surrogateescape")
             queries.append((encoded, gnu_hash(encoded), None, False))
         exported = [(path, elf.defines_each(queries)) for path, elf in shadow_copies]
