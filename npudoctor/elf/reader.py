@@ -16,7 +16,7 @@ import struct
 import sys
 from itertools import repeat
 from operator import add, and_, mul
-from typing import TYPE_CHECKING, Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Dict, List, NamedTuple, Optional, Sequence, Set, Tuple, Union
 
 from npudoctor.elf.compiled import compiled_resolver
 
@@ -207,6 +207,7 @@ class ElfFile:
         self._loads: List[Tuple[int, int, int]] = []  # (vaddr, offset, filesz)
         self._versions: Optional[Dict[int, Tuple[str, int]]] = None  # verdef index -> (name, hash)
         self._needs: Optional[List[VersionNeed]] = None
+        self._version_names: Optional[Set[str]] = None
         # (nbuckets, symoffset, bloom words, shift, buckets, chains), tables as arrays in native byte order.
         self._gnu: Optional[Tuple[int, int, array.array[int], int, array.array[int], Sequence[int]]] = None
         self._sysv: Optional[Tuple[int, int, int]] = None
@@ -705,7 +706,9 @@ class ElfFile:
 
     def defines_version(self, name: str) -> bool:
         """Whether a verdef entry names ``name`` (what dl-version.c checks for each verneed entry)."""
-        return any(v[0] == name for v in self.version_definitions().values())
+        if self._version_names is None:
+            self._version_names = {defined for defined, _ in self.version_definitions().values()}
+        return name in self._version_names
 
 
 def _column(raw: bytes | memoryview, code: Literal["H", "I", "Q"], swap: bool) -> Column:
@@ -812,8 +815,8 @@ def _parse(path: str, data: mmap.mmap | bytes) -> ElfFile:
     entry = 16 if elf.is64 else 8
     needed_offsets: List[int] = []
     strings: Dict[int, int] = {}
-    for at in range(offset, offset + size - entry + 1, entry):
-        tag, value = elf._unpack("qQ" if elf.is64 else "iI", at)
+    layout = elf.endian + ("qQ" if elf.is64 else "iI")
+    for tag, value in struct.iter_unpack(layout, data[offset : offset + size - size % entry]):
         if tag == DT_NULL:
             break
         if tag == DT_NEEDED:
