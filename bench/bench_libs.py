@@ -6,8 +6,10 @@ are interleaved (both sides see the same cache state) after one warm-up run each
 compared. Target: npudoctor at most 2x ldd -r.
 
 Context lines show what no analysis can win back: the bare start of the chosen interpreter (``-c pass``)
-and ``npudoctor --version`` (interpreter + click + the CLI module). Run it with a fresh venv's python too:
-a base interpreter may import extra modules at every start (a ``.pth`` file in site-packages)::
+and ``npudoctor --version`` (interpreter + click + the CLI module), and the same analysis without the
+compiled resolver (NPUDOCTOR_PURE_PYTHON=1). The interpreter's build matters as much as the code: a CPython
+built without PGO (pyenv's default) runs Python code about twice as slowly as a distribution's. Run it with
+a fresh venv's python too: a base interpreter may import extra modules at every start (a ``.pth`` file)::
 
     python bench/bench_libs.py [PATH/TO/libtorch_npu.so] [--runs N] [--python PYTHON]
     python -m venv /tmp/bench-venv && /tmp/bench-venv/bin/pip install -e .
@@ -82,6 +84,15 @@ def main() -> int:
         theirs.append(wall(ldd_argv, env)[0])
     bare_ms, _ = median_ms([args.python, "-c", "pass"], env, args.runs)
     version_ms, _ = median_ms([args.python, "-m", "npudoctor", "--version"], env, args.runs)
+    pure_ms, _ = median_ms(ours_argv, dict(env, NPUDOCTOR_PURE_PYTHON="1"), args.runs)
+    compiled = subprocess.run(
+        [args.python, "-c", "from npudoctor.elf.compiled import compiled_resolver as c; print(c() is not None)"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    ).stdout.strip()
+    build = subprocess.run([args.python, "-VV"], capture_output=True, text=True, timeout=60).stdout.strip()
 
     data = json.loads(ours_out)
     ldd_missing = set(re.findall(r"^\s*(\S+) => not found", ldd_out, re.M))
@@ -91,7 +102,7 @@ def main() -> int:
     } == ldd_undefined
     ours_ms, ldd_ms = statistics.median(ours) * 1000, statistics.median(theirs) * 1000
     print(f"file: {lib} ({lib.stat().st_size / 2**20:.1f} MiB), LD_LIBRARY_PATH={torch_lib}")
-    print(f"python: {args.python}")
+    print(f"python: {args.python} ({build}); compiled resolver built: {compiled}")
     print(
         f"objects loaded: {len(data['loaded'])}, missing libraries: {len(ldd_missing)}, "
         f"undefined symbols: {len(ldd_undefined)}, verdicts agree: {agree}"
@@ -100,6 +111,7 @@ def main() -> int:
     print(f"ldd -r          median {ldd_ms:7.1f} ms  (min {min(theirs) * 1000:.1f}, runs {args.runs})")
     print(f"ratio npudoctor / ldd -r: {ours_ms / ldd_ms:.2f}x (target <= 2x)")
     print(f"context: python -c pass {bare_ms:.1f} ms; npudoctor --version {version_ms:.1f} ms (start-up floor)")
+    print(f"context: without the compiled resolver (NPUDOCTOR_PURE_PYTHON=1) {pure_ms:.1f} ms")
     return 0 if agree else 1
 
 
