@@ -35,11 +35,11 @@ def compile_commands(source: Path, target: Path) -> List[List[str]]:
     include = sysconfig.get_paths()["include"]
     flags = ["-O2", "-fPIC", "-std=c99", f"-I{include}", f'-DSOURCE_SHA256="{source_digest(source)}"']
     commands = []
-    ldshared = sysconfig.get_config_var("LDSHARED")
+    ldshared = shlex.split(sysconfig.get_config_var("LDSHARED") or "")
     if ldshared:
-        commands.append([*shlex.split(ldshared), *flags, str(source), "-o", str(target)])
+        commands.append([*ldshared, *flags, str(source), "-o", str(target)])
     for compiler in ("cc", "gcc"):
-        if shutil.which(compiler):
+        if shutil.which(compiler) and compiler not in ldshared[:1]:
             commands.append([compiler, "-shared", *flags, str(source), "-o", str(target)])
     return commands
 
@@ -55,7 +55,8 @@ def build_extension(source: Path, target: Path) -> Optional[str]:
             continue
         if done.returncode == 0:
             return None
-        reasons.append(f"{command[0]}: {(done.stderr or done.stdout).strip().splitlines()[-1:]}")
+        said = (done.stderr or done.stdout).strip().splitlines()
+        reasons.append(f"{command[0]}: {said[-1] if said else f'exit status {done.returncode}'}")
     return "; ".join(reasons) or "no C compiler found"
 
 
