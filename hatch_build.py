@@ -36,11 +36,12 @@ def compile_commands(source: Path, target: Path) -> List[List[str]]:
     flags = ["-O2", "-fPIC", "-std=c99", f"-I{include}", f'-DSOURCE_SHA256="{source_digest(source)}"']
     commands = []
     ldshared = shlex.split(sysconfig.get_config_var("LDSHARED") or "")
+    libraries = ["-ldl"]  # dlopen: the demangler comes from libstdc++ when it is there
     if ldshared:
-        commands.append([*ldshared, *flags, str(source), "-o", str(target)])
+        commands.append([*ldshared, *flags, str(source), *libraries, "-o", str(target)])
     for compiler in ("cc", "gcc"):
         if shutil.which(compiler) and compiler not in ldshared[:1]:
-            commands.append([compiler, "-shared", *flags, str(source), "-o", str(target)])
+            commands.append([compiler, "-shared", *flags, str(source), *libraries, "-o", str(target)])
     return commands
 
 

@@ -181,3 +181,30 @@ def test_symbol_counts_agree(path, monkeypatch):
     monkeypatch.setenv(PURE_PYTHON_VARIABLE, "1")
     with open_elf(path) as elf:
         assert elf.symbol_count() == counted
+
+
+# Real names torch_npu 2.14 leaves undefined beside CPU torch 2.13 (from test_torch_npu_wheel_beside_cpu_torch).
+MANGLED = {
+    "_ZN5torch10ValueErrorC1EPKcz": "torch::ValueError::ValueError(char const*, ...)",
+    "_ZN3c1013GeneratorImpl12philox_stateEmRN2at6TensorES3_S3_":
+        "c10::GeneratorImpl::philox_state(unsigned long, at::Tensor&, at::Tensor&, at::Tensor&)",
+    "_ZNK2at10TensorBase14const_data_ptrIN3c107complexINS2_8BFloat16EEEEEPKT_v":
+        "c10::complex<c10::BFloat16> const* at::TensorBase::const_data_ptr<c10::complex<c10::BFloat16> >() const",
+    "_ZNK4c10d4Work10getTimeoutEv": "c10d::Work::getTimeout() const",
+}
+
+
+def test_demangles_in_process_like_cxxfilt(compiled):
+    """libstdc++'s demangler (what c++filt is built from), loaded by the compiled module: no binutils needed,
+    no process started. A name that is not mangled C++ comes back as None (left as it is)."""
+    names = [*MANGLED, "_Znot_a_mangled_name", "aclInit"]
+    assert compiled.demangle(names) == [*MANGLED.values(), None, None]
+    if shutil.which("c++filt"):
+        from npudoctor.probes.linkage import demangle
+        from npudoctor.probes.runner import LiveRunner
+
+        os.environ[PURE_PYTHON_VARIABLE] = "1"  # the c++filt path
+        try:
+            assert demangle(LiveRunner(), names) == MANGLED
+        finally:
+            del os.environ[PURE_PYTHON_VARIABLE]

@@ -11,6 +11,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <dlfcn.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -454,7 +455,52 @@ static PyObject *largest_word(PyObject *self, PyObject *args) {
     return PyLong_FromUnsignedLong(largest);
 }
 
+typedef char *(*cxa_demangle_fn)(const char *, char *, size_t *, int *);
+
+PyDoc_STRVAR(demangle_doc,
+             "demangle(names) -> list or None\n\n"
+             "Each C++ name demangled by the C++ runtime's own demangler (libstdc++'s abi::__cxa_demangle, the\n"
+             "code c++filt is built from), None where a name is not a valid mangled name; None for the whole\n"
+             "call when libstdc++ cannot be loaded (then c++filt is asked instead).");
+
+static PyObject *demangle(PyObject *self, PyObject *args) {
+    static int looked_up = 0;
+    static cxa_demangle_fn cxa_demangle = NULL;
+    PyObject *names, *result;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "O!", &PyList_Type, &names)) return NULL;
+    if (!looked_up) {
+        void *handle = dlopen("libstdc++.so.6", RTLD_LAZY | RTLD_LOCAL);
+        looked_up = 1;
+        if (handle != NULL) *(void **)(&cxa_demangle) = dlsym(handle, "__cxa_demangle");
+    }
+    if (cxa_demangle == NULL) Py_RETURN_NONE;
+    result = PyList_New(PyList_GET_SIZE(names));
+    if (result == NULL) return NULL;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(names); i++) {
+        PyObject *name = PyList_GET_ITEM(names, i), *value = NULL;
+        const char *mangled = PyUnicode_Check(name) ? PyUnicode_AsUTF8(name) : NULL;
+        if (mangled == NULL) {
+            PyErr_Clear(); /* not a str, or not encodable (a name read with surrogateescape): left as it is */
+        } else {
+            int status = 0;
+            char *plain = cxa_demangle(mangled, NULL, NULL, &status);
+            if (plain != NULL && status == 0)
+                value = PyUnicode_DecodeUTF8(plain, (Py_ssize_t)strlen(plain), "surrogateescape");
+            free(plain);
+            if (value == NULL) PyErr_Clear();
+        }
+        if (value == NULL) {
+            value = Py_None;
+            Py_INCREF(value);
+        }
+        PyList_SET_ITEM(result, i, value);
+    }
+    return result;
+}
+
 static PyMethodDef methods[] = {
+    {"demangle", demangle, METH_VARARGS, demangle_doc},
     {"unresolved", unresolved, METH_VARARGS, unresolved_doc},
     {"largest_word", largest_word, METH_VARARGS, largest_word_doc},
     {NULL, NULL, 0, NULL},

@@ -7,14 +7,23 @@ from __future__ import annotations
 
 from typing import Any, Dict, Iterable, Optional, Sequence
 
+from npudoctor.elf.compiled import compiled_resolver
 from npudoctor.elf.loader import SearchEnv, analyse, load_cache
 from npudoctor.elf.summary import LinkReport, link_report
 from npudoctor.probes.sources import Command
 
 
 def demangle(runner: Any, names: Iterable[str]) -> Dict[str, str]:
-    """C++ names through ``c++filt`` (binutils); names it cannot read stay as they are."""
+    """C++ names demangled by the C++ runtime in this process (the compiled resolver loads libstdc++'s
+    demangler), else by ``c++filt`` (binutils) on the node; names neither can read stay as they are.
+    Demangling reads nothing of the node, so doing it in-process changes no recorded answer."""
     mangled = sorted({n for n in names if n.startswith("_Z")})
+    if not mangled:
+        return {}
+    compiled = compiled_resolver()
+    plain = compiled.demangle(mangled) if compiled is not None else None
+    if plain is not None:
+        return {m: d for m, d in zip(mangled, plain) if d and d != m}
     result: Dict[str, str] = {}
     for start in range(0, len(mangled), 500):
         chunk = mangled[start : start + 500]

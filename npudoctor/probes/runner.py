@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import os
 import stat
-import subprocess
 import time
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Mapping, Optional, Tuple
 
 from npudoctor.parsers.text import decode_text
 from npudoctor.probes.sources import Command, CommandResult, DirListing, FileContent, PathInfo
+
+if TYPE_CHECKING:
+    import subprocess
 
 __all__ = ["MAX_FILE_BYTES", "LiveRunner", "RecordingRunner", "Runner", "decode_text"]
 
@@ -79,7 +81,7 @@ class LiveRunner(Runner):
         self._environ = dict(os.environ if environ is None else environ)
         self.description = "live" if self.root == "/" else f"root:{self.root}"
         self._started: Dict[str, Tuple[Any, List[CommandResult]]] = {}
-        self._children: Dict[int, subprocess.Popen] = {}
+        self._children: Dict[int, subprocess.Popen[bytes]] = {}
 
     # -- paths -------------------------------------------------------------------------------------------
     def system_path(self, path: str) -> str:
@@ -205,6 +207,9 @@ class LiveRunner(Runner):
         if command.env is not None:
             env = dict(command.env)
         env["LANG"] = env["LC_ALL"] = "C"
+        # Imported here: `npudoctor libs` often runs no command at all, and its start-up counts against ldd.
+        import subprocess
+
         started = time.monotonic()
         try:
             # start_new_session: a timeout kills the whole process group, not only the shell around it.
@@ -317,7 +322,7 @@ def _run_script_in_process(command: Command, resolved: str) -> CommandResult:
                          resolved_path=resolved)
 
 
-def _kill_group(proc: subprocess.Popen) -> None:
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
     import signal
 
     try:
