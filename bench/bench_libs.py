@@ -42,9 +42,8 @@ def wall(argv: Sequence[str], env: Dict[str, str]) -> Tuple[float, str]:
     return time.perf_counter() - started, proc.stdout + proc.stderr
 
 
-def median_ms(argv: Sequence[str], env: Dict[str, str], runs: int) -> Tuple[float, float]:
-    times = [wall(argv, env)[0] for _ in range(runs)]
-    return statistics.median(times) * 1000, min(times) * 1000
+def median_ms(argv: Sequence[str], env: Dict[str, str], runs: int) -> float:
+    return statistics.median(wall(argv, env)[0] for _ in range(runs)) * 1000
 
 
 def main() -> int:
@@ -82,9 +81,9 @@ def main() -> int:
     for _ in range(args.runs):  # interleaved, so both see the same cache state
         ours.append(wall(ours_argv, env)[0])
         theirs.append(wall(ldd_argv, env)[0])
-    bare_ms, _ = median_ms([args.python, "-c", "pass"], env, args.runs)
-    version_ms, _ = median_ms([args.python, "-m", "npudoctor", "--version"], env, args.runs)
-    pure_ms, _ = median_ms(ours_argv, dict(env, NPUDOCTOR_PURE_PYTHON="1"), args.runs)
+    bare_ms = median_ms([args.python, "-c", "pass"], env, args.runs)
+    version_ms = median_ms([args.python, "-m", "npudoctor", "--version"], env, args.runs)
+    pure_ms = median_ms(ours_argv, dict(env, NPUDOCTOR_PURE_PYTHON="1"), args.runs)
     compiled = subprocess.run(
         [args.python, "-c", "from npudoctor.elf.compiled import compiled_resolver as c; print(c() is not None)"],
         env=env,

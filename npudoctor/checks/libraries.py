@@ -15,6 +15,7 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence
 
 from npudoctor.checks.registry import CheckContext, Outcome, check, fail, passed, skip, warn
 from npudoctor.logs.codes import explain, find_codes
+from npudoctor.probes.ascend_layout import SOURCED_INSTALL_VARIABLES
 
 # Libraries shipped by CANN (toolkit/nnae) and the driver: missing ones mean CANN is absent or not sourced.
 CANN_LIBRARY = re.compile(
@@ -22,7 +23,7 @@ CANN_LIBRARY = re.compile(
     r"nnopbase|profapi|msprofiler|ascend_\w+|tsdclient|drvdsmi_host|dcmi|hccl_\w+|"
     r"platform|error_manager|aicpu_\w+|tiling_api|fmk_\w+|ascendalog|slog)\.so"
 )
-TORCH_LIBRARY = re.compile(r"^lib(?:torch\w*|c10|shm)\.so|^the Python interpreter$")
+TORCH_LIBRARY = re.compile(r"^lib(?:torch\w*|c10|shm)\.so")
 
 
 @dataclass(frozen=True)
@@ -168,10 +169,7 @@ def diagnose_symbols(facts: Any, symbols: Sequence[Any]) -> Optional[Diagnosis]:
             fix,
             {"loaded": winner, "provided_by": sym.provided_by, "symbol": sym.name},
         )
-    if any(
-        s.provider and TORCH_LIBRARY.match(s.provider) and s.provider != "the Python interpreter"
-        for s in symbols
-    ):
+    if any(s.provider and TORCH_LIBRARY.match(s.provider) for s in symbols):
         mismatch = _torch_mismatch(facts)
         if mismatch is not None:
             return mismatch
@@ -219,7 +217,7 @@ def cann_environment(ctx: CheckContext) -> Iterable[Outcome]:
     npu = facts.packages.torch_npu
     evidence = {
         "installs": [i.path for i in installs],
-        **{k: env[k] for k in ("ASCEND_TOOLKIT_HOME", "ASCEND_HOME_PATH", "ASCEND_OPP_PATH") if k in env},
+        **{k: env[k] for k in SOURCED_INSTALL_VARIABLES if k in env},
     }
     if not installs:
         if npu is None:
@@ -468,7 +466,7 @@ def classify_import_error(text: str) -> Optional[Diagnosis]:
 
 def _symbol_diagnosis(symbol: str, ctx: CheckContext) -> Optional[Diagnosis]:
     """Why ``symbol`` is undefined, from its name alone (when the static analysis could not run)."""
-    from npudoctor.elf.summary import provider_hint
+    from npudoctor.elf.summary import PYTHON_PROVIDER, provider_hint
 
     provider = provider_hint(symbol) or ""
     try:
@@ -485,7 +483,8 @@ def _symbol_diagnosis(symbol: str, ctx: CheckContext) -> Optional[Diagnosis]:
             "--force-reinstall --no-binary :all: <package>)",
             {"symbol": symbol},
         )
-    if TORCH_LIBRARY.match(provider) and facts is not None:
+    # A missing Py* symbol in an import error also means torch_npu was built for another torch/Python.
+    if (provider == PYTHON_PROVIDER or TORCH_LIBRARY.match(provider)) and facts is not None:
         return _torch_mismatch(facts)
     return None
 

@@ -8,12 +8,17 @@ which libraries exist in more than one directory of the search path. Never execu
 from __future__ import annotations
 
 import os
-from typing import Dict, Optional, Tuple
+from collections import Counter
+from typing import TYPE_CHECKING, Optional, Tuple
 
 import click
 
 from npudoctor.cli import EXIT_FINDINGS, EXIT_OK, fail_usage
-from npudoctor.elf.summary import PYTHON_PROVIDER, LinkReport
+
+if TYPE_CHECKING:  # the ELF modules load when the command runs, not for `npudoctor --help`
+    from npudoctor.elf.summary import LinkReport
+
+NO_PROVIDER = "no known provider"
 
 
 @click.command("libs")
@@ -45,7 +50,7 @@ def libs(
     """Resolve PATH.so's libraries and symbols as ld.so would (exit 1 when something is missing)."""
     # Only what this command needs (not npudoctor.api, which loads every check module): start-up counts.
     from npudoctor.elf.reader import ElfError
-    from npudoctor.probes.linkage import analyse_file
+    from npudoctor.probes.linkage import analyse_file, search_env
     from npudoctor.probes.runner import LiveRunner
 
     if root is None:
@@ -53,8 +58,9 @@ def libs(
         preload = tuple(os.path.abspath(p) for p in preload)
     elif not os.path.isdir(root):
         raise fail_usage(f"--root {root}: not a directory")
+    runner = LiveRunner(root or "/")
     try:
-        report = analyse_file(LiveRunner(root or "/"), path, ld_library_path, preload)
+        report = analyse_file(runner, path, search_env(runner, ld_library_path), preload)
     except ElfError as exc:
         raise fail_usage(str(exc)) from None
     if fmt == "json":
@@ -67,6 +73,8 @@ def libs(
 
 
 def _text(report: LinkReport, verbose: bool) -> None:
+    from npudoctor.elf.summary import PYTHON_PROVIDER
+
     echo = click.echo
     echo(f"{report.root}: {report.kind}, {len(report.loaded)} objects loaded")
     echo(f"LD_LIBRARY_PATH={report.ld_library_path}")
@@ -87,9 +95,7 @@ def _text(report: LinkReport, verbose: bool) -> None:
         )
     # Grouped by the library that should provide them, biggest group first: hundreds of symbols usually have
     # two or three causes (a missing CANN library, a torch mismatch, no Python loaded).
-    groups: Dict[str, int] = {}
-    for sym in report.missing_symbols:
-        groups[sym.provider or "no known provider"] = groups.get(sym.provider or "no known provider", 0) + 1
+    groups = Counter(sym.provider or NO_PROVIDER for sym in report.missing_symbols)
     # The interpreter's symbols come last: they only mean the file was analysed without python loaded.
     ordered = sorted(groups, key=lambda provider: (provider == PYTHON_PROVIDER, -groups[provider], provider))
     if groups:
@@ -107,7 +113,7 @@ def _text(report: LinkReport, verbose: bool) -> None:
                 note = "  (normal for an extension analysed alone: --preload $(readlink -f $(which python3)))"
             echo(f"  {groups[provider]:>5}  {provider}{note}")
     rank = {provider: index for index, provider in enumerate(ordered)}
-    symbols = sorted(report.missing_symbols, key=lambda s: (rank[s.provider or "no known provider"], s.name))
+    symbols = sorted(report.missing_symbols, key=lambda s: (rank[s.provider or NO_PROVIDER], s.name))
     shown = symbols if verbose else symbols[:40]
     for sym in shown:
         name = sym.name + (f"@{sym.version}" if sym.version else "")

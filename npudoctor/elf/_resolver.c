@@ -1,5 +1,5 @@
 /* The loader's symbol resolution, compiled: the same rules as npudoctor/elf/loader.py's pure-Python
- * _resolve_part() and reader.py's ElfFile.undefined_references() / defines_each(), for files in this
+ * _resolve_python() and reader.py's ElfFile.undefined_references() / defines_each(), for files in this
  * machine's byte order. Optional: npudoctor builds it when a C compiler is there and falls back to the
  * Python code otherwise; tests hold both to the same answers (tests/test_elf_resolver.py).
  *

@@ -1,4 +1,4 @@
-# Types of the compiled resolver built from _resolver.c (see npudoctor.elf.loader.compiled_resolver).
+# Types of the compiled resolver built from _resolver.c (see npudoctor.elf.compiled).
 from typing import List, Optional, Tuple
 
 from npudoctor.elf.reader import ResolverLayout

@@ -9,17 +9,24 @@ from __future__ import annotations
 
 import os
 from types import ModuleType
-from typing import Optional
+from typing import List, Optional
 
 PURE_PYTHON_VARIABLE = "NPUDOCTOR_PURE_PYTHON"
 
 
+_imported: List[Optional[ModuleType]] = []  # the import's outcome, once tried (a failed import is not cached)
+
+
 def compiled_resolver() -> Optional[ModuleType]:
-    """``npudoctor.elf._resolver``, or None when it is not built or NPUDOCTOR_PURE_PYTHON is set."""
+    """``npudoctor.elf._resolver``, or None when it is not built or NPUDOCTOR_PURE_PYTHON is set (read at
+    every call: tests compare both paths in one process)."""
     if os.environ.get(PURE_PYTHON_VARIABLE):
         return None
-    try:
-        from npudoctor.elf import _resolver
-    except ImportError:
-        return None
-    return _resolver
+    if not _imported:
+        try:
+            from npudoctor.elf import _resolver
+        except ImportError:
+            _imported.append(None)
+        else:
+            _imported.append(_resolver)
+    return _imported[0]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import struct
 from typing import Dict, List, NamedTuple, Optional
 
-from npudoctor.elf.reader import ElfError
+from npudoctor.elf.reader import ElfError, c_string
 
 OLD_MAGIC = b"ld.so-1.7.0"
 NEW_MAGIC = b"glibc-ld.so.cache1.1"
@@ -28,10 +28,10 @@ class CacheEntry(NamedTuple):  # not a frozen dataclass: start-up time (see load
 
 
 def _cstr(data: bytes, offset: int) -> str:
-    end = data.find(b"\0", offset)
-    if offset < 0 or offset >= len(data) or end < 0:
+    text = c_string(data, offset)
+    if text is None:
         raise ElfError(f"ld.so.cache: string offset {offset:#x} is outside the file (corrupt cache)")
-    return data[offset:end].decode("utf-8", errors="surrogateescape")
+    return text
 
 
 def parse_ld_cache(data: bytes) -> List[CacheEntry]:

@@ -25,11 +25,12 @@ from collections import deque
 from contextlib import contextmanager
 from itertools import chain, compress, filterfalse
 from operator import not_
+from types import ModuleType
 from typing import Callable, Dict, Iterator, List, NamedTuple, Optional, Sequence, Set, Tuple
 
 from npudoctor.elf.compiled import compiled_resolver
 from npudoctor.elf.ldcache import LdCache, parse_ld_cache
-from npudoctor.elf.reader import ElfError, ElfFile, gnu_hashes, open_elf
+from npudoctor.elf.reader import DF_1_NODEFLIB, ElfError, ElfFile, gnu_hashes, open_elf, string_past_end
 
 LocalPath = Callable[[str], Optional[str]]
 # An undefined-symbol reference: (name, version asked for, the file of that version, hidden).
@@ -154,8 +155,9 @@ def load_cache(local_path: LocalPath, path: str = "/etc/ld.so.cache") -> Optiona
         return None
 
 
-def _read_ident(local: str) -> Optional[Tuple[int, int, int]]:
-    """(class, data encoding, machine) of an ELF file, or None when it is not a readable ELF file."""
+def _read_ident(local: str) -> Optional[Tuple[int, bool, int]]:
+    """:attr:`ElfFile.ident` (class, little-endian, machine) of a file, from its first 20 bytes alone, or None
+    when it is not a readable ELF file."""
     try:
         with open(local, "rb") as handle:
             head = handle.read(20)
@@ -164,7 +166,7 @@ def _read_ident(local: str) -> Optional[Tuple[int, int, int]]:
     if len(head) < 20 or head[:4] != b"\x7fELF":
         return None
     machine = int.from_bytes(head[18:20], "little" if head[5] == 1 else "big")
-    return head[4], head[5], machine
+    return head[4], head[5] == 1, machine
 
 
 def _expand(entry: str, origin: str, machine: int, is64: bool) -> str:
@@ -187,18 +189,18 @@ def split_path_list(value: str) -> List[str]:
 
 
 class _Resolver:
-    def __init__(self, env: SearchEnv) -> None:
+    def __init__(self, env: SearchEnv, root: LoadedObject) -> None:
         self.env = env
+        # The root's ABI decides which files fit, and $ORIGIN in LD_LIBRARY_PATH is the root's directory.
+        self.root = root
         self.objects: List[LoadedObject] = []
         self.by_name: Dict[str, LoadedObject] = {}
         self.by_real: Dict[str, LoadedObject] = {}
-        self.root: Optional[LoadedObject] = None
         self._reals: Dict[str, str] = {}
 
     def _dir_candidates(self, requester: LoadedObject) -> List[Tuple[str, str, str]]:
         """(directory, via, entry) in ld.so order, $ORIGIN expanded against each object's directory."""
-        elf = self.root.elf if self.root else requester.elf
-        machine, is64 = elf.machine, elf.is64
+        machine, is64 = self.root.elf.machine, self.root.elf.is64
         dirs: List[Tuple[str, str, str]] = []
 
         def add(entries: Sequence[str], via: str, origin: str) -> None:
@@ -218,8 +220,7 @@ class _Resolver:
                         os.path.dirname(chain.path),
                     )
                 chain = chain.loader
-        root_origin = os.path.dirname(self.root.path) if self.root else "/"
-        add(split_path_list(self.env.ld_library_path), "LD_LIBRARY_PATH", root_origin)
+        add(split_path_list(self.env.ld_library_path), "LD_LIBRARY_PATH", os.path.dirname(self.root.path))
         if requester.elf.runpath is not None:
             add(
                 split_path_list(requester.elf.runpath),
@@ -233,11 +234,10 @@ class _Resolver:
         if local is None or not os.path.isfile(local):
             return None
         ident = _read_ident(local)
-        root = self.root.elf if self.root else None
         if ident is None:
             need.skipped.append((path, "not a readable ELF file"))
             return None
-        if root is not None and ident != (root.elf_class, 1 if root.little_endian else 2, root.machine):
+        if ident != self.root.elf.ident:
             need.skipped.append((path, "wrong ELF class or machine"))
             return None
         return Candidate(path, via, entry, self.realpath(local))
@@ -273,8 +273,8 @@ class _Resolver:
             found = self._try(os.path.join(directory, name), via, entry, need)
             if found:
                 need.candidates.append(found)
-        root = self.root.elf if self.root else requester.elf
-        if not requester.elf.flags_1 & 0x800:  # DF_1_NODEFLIB
+        root = self.root.elf
+        if not requester.elf.flags_1 & DF_1_NODEFLIB:
             cached = self.env.cache.lookup(name, root.machine, root.is64) if self.env.cache else None
             if cached:
                 found = self._try(cached, "ld.so.cache", name, need)
@@ -316,9 +316,8 @@ def _analyse(root_path: str, env: SearchEnv, preload: Sequence[str]) -> Analysis
     if local is None:
         raise ElfError(f"{root_path}: binary analysis needs the live node")
     root_elf = open_elf(local)
-    resolver = _Resolver(env)
     root = LoadedObject(root_path, local, root_elf, None, [os.path.basename(root_path)])
-    resolver.root = root
+    resolver = _Resolver(env, root)
     needed: List[Needed] = []
     errors: List[str] = []
     for path in preload:
@@ -388,6 +387,12 @@ def _load_tree(
     env = resolver.env
     reachable = [start.path]
     queue = deque([start])
+
+    def reuse(known: LoadedObject) -> None:
+        if known.path not in reachable:
+            reachable.append(known.path)
+            queue.append(known)
+
     while queue:
         obj = queue.popleft()
         for name in obj.elf.needed:
@@ -403,9 +408,7 @@ def _load_tree(
                         [Candidate(known.path, "already loaded", "", resolver.realpath(known.local))],
                     )
                 )
-                if known.path not in reachable:
-                    reachable.append(known.path)
-                    queue.append(known)
+                reuse(known)
                 continue
             need = resolver.search(obj, name)
             needed.append(need)
@@ -415,9 +418,7 @@ def _load_tree(
             if real in resolver.by_real:
                 known = resolver.by_real[real]
                 resolver.by_name[name] = known
-                if known.path not in reachable:
-                    reachable.append(known.path)
-                    queue.append(known)
+                reuse(known)
                 continue
             dep_local = env.local_path(need.path) or need.path
             try:
@@ -427,8 +428,7 @@ def _load_tree(
                 need.path = None
                 continue
             dep = LoadedObject(need.path, dep_local, dep_elf, obj, [name])
-            _add(resolver, dep, real, name)
-            resolver.by_name[name] = dep
+            _add(resolver, dep, real, name)  # registers it under `name`, absent until now
             reachable.append(dep.path)
             queue.append(dep)
     return reachable
@@ -459,8 +459,9 @@ def _resolve_symbols(
     loaded object in load order."""
     wanted = set(report)
     referrers = [i for i, obj in enumerate(objects) if obj.path in wanted]
-    if compiled_resolver() is not None and all(obj.elf.native_order for obj in objects):
-        missing, part_errors = _resolve_compiled(objects, referrers)
+    compiled = compiled_resolver()
+    if compiled is not None and all(obj.elf.native_order for obj in objects):
+        missing, part_errors = _resolve_compiled(compiled, objects, referrers)
     else:
         missing, part_errors = _resolve_python(objects, referrers)
     errors += part_errors
@@ -470,11 +471,11 @@ def _resolve_symbols(
     ]
 
 
-def _resolve_compiled(objects: List[LoadedObject], referrers: List[int]) -> Tuple[List[MissingRow], List[str]]:
+def _resolve_compiled(
+    resolver: ModuleType, objects: List[LoadedObject], referrers: List[int]
+) -> Tuple[List[MissingRow], List[str]]:
     """What :func:`_resolve_python` answers, from the compiled resolver (all objects in this machine's byte
     order)."""
-    resolver = compiled_resolver()
-    assert resolver is not None
     errors: List[str] = []
     wanted = set(referrers)
     layouts = []
@@ -490,7 +491,7 @@ def _resolve_compiled(objects: List[LoadedObject], referrers: List[int]) -> Tupl
         layouts.append(obj.elf.resolver_layout(references=False))
     rows, unreadable = resolver.unresolved(layouts, readable)
     for index, offset in unreadable:
-        errors.append(f"{objects[index].path}: string at offset {offset:#x} runs past the end of the file")
+        errors.append(str(string_past_end(objects[index].path, offset)))
     return rows, errors
 
 

@@ -53,11 +53,25 @@ DEFINABLE_TYPES = frozenset((0, 1, 2, 5, 6, 10))
 STT_TLS = 6
 BINDABLE = frozenset((STB_GLOBAL, STB_WEAK, STB_GNU_UNIQUE))  # bindings a reference can bind to
 VERSYM_HIDDEN = 0x8000
-VER_FLG_BASE, VER_FLG_WEAK = 0x1, 0x2
+VER_FLG_WEAK = 0x2
 
 
 class ElfError(Exception):
     """The file is not a readable ELF shared object (truncated, corrupt, not ELF)."""
+
+
+def string_past_end(path: str, offset: int) -> ElfError:
+    """The error for a string whose terminating NUL is not in the file (both resolvers report it so)."""
+    return ElfError(f"{path}: string at offset {offset:#x} runs past the end of the file")
+
+
+def c_string(data: Union[bytes, mmap.mmap], offset: int) -> Optional[str]:
+    """The NUL-terminated string at ``offset`` (undecodable bytes kept as surrogates), or None when it does
+    not end inside ``data``."""
+    end = data.find(b"\0", offset)
+    if offset < 0 or offset >= len(data) or end < 0:
+        return None
+    return data[offset:end].decode("utf-8", errors="surrogateescape")
 
 
 class VersionNeed(NamedTuple):
@@ -102,7 +116,6 @@ class UndefinedSymbol(NamedTuple):  # not a frozen dataclass: start-up time (see
     # The version the reference asks for (e.g. GLIBC_2.14) and the file the link editor found it in.
     version: Optional[str] = None
     version_file: Optional[str] = None
-    version_hash: int = 0
     version_hidden: bool = False
 
 
@@ -187,17 +200,9 @@ class ElfFile:
         elf_class: int,  # 1 = 32-bit, 2 = 64-bit
         little_endian: bool,
         machine: int,
-        osabi: int,
-        elf_type: int,
     ) -> None:
         self.path, self.data = path, data
-        self.elf_class, self.little_endian, self.machine, self.osabi, self.elf_type = (
-            elf_class,
-            little_endian,
-            machine,
-            osabi,
-            elf_type,
-        )
+        self.elf_class, self.little_endian, self.machine = elf_class, little_endian, machine
         self.needed: List[str] = []
         self.soname: Optional[str] = None
         self.rpath: Optional[str] = None
@@ -258,13 +263,14 @@ class ElfFile:
     def describe_kind(self) -> str:
         return f"ELF{64 if self.is64 else 32} {self.machine_name}"
 
+    @property
+    def ident(self) -> Tuple[int, bool, int]:
+        """(ELF class, little-endian, machine): what must match for ld.so to load two files together."""
+        return self.elf_class, self.little_endian, self.machine
+
     def compatible_with(self, other: ElfFile) -> bool:
         """Whether ld.so would load this file next to ``other`` (same class, byte order and machine)."""
-        return (self.elf_class, self.little_endian, self.machine) == (
-            other.elf_class,
-            other.little_endian,
-            other.machine,
-        )
+        return self.ident == other.ident
 
     def close(self) -> None:
         self._columns = None
@@ -299,7 +305,7 @@ class ElfFile:
         if offset < 0 or end > len(self.data):
             raise ElfError(f"{self.path}: truncated ELF (table at offset {offset:#x} runs past the end)")
         values.frombytes(self.data[offset:end])
-        if self.little_endian != (sys.byteorder == "little"):
+        if not self.native_order:
             values.byteswap()
         return values
 
@@ -309,17 +315,17 @@ class ElfFile:
         if offset > len(self.data):
             raise ElfError(f"{self.path}: truncated ELF (table at offset {offset:#x} is past the end)")
         count = (len(self.data) - offset) // 4
-        if self.little_endian == (sys.byteorder == "little"):
+        if self.native_order:
             view = memoryview(self.data)[offset : offset + 4 * count].cast("I")
             self._views.append(view)
             return view
         return _SwappedWords(self.data, offset, count)
 
     def _cstr(self, offset: int) -> str:
-        end = self.data.find(b"\0", offset)
-        if offset < 0 or offset >= len(self.data) or end < 0:
-            raise ElfError(f"{self.path}: string at offset {offset:#x} runs past the end of the file")
-        return self.data[offset:end].decode("utf-8", errors="surrogateescape")
+        text = c_string(self.data, offset)
+        if text is None:
+            raise string_past_end(self.path, offset)
+        return text
 
     def _dynstr(self, index: int) -> str:
         return self._cstr(self._strtab + index)
@@ -338,6 +344,13 @@ class ElfFile:
         return self._symtab_at
 
     @property
+    def _versym(self) -> int:
+        """File offset of the version table (DT_VERSYM must be present)."""
+        if self._versym_at is None:
+            self._versym_at = self._offset(self._dyn[DT_VERSYM])
+        return self._versym_at
+
+    @property
     def _syment(self) -> int:
         return 24 if self.is64 else 16
 
@@ -346,6 +359,10 @@ class ElfFile:
         if self._symbol_count is None:
             self._symbol_count = self._count_symbols()
         return self._symbol_count
+
+    def _table_symbol_count(self) -> int:
+        """:meth:`symbol_count`, or 0 for a file without a dynamic symbol table."""
+        return self.symbol_count() if DT_SYMTAB in self._dyn else 0
 
     def _count_symbols(self) -> int:
         if DT_HASH in self._dyn:
@@ -371,20 +388,19 @@ class ElfFile:
     def _symbols(self) -> _SymbolColumns:
         """The first ``symbol_count()`` symbols (as many as the file holds) and their versym entries."""
         if self._columns is None:
-            count = self.symbol_count() if DT_SYMTAB in self._dyn else 0
+            count = self._table_symbol_count()
             entry = self._syment
             start = self._symtab if count else 0
             held = max(0, min(count, (len(self.data) - start) // entry))
             # Views of the mapped file, not copies: a copy costs a page fault per 4 KiB of fresh memory,
             # the mapping one per 16 pages of the file (the kernel maps file pages around a fault).
             table = self._view(start, start + held * entry)
-            swap = self.little_endian != (sys.byteorder == "little")
+            swap = not self.native_order
             versyms: Column | Tuple[()] = ()
             if DT_VERSYM in self._dyn and count:
-                if self._versym_at is None:
-                    self._versym_at = self._offset(self._dyn[DT_VERSYM])
-                held_versyms = max(0, min(count, (len(self.data) - self._versym_at) // 2))
-                versyms = _column(self._view(self._versym_at, self._versym_at + 2 * held_versyms), "H", swap)
+                at = self._versym
+                held_versyms = max(0, min(count, (len(self.data) - at) // 2))
+                versyms = _column(self._view(at, at + 2 * held_versyms), "H", swap)
             self._columns = _SymbolColumns(table, self.is64, swap, versyms)
             self._views += self._columns.views()
         return self._columns
@@ -411,19 +427,21 @@ class ElfFile:
             return fields[0], fields[1], fields[2], fields[3], fields[4]
         return fields[0], fields[3], fields[4], fields[5], fields[1]
 
-    def _versym(self, index: int) -> Optional[int]:
+    def _versym_entry(self, index: int) -> Optional[int]:
         """The versym entry of symbol ``index``, read from the file (see :meth:`_sym`)."""
         if DT_VERSYM not in self._dyn:
             return None
-        if self._versym_at is None:
-            self._versym_at = self._offset(self._dyn[DT_VERSYM])
-        return self._unpack("H", self._versym_at + 2 * index)[0]
+        return self._unpack("H", self._versym + 2 * index)[0]
 
     def version_needs(self) -> List[VersionNeed]:
         """The verneed entries: which version of which file this object was linked against."""
         if self._needs is None:
             self._needs = self._read_version_needs()
         return self._needs
+
+    def _version_needs_by_index(self) -> Dict[int, VersionNeed]:
+        """The verneed entries by the index the versym entries of references to them hold."""
+        return {need.version_index: need for need in self.version_needs()}
 
     def _read_version_needs(self) -> List[VersionNeed]:
         if DT_VERNEED not in self._dyn:
@@ -473,7 +491,7 @@ class ElfFile:
             return UndefinedColumns([], [], [], [], [])
         columns = self._symbols()
         versyms = columns.versyms
-        needs = {n.version_index: n for n in self.version_needs()} if versyms else {}
+        needs = self._version_needs_by_index() if versyms else {}
         # Python only visits the undefined entries: the two bytes of every st_shndx are two strided copies
         # of the table, and bytes.find (C) jumps from one zero byte to the next.
         table, entry = columns.table, self._syment
@@ -492,8 +510,7 @@ class ElfFile:
         starts = [self._strtab + offset for offset in map(names.__getitem__, undefined)]
         ends = list(map(data.find, repeat(b"\0"), starts))
         if -1 in ends:
-            start = starts[ends.index(-1)]
-            raise ElfError(f"{self.path}: string at offset {start:#x} runs past the end of the file")
+            raise string_past_end(self.path, starts[ends.index(-1)])
         strings = list(map(data.__getitem__, map(slice, starts, ends)))
         weak = [info >> 4 == STB_WEAK for info in map(infos.__getitem__, undefined)]
         if not versyms:
@@ -518,7 +535,7 @@ class ElfFile:
             return 0
         if self._symtab + count * self._syment > len(self.data):
             raise ElfError(f"{self.path}: truncated ELF (symbol table runs past the end of the file)")
-        if DT_VERSYM in self._dyn and (len(self.data) - self._offset(self._dyn[DT_VERSYM])) // 2 < count:
+        if DT_VERSYM in self._dyn and (len(self.data) - self._versym) // 2 < count:
             raise ElfError(f"{self.path}: truncated ELF (version table runs past the end of the file)")
         return count
 
@@ -536,14 +553,14 @@ class ElfFile:
         if references:
             count = self._reference_count()
             # Read when undefined_references() reads them (with a version table), so errors come alike.
-            for need in self.version_needs() if count and DT_VERSYM in self._dyn else ():
-                encoded = need.name.encode("utf-8", errors="surrogateescape")
-                verneeds[need.version_index] = (encoded, need.name, need.filename)
+            needs = self._version_needs_by_index() if count and DT_VERSYM in self._dyn else {}
+            for index, need in needs.items():
+                verneeds[index] = (need.name.encode("utf-8", errors="surrogateescape"), need.name, need.filename)
         try:
             if not references:
-                count = self.symbol_count() if DT_SYMTAB in self._dyn else 0
+                count = self._table_symbol_count()
             symtab = self._symtab if count else 0
-            versym = self._offset(self._dyn[DT_VERSYM]) if DT_VERSYM in self._dyn else -1
+            versym = self._versym if DT_VERSYM in self._dyn else -1
             strtab = self._strtab
         except ElfError:
             if references:
@@ -560,18 +577,8 @@ class ElfFile:
     def undefined_symbols(self) -> List[UndefinedSymbol]:
         """Every undefined dynamic symbol with the version it asks for (what ld.so must resolve)."""
         refs = self.undefined_references()
-        version_hashes: Dict[Tuple[Optional[str], Optional[str]], int] = {
-            (n.filename, n.name): n.hash for n in self.version_needs()
-        }
         return [
-            UndefinedSymbol(
-                name.decode("utf-8", errors="surrogateescape"),
-                weak,
-                version,
-                version_file,
-                version_hashes.get((version_file, version), 0),
-                hidden,
-            )
+            UndefinedSymbol(name.decode("utf-8", errors="surrogateescape"), weak, version, version_file, hidden)
             for name, weak, version, version_file, hidden in zip(
                 refs.names, refs.weak, refs.versions, refs.files, refs.hidden
             )
@@ -682,7 +689,7 @@ class ElfFile:
                     try:
                         raw = versyms[index]
                     except IndexError:  # beyond symbol_count(), as above
-                        raw = self._versym(index) or 0
+                        raw = self._versym_entry(index) or 0
                     ndx = raw & 0x7FFF
                     if version is not None:
                         if definitions is None:
@@ -785,15 +792,14 @@ def open_elf(path: str) -> ElfFile:
 def _parse(path: str, data: mmap.mmap | bytes) -> ElfFile:
     if data[:4] != b"\x7fELF":
         raise ElfError(f"{path}: not an ELF file")
-    elf_class, encoding, osabi = data[4], data[5], data[7]
+    elf_class, encoding = data[4], data[5]
     if elf_class not in (1, 2) or encoding not in (1, 2):
         raise ElfError(f"{path}: corrupt ELF header (class {elf_class}, data encoding {encoding})")
-    elf = ElfFile(path, data, elf_class, encoding == 1, 0, osabi, 0)
+    elf = ElfFile(path, data, elf_class, encoding == 1, 0)
     if elf.is64:
-        e_type, machine, _, _, phoff, _, _, _, phentsize, phnum = elf._unpack("HHIQQQIHHH", 16)
+        _, elf.machine, _, _, phoff, _, _, _, phentsize, phnum = elf._unpack("HHIQQQIHHH", 16)
     else:
-        e_type, machine, _, _, phoff, _, _, _, phentsize, phnum = elf._unpack("HHIIIIIHHH", 16)
-    elf.elf_type, elf.machine = e_type, machine
+        _, elf.machine, _, _, phoff, _, _, _, phentsize, phnum = elf._unpack("HHIIIIIHHH", 16)
     if phoff + phnum * phentsize > len(data):
         raise ElfError(f"{path}: truncated ELF (program headers run past the end of the file)")
     dynamic = None

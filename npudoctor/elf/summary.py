@@ -9,7 +9,7 @@ from functools import cache
 from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 from npudoctor.elf.loader import Analysis, LocalPath
-from npudoctor.elf.reader import ElfError, ElfFile, gnu_hash, open_elf
+from npudoctor.elf.reader import ElfError, ElfFile, gnu_hashes, open_elf
 
 # Which library normally exports a symbol: by the first namespace of a mangled C++ name, else by the
 # prefix of a C name. Enough to say "libascendcl.so should provide aclrtGetRecentContext" when the
@@ -178,10 +178,11 @@ def link_report(
     for need in needed:
         if need.path is None and need.name not in {m.name for m in missing_libs}:
             missing_libs.append(need)
-    shadowed = []
-    losers: Dict[str, List[str]] = {}
+    shadowed: List[ShadowInfo] = []
     for shadow_need in analysis.shadowed:
         if keep is not None and shadow_need.requester not in keep:
+            continue
+        if shadow_need.name in {s.name for s in shadowed}:
             continue
         others = []
         reals = {shadow_need.candidates[0].real}
@@ -189,9 +190,6 @@ def link_report(
             if candidate.real not in reals:
                 reals.add(candidate.real)
                 others.append(candidate.path)
-        if shadow_need.name in losers:
-            continue
-        losers[shadow_need.name] = others
         shadowed.append(
             ShadowInfo(
                 shadow_need.name, shadow_need.path or "", shadow_need.via, shadow_need.entry, tuple(others)
@@ -199,14 +197,12 @@ def link_report(
         )
     symbols = []
     missing_symbols = [m for m in analysis.missing_symbols if keep is None or m.object in keep]
-    shadow_copies = _open_all([p for paths in losers.values() for p in paths], local_path)
+    shadow_copies = _open_all([path for shadow in shadowed for path in shadow.others], local_path)
     try:
         # Which shadowed (not loaded) copies of loaded libraries do export each missing symbol: all names
         # looked up in one pass per copy.
-        queries = []
-        for missing in missing_symbols if shadow_copies else ():
-            encoded = missing.name.encode("utf-8", errors="surrogateescape")
-            queries.append((encoded, gnu_hash(encoded), None, False))
+        names = [m.name.encode("utf-8", errors="surrogateescape") for m in missing_symbols] if shadow_copies else []
+        queries = [(name, hashed, None, False) for name, hashed in zip(names, gnu_hashes(names))]
         exported = [(path, elf.defines_each(queries)) for path, elf in shadow_copies]
         for position, missing in enumerate(missing_symbols):
             provider = missing.version_file or provider_hint(missing.name)

@@ -11,3 +11,6 @@ PACKAGE_FOLDERS = {"ascend-toolkit": "toolkit", "nnae": "nnae"}
 INFO_FILES = {"toolkit": "ascend_toolkit_install.info", "nnae": "ascend_nnae_install.info"}
 # Set by CANN's set_env.sh; the runtime and torch_npu load CANN from there.
 HOME_VARIABLES = ("ASCEND_HOME_PATH", "ASCEND_TOOLKIT_HOME")
+# What set_env.sh exports that points at the sourced install (ASCEND_OPP_PATH at <install>/opp), in the
+# order the libraries checks trust them to say which install was sourced.
+SOURCED_INSTALL_VARIABLES = ("ASCEND_TOOLKIT_HOME", "ASCEND_HOME_PATH", "ASCEND_OPP_PATH")

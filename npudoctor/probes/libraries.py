@@ -21,15 +21,22 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from npudoctor.elf.reader import ElfError
 from npudoctor.elf.summary import LinkReport
-from npudoctor.parsers.keyvalue import cann_version_from_cfg, parse_key_values
+from npudoctor.parsers.keyvalue import cann_version_from_cfg
 from npudoctor.parsers.python_packages import PackageInfo
 from npudoctor.probes import provides
-from npudoctor.probes.ascend_layout import ASCEND, CANN_INSTALL_RECORD, HOME_VARIABLES, INFO_FILES
-from npudoctor.probes.linkage import analyse_file
+from npudoctor.probes.ascend_layout import (
+    ASCEND,
+    CANN_INSTALL_RECORD,
+    HOME_VARIABLES,
+    INFO_FILES,
+    SOURCED_INSTALL_VARIABLES,
+)
+from npudoctor.probes.linkage import analyse_file, search_env
 from npudoctor.probes.sources import Command
+from npudoctor.probes.versions import read_version_file
 
 # Environment variables set_env.sh exports; any of them pointing at an install means it was sourced.
-ASCEND_ENV = ("ASCEND_TOOLKIT_HOME", "ASCEND_HOME_PATH", "ASCEND_OPP_PATH", "ASCEND_AICPU_PATH")
+ASCEND_ENV = (*SOURCED_INSTALL_VARIABLES, "ASCEND_AICPU_PATH")
 
 @dataclass(frozen=True)
 class PythonPackages:
@@ -80,12 +87,10 @@ def _install_version(runner: Any, path: str) -> Optional[str]:
     for entry in listing.entries:
         if entry.endswith("-linux"):
             for info in INFO_FILES.values():
-                text = runner.read_text(f"{path}/{entry}/{info}").text
-                version = parse_key_values(text).values.get("version") if text else None
+                version = read_version_file(runner, f"{path}/{entry}/{info}").get("version")
                 if version:
                     return version
-    text = runner.read_text(f"{path}/version.cfg").text
-    return cann_version_from_cfg(parse_key_values(text).values) if text else None
+    return cann_version_from_cfg(read_version_file(runner, f"{path}/version.cfg").values)
 
 
 def _find_set_env(runner: Any, path: str) -> Optional[str]:
@@ -142,7 +147,7 @@ def find_cann_installs(runner: Any, env: Mapping[str, str]) -> Tuple[CannInstall
 def sourced_by(runner: Any, env: Mapping[str, str], installs: Sequence[CannInstall]) -> Optional[str]:
     """The ASCEND_* variable set_env.sh exports that points at an existing install, if any."""
     paths = {os.path.normpath(i.path) for i in installs}
-    for var in ("ASCEND_TOOLKIT_HOME", "ASCEND_HOME_PATH", "ASCEND_OPP_PATH"):
+    for var in SOURCED_INSTALL_VARIABLES:
         value = (env.get(var) or "").rstrip("/")
         if not value:
             continue
@@ -222,8 +227,9 @@ def library_facts(ctx: Any) -> LibraryFacts:
         )
         if p
     ]
+    search = search_env(runner)
     try:
-        report = analyse_file(runner, roots[0], preload=preload)
+        report = analyse_file(runner, roots[0], search, preload)
     except ElfError as exc:
         return LibraryFacts(**facts, analysis_error=str(exc))
     facts["report"] = report
@@ -240,7 +246,7 @@ def library_facts(ctx: Any) -> LibraryFacts:
         return LibraryFacts(**facts, set_env_error=problem)
     ld_path = new_env.get("LD_LIBRARY_PATH", "")
     try:
-        after = analyse_file(runner, roots[0], ld_library_path=ld_path, preload=preload)
+        after = analyse_file(runner, roots[0], search._replace(ld_library_path=ld_path), preload)
     except ElfError as exc:
         return LibraryFacts(**facts, set_env_error=str(exc))
     return LibraryFacts(**facts, after_set_env=after)

@@ -35,20 +35,23 @@ def demangle(runner: Any, names: Iterable[str]) -> Dict[str, str]:
     return result
 
 
-def analyse_file(
-    runner: Any, path: str, ld_library_path: Optional[str] = None, preload: Sequence[str] = ()
-) -> LinkReport:
-    """The loader's view of ``path`` (a system path) on the node behind ``runner``.
-
-    Raises :class:`ElfError` when ``path`` cannot be read as an ELF file or binaries are not reachable.
-    """
+def search_env(runner: Any, ld_library_path: Optional[str] = None) -> SearchEnv:
+    """What ld.so reads on the node behind ``runner``: its LD_LIBRARY_PATH (or ``ld_library_path``), its
+    ld.so.cache, its files. Build it once per node; ``_replace(ld_library_path=...)`` for another path."""
     env = runner.environ()
-    search = SearchEnv(
+    return SearchEnv(
         env.get("LD_LIBRARY_PATH", "") if ld_library_path is None else ld_library_path,
         load_cache(runner.local_path),
         runner.local_path,
         env.get("PWD", "/"),
     )
+
+
+def analyse_file(runner: Any, path: str, search: SearchEnv, preload: Sequence[str] = ()) -> LinkReport:
+    """The loader's view of ``path`` (a system path) on the node behind ``runner``, in ``search``.
+
+    Raises :class:`ElfError` when ``path`` cannot be read as an ELF file or binaries are not reachable.
+    """
     analysis = analyse(path, search, preload)
     try:
         names = [m.name for m in analysis.missing_symbols]
