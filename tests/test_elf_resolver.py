@@ -17,9 +17,8 @@ import pytest
 from npudoctor.elf.compiled import PURE_PYTHON_VARIABLE, compiled_resolver
 from npudoctor.elf.loader import SearchEnv, analyse, load_cache
 from npudoctor.elf.reader import ElfError, open_elf
-from tests.elfcases import ACL_NEW, ACL_OLD, gcc_lib, needs_gcc
-from tests.test_elf_loader import EXTENSIONS, SYSTEM_LIBS
-from tests.test_libs_wheel import torch_lib_dir, torch_npu_wheel_dir
+from tests.elfcases import ACL_NEW, ACL_OLD, EXTENSIONS, SYSTEM_LIBS, gcc_lib, needs_gcc
+from tests.wheels import torch_lib_dir, torch_npu_wheel_dir
 
 SOURCE = Path(__file__).resolve().parents[1] / "npudoctor" / "elf" / "_resolver.c"
 # .ci/run sets this: there a missing compiled resolver is a broken build, not a reason to skip.
