@@ -205,8 +205,8 @@ def test_garbled_driver_version_info_is_a_clear_error(node):
 
 def test_binary_install_info_is_an_error_for_that_file_only(node):
     install_toolkit(node, "8.1.RC1", TOOLKIT_81RC1)
-    broken = node.file(f"{ASCEND}/ascend-toolkit/8.0.0/x86_64-linux/ascend_toolkit_install.info")
-    broken.write_bytes(b"\x7fELF\x02\x01\x01\x00\x00\x00")
+    node.file(f"{ASCEND}/ascend-toolkit/8.0.0/x86_64-linux/ascend_toolkit_install.info",
+              b"\x7fELF\x02\x01\x01\x00\x00\x00")
     target_python(node)
     findings = by_id(run(node), "VER002")
     assert [(f.status, f.subject) for f in findings] == [
