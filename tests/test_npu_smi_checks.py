@@ -8,6 +8,7 @@ from npudoctor import api
 from npudoctor.api import findings_by_id
 from npudoctor.model import Status
 from npudoctor.parsers.npu_smi import parse_npu_smi_info
+from tests.nodes import collect_and_replay
 from tests.samples import sample_text, smi
 
 B3_8CARD = "npu-smi-info_910B3_8card_24.1.0.3_no-processes_vllm-ascend-4256.txt"
@@ -249,10 +250,7 @@ def test_recorded_bundle_replays_the_same_npu_smi_findings(node, tmp_path):
     node.npu_node(8)
     node.command("npu-smi", stdout=smi("NPU3-Warning"),
                  by_args={"info -t health -i 3 -c 0": smi("t-health_Warning")})
-    bundle = str(tmp_path / "node.tar.gz")
-    api.collect(bundle, root=str(node.root), environ=node.env)
-    live = run(node)
-    replayed = api.run_checks(api.make_runner(bundle=bundle), only=("pcie", "npu-smi"))
+    live, _, replayed = collect_and_replay(node, tmp_path / "node.tar.gz", only=("pcie", "npu-smi"))
 
     def stage(report):
         return [(f.id, f.status, f.subject, f.detail) for f in report.findings if f.stage == "npu-smi"]

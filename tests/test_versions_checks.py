@@ -13,6 +13,7 @@ from tests.nodes import (
     TOOLKIT_81RC1,
     TOOLKIT_850_NEW_LAYOUT,
     VERSION_CFG_800,
+    collect_and_replay,
     install_driver,
     install_toolkit,
     target_python,
@@ -292,10 +293,8 @@ def test_recorded_bundle_replays_to_the_same_versions_findings(node, tmp_path):
     install_driver(node)
     install_toolkit(node, "8.1.RC1", TOOLKIT_81RC1)
     target_python(node, torch="2.1.0", torch_npu="2.1.0.post8")
-    bundle = str(tmp_path / "node.tar.gz")
-    live = api.collect(bundle, root=str(node.root), environ=node.env)
-    replayed = api.run_checks(api.make_runner(bundle=bundle), only=("versions",))
-    versions = [(f.id, f.status, f.detail) for f in live.findings if f.stage == "versions"]
+    _, collected, replayed = collect_and_replay(node, tmp_path / "node.tar.gz", only=("versions",))
+    versions = [(f.id, f.status, f.detail) for f in collected.findings if f.stage == "versions"]
     assert versions == [(f.id, f.status, f.detail) for f in replayed.findings]
     # torch_npu 2.1.0.post8 was built for CANN 8.0.RC3; 8.1.RC1 is newer: the fix names the matching torch_npu
     assert ("VER004", Status.WARN) in [(f.id, f.status) for f in replayed.findings]
