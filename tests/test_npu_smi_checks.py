@@ -9,10 +9,9 @@ from npudoctor.api import findings_by_id
 from npudoctor.model import Status
 from npudoctor.parsers.npu_smi import parse_npu_smi_info
 from tests.findings import statuses_of
-from tests.nodes import collect_and_replay
+from tests.nodes import B3_8CARD, collect_and_replay
 from tests.samples import sample_text, smi
 
-B3_8CARD = "npu-smi-info_910B3_8card_24.1.0.3_no-processes_vllm-ascend-4256.txt"
 A3_16DIE = "npu-smi-info_A3_Ascend910_8npu-16die_25.2.1_collect_env_vllm-ascend-5850.txt"
 
 
