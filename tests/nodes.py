@@ -27,13 +27,13 @@ def install_driver(node, firmware: str = FIRMWARE) -> None:
         node.file(f"{ASCEND}/firmware/version.info", sample_text(firmware))
 
 
-def install_toolkit(node, version: str, sample: str = "", arch: str = "aarch64", latest: bool = True) -> str:
-    """ascend-toolkit/<version>/<arch>-linux/ascend_toolkit_install.info (or version.cfg), latest -> it."""
+def install_toolkit(node, version: str, sample: str = "", latest: bool = True) -> str:
+    """ascend-toolkit/<version>/aarch64-linux/ascend_toolkit_install.info (or version.cfg), latest -> it."""
     home = f"{ASCEND}/ascend-toolkit/{version}"
     if sample.startswith("cann_version.cfg"):
         node.file(f"{home}/version.cfg", sample_text(sample))
     else:
-        node.file(f"{home}/{arch}-linux/ascend_toolkit_install.info", sample_text(sample))
+        node.file(f"{home}/aarch64-linux/ascend_toolkit_install.info", sample_text(sample))
     node.file(f"{ASCEND}/ascend-toolkit/set_env.sh", "export ASCEND_TOOLKIT_HOME=...\n")
     if latest:
         node.symlink(f"{ASCEND}/ascend-toolkit/latest", version)

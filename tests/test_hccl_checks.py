@@ -33,11 +33,10 @@ def run_hccl(
     node,
     interfaces: Optional[Mapping[str, Sequence[str]]] = None,
     profile: Optional[NodeProfile] = None,
-    only=("hccl",),
 ) -> Report:
     chosen = HOST if interfaces is None else interfaces
     node.interfaces = {name: list(addresses) for name, addresses in chosen.items()}
-    return api.run_checks(node.runner(), profile, only=only)
+    return api.run_checks(node.runner(), profile, only=("hccl",))
 
 
 def profile_with(**overrides) -> NodeProfile:

@@ -17,12 +17,12 @@ ERROR_507011 = (b"[ERROR] RUNTIME(10043,main):2021-03-31-18:59:42.312.957 [api_c
                 b"InnerCode=0x7150050\n")
 
 
-def scan(data: bytes, chunk: int = 0, name: str = "f.log"):
+def scan(data: bytes, chunk: int = 0):
     scanner = Scanner()
     if chunk:
-        summary = scanner.scan_stream(name, (data[i:i + chunk] for i in range(0, len(data), chunk)))
+        summary = scanner.scan_stream("f.log", (data[i:i + chunk] for i in range(0, len(data), chunk)))
     else:
-        summary = scanner.scan_bytes(name, data)
+        summary = scanner.scan_bytes("f.log", data)
     return summary, scanner.result()
 
 
