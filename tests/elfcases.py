@@ -1,8 +1,8 @@
 """ELF test cases shared by the loader, reader, resolver and ``libs`` tests: libraries built with gcc, a sample
 of this machine's own libraries, and ``ldd -r``'s verdict on a file beside ours.
 
-``cases`` is a session fixture registered once in tests/conftest.py, so the libraries are compiled once per
-test run (a fixture imported into several test modules is built once per module).
+``cases`` and ``acl_by_hash_style`` are session fixtures registered once in tests/conftest.py, so the libraries
+are compiled once per test run (a fixture imported into several test modules is built once per module).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import re
 import shutil
 import subprocess
 from pathlib import Path
-from typing import Dict, List, Optional, Set, Tuple
+from typing import Callable, Dict, List, Optional, Set, Tuple
 
 import pytest
 
@@ -118,22 +118,9 @@ def cases(tmp_path_factory) -> Dict[str, Path]:
     # $ORIGIN: the extension finds its bundled copy through ../lib relative to itself.
     bundled = base / "pkg/lib"
     shutil.copy(new / "libascendcl.so", bundled.mkdir(parents=True) or bundled / "libascendcl.so")
-    gcc_lib(
-        base / "pkg/ext/librunpath.so",
-        USER,
-        f"-L{new}",
-        "-lascendcl",
-        "-Wl,--enable-new-dtags",
-        "-Wl,-rpath,$ORIGIN/../lib",
-    )
-    gcc_lib(
-        base / "pkg/ext/librpath.so",
-        USER,
-        f"-L{new}",
-        "-lascendcl",
-        "-Wl,--disable-new-dtags",
-        "-Wl,-rpath,$ORIGIN/../lib",
-    )
+    # The same $ORIGIN path as DT_RUNPATH (new dtags) and as DT_RPATH (old dtags).
+    for name, dtags in (("librunpath.so", "--enable-new-dtags"), ("librpath.so", "--disable-new-dtags")):
+        gcc_lib(base / "pkg/ext" / name, USER, f"-L{new}", "-lascendcl", f"-Wl,{dtags}", "-Wl,-rpath,$ORIGIN/../lib")
     # Versioned symbols: libver.so.1 defines VER_1 and VER_2; the user needs foo@VER_2 and bar@VER_1.
     ver_new = base / "ver_new"
     ver_old = base / "ver_old"
@@ -180,3 +167,20 @@ def cases(tmp_path_factory) -> Dict[str, Path]:
         "ver_plain": ver_plain,
         "veruser": base / "ext/libveruser.so",
     }
+
+
+@pytest.fixture(scope="session")
+def acl_by_hash_style(tmp_path_factory) -> Callable[[str], Path]:
+    """``build(style)``: a folder holding new/libascendcl.so and old/libascendcl.so linked with
+    ``--hash-style=style`` (sysv, gnu or both), compiled once per style and test run."""
+    built: Dict[str, Path] = {}
+
+    def build(style: str) -> Path:
+        if style not in built:
+            base = tmp_path_factory.mktemp(f"acl-hash-{style}")
+            gcc_lib(base / "new/libascendcl.so", ACL_NEW, f"-Wl,--hash-style={style}")
+            gcc_lib(base / "old/libascendcl.so", ACL_OLD, f"-Wl,--hash-style={style}")
+            built[style] = base
+        return built[style]
+
+    return build

@@ -14,8 +14,6 @@ import pytest
 from npudoctor.elf.loader import Analysis
 from npudoctor.elf.reader import ElfError, open_elf
 from tests.elfcases import (
-    ACL_NEW,
-    ACL_OLD,
     EXTENSIONS,
     SYSTEM_LIBS,
     analyse_like_ldd,
@@ -158,15 +156,15 @@ def test_analysis_never_runs_the_library(tmp_path):
 
 @needs_gcc
 @pytest.mark.parametrize("style", ["sysv", "both"])
-def test_sysv_hash_tables(cases, tmp_path, style):
+def test_sysv_hash_tables(cases, acl_by_hash_style, style):
     """Libraries with only DT_HASH (old toolchains) or both tables resolve the same way ld.so does."""
-    new = gcc_lib(tmp_path / "new/libascendcl.so", ACL_NEW, f"-Wl,--hash-style={style}")
-    gcc_lib(tmp_path / "old/libascendcl.so", ACL_OLD, f"-Wl,--hash-style={style}")
+    libs = acl_by_hash_style(style)
+    new = libs / "new/libascendcl.so"
     with open_elf(str(new)) as elf:
         assert elf.lookup("aclrtGetRecentContext") and not elf.lookup("aclrtNothing")
         assert elf.symbol_count() > 3
     assert assert_agrees_with_ldd(cases["user"], str(new.parent)).missing_symbols == []
-    missing = assert_agrees_with_ldd(cases["user"], str(tmp_path / "old")).missing_symbols
+    missing = assert_agrees_with_ldd(cases["user"], str(libs / "old")).missing_symbols
     assert [m.name for m in missing] == ["aclrtGetRecentContext"]
 
 
