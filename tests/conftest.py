@@ -2,7 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.elfcases import cases  # noqa: F401  (session fixture: registered here once, built once per run)
+# Session fixtures: registered here once, so built once per run.
+from tests.elfcases import acl_by_hash_style, cases  # noqa: F401
 from tests.fakenode import FakeNode
 
 

@@ -1,17 +1,23 @@
-"""ELF test cases built with gcc, shared by the loader, reader and ``libs`` tests.
+"""ELF test cases shared by the loader, reader, resolver and ``libs`` tests: libraries built with gcc, a sample
+of this machine's own libraries, and ``ldd -r``'s verdict on a file beside ours.
 
-``cases`` is a session fixture registered once in tests/conftest.py, so the libraries are compiled once per
-test run (a fixture imported into several test modules is built once per module).
+``cases`` and ``acl_by_hash_style`` are session fixtures registered once in tests/conftest.py, so the libraries
+are compiled once per test run (a fixture imported into several test modules is built once per module).
 """
 
 from __future__ import annotations
 
+import glob
+import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
-from typing import Dict, Optional
+from typing import Callable, Dict, List, Optional, Set, Tuple
 
 import pytest
+
+from npudoctor.elf.loader import Analysis, SearchEnv, analyse, load_cache
 
 needs_gcc = pytest.mark.skipif(
     shutil.which("gcc") is None or shutil.which("ldd") is None, reason="needs gcc and ldd"
@@ -29,6 +35,62 @@ def gcc_lib(out: Path, source: str, *flags: str, soname: Optional[str] = None) -
     subprocess.run(argv, check=True, capture_output=True, timeout=60)
     src.unlink()
     return out
+
+
+# (missing library names, (symbol, object) undefined, (version, object) missing)
+LddVerdict = Tuple[Set[str], Set[Tuple[str, str]], Set[Tuple[str, str]]]
+
+
+def run_ldd(path: Path, ld_library_path: str) -> LddVerdict:
+    """(missing library names, (symbol, object) undefined, (version, object) missing) from ``ldd -r``."""
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LD_LIBRARY_PATH": ld_library_path}
+    proc = subprocess.run(["ldd", "-r", str(path)], capture_output=True, text=True, env=env, timeout=60)
+    text = proc.stdout + proc.stderr
+    missing = set(re.findall(r"^\s*(\S+) => not found", text, re.M))
+    undefined = {
+        (m.group(1), os.path.realpath(m.group(2)))
+        for m in re.finditer(r"undefined symbol: ([^\s,]+)(?:, version \S+)?\s+\((.+)\)", text)
+    }
+    undefined |= {
+        (m.group(1), os.path.realpath(m.group(3)))
+        for m in re.finditer(
+            r"symbol (\S+) version (\S+) not defined in file \S+ with link time "
+            r"reference\s+\((.+)\)",
+            text,
+        )
+    }
+    versions = {
+        (m.group(1), os.path.realpath(m.group(2)))
+        for m in re.finditer(r"version `([^']+)' not found \(required by (.+)\)", text)
+    }
+    return missing, undefined, versions
+
+
+def ours(analysis: Analysis) -> LddVerdict:
+    """The same three sets from our analysis, to compare with :func:`run_ldd`."""
+    return (
+        {n.name for n in analysis.missing_libraries},
+        {(m.name, os.path.realpath(m.object)) for m in analysis.missing_symbols},
+        {(v.version, os.path.realpath(v.object)) for v in analysis.missing_versions},
+    )
+
+
+def analyse_like_ldd(path: Path, ld_library_path: str) -> Analysis:
+    return analyse(str(path), SearchEnv(ld_library_path, load_cache(lambda p: p)))
+
+
+def _sample_of(pattern: str, count: int) -> List[str]:
+    """Up to ``count`` regular files matching ``pattern``, spread evenly over the sorted list."""
+    files = sorted(
+        f for f in glob.glob(pattern, recursive=True) if os.path.isfile(f) and not os.path.islink(f)
+    )
+    step = max(1, len(files) // count)
+    return files[::step][:count]
+
+
+# This machine's own libraries and Python's extension modules: whatever happens to be installed.
+SYSTEM_LIBS = _sample_of("/usr/lib/x86_64-linux-gnu/*.so*", 20)
+EXTENSIONS = _sample_of(os.path.join(os.path.dirname(os.__file__), "lib-dynload", "*.so"), 10)
 
 
 ACL_OLD = "int aclInit(const char *c) { return 0; }\nint aclrtSetDevice(int d) { return 0; }\n"
@@ -56,22 +118,9 @@ def cases(tmp_path_factory) -> Dict[str, Path]:
     # $ORIGIN: the extension finds its bundled copy through ../lib relative to itself.
     bundled = base / "pkg/lib"
     shutil.copy(new / "libascendcl.so", bundled.mkdir(parents=True) or bundled / "libascendcl.so")
-    gcc_lib(
-        base / "pkg/ext/librunpath.so",
-        USER,
-        f"-L{new}",
-        "-lascendcl",
-        "-Wl,--enable-new-dtags",
-        "-Wl,-rpath,$ORIGIN/../lib",
-    )
-    gcc_lib(
-        base / "pkg/ext/librpath.so",
-        USER,
-        f"-L{new}",
-        "-lascendcl",
-        "-Wl,--disable-new-dtags",
-        "-Wl,-rpath,$ORIGIN/../lib",
-    )
+    # The same $ORIGIN path as DT_RUNPATH (new dtags) and as DT_RPATH (old dtags).
+    for name, dtags in (("librunpath.so", "--enable-new-dtags"), ("librpath.so", "--disable-new-dtags")):
+        gcc_lib(base / "pkg/ext" / name, USER, f"-L{new}", "-lascendcl", f"-Wl,{dtags}", "-Wl,-rpath,$ORIGIN/../lib")
     # Versioned symbols: libver.so.1 defines VER_1 and VER_2; the user needs foo@VER_2 and bar@VER_1.
     ver_new = base / "ver_new"
     ver_old = base / "ver_old"
@@ -118,3 +167,20 @@ def cases(tmp_path_factory) -> Dict[str, Path]:
         "ver_plain": ver_plain,
         "veruser": base / "ext/libveruser.so",
     }
+
+
+@pytest.fixture(scope="session")
+def acl_by_hash_style(tmp_path_factory) -> Callable[[str], Path]:
+    """``build(style)``: a folder holding new/libascendcl.so and old/libascendcl.so linked with
+    ``--hash-style=style`` (sysv, gnu or both), compiled once per style and test run."""
+    built: Dict[str, Path] = {}
+
+    def build(style: str) -> Path:
+        if style not in built:
+            base = tmp_path_factory.mktemp(f"acl-hash-{style}")
+            gcc_lib(base / "new/libascendcl.so", ACL_NEW, f"-Wl,--hash-style={style}")
+            gcc_lib(base / "old/libascendcl.so", ACL_OLD, f"-Wl,--hash-style={style}")
+            built[style] = base
+        return built[style]
+
+    return build

@@ -15,7 +15,7 @@ import os
 import shlex
 import stat
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Union
 
 from npudoctor.probes.runner import LiveRunner
 
@@ -36,12 +36,14 @@ class FakeNode:
     def path(self, system_path: str) -> Path:
         return self.root / system_path.lstrip("/")
 
-    def file(self, system_path: str, text: str = "", mode: Optional[int] = None) -> Path:
+    def file(self, system_path: str, content: Union[str, bytes] = "") -> Path:
+        """A file at ``system_path`` on the node: text (written as UTF-8) or raw bytes."""
         target = self.path(system_path)
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(text, encoding="utf-8")
-        if mode is not None:
-            target.chmod(mode)
+        if isinstance(content, bytes):
+            target.write_bytes(content)
+        else:
+            target.write_text(content, encoding="utf-8")
         return target
 
     def symlink(self, system_path: str, target: str) -> Path:
@@ -65,7 +67,7 @@ class FakeNode:
         err = self.outputs / f"{name}.err"
         out.write_text(stdout, encoding="utf-8")
         err.write_text(stderr, encoding="utf-8")
-        lines = ["#!/bin/sh"]
+        lines: List[str] = []
         if sleep_s:
             lines.append(f"sleep {sleep_s}")
         for index, (args, text) in enumerate((by_args or {}).items()):
@@ -73,10 +75,15 @@ class FakeNode:
             variant.write_text(text, encoding="utf-8")
             lines.append(f'if [ "$*" = {shlex.quote(args)} ]; then cat {shlex.quote(str(variant))}; exit 0; fi')
         lines += [f"cat {shlex.quote(str(out))}", f"cat {shlex.quote(str(err))} >&2", f"exit {rc}"]
-        script = self.bin / name
-        script.write_text("\n".join(lines) + "\n", encoding="utf-8")
-        script.chmod(script.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
-        return script
+        return self.script(name, "\n".join(lines) + "\n")
+
+    def script(self, name: str, body: str, folder: Optional[Path] = None) -> Path:
+        """An executable shell script ``name`` running ``body``, on PATH (or in ``folder``)."""
+        target = (folder or self.bin) / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text("#!/bin/sh\n" + body, encoding="utf-8")
+        target.chmod(target.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+        return target
 
     def pci_device(self, bdf: str, device_id: str = "d802", vendor_id: str = "19e5", class_code: str = "0x120000",
                    driver: Optional[str] = "devdrv_device_driver", width: int = 16, max_width: int = 16,

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
-from typing import Dict, List, Optional
+from pathlib import Path
+from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence
 
+from npudoctor import api
+from npudoctor.model.finding import Report
 from npudoctor.probes.versions import PYTHON_PACKAGES, PYTHON_SCRIPT
 from tests.samples import sample_text
 
@@ -24,13 +27,13 @@ def install_driver(node, firmware: str = FIRMWARE) -> None:
         node.file(f"{ASCEND}/firmware/version.info", sample_text(firmware))
 
 
-def install_toolkit(node, version: str, sample: str = "", arch: str = "aarch64", latest: bool = True) -> str:
-    """ascend-toolkit/<version>/<arch>-linux/ascend_toolkit_install.info (or version.cfg), latest -> it."""
+def install_toolkit(node, version: str, sample: str = "", latest: bool = True) -> str:
+    """ascend-toolkit/<version>/aarch64-linux/ascend_toolkit_install.info (or version.cfg), latest -> it."""
     home = f"{ASCEND}/ascend-toolkit/{version}"
     if sample.startswith("cann_version.cfg"):
         node.file(f"{home}/version.cfg", sample_text(sample))
     else:
-        node.file(f"{home}/{arch}-linux/ascend_toolkit_install.info", sample_text(sample))
+        node.file(f"{home}/aarch64-linux/ascend_toolkit_install.info", sample_text(sample))
     node.file(f"{ASCEND}/ascend-toolkit/set_env.sh", "export ASCEND_TOOLKIT_HOME=...\n")
     if latest:
         node.symlink(f"{ASCEND}/ascend-toolkit/latest", version)
@@ -88,3 +91,18 @@ def healthy_910b_node(node):
                 LD_LIBRARY_PATH=f"{toolkit}/lib64:{ASCEND}/driver/lib64/driver")
     target_python(node, "3.10.14", torch="2.1.0+cpu", torch_npu="2.1.0.post10")
     return node
+
+
+class Replay(NamedTuple):
+    live: Report  # the checks run on the node itself
+    collected: Report  # what `npudoctor collect` reported while it recorded the bundle
+    replayed: Report  # `npudoctor check --from` the bundle, as on another machine
+
+
+def collect_and_replay(node, bundle: Path, only: Sequence[str] = (),
+                       options: Optional[Mapping[str, Any]] = None) -> Replay:
+    """Check the node live, collect it into ``bundle``, and check the bundle: the three reports."""
+    live = api.run_checks(node.runner(), only=only, options=options)
+    collected = api.collect(str(bundle), root=str(node.root), environ=node.env, options=options)
+    replayed = api.run_checks(api.make_runner(bundle=str(bundle)), only=only, options=options)
+    return Replay(live, collected, replayed)

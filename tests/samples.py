@@ -49,3 +49,8 @@ def sample_bytes(path: Path) -> bytes:
     data = path.read_bytes()
     _, separator, body = data.partition(b"\n# ---\n")
     return body if separator else data
+
+
+def sample_data(name: str) -> bytes:
+    """The verbatim body of a sample by file name, as bytes (some samples are not valid UTF-8)."""
+    return sample_bytes(sample_path(name))

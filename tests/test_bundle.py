@@ -11,6 +11,7 @@ from npudoctor import api
 from npudoctor.probes.bundle import BundleError, ReplayRunner, build_bundle, write_bundle
 from npudoctor.probes.runner import RecordingRunner
 from npudoctor.probes.sources import Command
+from tests.nodes import collect_and_replay
 
 
 def _comparable(report):
@@ -21,10 +22,8 @@ def test_collect_then_replay_gives_the_same_findings(node, tmp_path):
     node.npu_node(2)
     node.pci_device("0000:c9:00.0", driver=None, speed="8.0 GT/s PCIe")
     node.setenv(HF_TOKEN="hf_secret_value", HCCL_IF_IP="10.0.0.5")
-    live = api.run_checks(node.runner())
     bundle = tmp_path / "node.tar.gz"
-    api.collect(str(bundle), root=str(node.root), environ=node.env)
-    replayed = api.run_checks(api.make_runner(bundle=str(bundle)))
+    live, _, replayed = collect_and_replay(node, bundle)
     assert _comparable(replayed) == _comparable(live)
     assert replayed.source == f"bundle:{bundle}"
 
@@ -88,9 +87,6 @@ def test_collect_with_logs_replays_the_log_findings(node, tmp_path):
     node.file("/root/ascend/log/debug/plog/plog-7_20250101000000000.log",
               sample_text("plog_runtime_ffts_vector_core_exception_3lines.log"))
     options = {"logs_dirs": ("/root/ascend/log",)}
-    live = api.run_checks(node.runner(), only=("logs",), options=options)
-    bundle = tmp_path / "node.tar.gz"
-    api.collect(str(bundle), root=str(node.root), environ=node.env, options=options)
-    replayed = api.run_checks(api.make_runner(bundle=str(bundle)), only=("logs",), options=options)
+    live, _, replayed = collect_and_replay(node, tmp_path / "node.tar.gz", only=("logs",), options=options)
     assert live.findings[0].status.value == "fail"
     assert _comparable(replayed) == _comparable(live)

@@ -6,54 +6,22 @@ Only tests run ldd (it executes the loader); npudoctor itself never does.
 from __future__ import annotations
 
 import os
-import re
 import shutil
-import subprocess
 from pathlib import Path
-from typing import List, Set, Tuple
 
 import pytest
 
-from npudoctor.elf.loader import Analysis, SearchEnv, analyse, load_cache
+from npudoctor.elf.loader import Analysis
 from npudoctor.elf.reader import ElfError, open_elf
-from tests.elfcases import ACL_NEW, ACL_OLD, gcc_lib, needs_gcc
-
-
-def run_ldd(path: Path, ld_library_path: str) -> Tuple[Set[str], Set[Tuple[str, str]], Set[Tuple[str, str]]]:
-    """(missing library names, (symbol, object) undefined, (version, object) missing) from ``ldd -r``."""
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LD_LIBRARY_PATH": ld_library_path}
-    proc = subprocess.run(["ldd", "-r", str(path)], capture_output=True, text=True, env=env, timeout=60)
-    text = proc.stdout + proc.stderr
-    missing = set(re.findall(r"^\s*(\S+) => not found", text, re.M))
-    undefined = {
-        (m.group(1), os.path.realpath(m.group(2)))
-        for m in re.finditer(r"undefined symbol: ([^\s,]+)(?:, version \S+)?\s+\((.+)\)", text)
-    }
-    undefined |= {
-        (m.group(1), os.path.realpath(m.group(3)))
-        for m in re.finditer(
-            r"symbol (\S+) version (\S+) not defined in file \S+ with link time "
-            r"reference\s+\((.+)\)",
-            text,
-        )
-    }
-    versions = {
-        (m.group(1), os.path.realpath(m.group(2)))
-        for m in re.finditer(r"version `([^']+)' not found \(required by (.+)\)", text)
-    }
-    return missing, undefined, versions
-
-
-def ours(analysis: Analysis) -> Tuple[Set[str], Set[Tuple[str, str]], Set[Tuple[str, str]]]:
-    return (
-        {n.name for n in analysis.missing_libraries},
-        {(m.name, os.path.realpath(m.object)) for m in analysis.missing_symbols},
-        {(v.version, os.path.realpath(v.object)) for v in analysis.missing_versions},
-    )
-
-
-def analyse_like_ldd(path: Path, ld_library_path: str) -> Analysis:
-    return analyse(str(path), SearchEnv(ld_library_path, load_cache(lambda p: p)))
+from tests.elfcases import (
+    EXTENSIONS,
+    SYSTEM_LIBS,
+    analyse_like_ldd,
+    gcc_lib,
+    needs_gcc,
+    ours,
+    run_ldd,
+)
 
 
 def assert_agrees_with_ldd(path: Path, ld_library_path: str) -> Analysis:
@@ -188,30 +156,16 @@ def test_analysis_never_runs_the_library(tmp_path):
 
 @needs_gcc
 @pytest.mark.parametrize("style", ["sysv", "both"])
-def test_sysv_hash_tables(cases, tmp_path, style):
+def test_sysv_hash_tables(cases, acl_by_hash_style, style):
     """Libraries with only DT_HASH (old toolchains) or both tables resolve the same way ld.so does."""
-    new = gcc_lib(tmp_path / "new/libascendcl.so", ACL_NEW, f"-Wl,--hash-style={style}")
-    gcc_lib(tmp_path / "old/libascendcl.so", ACL_OLD, f"-Wl,--hash-style={style}")
+    libs = acl_by_hash_style(style)
+    new = libs / "new/libascendcl.so"
     with open_elf(str(new)) as elf:
         assert elf.lookup("aclrtGetRecentContext") and not elf.lookup("aclrtNothing")
         assert elf.symbol_count() > 3
     assert assert_agrees_with_ldd(cases["user"], str(new.parent)).missing_symbols == []
-    missing = assert_agrees_with_ldd(cases["user"], str(tmp_path / "old")).missing_symbols
+    missing = assert_agrees_with_ldd(cases["user"], str(libs / "old")).missing_symbols
     assert [m.name for m in missing] == ["aclrtGetRecentContext"]
-
-
-def _sample_of(pattern: str, count: int) -> List[str]:
-    import glob
-
-    files = sorted(
-        f for f in glob.glob(pattern, recursive=True) if os.path.isfile(f) and not os.path.islink(f)
-    )
-    step = max(1, len(files) // count)
-    return files[::step][:count]
-
-
-SYSTEM_LIBS = _sample_of("/usr/lib/x86_64-linux-gnu/*.so*", 20)
-EXTENSIONS = _sample_of(os.path.join(os.path.dirname(os.__file__), "lib-dynload", "*.so"), 10)
 
 
 @pytest.mark.skipif(shutil.which("ldd") is None, reason="needs ldd")

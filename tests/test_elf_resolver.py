@@ -17,9 +17,8 @@ import pytest
 from npudoctor.elf.compiled import PURE_PYTHON_VARIABLE, compiled_resolver
 from npudoctor.elf.loader import SearchEnv, analyse, load_cache
 from npudoctor.elf.reader import ElfError, open_elf
-from tests.elfcases import ACL_NEW, ACL_OLD, gcc_lib, needs_gcc
-from tests.test_elf_loader import EXTENSIONS, SYSTEM_LIBS
-from tests.test_libs_wheel import torch_lib_dir, torch_npu_wheel_dir
+from tests.elfcases import EXTENSIONS, SYSTEM_LIBS, gcc_lib, needs_gcc
+from tests.wheels import torch_lib_dir, torch_npu_wheel_dir
 
 SOURCE = Path(__file__).resolve().parents[1] / "npudoctor" / "elf" / "_resolver.c"
 # .ci/run sets this: there a missing compiled resolver is a broken build, not a reason to skip.
@@ -84,14 +83,14 @@ def test_gcc_cases_missing_symbols_versions_and_rpaths(cases):
 
 @needs_gcc
 @pytest.mark.parametrize("style", ["sysv", "gnu", "both"])
-def test_hash_table_styles(cases, tmp_path, style):
-    new = gcc_lib(tmp_path / "new/libascendcl.so", ACL_NEW, f"-Wl,--hash-style={style}")
-    gcc_lib(tmp_path / "old/libascendcl.so", ACL_OLD, f"-Wl,--hash-style={style}")
+def test_hash_table_styles(cases, acl_by_hash_style, tmp_path, style):
+    libs = acl_by_hash_style(style)
+    new = libs / "new/libascendcl.so"
     user = gcc_lib(tmp_path / "libuser.so", "int aclInit(const char *); int f(void) { return aclInit(0); }\n"
                    "int aclrtGetRecentContext(void **); int g(void) { return aclrtGetRecentContext(0); }\n",
                    f"-L{new.parent}", "-lascendcl", f"-Wl,--hash-style={style}")
     assert assert_same(str(user), str(new.parent))[0] == []
-    assert [m[0] for m in assert_same(str(user), str(tmp_path / "old"))[0]] == ["aclrtGetRecentContext"]
+    assert [m[0] for m in assert_same(str(user), str(libs / "old"))[0]] == ["aclrtGetRecentContext"]
 
 
 @pytest.mark.parametrize("path", SYSTEM_LIBS + EXTENSIONS)

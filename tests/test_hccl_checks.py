@@ -12,6 +12,7 @@ from npudoctor import api
 from npudoctor.api import findings_by_id
 from npudoctor.model.finding import Finding, Report, Status
 from npudoctor.model.profile import NodeProfile, deep_merge
+from tests.findings import one_finding, statuses_by_subject
 from tests.samples import sample_text
 
 PASS, WARN, FAIL, SKIP, ERROR = Status.PASS, Status.WARN, Status.FAIL, Status.SKIP, Status.ERROR
@@ -32,11 +33,10 @@ def run_hccl(
     node,
     interfaces: Optional[Mapping[str, Sequence[str]]] = None,
     profile: Optional[NodeProfile] = None,
-    only=("hccl",),
 ) -> Report:
     chosen = HOST if interfaces is None else interfaces
     node.interfaces = {name: list(addresses) for name, addresses in chosen.items()}
-    return api.run_checks(node.runner(), profile, only=only)
+    return api.run_checks(node.runner(), profile, only=("hccl",))
 
 
 def profile_with(**overrides) -> NodeProfile:
@@ -44,31 +44,21 @@ def profile_with(**overrides) -> NodeProfile:
     return NodeProfile("test", deep_merge(base.data, overrides))
 
 
-def only_finding(report: Report, check_id: str) -> Finding:
-    found = findings_by_id(report, check_id)
-    assert len(found) == 1, found
-    return found[0]
-
-
-def statuses(report: Report, check_id: str) -> Dict[str, Status]:
-    return {f.subject: f.status for f in findings_by_id(report, check_id)}
-
-
 # -- environment ---------------------------------------------------------------------------------------------
 def test_all_unset_reports_hccl_defaults(node):
     report = run_hccl(node)
-    assert only_finding(report, "HCCL001").status is PASS
-    assert "default is 1" in only_finding(report, "HCCL001").detail
-    assert only_finding(report, "HCCL002").status is SKIP
-    assert only_finding(report, "HCCL003").status is SKIP
-    chosen = only_finding(report, "HCCL004")
+    assert one_finding(report, "HCCL001").status is PASS
+    assert "default is 1" in one_finding(report, "HCCL001").detail
+    assert one_finding(report, "HCCL002").status is SKIP
+    assert one_finding(report, "HCCL003").status is SKIP
+    chosen = one_finding(report, "HCCL004")
     assert chosen.status is PASS
     assert "HCCL will use enp (127.10.0.2)" in chosen.detail
-    timeout = only_finding(report, "HCCL005")
+    timeout = one_finding(report, "HCCL005")
     assert timeout.status is PASS and timeout.evidence["connect_timeout_s"] == 120
     # No hccn_tool on this node: SKIPs that say why, never silently dropped and never PASS.
     for check_id in ("HCCL006", "HCCL010", "HCCL011", "HCCL012", "HCCL013"):
-        finding = only_finding(report, check_id)
+        finding = one_finding(report, check_id)
         assert finding.status is SKIP and "hccn_tool not found" in finding.detail
     assert report.exit_code() == 0
 
@@ -79,24 +69,24 @@ def test_whitelist_switch_from_the_real_torch_npu_env_sh(node):
     assert value is not None
     node.setenv(HCCL_WHITELIST_DISABLE=value.group(1))
     report = run_hccl(node)
-    assert only_finding(report, "HCCL001").status is PASS
-    assert "whitelist off" in only_finding(report, "HCCL001").detail
-    assert only_finding(report, "HCCL002").status is SKIP
+    assert one_finding(report, "HCCL001").status is PASS
+    assert "whitelist off" in one_finding(report, "HCCL001").detail
+    assert one_finding(report, "HCCL002").status is SKIP
 
 
 @pytest.mark.parametrize("value", ["2", "true", "", " 1"])
 def test_whitelist_switch_other_values_fail(node, value):
     node.setenv(HCCL_WHITELIST_DISABLE=value)
     report = run_hccl(node)
-    finding = only_finding(report, "HCCL001")
+    finding = one_finding(report, "HCCL001")
     assert finding.status is FAIL and finding.fix == "export HCCL_WHITELIST_DISABLE=1"
-    assert only_finding(report, "HCCL002").status is SKIP
+    assert one_finding(report, "HCCL002").status is SKIP
 
 
 def test_whitelist_on_without_file(node):
     node.setenv(HCCL_WHITELIST_DISABLE="0")
     report = run_hccl(node)
-    finding = only_finding(report, "HCCL002")
+    finding = one_finding(report, "HCCL002")
     assert finding.status is FAIL
     assert "HCCL_WHITELIST_FILE is not set" in finding.detail
     assert "export HCCL_WHITELIST_DISABLE=1" in finding.fix
@@ -105,7 +95,7 @@ def test_whitelist_on_without_file(node):
 
 def test_whitelist_file_missing(node):
     node.setenv(HCCL_WHITELIST_DISABLE="0", HCCL_WHITELIST_FILE="/home/test/whitelist")
-    finding = only_finding(run_hccl(node), "HCCL002")
+    finding = one_finding(run_hccl(node), "HCCL002")
     assert finding.status is FAIL and "does not exist" in finding.detail
     assert finding.subject == "file:/home/test/whitelist"
 
@@ -113,14 +103,14 @@ def test_whitelist_file_missing(node):
 def test_whitelist_file_invalid_json(node):
     node.file("/etc/hccl/whitelist.json", "{ host_ip: [192.0.2.10] }")
     node.setenv(HCCL_WHITELIST_DISABLE="0", HCCL_WHITELIST_FILE="/etc/hccl/whitelist.json")
-    finding = only_finding(run_hccl(node), "HCCL002")
+    finding = one_finding(run_hccl(node), "HCCL002")
     assert finding.status is FAIL and "not valid JSON" in finding.detail
 
 
 def test_whitelist_file_bad_ip(node):
     node.file("/etc/hccl/whitelist.json", '{"host_ip": ["127.10.0.2", "192.0.2.300"]}')
     node.setenv(HCCL_WHITELIST_DISABLE="0", HCCL_WHITELIST_FILE="/etc/hccl/whitelist.json")
-    finding = only_finding(run_hccl(node), "HCCL002")
+    finding = one_finding(run_hccl(node), "HCCL002")
     assert finding.status is FAIL
     assert finding.evidence["invalid"] == ["192.0.2.300 (not an IP address)"]
 
@@ -128,23 +118,23 @@ def test_whitelist_file_bad_ip(node):
 def test_whitelist_file_valid_but_without_this_host(node):
     node.file("/etc/hccl/whitelist.json", sample_text("hccl_whitelist_2hosts.json.txt"))
     node.setenv(HCCL_WHITELIST_DISABLE="0", HCCL_WHITELIST_FILE="/etc/hccl/whitelist.json")
-    finding = only_finding(run_hccl(node), "HCCL002")
+    finding = one_finding(run_hccl(node), "HCCL002")
     assert finding.status is WARN
     assert "add this host's address (127.10.0.2)" in finding.fix
     # The same file on a host that owns one of the listed addresses passes.
-    finding = only_finding(run_hccl(node, {**HOST, "eth0": ["192.0.2.11"]}), "HCCL002")
+    finding = one_finding(run_hccl(node, {**HOST, "eth0": ["192.0.2.11"]}), "HCCL002")
     assert finding.status is PASS and finding.evidence["host_ip_count"] == 2
 
 
 def test_if_ip_not_on_this_host(node):
     node.setenv(HCCL_IF_IP="10.10.10.1")  # the address of the official example page
     report = run_hccl(node)
-    finding = only_finding(report, "HCCL003")
+    finding = one_finding(report, "HCCL003")
     assert finding.status is FAIL
     assert "not an address of this host" in finding.detail and "enp (127.10.0.2)" in finding.detail
     assert finding.fix == "export HCCL_IF_IP=127.10.0.2"
     # HCCL_IF_IP wins over HCCL_SOCKET_IFNAME, which is then not judged.
-    assert only_finding(report, "HCCL004").status is SKIP
+    assert one_finding(report, "HCCL004").status is SKIP
 
 
 @pytest.mark.parametrize(
@@ -160,12 +150,12 @@ def test_if_ip_not_on_this_host(node):
 )
 def test_if_ip_values(node, value, status):
     node.setenv(HCCL_IF_IP=value)
-    assert only_finding(run_hccl(node), "HCCL003").status is status
+    assert one_finding(run_hccl(node), "HCCL003").status is status
 
 
 def test_if_ip_ipv6_spelling_is_compared_as_an_address(node):
     node.setenv(HCCL_IF_IP="2001:DB8:0::5")
-    finding = only_finding(run_hccl(node, {**HOST, "eth1": ["2001:db8::5"]}), "HCCL003")
+    finding = one_finding(run_hccl(node, {**HOST, "eth1": ["2001:db8::5"]}), "HCCL003")
     assert finding.status is PASS and finding.evidence["interfaces"] == ["eth1"]
 
 
@@ -186,14 +176,14 @@ def test_if_ip_ipv6_spelling_is_compared_as_an_address(node):
 )
 def test_socket_ifname_forms(node, value, status, matched):
     node.setenv(HCCL_SOCKET_IFNAME=value)
-    finding = only_finding(run_hccl(node), "HCCL004")
+    finding = one_finding(run_hccl(node), "HCCL004")
     assert finding.status is status, finding.detail
     assert finding.evidence["matched"] == matched
 
 
 def test_socket_ifname_not_found_speaks_hccls_words(node):
     node.setenv(HCCL_SOCKET_IFNAME="abc")  # the value of the real EI0001 error
-    finding = only_finding(run_hccl(node), "HCCL004")
+    finding = one_finding(run_hccl(node), "HCCL004")
     assert finding.status is FAIL
     assert "set ifname to [abc] by HCCL_SOCKET_IFNAME, but not found in the environment" in finding.detail
     assert "lo (127.10.0.1)" in finding.detail
@@ -202,12 +192,12 @@ def test_socket_ifname_not_found_speaks_hccls_words(node):
 
 def test_socket_ifname_markers_inside_the_list_fail(node):
     node.setenv(HCCL_SOCKET_IFNAME="enp,^docker0")
-    finding = only_finding(run_hccl(node), "HCCL004")
+    finding = one_finding(run_hccl(node), "HCCL004")
     assert finding.status is FAIL and "must lead the whole list" in finding.detail
 
 
 def test_unset_ifname_on_a_host_with_only_docker_and_lo_warns(node):
-    finding = only_finding(run_hccl(node, {"lo": ["127.0.0.1"], "docker0": ["172.17.0.1"]}), "HCCL004")
+    finding = one_finding(run_hccl(node, {"lo": ["127.0.0.1"], "docker0": ["172.17.0.1"]}), "HCCL004")
     assert finding.status is WARN and "docker0 (172.17.0.1)" in finding.detail
 
 
@@ -226,7 +216,7 @@ def test_unset_ifname_on_a_host_with_only_docker_and_lo_warns(node):
 )
 def test_connect_timeout(node, value, status, fix):
     node.setenv(HCCL_CONNECT_TIMEOUT=value)
-    finding = only_finding(run_hccl(node), "HCCL005")
+    finding = one_finding(run_hccl(node), "HCCL005")
     assert finding.status is status, finding.detail
     assert finding.fix == fix
 
@@ -234,7 +224,7 @@ def test_connect_timeout(node, value, status, fix):
 def test_connect_timeout_range_comes_from_the_profile(node):
     node.setenv(HCCL_CONNECT_TIMEOUT="600")
     profile = profile_with(hccl={"connect_timeout_s": {"min": 120, "max": 300}})
-    assert only_finding(run_hccl(node, profile=profile), "HCCL005").status is FAIL
+    assert one_finding(run_hccl(node, profile=profile), "HCCL005").status is FAIL
 
 
 # -- hccn_tool per NPU ---------------------------------------------------------------------------------------
@@ -278,9 +268,9 @@ def npu_node(
 
 def test_healthy_npus_pass_as_one_finding_each(node):
     report = run_hccl(npu_node(node))
-    assert only_finding(report, "HCCL006").status is PASS
+    assert one_finding(report, "HCCL006").status is PASS
     for check_id in ("HCCL010", "HCCL011", "HCCL012", "HCCL013"):
-        finding = only_finding(report, check_id)
+        finding = one_finding(report, check_id)
         assert (finding.status, finding.subject) == (PASS, "npu:0,7"), finding
         assert finding.evidence["npus"] == [0, 7]
     assert report.exit_code() == 0
@@ -288,14 +278,14 @@ def test_healthy_npus_pass_as_one_finding_each(node):
 
 def test_link_down(node):
     report = run_hccl(npu_node(node, {"-i 7 -link -g": LINK_DOWN}))
-    assert statuses(report, "HCCL010") == {"npu:7": FAIL, "npu:0": PASS}
+    assert statuses_by_subject(report, "HCCL010") == {"npu:7": FAIL, "npu:0": PASS}
     down = findings_by_id(report, "HCCL010")[0]
     assert "link status: DOWN" in down.detail and "hccn_tool -i 7 -optical -g" in down.fix
 
 
 def test_net_health_socket_failed_names_the_detect_address(node):
     report = run_hccl(npu_node(node, {"-i 0 -net_health -g": HEALTH_SOCKET_FAILED}))
-    assert statuses(report, "HCCL011") == {"npu:0": FAIL, "npu:7": PASS}
+    assert statuses_by_subject(report, "HCCL011") == {"npu:0": FAIL, "npu:7": PASS}
     failed = findings_by_id(report, "HCCL011")[0]
     assert "Socket failed" in failed.detail and "29.1.0.1" in failed.detail  # netdetect_0 from hccn.conf
     assert failed.evidence["net_health"] == "Socket failed"
@@ -303,22 +293,22 @@ def test_net_health_socket_failed_names_the_detect_address(node):
 
 def test_device_ip_missing_prints_the_set_command_from_hccn_conf(node):
     report = run_hccl(npu_node(node, {"-i 7 -ip -g": IP_EMPTY}))
-    assert statuses(report, "HCCL012") == {"npu:7": FAIL, "npu:0": PASS}
+    assert statuses_by_subject(report, "HCCL012") == {"npu:7": FAIL, "npu:0": PASS}
     missing = findings_by_id(report, "HCCL012")[0]
     assert missing.fix == "hccn_tool -i 7 -ip -s address 29.1.170.143 netmask 255.255.0.0"
-    assert statuses(report, "HCCL013") == {"npu:7": FAIL, "npu:0": PASS}
+    assert statuses_by_subject(report, "HCCL013") == {"npu:7": FAIL, "npu:0": PASS}
 
 
 def test_device_ip_missing_severity_from_the_profile(node):
     profile = profile_with(hccl={"device_ip_missing": "warn"})
     report = run_hccl(npu_node(node, {"-i 7 -ip -g": IP_EMPTY}), profile=profile)
-    assert statuses(report, "HCCL012")["npu:7"] is WARN
+    assert statuses_by_subject(report, "HCCL012")["npu:7"] is WARN
 
 
 def test_device_ip_differs_from_hccn_conf(node):
     report = run_hccl(npu_node(node, {"-i 0 -ip -g": IP_REAL_DEV3}))
-    assert statuses(report, "HCCL012") == {"npu:0,7": PASS}
-    assert statuses(report, "HCCL013") == {"npu:0": FAIL, "npu:7": PASS}
+    assert statuses_by_subject(report, "HCCL012") == {"npu:0,7": PASS}
+    assert statuses_by_subject(report, "HCCL013") == {"npu:0": FAIL, "npu:7": PASS}
     mismatch = findings_by_id(report, "HCCL013")[0]
     assert "address 29.1.112.213 vs address_0=29.1.137.205" in mismatch.detail
     assert mismatch.fix.startswith("hccn_tool -i 0 -ip -s address 29.1.137.205 netmask 255.255.0.0")
@@ -327,14 +317,14 @@ def test_device_ip_differs_from_hccn_conf(node):
 def test_device_missing_from_hccn_conf_warns(node):
     conf = "\n".join(line for line in HCCN_CONF.splitlines() if not line.endswith("_7=29.1.170.143"))
     report = run_hccl(npu_node(node, conf=conf))
-    assert statuses(report, "HCCL013") == {"npu:7": WARN, "npu:0": PASS}
+    assert statuses_by_subject(report, "HCCL013") == {"npu:7": WARN, "npu:0": PASS}
 
 
 def test_no_hccn_conf_skips_only_the_comparison(node):
     report = run_hccl(npu_node(node, conf=None))
-    finding = only_finding(report, "HCCL013")
+    finding = one_finding(report, "HCCL013")
     assert finding.status is SKIP and "/etc/hccn.conf cannot be read (not-found)" in finding.detail
-    assert only_finding(report, "HCCL012").status is PASS
+    assert one_finding(report, "HCCL012").status is PASS
 
 
 @pytest.mark.parametrize("dev_exists", [True, False])
@@ -343,9 +333,9 @@ def test_no_npu_device_nodes(node, dev_exists):
         node.file("/dev/null")
     node.command("hccn_tool", stdout=LINK_UP)
     report = run_hccl(node)
-    assert only_finding(report, "HCCL006").status is PASS
+    assert one_finding(report, "HCCL006").status is PASS
     for check_id in ("HCCL010", "HCCL011", "HCCL012", "HCCL013"):
-        finding = only_finding(report, check_id)
+        finding = one_finding(report, check_id)
         assert finding.status is SKIP and "no /dev/davinci<N> device nodes" in finding.detail
 
 
@@ -353,16 +343,16 @@ def test_hccn_tool_missing_with_npus_present(node):
     for device in ("davinci0", "davinci_manager"):
         node.file(f"/dev/{device}")
     report = run_hccl(node)
-    tool = only_finding(report, "HCCL006")
+    tool = one_finding(report, "HCCL006")
     assert tool.status is SKIP and "/usr/local/Ascend/driver/tools" in tool.detail and tool.fix
-    assert only_finding(report, "HCCL010").status is SKIP
+    assert one_finding(report, "HCCL010").status is SKIP
 
 
 def test_hccn_tool_that_fails_is_an_error_with_its_output(node):
     node.file("/dev/davinci0")
     node.command("hccn_tool", stderr="Command execute failed!\n", rc=255)
     report = run_hccl(node)
-    finding = only_finding(report, "HCCL010")
+    finding = one_finding(report, "HCCL010")
     assert finding.status is ERROR
     assert (
         finding.detail
@@ -389,8 +379,8 @@ def test_hanging_hccn_tool_costs_one_timeout_and_the_rest_still_reports(node):
     for check_id in ("HCCL011", "HCCL012"):
         assert [(f.status, f.subject) for f in findings_by_id(report, check_id)] == [(ERROR, "npu:0,1,2,3,4,5,6,7")]
     # The environment checks are unaffected.
-    assert only_finding(report, "HCCL005").status is FAIL
-    assert only_finding(report, "HCCL001").status is PASS
+    assert one_finding(report, "HCCL005").status is FAIL
+    assert one_finding(report, "HCCL001").status is PASS
 
 
 def test_time_budget_stops_the_remaining_calls(node):
@@ -427,7 +417,7 @@ def test_recorded_bundle_replays_the_same_findings(node, tmp_path):
         return f.id, f.status, f.subject, f.detail
 
     assert [key(f) for f in replayed.findings] == [key(f) for f in live.findings]
-    assert statuses(replayed, "HCCL010") == {"npu:7": FAIL, "npu:0": PASS}
+    assert statuses_by_subject(replayed, "HCCL010") == {"npu:7": FAIL, "npu:0": PASS}
 
 
 def test_explain_mentions_the_nccl_equivalent():

@@ -338,13 +338,12 @@ def test_level2_passes_when_the_op_runs(node, built):
 
 def test_level2_timeout_fails_with_the_stage(node, built):
     make_node(node, built)
-    script = node.bin / "python3"
-    script.write_text(
-        script.read_text().replace(
-            "#!/bin/sh\n",
-            "#!/bin/sh\n"
-            "case \"$2\" in *NPUDOCTOR-STAGE*) echo 'NPUDOCTOR-STAGE import torch'; sleep 5;; esac\n",
-        )
+    # The import stage hangs after its first line; every other call gets make_node's python3 answers.
+    answers = (node.bin / "python3").rename(node.bin / "python3-answers")
+    node.script(
+        "python3",
+        "case \"$2\" in *NPUDOCTOR-STAGE*) echo 'NPUDOCTOR-STAGE import torch'; sleep 5;; esac\n"
+        f'exec {answers} "$@"\n',
     )
     node.file("/profile.yaml", "libraries:\n  import_timeout_s: 0.5\n")
     report = api.run_checks(

@@ -6,11 +6,11 @@ from npudoctor import api
 from npudoctor.checks.logs import LOGS_DIRS_OPTION
 from npudoctor.model.finding import Status
 from npudoctor.model.profile import NodeProfile
-from tests.samples import sample_bytes, sample_path
+from tests.samples import sample_data
 
 
 def text_of(name: str) -> str:
-    return sample_bytes(sample_path(name)).decode("utf-8", "replace")
+    return sample_data(name).decode("utf-8", "replace")
 
 
 def log001(node, dirs=("/root/ascend/log",), profile=None):

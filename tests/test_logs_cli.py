@@ -11,7 +11,7 @@ import pytest
 
 from npudoctor.cli import main
 from tests.clirunner import cli_runner
-from tests.samples import sample_bytes, sample_path
+from tests.samples import sample_data, sample_path
 
 
 def run(args, stdin=None):
@@ -24,10 +24,10 @@ def logdir(tmp_path):
     (tmp_path / "run" / "plog").mkdir(parents=True)
     (tmp_path / "debug" / "plog").mkdir(parents=True)
     (tmp_path / "run" / "plog" / "plog-2955986_20240704132617000.log").write_bytes(
-        sample_bytes(sample_path("plog_run_runtime_idedd_errors_2024.log")))
+        sample_data("plog_run_runtime_idedd_errors_2024.log"))
     (tmp_path / "debug" / "plog" / "plog-1_20210331185941176.log").write_bytes(
-        sample_bytes(sample_path("plog_2021_acl_runtime_head.log")))
-    (tmp_path / "console.txt").write_bytes(sample_bytes(sample_path("stdout_torch_npu_cpu_fallback_ERR01007.txt")))
+        sample_data("plog_2021_acl_runtime_head.log"))
+    (tmp_path / "console.txt").write_bytes(sample_data("stdout_torch_npu_cpu_fallback_ERR01007.txt"))
     (tmp_path / "notes.md").write_text("not a log", encoding="utf-8")
     return tmp_path
 
@@ -70,7 +70,7 @@ def test_fail_on_selects_what_fails(fail_on, code) -> None:
 
 def test_fail_on_fallback_without_errors(tmp_path) -> None:
     log = tmp_path / "train.out"
-    log.write_bytes(sample_bytes(sample_path("torch_npu_cpu-fallback-warning_ERR01007_torch_npu-doc.txt"))
+    log.write_bytes(sample_data("torch_npu_cpu-fallback-warning_ERR01007_torch_npu-doc.txt")
                     .splitlines(keepends=True)[0])  # only the fallback warning line
     assert run([str(log)]).exit_code == 0
     assert run([str(log), "--fail-on", "warn"]).exit_code == 0
@@ -79,7 +79,7 @@ def test_fail_on_fallback_without_errors(tmp_path) -> None:
 
 def test_clean_input_exits_0(tmp_path) -> None:
     log = tmp_path / "plog-1_1.log"
-    log.write_bytes(sample_bytes(sample_path("plog_run_info_ge_tdt_2024.log")))
+    log.write_bytes(sample_data("plog_run_info_ge_tdt_2024.log"))
     result = run([str(log)])
     assert result.exit_code == 0, result.output
     assert "nothing found that needs attention" in result.stdout
@@ -95,7 +95,7 @@ def test_atc_success_with_slow_operators_fails_only_on_warn() -> None:
 
 
 def test_stdin_and_gzip(tmp_path) -> None:
-    data = sample_bytes(sample_path("plog_runtime_ffts_vector_core_exception_3lines.log"))
+    data = sample_data("plog_runtime_ffts_vector_core_exception_3lines.log")
     zipped = tmp_path / "plog-1_2.log.gz"
     zipped.write_bytes(gzip.compress(data))
     result = run(["-", str(zipped), "--format", "json"], stdin=data)
@@ -108,7 +108,7 @@ def test_stdin_and_gzip(tmp_path) -> None:
 
 def test_unreadable_file_is_reported_and_the_others_still_scanned(tmp_path) -> None:
     good = tmp_path / "a.log"
-    good.write_bytes(sample_bytes(sample_path("plog_runtime_ffts_vector_core_exception_3lines.log")))
+    good.write_bytes(sample_data("plog_runtime_ffts_vector_core_exception_3lines.log"))
     cut_gz = tmp_path / "b.log.gz"
     cut_gz.write_bytes(gzip.compress(os.urandom(100000))[:2000])  # a .gz cut short: not decompressible
     result = run([str(good), str(tmp_path / "missing.log"), str(cut_gz), "--format", "json"])
@@ -178,7 +178,7 @@ def test_human_output_explains_codes(logdir) -> None:
 def test_parallel_ranges_give_the_same_report_as_one_pass(tmp_path, monkeypatch) -> None:
     from npudoctor.cli import logs as logs_cli
 
-    body = b"".join(sample_bytes(sample_path(name)) for name in (
+    body = b"".join(sample_data(name) for name in (
         "plog_run_runtime_idedd_errors_2024.log", "plog_2021_acl_runtime_head.log",
         "plog_debug_engine_placement_constructed.log", "plog_stars_aivec_error_errcode_triplet_2025.log"))
     log = tmp_path / "plog-1_20250101000000000.log"
@@ -215,7 +215,7 @@ def test_permission_denied_file_is_reported_and_others_scanned(tmp_path, monkeyp
     from npudoctor.cli import logs as logs_cli
 
     good = tmp_path / "a.log"
-    good.write_bytes(sample_bytes(sample_path("plog_runtime_ffts_vector_core_exception_3lines.log")))
+    good.write_bytes(sample_data("plog_runtime_ffts_vector_core_exception_3lines.log"))
     secret = tmp_path / "secret.log"
     secret.write_text("x\n", encoding="utf-8")
     real_chunks = logs_cli._file_chunks

@@ -7,22 +7,22 @@ import pytest
 from npudoctor.logs import codes
 from npudoctor.logs.rules import RulesError, load_rules, parse_rules
 from npudoctor.logs.scanner import MAX_LINE_BYTES, RuleSet, Scanner
-from tests.samples import sample_bytes, sample_path
+from tests.samples import sample_data
 
-PLOG = sample_bytes(sample_path("plog_debug_aicore_error_2025.log"))
-CONSOLE = sample_bytes(sample_path("stdout_vllm_ascend_507011_event_query_EL0003.txt"))
+PLOG = sample_data("plog_debug_aicore_error_2025.log")
+CONSOLE = sample_data("stdout_vllm_ascend_507011_event_query_EL0003.txt")
 INFO = b"[INFO] GE(7,python3):2025-05-08-09:56:18.522.534 [graph.cc:12]7 Build:[INIT][DEFAULT]step ok\n"
 ERROR_507011 = (b"[ERROR] RUNTIME(10043,main):2021-03-31-18:59:42.312.957 [api_c.cc:1482]10043 "
                 b"rtModelExecute:ErrCode=507011, desc=[the model stream execute failed], "
                 b"InnerCode=0x7150050\n")
 
 
-def scan(data: bytes, chunk: int = 0, name: str = "f.log"):
+def scan(data: bytes, chunk: int = 0):
     scanner = Scanner()
     if chunk:
-        summary = scanner.scan_stream(name, (data[i:i + chunk] for i in range(0, len(data), chunk)))
+        summary = scanner.scan_stream("f.log", (data[i:i + chunk] for i in range(0, len(data), chunk)))
     else:
-        summary = scanner.scan_bytes(name, data)
+        summary = scanner.scan_bytes("f.log", data)
     return summary, scanner.result()
 
 
@@ -189,7 +189,7 @@ def test_w_codes_are_warnings() -> None:
 
 
 def test_engine_chain_merges_per_operator_type_with_the_engines_that_refused_it() -> None:
-    _, result = scan(sample_bytes(sample_path("stdout_EZ3003_engine_chain_constructed.txt")))
+    _, result = scan(sample_data("stdout_EZ3003_engine_chain_constructed.txt"))
     by_kind = {f.kind: f for f in result.findings}
     rejected = by_kind["op_rejected"]
     assert (rejected.subject, rejected.count, rejected.severity) == ("TransData", 3, "fallback")

@@ -12,7 +12,7 @@ from typing import Dict, List, Tuple
 import pytest
 
 from npudoctor.logs.scanner import Scanner
-from tests.samples import CONSTRUCTED, SAMPLES, SHARED_SAMPLES, sample_bytes, sample_path
+from tests.samples import CONSTRUCTED, SAMPLES, SHARED_SAMPLES, sample_bytes, sample_data
 
 Expected = Tuple[str, List[Tuple[str, str]]]
 
@@ -409,7 +409,7 @@ EXPECTED: Dict[str, Expected] = {
 def test_sample_findings(name: str) -> None:
     expected_format, expected = EXPECTED[name]
     scanner = Scanner()
-    summary = scanner.scan_bytes(name, sample_bytes(sample_path(name)))
+    summary = scanner.scan_bytes(name, sample_data(name))
     found = {(f.kind, f.subject[:50]) for f in scanner.result().findings if f.kind != "warning_record"}
     assert summary.status == "ok"
     assert summary.format == expected_format

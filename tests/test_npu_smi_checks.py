@@ -8,18 +8,15 @@ from npudoctor import api
 from npudoctor.api import findings_by_id
 from npudoctor.model import Status
 from npudoctor.parsers.npu_smi import parse_npu_smi_info
+from tests.findings import statuses_of
+from tests.nodes import B3_8CARD, collect_and_replay
 from tests.samples import sample_text, smi
 
-B3_8CARD = "npu-smi-info_910B3_8card_24.1.0.3_no-processes_vllm-ascend-4256.txt"
 A3_16DIE = "npu-smi-info_A3_Ascend910_8npu-16die_25.2.1_collect_env_vllm-ascend-5850.txt"
 
 
 def run(node, profile=None):
     return api.run_checks(node.runner(), profile or api.load_profile(), only=("pcie", "npu-smi"))
-
-
-def statuses(report, check_id):
-    return [f.status for f in findings_by_id(report, check_id)]
 
 
 def bus_ids_of(sample):
@@ -32,11 +29,11 @@ def test_healthy_8x910b_passes_the_whole_stage(node):
     report = run(node, api.load_profile("atlas800t-a2-8x910b"))
     (runs,) = findings_by_id(report, "SMI001")
     assert runs.status is Status.PASS and "24.1.0.3" in runs.detail and runs.evidence["chips"] == 8
-    assert statuses(report, "SMI002") == [Status.PASS] * 8
+    assert statuses_of(report, "SMI002") == [Status.PASS] * 8
     assert findings_by_id(report, "SMI002")[0].subject == "npu:0/chip:0"
     (count,) = findings_by_id(report, "SMI003")
     assert count.status is Status.PASS and count.evidence["npus_on_pci"] == 8
-    assert statuses(report, "SMI004") == [Status.PASS]
+    assert statuses_of(report, "SMI004") == [Status.PASS]
     assert report.exit_code() == 0
 
 
@@ -74,7 +71,7 @@ def test_alarm_chip_fails(node):
     (health,) = findings_by_id(report, "SMI002")
     assert health.status is Status.FAIL and "Alarm" in health.detail
     # Nothing to compare the count with: no PCI NPU, no count in the profile.
-    assert statuses(report, "SMI003") == [Status.SKIP]
+    assert statuses_of(report, "SMI003") == [Status.SKIP]
     assert report.exit_code() == 1
 
 
@@ -115,14 +112,14 @@ def test_a3_dies_are_matched_by_distinct_bus_id(node):
     (count,) = findings_by_id(report, "SMI003")
     assert count.status is Status.PASS and count.evidence == {
         "npus": 8, "chips": 16, "npu_smi_functions": 16, "npus_on_pci": 16}
-    assert statuses(report, "SMI002") == [Status.PASS] * 16
+    assert statuses_of(report, "SMI002") == [Status.PASS] * 16
 
 
 def test_duo_card_two_chips_one_pci_function(node):
     node.pci_device("0000:01:00.0", device_id="d500")
     node.command("npu-smi", stdout=smi("310P3-Duo"))
     report = run(node)
-    assert statuses(report, "SMI002") == [Status.PASS, Status.PASS]
+    assert statuses_of(report, "SMI002") == [Status.PASS, Status.PASS]
     # That capture is cut off after the first card: counts are not the node's, so no verdict.
     (count,) = findings_by_id(report, "SMI003")
     assert count.status is Status.SKIP and "partial" in count.detail
@@ -170,7 +167,7 @@ def test_not_found_without_npus_skips(node):
     report = run(node)
     (runs,) = findings_by_id(report, "SMI001")
     assert runs.status is Status.SKIP and "no Ascend NPU" in runs.detail
-    assert statuses(report, "SMI002") == [Status.SKIP]
+    assert statuses_of(report, "SMI002") == [Status.SKIP]
 
 
 def test_not_found_with_npus_on_the_bus_fails(node):
@@ -216,8 +213,8 @@ def test_hanging_npu_smi_costs_its_timeout_and_is_an_error(node, tmp_path):
     assert time.monotonic() - started < 5
     (runs,) = findings_by_id(report, "SMI001")
     assert runs.status is Status.ERROR and "within 1 s" in runs.detail
-    assert statuses(report, "PCI001") == [Status.PASS]  # the other checks still report
-    assert statuses(report, "SMI002") == [Status.SKIP]
+    assert statuses_of(report, "PCI001") == [Status.PASS]  # the other checks still report
+    assert statuses_of(report, "SMI002") == [Status.SKIP]
 
 
 def test_processes_holding_npus_warn_with_pid_name_memory(node):
@@ -249,10 +246,7 @@ def test_recorded_bundle_replays_the_same_npu_smi_findings(node, tmp_path):
     node.npu_node(8)
     node.command("npu-smi", stdout=smi("NPU3-Warning"),
                  by_args={"info -t health -i 3 -c 0": smi("t-health_Warning")})
-    bundle = str(tmp_path / "node.tar.gz")
-    api.collect(bundle, root=str(node.root), environ=node.env)
-    live = run(node)
-    replayed = api.run_checks(api.make_runner(bundle=bundle), only=("pcie", "npu-smi"))
+    live, _, replayed = collect_and_replay(node, tmp_path / "node.tar.gz", only=("pcie", "npu-smi"))
 
     def stage(report):
         return [(f.id, f.status, f.subject, f.detail) for f in report.findings if f.stage == "npu-smi"]

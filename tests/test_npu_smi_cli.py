@@ -8,9 +8,9 @@ import pytest
 
 from npudoctor.cli import main
 from tests.clirunner import cli_runner
+from tests.nodes import B3_8CARD
 from tests.samples import sample_path, sample_text, smi
 
-B3_8CARD = "npu-smi-info_910B3_8card_24.1.0.3_no-processes_vllm-ascend-4256.txt"
 CHIP_KEYS = ["npu_id", "chip_id", "name", "health", "bus_id", "power_w", "temp_c", "aicore_pct",
              "memory_used_mib", "memory_total_mib", "hbm_used_mib", "hbm_total_mib"]
 

@@ -22,10 +22,7 @@ def test_missing_command_is_not_found_not_an_exception(node):
 
 def test_extra_dirs_find_tools_outside_path(node, tmp_path):
     sbin = tmp_path / "sbin"
-    sbin.mkdir()
-    script = sbin / "npu-smi"
-    script.write_text("#!/bin/sh\necho found\n")
-    script.chmod(0o755)
+    node.script("npu-smi", "echo found\n", folder=sbin)
     result = node.runner().run(Command(("npu-smi",), extra_dirs=(str(sbin),)))
     assert result.stdout == "found\n"
 
@@ -39,8 +36,7 @@ def test_hanging_command_costs_only_its_timeout(node):
 
 
 def test_commands_run_with_c_locale(node):
-    node.command("show-lang", stdout="")
-    (node.bin / "show-lang").write_text("#!/bin/sh\necho $LANG/$LC_ALL\n")
+    node.script("show-lang", "echo $LANG/$LC_ALL\n")
     node.setenv(LANG="zh_CN.UTF-8")
     assert node.runner().run(Command(("show-lang",))).stdout == "C/C\n"
 
@@ -54,15 +50,13 @@ def test_files_are_read_under_root(node):
 
 
 def test_gbk_file_is_decoded_not_fatal(node):
-    node.path("/etc/msg.txt").parent.mkdir(parents=True)
-    node.path("/etc/msg.txt").write_bytes("设备初始化失败".encode("gbk"))
+    node.file("/etc/msg.txt", "设备初始化失败".encode("gbk"))
     assert node.runner().read_text("/etc/msg.txt").text == "设备初始化失败"
 
 
 def test_binary_and_oversize_files(node):
-    node.path("/etc").mkdir()
-    node.path("/etc/blob").write_bytes(b"\x7fELF\x00\x00\x01")
-    node.path("/etc/big").write_bytes(b"x" * 5000)
+    node.file("/etc/blob", b"\x7fELF\x00\x00\x01")
+    node.file("/etc/big", b"x" * 5000)
     runner = node.runner()
     assert runner.read_text("/etc/blob").error == "binary"
     big = runner.read_text("/etc/big", max_bytes=1000)
@@ -110,8 +104,7 @@ def test_prefetched_commands_run_side_by_side(node):
 
 def test_close_stops_prefetched_commands_nobody_collected(node, tmp_path):
     marker = tmp_path / "finished"
-    node.command("npu-smi", stdout="")
-    (node.bin / "npu-smi").write_text(f"#!/bin/sh\nsleep 3\ntouch {marker}\n")
+    node.script("npu-smi", f"sleep 3\ntouch {marker}\n")
     runner = node.runner()
     runner.prefetch(Command(("npu-smi", "info"), timeout_s=10))
     time.sleep(0.3)

@@ -6,6 +6,7 @@ import json
 
 from npudoctor import api
 from npudoctor.model import Status
+from tests.findings import findings_of, one_finding
 from tests.nodes import (
     ASCEND,
     NNAE_80RC3,
@@ -13,6 +14,7 @@ from tests.nodes import (
     TOOLKIT_81RC1,
     TOOLKIT_850_NEW_LAYOUT,
     VERSION_CFG_800,
+    collect_and_replay,
     install_driver,
     install_toolkit,
     target_python,
@@ -22,17 +24,6 @@ from tests.samples import sample_text
 
 def run(node, profile=None, options=None):
     return api.run_checks(node.runner(), api.load_profile(profile), only=("versions",), options=options)
-
-
-def by_id(report, check_id, subject=None):
-    found = [f for f in api.findings_by_id(report, check_id) if subject is None or f.subject == subject]
-    assert found, f"no {check_id} finding"
-    return found
-
-
-def one(report, check_id, subject=None):
-    (finding,) = by_id(report, check_id, subject)
-    return finding
 
 
 def statuses(report):
@@ -58,9 +49,9 @@ def test_healthy_node_cann_800_from_version_cfg(node):
     }
     assert (
         "toolkit 8.0.0 in use (via ASCEND_HOME_PATH=/usr/local/Ascend/ascend-toolkit/latest)"
-        in one(report, "VER002").detail
+        in one_finding(report, "VER002").detail
     )
-    assert one(report, "VER004").evidence["cann_required"] == "8.0.0"
+    assert one_finding(report, "VER004").evidence["cann_required"] == "8.0.0"
     assert report.exit_code() == 0
 
 
@@ -70,19 +61,19 @@ def test_healthy_node_cann_81rc1_checks_driver_train(node):
     target_python(node, "3.11.9", torch="2.1.0", torch_npu="2.1.0.post12")
     report = run(node)
     assert {f.status for f in report.findings} == {Status.PASS}
-    driver_cann = one(report, "VER007")
+    driver_cann = one_finding(report, "VER007")
     assert (
         driver_cann.evidence["driver_train"] == "V100R001C15"
         and driver_cann.evidence["cann_train"] == "V100R001C21"
     )
-    assert "ASCEND_HOME_PATH is not set here" in one(report, "VER002").detail
+    assert "ASCEND_HOME_PATH is not set here" in one_finding(report, "VER002").detail
 
 
 def test_torch_and_torch_npu_major_minor_mismatch_names_torch_npu_to_install(node):
     install_driver(node)
     install_toolkit(node, "8.0.0", VERSION_CFG_800)
     target_python(node, torch="2.3.1", torch_npu="2.1.0.post10")
-    finding = one(run(node), "VER003")
+    finding = one_finding(run(node), "VER003")
     assert finding.status is Status.FAIL
     assert "torch 2.3.1 and torch_npu 2.1.0.post10" in finding.detail
     # the matrix's torch_npu for torch 2.3.1 built for the CANN in use (8.0.0)
@@ -92,7 +83,7 @@ def test_torch_and_torch_npu_major_minor_mismatch_names_torch_npu_to_install(nod
 def test_torch_patch_differs_from_the_one_torch_npu_was_built_for(node):
     install_toolkit(node, "8.0.0", VERSION_CFG_800)
     target_python(node, torch="2.7.0", torch_npu="2.7.1")
-    finding = one(run(node), "VER003")
+    finding = one_finding(run(node), "VER003")
     assert finding.status is Status.WARN and finding.fix == "pip install torch==2.7.1"
 
 
@@ -102,15 +93,15 @@ def test_nnae_only_cann_too_old_for_torch_npu(node):
     node.symlink(f"{ASCEND}/nnae/latest", "8.0.RC3")
     target_python(node, torch="2.1.0", torch_npu="2.1.0.post12")
     report = run(node)
-    assert one(report, "VER002").status is Status.PASS
-    assert "nnae 8.0.RC3 in use (via /usr/local/Ascend/nnae/latest)" in one(report, "VER002").detail
-    finding = one(report, "VER004")
+    assert one_finding(report, "VER002").status is Status.PASS
+    assert "nnae 8.0.RC3 in use (via /usr/local/Ascend/nnae/latest)" in one_finding(report, "VER002").detail
+    finding = one_finding(report, "VER004")
     assert finding.status is Status.FAIL
     assert "needs CANN 8.1.RC1; the CANN in use is nnae 8.0.RC3 (older)" in finding.detail
     assert "pip install torch_npu==2.1.0.post8" in finding.fix  # built for torch 2.1.0 and CANN 8.0.RC3
     assert "install CANN 8.1.RC1" in finding.fix
     # nnae 8.0.RC3 (C19) lists driver trains C13..C19: driver 23.0.7 (C15) is among them
-    assert one(report, "VER007").status is Status.PASS
+    assert one_finding(report, "VER007").status is Status.PASS
 
 
 def test_known_bad_torch_npu_280_on_new_cann_layout(node):
@@ -121,14 +112,14 @@ def test_known_bad_torch_npu_280_on_new_cann_layout(node):
     node.symlink(f"{ASCEND}/cann", "cann-8.5.0")
     target_python(node, torch="2.8.0", torch_npu="2.8.0")
     report = run(node)
-    cann = one(report, "VER002")
+    cann = one_finding(report, "VER002")
     assert cann.status is Status.PASS and "toolkit 8.5.0 in use (via /usr/local/Ascend/cann)" in cann.detail
     assert cann.evidence["links"] == {f"{ASCEND}/cann": "cann-8.5.0"}
-    bad = one(report, "VER006")
+    bad = one_finding(report, "VER006")
     assert bad.status is Status.FAIL and "torch_npu 2.8.0 leaks device (NPU) memory" in bad.detail
     assert bad.fix.startswith("pip install torch_npu==2.8.0.post2")  # for torch 2.8.0 and CANN 8.5.0
     # 2.8.0 was built for CANN 8.3.RC1; 8.5.0 is newer: untested, a WARN by default profile
-    pairing = one(report, "VER004")
+    pairing = one_finding(report, "VER004")
     assert pairing.status is Status.WARN and "pip install torch_npu==2.8.0.post2" in pairing.fix
     assert report.exit_code() == 1
 
@@ -140,21 +131,21 @@ def test_newer_cann_severity_comes_from_the_profile(node, tmp_path):
     target_python(node, torch="2.7.1", torch_npu="2.7.1")
     strict = tmp_path / "strict.yaml"
     strict.write_text("name: strict\nversions:\n  cann_newer_than_matrix: fail\n", encoding="utf-8")
-    assert one(run(node), "VER004").status is Status.WARN
-    assert one(run(node, str(strict)), "VER004").status is Status.FAIL
+    assert one_finding(run(node), "VER004").status is Status.WARN
+    assert one_finding(run(node, str(strict)), "VER004").status is Status.FAIL
 
 
 def test_nothing_installed_gives_only_skips(node):
     target_python(node, "3.11.7")
     report = run(node)
     assert {f.status for f in report.findings} == {Status.SKIP}
-    assert "torch_npu not installed in python3 (/opt/venv/bin/python3)" in one(report, "VER004").detail
+    assert "torch_npu not installed in python3 (/opt/venv/bin/python3)" in one_finding(report, "VER004").detail
     assert report.exit_code() == 0
 
 
 def test_no_interpreter_at_all_skips_with_a_reason(node):
     report = run(node, options={"python": "/nonexistent/bin/python3"})
-    finding = one(report, "VER003")
+    finding = one_finding(report, "VER003")
     assert finding.status is Status.SKIP and "not-found" in finding.detail
     assert Status.ERROR not in {f.status for f in report.findings}
 
@@ -166,14 +157,14 @@ def test_several_cann_versions_side_by_side_environment_wins(node):
     node.setenv(ASCEND_HOME_PATH=f"{ASCEND}/ascend-toolkit/7.0.T10")
     target_python(node, torch="2.1.0", torch_npu="2.1.0.post12")
     report = run(node)
-    cann = one(report, "VER002")
+    cann = one_finding(report, "VER002")
     assert cann.status is Status.PASS
     assert cann.detail.startswith(
         "toolkit 7.0.T10 in use (via ASCEND_HOME_PATH=/usr/local/Ascend/ascend-toolkit/7.0.T10)"
     )
     assert "also installed: toolkit 8.1.RC1" in cann.detail
     assert cann.evidence["links"] == {f"{ASCEND}/ascend-toolkit/latest": "8.1.RC1"}
-    pairing = one(report, "VER004")
+    pairing = one_finding(report, "VER004")
     assert pairing.status is Status.FAIL
     # no torch_npu for torch 2.1.0 was built for 7.0.T10, so the one fix is to use the other installed CANN
     assert pairing.fix.startswith(
@@ -185,7 +176,7 @@ def test_environment_pointing_at_a_removed_cann_fails(node):
     install_toolkit(node, "8.1.RC1", TOOLKIT_81RC1)
     node.setenv(ASCEND_HOME_PATH=f"{ASCEND}/ascend-toolkit/8.2.RC1")
     target_python(node)
-    finding = one(run(node), "VER002")
+    finding = one_finding(run(node), "VER002")
     assert finding.status is Status.FAIL
     assert (
         "ASCEND_HOME_PATH=/usr/local/Ascend/ascend-toolkit/8.2.RC1 but no CANN is installed there"
@@ -197,7 +188,7 @@ def test_garbled_driver_version_info_is_a_clear_error(node):
     node.file(f"{ASCEND}/driver/version.info", "<html><body>502 Bad Gateway</body></html>\n")
     target_python(node)
     report = run(node)
-    finding = one(report, "VER001")
+    finding = one_finding(report, "VER001")
     assert finding.status is Status.ERROR
     assert finding.detail == "cannot read /usr/local/Ascend/driver/version.info: garbled: no key=value lines"
     assert "Traceback" not in json.dumps(report.to_dict())
@@ -205,10 +196,10 @@ def test_garbled_driver_version_info_is_a_clear_error(node):
 
 def test_binary_install_info_is_an_error_for_that_file_only(node):
     install_toolkit(node, "8.1.RC1", TOOLKIT_81RC1)
-    broken = node.file(f"{ASCEND}/ascend-toolkit/8.0.0/x86_64-linux/ascend_toolkit_install.info")
-    broken.write_bytes(b"\x7fELF\x02\x01\x01\x00\x00\x00")
+    node.file(f"{ASCEND}/ascend-toolkit/8.0.0/x86_64-linux/ascend_toolkit_install.info",
+              b"\x7fELF\x02\x01\x01\x00\x00\x00")
     target_python(node)
-    findings = by_id(run(node), "VER002")
+    findings = findings_of(run(node), "VER002")
     assert [(f.status, f.subject) for f in findings] == [
         (Status.ERROR, f"{ASCEND}/ascend-toolkit/8.0.0/x86_64-linux/ascend_toolkit_install.info"),
         (Status.PASS, "cann"),
@@ -218,7 +209,7 @@ def test_binary_install_info_is_an_error_for_that_file_only(node):
 
 def test_firmware_outside_the_driver_range_fails_with_hdk_version(node):
     install_driver(node, firmware="firmware_version.info_7.5.0.1.129_constructed.txt")
-    finding = one(run(node), "VER001", "firmware")
+    finding = one_finding(run(node), "VER001", "firmware")
     assert finding.status is Status.FAIL
     assert "firmware 7.5.0.1.129 is outside driver 23.0.7's supported range 7.0.0..7.1.99" in finding.detail
     assert "Ascend-hdk-<chip>-npu-firmware_23.0.7.run --full" in finding.fix
@@ -227,27 +218,27 @@ def test_firmware_outside_the_driver_range_fails_with_hdk_version(node):
 def test_driver_without_firmware_file_skips_the_firmware_part(node):
     install_driver(node, firmware="")
     report = run(node)
-    assert one(report, "VER001", "driver").status is Status.PASS
-    assert one(report, "VER001", "firmware").status is Status.SKIP
+    assert one_finding(report, "VER001", "driver").status is Status.PASS
+    assert one_finding(report, "VER001", "firmware").status is Status.SKIP
 
 
 def test_driver_without_cann_fails_with_recommended_cann(node):
     install_driver(node)
     target_python(node)
-    finding = one(run(node), "VER002")
+    finding = one_finding(run(node), "VER002")
     assert finding.status is Status.FAIL and "install CANN 9.1.0" in finding.fix
 
 
 def test_torch_npu_without_cann_names_the_cann_it_needs(node):
     target_python(node, torch="2.4.0", torch_npu="2.4.0.post2")
-    finding = one(run(node), "VER002")
+    finding = one_finding(run(node), "VER002")
     assert finding.status is Status.FAIL and "torch_npu 2.4.0.post2 needs CANN 8.0.0" in finding.detail
 
 
 def test_python_too_old_for_torch(node):
     install_toolkit(node, "8.5.0", TOOLKIT_850_NEW_LAYOUT)
     target_python(node, "3.8.18", torch="2.9.0", torch_npu="2.9.0")
-    finding = one(run(node), "VER005")
+    finding = one_finding(run(node), "VER005")
     assert finding.status is Status.FAIL
     assert (
         "Python 3.8.18 is not supported by torch 2.9.0 (supported: 3.10, 3.11, 3.12, 3.13)" in finding.detail
@@ -260,14 +251,14 @@ def test_python_too_old_for_torch(node):
 
 def test_python_minimum_patch_from_the_matrix(node):
     target_python(node, "3.7.3", torch="1.11.0", torch_npu="1.11.0.post14")
-    finding = one(run(node), "VER005")
+    finding = one_finding(run(node), "VER005")
     assert finding.status is Status.FAIL and "at least 3.7.5" in finding.detail
 
 
 def test_torch_npu_unknown_to_the_matrix_warns(node):
     install_toolkit(node, "8.1.RC1", TOOLKIT_81RC1)
     target_python(node, torch="2.1.0", torch_npu="2.1.0.post99")
-    finding = one(run(node), "VER004")
+    finding = one_finding(run(node), "VER004")
     assert finding.status is Status.WARN and "2.1.0.post17" in finding.fix
 
 
@@ -280,22 +271,20 @@ def test_cann_under_a_custom_install_path_from_the_install_record(node):
     node.setenv(ASCEND_TOOLKIT_HOME="/opt/Ascend/ascend-toolkit/8.1.RC1")
     target_python(node, torch="2.1.0", torch_npu="2.1.0.post12")
     report = run(node)
-    cann = one(report, "VER002")
+    cann = one_finding(report, "VER002")
     assert cann.status is Status.PASS
     assert cann.detail.startswith(
         "toolkit 8.1.RC1 in use (via ASCEND_TOOLKIT_HOME=/opt/Ascend/ascend-toolkit/8.1.RC1)"
     )
-    assert one(report, "VER004").status is Status.PASS
+    assert one_finding(report, "VER004").status is Status.PASS
 
 
 def test_recorded_bundle_replays_to_the_same_versions_findings(node, tmp_path):
     install_driver(node)
     install_toolkit(node, "8.1.RC1", TOOLKIT_81RC1)
     target_python(node, torch="2.1.0", torch_npu="2.1.0.post8")
-    bundle = str(tmp_path / "node.tar.gz")
-    live = api.collect(bundle, root=str(node.root), environ=node.env)
-    replayed = api.run_checks(api.make_runner(bundle=bundle), only=("versions",))
-    versions = [(f.id, f.status, f.detail) for f in live.findings if f.stage == "versions"]
+    _, collected, replayed = collect_and_replay(node, tmp_path / "node.tar.gz", only=("versions",))
+    versions = [(f.id, f.status, f.detail) for f in collected.findings if f.stage == "versions"]
     assert versions == [(f.id, f.status, f.detail) for f in replayed.findings]
     # torch_npu 2.1.0.post8 was built for CANN 8.0.RC3; 8.1.RC1 is newer: the fix names the matching torch_npu
     assert ("VER004", Status.WARN) in [(f.id, f.status) for f in replayed.findings]
@@ -305,7 +294,7 @@ def test_fixes_never_recommend_a_known_bad_release(node):
     # torch 2.8.0 on CANN 8.3.RC1: the matrix's only torch_npu for that pair is the known-bad 2.8.0
     install_toolkit(node, "8.3.RC1", "ascend_toolkit_install.info_8.3.RC1_constructed.txt")
     target_python(node, torch="2.8.0", torch_npu="2.1.0.post17")
-    finding = one(run(node), "VER003")
+    finding = one_finding(run(node), "VER003")
     assert finding.status is Status.FAIL
     assert finding.fix.startswith(
         "pip install torch_npu==2.8.0.post4   # built for torch 2.8.0 and CANN 9.0.0"
