@@ -21,7 +21,17 @@ from typing import Any, Dict, Iterable, List, Optional, Tuple
 from npudoctor import __version__
 from npudoctor.probes.redact import redact_env, redact_text
 from npudoctor.probes.runner import MAX_FILE_BYTES, Runner
-from npudoctor.probes.sources import Command, CommandResult, DirListing, FileContent, PathInfo
+from npudoctor.probes.sources import (
+    Command,
+    CommandResult,
+    DirListing,
+    FileContent,
+    PathInfo,
+    dir_key,
+    file_key,
+    stat_key,
+    which_key,
+)
 
 SCHEMA = "npudoctor.bundle/1"
 MAX_BUNDLE_MEMBER_BYTES = 64 * 1024 * 1024
@@ -173,20 +183,20 @@ class ReplayRunner(Runner):
         )
 
     def read_text(self, path: str, max_bytes: int = MAX_FILE_BYTES, tail: bool = False) -> FileContent:
-        record = self._records.get("file:" + path + ("#tail" if tail else ""))
+        record = self._records.get(file_key(path, tail))
         if record is None:
             return FileContent(path, None, "not-recorded")
         text = self._raw(record) if record.get("raw") else None
         return FileContent(path, text, record.get("error"), bool(record.get("truncated")))
 
     def list_dir(self, path: str) -> DirListing:
-        record = self._records.get("dir:" + path)
+        record = self._records.get(dir_key(path))
         if record is None:
             return DirListing(path, (), "not-recorded")
         return DirListing(path, tuple(record.get("entries", ())), record.get("error"))
 
     def path_info(self, path: str) -> PathInfo:
-        record = self._records.get("stat:" + path)
+        record = self._records.get(stat_key(path))
         if record is None:
             return PathInfo(path, False, error="not-recorded")
         fields = {k: record[k] for k in PathInfo._fields if k in record}
@@ -197,8 +207,7 @@ class ReplayRunner(Runner):
         return dict(record["variables"]) if record else {}
 
     def which(self, name: str, extra_dirs: Iterable[str] = ()) -> Optional[str]:
-        key = "which:" + name + ("|" + ":".join(extra_dirs) if extra_dirs else "")
-        record = self._records.get(key)
+        record = self._records.get(which_key(name, extra_dirs))
         return record.get("value") if record else None
 
     def net_interfaces(self) -> Dict[str, List[str]]:
