@@ -31,7 +31,7 @@ from npudoctor.probes.sources import (
 if TYPE_CHECKING:
     import subprocess
 
-__all__ = ["MAX_FILE_BYTES", "LiveRunner", "RecordingRunner", "Runner", "decode_text"]
+__all__ = ["MAX_FILE_BYTES", "LiveRunner", "RecordingRunner", "Runner"]
 
 # Files larger than this are cut: probes read small text files (sysfs, version.info, JSON configs).
 MAX_FILE_BYTES = 4 * 1024 * 1024
@@ -245,22 +245,13 @@ class LiveRunner(Runner):
             out, err = proc.communicate()
         finally:
             self._children.pop(proc.pid, None)
-        if timed_out:
-            return CommandResult(
-                argv,
-                None,
-                decode_text(out[:MAX_OUTPUT_BYTES]),
-                decode_text(err[:MAX_OUTPUT_BYTES]),
-                time.monotonic() - started,
-                error="timeout",
-                resolved_path=resolved,
-            )
         return CommandResult(
             argv,
-            proc.returncode,
+            None if timed_out else proc.returncode,
             decode_text(out[:MAX_OUTPUT_BYTES]),
             decode_text(err[:MAX_OUTPUT_BYTES]),
             time.monotonic() - started,
+            error="timeout" if timed_out else None,
             resolved_path=resolved,
         )
 
