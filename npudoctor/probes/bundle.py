@@ -116,34 +116,33 @@ def write_bundle(path: str, members: Dict[str, bytes]) -> None:
 
 def read_bundle(path: str) -> Dict[str, bytes]:
     """Bundle members by name. Raises :class:`BundleError` with a one-line reason on any bad input."""
+    members: Dict[str, bytes] = {}
     if os.path.isdir(path):
-        members: Dict[str, bytes] = {}
         for dirpath, _dirs, files in os.walk(path):
             for name in files:
                 full = os.path.join(dirpath, name)
                 rel = os.path.relpath(full, path).replace(os.sep, "/")
                 with open(full, "rb") as handle:
                     members[rel] = handle.read(MAX_BUNDLE_MEMBER_BYTES)
-        if "manifest.json" not in members:
-            raise BundleError(f"{path}: not an npudoctor bundle (no manifest.json)")
-        return members
-    if not os.path.exists(path):
+    elif not os.path.exists(path):
         raise BundleError(f"{path}: no such file")
-    try:
-        with tarfile.open(path, "r:*") as tar:
-            members = {}
-            for info in tar.getmembers():
-                if not info.isfile():
-                    continue
-                name = info.name[2:] if info.name.startswith("./") else info.name
-                if info.size > MAX_BUNDLE_MEMBER_BYTES:
-                    raise BundleError(f"{path}: member {name} is larger than {MAX_BUNDLE_MEMBER_BYTES} bytes")
-                extracted = tar.extractfile(info)
-                if extracted is not None:
-                    members[name] = extracted.read()
-    except (tarfile.TarError, EOFError, OSError, ValueError) as exc:
-        reason = str(exc).splitlines()[0].rstrip(" :") if str(exc) else exc.__class__.__name__
-        raise BundleError(f"{path}: not a readable bundle archive (.tar.gz or folder): {reason}") from None
+    else:
+        try:
+            with tarfile.open(path, "r:*") as tar:
+                for info in tar.getmembers():
+                    if not info.isfile():
+                        continue
+                    name = info.name[2:] if info.name.startswith("./") else info.name
+                    if info.size > MAX_BUNDLE_MEMBER_BYTES:
+                        raise BundleError(
+                            f"{path}: member {name} is larger than {MAX_BUNDLE_MEMBER_BYTES} bytes"
+                        )
+                    extracted = tar.extractfile(info)
+                    if extracted is not None:
+                        members[name] = extracted.read()
+        except (tarfile.TarError, EOFError, OSError, ValueError) as exc:
+            reason = str(exc).splitlines()[0].rstrip(" :") if str(exc) else exc.__class__.__name__
+            raise BundleError(f"{path}: not a readable bundle archive (.tar.gz or folder): {reason}") from None
     if "manifest.json" not in members:
         raise BundleError(f"{path}: not an npudoctor bundle (no manifest.json)")
     return members
