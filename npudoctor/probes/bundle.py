@@ -19,19 +19,10 @@ import time
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 from npudoctor import __version__
+from npudoctor.probes import sources
 from npudoctor.probes.redact import redact_env, redact_text
 from npudoctor.probes.runner import MAX_FILE_BYTES, Runner
-from npudoctor.probes.sources import (
-    Command,
-    CommandResult,
-    DirListing,
-    FileContent,
-    PathInfo,
-    dir_key,
-    file_key,
-    stat_key,
-    which_key,
-)
+from npudoctor.probes.sources import Command, CommandResult, DirListing, FileContent, PathInfo
 
 SCHEMA = "npudoctor.bundle/1"
 MAX_BUNDLE_MEMBER_BYTES = 64 * 1024 * 1024
@@ -182,20 +173,20 @@ class ReplayRunner(Runner):
         )
 
     def read_text(self, path: str, max_bytes: int = MAX_FILE_BYTES, tail: bool = False) -> FileContent:
-        record = self._records.get(file_key(path, tail))
+        record = self._records.get(sources.file_key(path, tail))
         if record is None:
             return FileContent(path, None, "not-recorded")
         text = self._raw(record) if record.get("raw") else None
         return FileContent(path, text, record.get("error"), bool(record.get("truncated")))
 
     def list_dir(self, path: str) -> DirListing:
-        record = self._records.get(dir_key(path))
+        record = self._records.get(sources.dir_key(path))
         if record is None:
             return DirListing(path, (), "not-recorded")
         return DirListing(path, tuple(record.get("entries", ())), record.get("error"))
 
     def path_info(self, path: str) -> PathInfo:
-        record = self._records.get(stat_key(path))
+        record = self._records.get(sources.stat_key(path))
         if record is None:
             return PathInfo(path, False, error="not-recorded")
         fields = {k: record[k] for k in PathInfo._fields if k in record}
@@ -206,7 +197,7 @@ class ReplayRunner(Runner):
         return dict(record["variables"]) if record else {}
 
     def which(self, name: str, extra_dirs: Iterable[str] = ()) -> Optional[str]:
-        record = self._records.get(which_key(name, extra_dirs))
+        record = self._records.get(sources.which_key(name, extra_dirs))
         return record.get("value") if record else None
 
     def net_interfaces(self) -> Dict[str, List[str]]:

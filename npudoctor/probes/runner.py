@@ -16,17 +16,8 @@ import time
 from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Mapping, Optional, Tuple
 
 from npudoctor.parsers.text import decode_text
-from npudoctor.probes.sources import (
-    Command,
-    CommandResult,
-    DirListing,
-    FileContent,
-    PathInfo,
-    dir_key,
-    file_key,
-    stat_key,
-    which_key,
-)
+from npudoctor.probes import sources
+from npudoctor.probes.sources import Command, CommandResult, DirListing, FileContent, PathInfo
 
 if TYPE_CHECKING:
     import subprocess
@@ -357,19 +348,19 @@ class RecordingRunner(Runner):
         self.inner.close()
 
     def read_text(self, path: str, max_bytes: int = MAX_FILE_BYTES, tail: bool = False) -> FileContent:
-        return self._keep(file_key(path, tail), "file", self.inner.read_text(path, max_bytes, tail))
+        return self._keep(sources.file_key(path, tail), "file", self.inner.read_text(path, max_bytes, tail))
 
     def list_dir(self, path: str) -> DirListing:
-        return self._keep(dir_key(path), "dir", self.inner.list_dir(path))
+        return self._keep(sources.dir_key(path), "dir", self.inner.list_dir(path))
 
     def path_info(self, path: str) -> PathInfo:
-        return self._keep(stat_key(path), "stat", self.inner.path_info(path))
+        return self._keep(sources.stat_key(path), "stat", self.inner.path_info(path))
 
     def environ(self) -> Dict[str, str]:
         return self._keep("env", "env", self.inner.environ())
 
     def which(self, name: str, extra_dirs: Iterable[str] = ()) -> Optional[str]:
-        return self._keep(which_key(name, extra_dirs), "which", self.inner.which(name, extra_dirs))
+        return self._keep(sources.which_key(name, extra_dirs), "which", self.inner.which(name, extra_dirs))
 
     def host(self) -> Dict[str, Any]:
         return self._keep("host", "host", self.inner.host())
