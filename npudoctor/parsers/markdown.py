@@ -32,7 +32,12 @@ class Table:
     rows: List[Tuple[str, ...]] = field(default_factory=list)
 
 
-def _cells(line: str) -> Tuple[str, ...]:
+def row_cells(line: str) -> Tuple[str, ...]:
+    """The cells of a ``| a | b | c |`` row, stripped; a row cut off before its last ``|`` keeps what it has.
+
+    >>> row_cells("| NPU  Name | Health |"), row_cells("| 0  910B3 | OK")
+    (('NPU  Name', 'Health'), ('0  910B3', 'OK'))
+    """
     inner = line.strip()
     if inner.startswith("|"):
         inner = inner[1:]
@@ -46,7 +51,7 @@ def _is_row(line: str) -> bool:
 
 
 def _is_separator(line: str) -> bool:
-    cells = _cells(line)
+    cells = row_cells(line)
     return (
         _is_row(line) and bool(cells) and all(_SEPARATOR_CELL.match(cell.replace(" ", "")) for cell in cells)
     )
@@ -64,10 +69,10 @@ def read_tables(text: str) -> List[Table]:
         if match and not _is_row(line):
             heading = match.group(1)
         if _is_row(line) and index + 1 < len(lines) and _is_separator(lines[index + 1]):
-            table = Table(heading, _cells(line))
+            table = Table(heading, row_cells(line))
             index += 2
             while index < len(lines) and _is_row(lines[index]):
-                cells = _cells(lines[index])
+                cells = row_cells(lines[index])
                 width = len(table.header)
                 table.rows.append((cells + ("",) * width)[:width])
                 index += 1

@@ -43,6 +43,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from npudoctor.parsers.markdown import row_cells
+
 # What npu-smi prints where a chip has no reading (310P power, second die of an A3 NPU, SoC Bus-Id).
 _ABSENT = {"NA", "N/A", "-", "--", ""}
 _BANNER = re.compile(r"npu-smi\s+(?P<tool>\S+)(?:\s+Version:\s*(?P<driver>\S+))?", re.IGNORECASE)
@@ -251,14 +253,6 @@ def _field_names(cell: str) -> List[str]:
     return names
 
 
-def _cells(line: str) -> List[str]:
-    """The boxed cells of a ``| a | b | c |`` row; a row cut off before its last ``|`` keeps what it has."""
-    body = line[1:]
-    if body.endswith("|"):
-        body = body[:-1]
-    return [cell.strip() for cell in body.split("|")]
-
-
 def _clean(line: str) -> str:
     # Pastes quote tables in Markdown ("> |...") or indent them; npu-smi pads some rows with trailing spaces.
     return re.sub(r"^\s*(?:>\s?)*", "", line).rstrip()
@@ -301,7 +295,7 @@ class _Builder:
         self.done = False  # a second table begins (a paste of two runs): only the first is read
 
     # -- rows ----------------------------------------------------------------------------------------
-    def row(self, cells: List[str]) -> None:
+    def row(self, cells: Sequence[str]) -> None:
         first = cells[0]
         if len(cells) == 1 and self.tool is None and (banner := _BANNER.search(first)):
             self.tool, self.driver = banner.group("tool"), banner.group("driver")
@@ -341,7 +335,7 @@ class _Builder:
         elif self.section == "chips":
             self.chip_row(cells)
 
-    def chip_row(self, cells: List[str]) -> None:
+    def chip_row(self, cells: Sequence[str]) -> None:
         if self.pending is None:
             words = " ".join(cells[:self.health_at]).split()
             if not words or _integer(words[0]) is None:
@@ -381,7 +375,7 @@ class _Builder:
             self.notes.append(f"NPU {fields['npu_id']}: only the first row of a chip is present")
             self.chips.append(NpuSmiChip(chip_id=None, **fields))
 
-    def process_row(self, cells: List[str]) -> None:
+    def process_row(self, cells: Sequence[str]) -> None:
         idle = _IDLE.search(cells[0])
         if idle:
             self.idle.append(int(idle.group(1)))
@@ -434,7 +428,7 @@ def parse_npu_smi_info(text: str) -> NpuSmiTable:
             if body and set(body) == {"."}:
                 builder.partial = True
                 continue
-            builder.row(_cells(line))
+            builder.row(row_cells(line))
             continue
         if builder.section == "chips" and set(line) == {"."}:
             builder.partial = True  # a doc author's "..." between chips

@@ -19,6 +19,7 @@ import time
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 from npudoctor import __version__
+from npudoctor.probes import sources
 from npudoctor.probes.redact import redact_env, redact_text
 from npudoctor.probes.runner import MAX_FILE_BYTES, Runner
 from npudoctor.probes.sources import Command, CommandResult, DirListing, FileContent, PathInfo
@@ -106,34 +107,33 @@ def write_bundle(path: str, members: Dict[str, bytes]) -> None:
 
 def read_bundle(path: str) -> Dict[str, bytes]:
     """Bundle members by name. Raises :class:`BundleError` with a one-line reason on any bad input."""
+    members: Dict[str, bytes] = {}
     if os.path.isdir(path):
-        members: Dict[str, bytes] = {}
         for dirpath, _dirs, files in os.walk(path):
             for name in files:
                 full = os.path.join(dirpath, name)
                 rel = os.path.relpath(full, path).replace(os.sep, "/")
                 with open(full, "rb") as handle:
                     members[rel] = handle.read(MAX_BUNDLE_MEMBER_BYTES)
-        if "manifest.json" not in members:
-            raise BundleError(f"{path}: not an npudoctor bundle (no manifest.json)")
-        return members
-    if not os.path.exists(path):
+    elif not os.path.exists(path):
         raise BundleError(f"{path}: no such file")
-    try:
-        with tarfile.open(path, "r:*") as tar:
-            members = {}
-            for info in tar.getmembers():
-                if not info.isfile():
-                    continue
-                name = info.name[2:] if info.name.startswith("./") else info.name
-                if info.size > MAX_BUNDLE_MEMBER_BYTES:
-                    raise BundleError(f"{path}: member {name} is larger than {MAX_BUNDLE_MEMBER_BYTES} bytes")
-                extracted = tar.extractfile(info)
-                if extracted is not None:
-                    members[name] = extracted.read()
-    except (tarfile.TarError, EOFError, OSError, ValueError) as exc:
-        reason = str(exc).splitlines()[0].rstrip(" :") if str(exc) else exc.__class__.__name__
-        raise BundleError(f"{path}: not a readable bundle archive (.tar.gz or folder): {reason}") from None
+    else:
+        try:
+            with tarfile.open(path, "r:*") as tar:
+                for info in tar.getmembers():
+                    if not info.isfile():
+                        continue
+                    name = info.name[2:] if info.name.startswith("./") else info.name
+                    if info.size > MAX_BUNDLE_MEMBER_BYTES:
+                        raise BundleError(
+                            f"{path}: member {name} is larger than {MAX_BUNDLE_MEMBER_BYTES} bytes"
+                        )
+                    extracted = tar.extractfile(info)
+                    if extracted is not None:
+                        members[name] = extracted.read()
+        except (tarfile.TarError, EOFError, OSError, ValueError) as exc:
+            reason = str(exc).splitlines()[0].rstrip(" :") if str(exc) else exc.__class__.__name__
+            raise BundleError(f"{path}: not a readable bundle archive (.tar.gz or folder): {reason}") from None
     if "manifest.json" not in members:
         raise BundleError(f"{path}: not an npudoctor bundle (no manifest.json)")
     return members
@@ -173,20 +173,20 @@ class ReplayRunner(Runner):
         )
 
     def read_text(self, path: str, max_bytes: int = MAX_FILE_BYTES, tail: bool = False) -> FileContent:
-        record = self._records.get("file:" + path + ("#tail" if tail else ""))
+        record = self._records.get(sources.file_key(path, tail))
         if record is None:
             return FileContent(path, None, "not-recorded")
         text = self._raw(record) if record.get("raw") else None
         return FileContent(path, text, record.get("error"), bool(record.get("truncated")))
 
     def list_dir(self, path: str) -> DirListing:
-        record = self._records.get("dir:" + path)
+        record = self._records.get(sources.dir_key(path))
         if record is None:
             return DirListing(path, (), "not-recorded")
         return DirListing(path, tuple(record.get("entries", ())), record.get("error"))
 
     def path_info(self, path: str) -> PathInfo:
-        record = self._records.get("stat:" + path)
+        record = self._records.get(sources.stat_key(path))
         if record is None:
             return PathInfo(path, False, error="not-recorded")
         fields = {k: record[k] for k in PathInfo._fields if k in record}
@@ -197,8 +197,7 @@ class ReplayRunner(Runner):
         return dict(record["variables"]) if record else {}
 
     def which(self, name: str, extra_dirs: Iterable[str] = ()) -> Optional[str]:
-        key = "which:" + name + ("|" + ":".join(extra_dirs) if extra_dirs else "")
-        record = self._records.get(key)
+        record = self._records.get(sources.which_key(name, extra_dirs))
         return record.get("value") if record else None
 
     def net_interfaces(self) -> Dict[str, List[str]]:

@@ -14,7 +14,6 @@ Shell equivalents::
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
@@ -26,14 +25,13 @@ from npudoctor.parsers.hccn_tool import (
     parse_net_health,
 )
 from npudoctor.probes import provides
+from npudoctor.probes.pci import davinci_nodes
 from npudoctor.probes.sources import Command
 
 HCCN_TOOL = "hccn_tool"
 # Where the driver package installs hccn_tool when it is not on PATH.
 HCCN_TOOL_DIRS: Tuple[str, ...] = ("/usr/local/Ascend/driver/tools", "/usr/local/bin")
 HCCN_CONF = "/etc/hccn.conf"
-# /dev/davinci<N>, one per NPU device id; davinci_manager is the management node, not an NPU.
-_DAVINCI = re.compile(r"^davinci(\d+)$")
 # The per-NPU queries, in the order they run: name -> hccn_tool arguments after "-i N".
 HCCN_QUERY_ARGS: Mapping[str, Tuple[str, ...]] = {
     "link": ("-link", "-g"),
@@ -145,8 +143,7 @@ class HccnFacts:
 
 def _device_ids(ctx: Any) -> Tuple[Tuple[int, ...], Optional[str]]:
     listing = ctx.runner.list_dir("/dev")
-    ids = sorted(int(m.group(1)) for m in map(_DAVINCI.match, listing.entries) if m)
-    return tuple(ids), listing.error
+    return tuple(number for number, _name in davinci_nodes(listing.entries)), listing.error
 
 
 @provides("hccl.hccn")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 from npudoctor import knowledge
 from npudoctor.parsers.sysfs import parse_hex, parse_int, parse_link_speed_gts
@@ -60,8 +60,7 @@ class DeviceNodeFacts:
 
 
 def _read(runner: Any, path: str) -> Optional[str]:
-    content = runner.read_text(path, max_bytes=4096)
-    return content.text if content.text is not None else None
+    return runner.read_text(path, max_bytes=4096).text
 
 
 def classify(
@@ -96,11 +95,12 @@ def pci_facts(ctx: Any) -> PciFacts:
     listing = runner.list_dir(PCI_DEVICES)
     if listing.error:
         return PciFacts((), 0, f"{PCI_DEVICES}: {listing.error}")
+    huawei_vendor_id = int(ids["vendor_id"], 16)
     npus = []
     for bdf in listing.entries:
         base = f"{PCI_DEVICES}/{bdf}"
         vendor = parse_hex(_read(runner, f"{base}/vendor"))
-        if vendor is None or vendor != int(ids["vendor_id"], 16):
+        if vendor is None or vendor != huawei_vendor_id:
             continue
         device = parse_hex(_read(runner, f"{base}/device"))
         if device is None:
@@ -124,7 +124,17 @@ def pci_facts(ctx: Any) -> PciFacts:
     return PciFacts(tuple(npus), len(listing.entries))
 
 
+# /dev/davinci<N>, one per NPU device id; davinci_manager is the management node, not an NPU.
 _DAVINCI = re.compile(r"^davinci(\d+)$")
+
+
+def davinci_nodes(dev_entries: Iterable[str]) -> List[Tuple[int, str]]:
+    """(device number, name) of each ``davinci<N>`` in a ``/dev`` listing, by number (pure).
+
+    >>> davinci_nodes(["davinci_manager", "davinci10", "devmm_svm", "davinci2"])
+    [(2, 'davinci2'), (10, 'davinci10')]
+    """
+    return sorted((int(m.group(1)), name) for name in dev_entries if (m := _DAVINCI.match(name)))
 
 
 @provides("device_nodes")
@@ -133,7 +143,7 @@ def device_node_facts(ctx: Any) -> DeviceNodeFacts:
     runner = ctx.runner
     ids = knowledge.load("pci_ids")
     listing = runner.list_dir("/dev")
-    numbered = sorted((int(m.group(1)), name) for name in listing.entries if (m := _DAVINCI.match(name)))
+    numbered = davinci_nodes(listing.entries)
 
     def node(path: str) -> DeviceNode:
         info = runner.path_info(path)

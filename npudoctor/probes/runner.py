@@ -16,12 +16,13 @@ import time
 from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Mapping, Optional, Tuple
 
 from npudoctor.parsers.text import decode_text
+from npudoctor.probes import sources
 from npudoctor.probes.sources import Command, CommandResult, DirListing, FileContent, PathInfo
 
 if TYPE_CHECKING:
     import subprocess
 
-__all__ = ["MAX_FILE_BYTES", "LiveRunner", "RecordingRunner", "Runner", "decode_text"]
+__all__ = ["MAX_FILE_BYTES", "LiveRunner", "RecordingRunner", "Runner"]
 
 # Files larger than this are cut: probes read small text files (sysfs, version.info, JSON configs).
 MAX_FILE_BYTES = 4 * 1024 * 1024
@@ -235,22 +236,13 @@ class LiveRunner(Runner):
             out, err = proc.communicate()
         finally:
             self._children.pop(proc.pid, None)
-        if timed_out:
-            return CommandResult(
-                argv,
-                None,
-                decode_text(out[:MAX_OUTPUT_BYTES]),
-                decode_text(err[:MAX_OUTPUT_BYTES]),
-                time.monotonic() - started,
-                error="timeout",
-                resolved_path=resolved,
-            )
         return CommandResult(
             argv,
-            proc.returncode,
+            None if timed_out else proc.returncode,
             decode_text(out[:MAX_OUTPUT_BYTES]),
             decode_text(err[:MAX_OUTPUT_BYTES]),
             time.monotonic() - started,
+            error="timeout" if timed_out else None,
             resolved_path=resolved,
         )
 
@@ -356,21 +348,19 @@ class RecordingRunner(Runner):
         self.inner.close()
 
     def read_text(self, path: str, max_bytes: int = MAX_FILE_BYTES, tail: bool = False) -> FileContent:
-        key = "file:" + path + ("#tail" if tail else "")
-        return self._keep(key, "file", self.inner.read_text(path, max_bytes, tail))
+        return self._keep(sources.file_key(path, tail), "file", self.inner.read_text(path, max_bytes, tail))
 
     def list_dir(self, path: str) -> DirListing:
-        return self._keep("dir:" + path, "dir", self.inner.list_dir(path))
+        return self._keep(sources.dir_key(path), "dir", self.inner.list_dir(path))
 
     def path_info(self, path: str) -> PathInfo:
-        return self._keep("stat:" + path, "stat", self.inner.path_info(path))
+        return self._keep(sources.stat_key(path), "stat", self.inner.path_info(path))
 
     def environ(self) -> Dict[str, str]:
         return self._keep("env", "env", self.inner.environ())
 
     def which(self, name: str, extra_dirs: Iterable[str] = ()) -> Optional[str]:
-        key = "which:" + name + ("|" + ":".join(extra_dirs) if extra_dirs else "")
-        return self._keep(key, "which", self.inner.which(name, extra_dirs))
+        return self._keep(sources.which_key(name, extra_dirs), "which", self.inner.which(name, extra_dirs))
 
     def host(self) -> Dict[str, Any]:
         return self._keep("host", "host", self.inner.host())

@@ -7,7 +7,7 @@ dataclasses: each of those costs about half a millisecond of start-up, which eve
 
 from __future__ import annotations
 
-from typing import NamedTuple, Optional, Tuple
+from typing import Iterable, NamedTuple, Optional, Tuple
 
 
 class Command(NamedTuple):
@@ -31,6 +31,23 @@ class Command(NamedTuple):
             digest = hashlib.sha1(repr(sorted(self.env)).encode()).hexdigest()[:10]
             suffix = " #env=" + digest
         return "cmd:" + " ".join(self.argv) + suffix
+
+
+# The keys of the other requests, shared by the recording and the replaying runner (bundle format).
+def file_key(path: str, tail: bool = False) -> str:
+    return "file:" + path + ("#tail" if tail else "")
+
+
+def dir_key(path: str) -> str:
+    return "dir:" + path
+
+
+def stat_key(path: str) -> str:
+    return "stat:" + path
+
+
+def which_key(name: str, extra_dirs: Iterable[str] = ()) -> str:
+    return "which:" + name + ("|" + ":".join(extra_dirs) if extra_dirs else "")
 
 
 class CommandResult(NamedTuple):

@@ -155,7 +155,7 @@ def _ascend_bases(runner: Any) -> List[str]:
 
 
 def _candidate_homes(runner: Any, environ: Mapping[str, str]) -> Tuple[List[Tuple[str, str]], Dict[str, str]]:
-    """(folder, default package kind) pairs to look into, and `latest`/`cann` link -> target."""
+    """(folder, default package kind) pairs to look into, each once, and `latest`/`cann` link -> target."""
     homes: List[Tuple[str, str]] = []
     links: Dict[str, str] = {}
     for base in _ascend_bases(runner):
@@ -182,7 +182,8 @@ def _candidate_homes(runner: Any, environ: Mapping[str, str]) -> Tuple[List[Tupl
         value = environ.get(variable, "").rstrip("/")
         if value:
             homes.append((value, "toolkit"))
-    return homes, links
+    # ascend-toolkit/latest is usually listed and named by both HOME_VARIABLES: read each home once.
+    return list(dict.fromkeys(homes)), links
 
 
 def _read_home(
@@ -192,11 +193,11 @@ def _read_home(
     arch_dirs = [entry for entry in runner.list_dir(home).entries if entry.endswith("-linux")]
     if host_arch and f"{host_arch}-linux" not in arch_dirs:
         arch_dirs.append(f"{host_arch}-linux")
-    paths = [f"{home}/{name}" for name in INFO_FILES.values()]
-    paths += [f"{home}/{arch}/{name}" for arch in arch_dirs for name in INFO_FILES.values()]
+    folders = [home, *(f"{home}/{arch}" for arch in arch_dirs)]
+    info_files = [(f"{folder}/{name}", package) for folder in folders for package, name in INFO_FILES.items()]
     found: List[Dict[str, Any]] = []
     unreadable: List[VersionFile] = []
-    for path in paths:
+    for path, package in info_files:
         info = read_version_file(runner, path)
         if not info.present:
             continue
@@ -205,7 +206,6 @@ def _read_home(
                 info if not info.readable else VersionFile(path, {}, "garbled: no version= line")
             )
             continue
-        package = "nnae" if path.endswith(INFO_FILES["nnae"]) else "toolkit"
         found.append(
             {
                 "package": package,
