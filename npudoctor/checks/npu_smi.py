@@ -9,7 +9,7 @@ card, and an Atlas A3 NPU has two dies.
 
 from __future__ import annotations
 
-from typing import Any, Dict, Iterable, List, Optional
+from typing import Any, Dict, Iterable, Optional, Sequence
 
 from npudoctor import knowledge
 from npudoctor.checks.registry import (
@@ -33,7 +33,7 @@ NOT_FOUND_FIX = (
 )
 
 
-def _physical_npus(ctx: CheckContext) -> Optional[List[Any]]:
+def npus_on_bus(ctx: CheckContext) -> Optional[Sequence[Any]]:
     """NPU functions on the PCI bus (virtual functions left out), or None when the bus could not be read."""
     try:
         pci = ctx.facts("pci")
@@ -41,7 +41,7 @@ def _physical_npus(ctx: CheckContext) -> Optional[List[Any]]:
         return None
     if pci.error:
         return None
-    return [d for d in pci.npus if not d.is_virtual_function]
+    return pci.physical_npus
 
 
 def _explain(failure: NpuSmiFailure) -> Dict[str, str]:
@@ -76,7 +76,7 @@ def npu_smi_runs(ctx: CheckContext) -> Iterable[Outcome]:
     facts = ctx.facts("npu_smi")
     evidence: Dict[str, Any] = {"path": facts.path, "rc": facts.rc, "duration_s": facts.duration_s}
     if facts.error == "not-found":
-        npus = _physical_npus(ctx)
+        npus = npus_on_bus(ctx)
         searched = {"searched": "PATH, /usr/local/sbin, /usr/local/bin"}
         if npus is None:
             yield skip("npu-smi not found, and the PCI bus could not be read to tell whether this node has "
@@ -213,7 +213,7 @@ def chip_count(ctx: CheckContext) -> Iterable[Outcome]:
                    subject="npu-smi", evidence=evidence)
         return
     compared = False
-    npus = _physical_npus(ctx)
+    npus = npus_on_bus(ctx)
     if npus:
         compared = True
         evidence["npus_on_pci"] = len(npus)

@@ -9,12 +9,12 @@ release, so torch, torch_npu and CANN must be chosen together from the matrix.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 from dataclasses import dataclass
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from npudoctor import knowledge
+from npudoctor.checks.npu_smi import npus_on_bus
 from npudoctor.checks.registry import (
     CheckContext,
     FactsUnavailable,
@@ -218,9 +218,7 @@ def driver_and_firmware(ctx: CheckContext) -> Iterable[Outcome]:
     facts = ctx.facts("ascend_driver")
     driver = facts.driver
     if not driver.present:
-        npus = 0
-        with contextlib.suppress(FactsUnavailable):
-            npus = len([d for d in ctx.facts("pci").npus if not d.is_virtual_function])
+        npus = len(npus_on_bus(ctx) or ())
         if npus:
             yield fail(
                 "driver",
