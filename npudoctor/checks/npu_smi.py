@@ -14,7 +14,6 @@ from typing import Any, Dict, Iterable, Optional, Sequence
 from npudoctor import knowledge
 from npudoctor.checks.registry import (
     CheckContext,
-    FactsUnavailable,
     Outcome,
     check,
     error,
@@ -35,11 +34,8 @@ NOT_FOUND_FIX = (
 
 def npus_on_bus(ctx: CheckContext) -> Optional[Sequence[Any]]:
     """NPU functions on the PCI bus (virtual functions left out), or None when the bus could not be read."""
-    try:
-        pci = ctx.facts("pci")
-    except FactsUnavailable:
-        return None
-    if pci.error:
+    pci = ctx.facts_or_none("pci")
+    if pci is None or pci.error:
         return None
     return pci.physical_npus
 
@@ -175,11 +171,8 @@ def _chip_evidence(chip: NpuSmiChip) -> Dict[str, Any]:
 
 def _davinci_count(ctx: CheckContext) -> Optional[int]:
     """How many /dev/davinci<N> nodes exist (one per chip the driver brought up), None when unknown."""
-    try:
-        nodes = ctx.facts("device_nodes")
-    except FactsUnavailable:
-        return None
-    return None if nodes.error else len(nodes.chips)
+    nodes = ctx.facts_or_none("device_nodes")
+    return None if nodes is None or nodes.error else len(nodes.chips)
 
 
 def _normal_bdf(bus_id: str) -> str:

@@ -17,7 +17,6 @@ from npudoctor import knowledge
 from npudoctor.checks.npu_smi import npus_on_bus
 from npudoctor.checks.registry import (
     CheckContext,
-    FactsUnavailable,
     Outcome,
     check,
     error,
@@ -170,10 +169,8 @@ def _packages(ctx: CheckContext, *names: str) -> Tuple[Any, List[Version], Optio
 
 
 def _active_cann(ctx: CheckContext) -> Optional[Any]:
-    try:
-        return ctx.facts("cann").active
-    except FactsUnavailable:
-        return None
+    cann = ctx.facts_or_none("cann")
+    return cann.active if cann is not None else None
 
 
 def _verdict(level: str, subject: str, detail: str, evidence: Mapping[str, Any], fix: str) -> Outcome:
@@ -380,11 +377,8 @@ def matrix_recommended(key: str) -> Any:
 
 
 def _cann_needed_by_torch_npu(ctx: CheckContext) -> Optional[Tuple[str, Version]]:
-    try:
-        facts = ctx.facts("python")
-    except FactsUnavailable:
-        return None
-    info = facts.package("torch_npu") if facts.error is None else None
+    facts = ctx.facts_or_none("python")
+    info = facts.package("torch_npu") if facts is not None and facts.error is None else None
     version = parse_version(info.version) if info else None
     release = matrix().find(version) if version else None
     return (version.text, release.cann) if version and release else None
