@@ -173,6 +173,19 @@ def _active_cann(ctx: CheckContext) -> Optional[Any]:
     return cann.active if cann is not None else None
 
 
+def _active_cann_version(ctx: CheckContext) -> Optional[Version]:
+    """The version of the CANN in use; None when there is none or its version is unreadable."""
+    cann = _active_cann(ctx)
+    return parse_version(cann.version) if cann else None
+
+
+def _package_version(facts: Any, name: str) -> Optional[Version]:
+    """The version of the installed package ``name``; None when it is not installed or its version is
+    unreadable (checks that must tell these apart use :func:`_packages`)."""
+    info = facts.package(name)
+    return parse_version(info.version) if info else None
+
+
 def _verdict(level: str, subject: str, detail: str, evidence: Mapping[str, Any], fix: str) -> Outcome:
     """A mismatch whose severity the profile chooses (``warn`` or ``fail``)."""
     if str(level).lower() == "fail":
@@ -378,8 +391,7 @@ def matrix_recommended(key: str) -> Any:
 
 def _cann_needed_by_torch_npu(ctx: CheckContext) -> Optional[Tuple[str, Version]]:
     facts = ctx.facts_or_none("python")
-    info = facts.package("torch_npu") if facts is not None and facts.error is None else None
-    version = parse_version(info.version) if info else None
+    version = _package_version(facts, "torch_npu") if facts is not None and facts.error is None else None
     release = matrix().find(version) if version else None
     return (version.text, release.cann) if version and release else None
 
@@ -401,8 +413,7 @@ def torch_and_torch_npu(ctx: CheckContext) -> Iterable[Outcome]:
         return
     torch, torch_npu = versions
     m = matrix()
-    cann = _active_cann(ctx)
-    cann_version = parse_version(cann.version) if cann else None
+    cann_version = _active_cann_version(ctx)
     evidence = {
         "torch": torch.text,
         "torch_npu": torch_npu.text,
@@ -478,8 +489,7 @@ def torch_npu_and_cann(ctx: CheckContext) -> Iterable[Outcome]:
         return
     m = matrix()
     release = m.find(torch_npu)
-    torch_info = facts.package("torch")
-    torch = parse_version(torch_info.version) if torch_info else None
+    torch = _package_version(facts, "torch")
     evidence = {
         "torch_npu": torch_npu.text,
         "cann": installed.text,
@@ -663,12 +673,10 @@ def _known_bad_fix(ctx: CheckContext, facts: Any, name: str, version: Version, b
         return f"install another {name} release than {version.text}"
     m = matrix()
     release = m.find(version)
-    torch_info = facts.package("torch")
-    torch = release.torch if release else parse_version(torch_info.version) if torch_info else None
+    torch = release.torch if release else _package_version(facts, "torch")
     if torch is None:
         return f"install another torch_npu release than {version.text}"
-    cann = _active_cann(ctx)
-    cann_version = parse_version(cann.version) if cann else None
+    cann_version = _active_cann_version(ctx)
     best = m.best_for(torch, cann_version, avoid=bad) or m.best_for(torch, None, avoid=bad)
     if best is None:
         return f"install another torch_npu release than {version.text}"
