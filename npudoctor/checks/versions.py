@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 from npudoctor import knowledge
 from npudoctor.checks.npu_smi import npus_on_bus
@@ -118,14 +118,28 @@ class Matrix:
         return max(fitting, key=lambda r: r.torch_npu) if fitting else None
 
 
+class KnownBad(NamedTuple):
+    """An entry of ``checks/known_bad.yaml`` (package, versions, problem, source), its versions parsed."""
+
+    entry: Mapping[str, Any]
+    versions: Tuple[Version, ...]
+
+    @property
+    def package(self) -> str:
+        return str(self.entry["package"])
+
+
+@functools.cache
+def known_bad() -> Tuple[KnownBad, ...]:
+    return tuple(
+        KnownBad(entry, tuple(Version.parse(str(version)) for version in entry["versions"]))
+        for entry in knowledge.load("known_bad")["known_bad"]
+    )
+
+
 @functools.cache
 def matrix() -> Matrix:
-    bad = [
-        Version.parse(str(version))
-        for entry in knowledge.load("known_bad")["known_bad"]
-        if entry["package"] == "torch_npu"
-        for version in entry["versions"]
-    ]
+    bad = [version for known in known_bad() if known.package == "torch_npu" for version in known.versions]
     return Matrix(knowledge.load("compat_matrix"), bad)
 
 
@@ -641,19 +655,17 @@ def known_bad_versions(ctx: CheckContext) -> Iterable[Outcome]:
     if problem:
         yield problem
         return
-    entries = knowledge.load("known_bad")["known_bad"]
-    names = sorted({str(entry["package"]) for entry in entries})
-    installed = {name: facts.package(name) for name in names if facts.package(name) is not None}
+    names = sorted({known.package for known in known_bad()})
+    installed = {name: info for name in names if (info := facts.package(name)) is not None}
     if not installed:
         yield skip(f"none of {', '.join(names)} is installed in {facts.where}", subject="python")
         return
     bad_found = False
-    for entry in entries:
-        name = str(entry["package"])
+    for known in known_bad():
+        name, entry = known.package, known.entry
         info = installed.get(name)
         version = parse_version(info.version) if info else None
-        bad = [Version.parse(str(v)) for v in entry["versions"]]
-        if version is None or version not in bad:
+        if version is None or version not in known.versions:
             continue
         bad_found = True
         evidence = {"package": name, "version": version.text, "source": entry.get("source", "")}
@@ -661,14 +673,14 @@ def known_bad_versions(ctx: CheckContext) -> Iterable[Outcome]:
             f"python:{name}",
             f"{name} {version.text} {entry['problem']} ({entry.get('source', '')})",
             evidence,
-            _known_bad_fix(ctx, facts, name, version, bad),
+            _known_bad_fix(ctx, facts, name, version, known.versions),
         )
     if not bad_found:
         listed = ", ".join(f"{name} {installed[name].version}" for name in sorted(installed))
         yield passed("python", f"{listed}: not on the known-bad list", {"checked": sorted(installed)})
 
 
-def _known_bad_fix(ctx: CheckContext, facts: Any, name: str, version: Version, bad: List[Version]) -> str:
+def _known_bad_fix(ctx: CheckContext, facts: Any, name: str, version: Version, bad: Sequence[Version]) -> str:
     if name != "torch_npu":
         return f"install another {name} release than {version.text}"
     m = matrix()
