@@ -75,6 +75,8 @@ class Matrix:
                 )
             )
         self.python: Dict[str, List[str]] = {str(k): [str(v) for v in vs] for k, vs in data["python"].items()}
+        # parsed once: newest_supporting_python looks a key up for every release
+        self._python_keys: List[Tuple[Version, str]] = [(Version.parse(key), key) for key in self.python]
         self.python_minimum: Dict[str, str] = {
             str(k): str(v) for k, v in (data.get("python_minimum") or {}).items()
         }
@@ -98,10 +100,10 @@ class Matrix:
         return None
 
     def _python_key(self, torch: Version) -> Optional[str]:
-        exact = [key for key in self.python if Version.parse(key) == torch]
+        exact = [key for version, key in self._python_keys if version == torch]
         if exact:
             return exact[0]
-        same_minor = [key for key in self.python if Version.parse(key).major_minor == torch.major_minor]
+        same_minor = [key for version, key in self._python_keys if version.major_minor == torch.major_minor]
         return same_minor[0] if same_minor else None
 
     def python_for(self, torch: Version) -> Optional[List[str]]:
