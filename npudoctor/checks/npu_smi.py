@@ -196,7 +196,7 @@ def chip_count(ctx: CheckContext) -> Iterable[Outcome]:
     """
     table = ctx.facts("npu_smi").table
     chips = table.chips
-    bus_ids = sorted({_normal_bdf(c.bus_id) for c in chips if c.bus_id})
+    bus_ids = {_normal_bdf(c.bus_id) for c in chips if c.bus_id}
     uses_bus_ids = all(c.bus_id for c in chips)
     seen = len(bus_ids) if uses_bus_ids else len(table.npu_ids)
     unit = "PCI function(s) (distinct Bus-Id)" if uses_bus_ids else "NPU id(s)"
@@ -205,17 +205,15 @@ def chip_count(ctx: CheckContext) -> Iterable[Outcome]:
         yield skip("the npu-smi table is partial (rows elided or cut off): its counts are not the node's",
                    subject="npu-smi", evidence=evidence)
         return
-    compared = False
     npus = npus_on_bus(ctx)
     if npus:
-        compared = True
         evidence["npus_on_pci"] = len(npus)
         if seen != len(npus):
             on_bus = {_normal_bdf(d.bdf) for d in npus}
             detail = f"npu-smi lists {seen} {unit}, the PCI bus has {len(npus)} NPU(s)"
-            if uses_bus_ids and on_bus & set(bus_ids):
-                evidence["missing_from_npu_smi"] = sorted(on_bus - set(bus_ids))
-                evidence["not_on_pci_bus"] = sorted(set(bus_ids) - on_bus)
+            if uses_bus_ids and on_bus & bus_ids:
+                evidence["missing_from_npu_smi"] = sorted(on_bus - bus_ids)
+                evidence["not_on_pci_bus"] = sorted(bus_ids - on_bus)
                 if evidence["missing_from_npu_smi"]:
                     detail += f"; not listed by npu-smi: {', '.join(evidence['missing_from_npu_smi'])}"
             davinci = _davinci_count(ctx)
@@ -230,14 +228,13 @@ def chip_count(ctx: CheckContext) -> Iterable[Outcome]:
             return
     expected = ctx.profile.expected_chip_count
     if expected is not None:
-        compared = True
         evidence["expected_npus"] = expected
         if expected not in (len(table.npu_ids), len(chips)):
             yield fail("npu-smi", f"npu-smi lists {len(table.npu_ids)} NPU(s) with {len(chips)} chip(s), "
                                   f"but the profile {ctx.profile.name} expects {expected}", evidence,
                        fix="lspci -d 19e5: ; npu-smi info -l   # which card is missing?")
             return
-    if not compared:
+    if not npus and expected is None:
         yield skip("nothing to compare with: no NPU readable on the PCI bus and no node.npu_count in the "
                    "profile", subject="npu-smi", evidence=evidence)
         return
