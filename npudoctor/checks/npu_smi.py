@@ -9,12 +9,11 @@ card, and an Atlas A3 NPU has two dies.
 
 from __future__ import annotations
 
-from typing import Any, Dict, Iterable, List, Optional
+from typing import Any, Dict, Iterable, Optional, Sequence
 
 from npudoctor import knowledge
 from npudoctor.checks.registry import (
     CheckContext,
-    FactsUnavailable,
     Outcome,
     check,
     error,
@@ -33,15 +32,12 @@ NOT_FOUND_FIX = (
 )
 
 
-def _physical_npus(ctx: CheckContext) -> Optional[List[Any]]:
+def npus_on_bus(ctx: CheckContext) -> Optional[Sequence[Any]]:
     """NPU functions on the PCI bus (virtual functions left out), or None when the bus could not be read."""
-    try:
-        pci = ctx.facts("pci")
-    except FactsUnavailable:
+    pci = ctx.facts_or_none("pci")
+    if pci is None or pci.error:
         return None
-    if pci.error:
-        return None
-    return [d for d in pci.npus if not d.is_virtual_function]
+    return pci.physical_npus
 
 
 def _explain(failure: NpuSmiFailure) -> Dict[str, str]:
@@ -76,7 +72,7 @@ def npu_smi_runs(ctx: CheckContext) -> Iterable[Outcome]:
     facts = ctx.facts("npu_smi")
     evidence: Dict[str, Any] = {"path": facts.path, "rc": facts.rc, "duration_s": facts.duration_s}
     if facts.error == "not-found":
-        npus = _physical_npus(ctx)
+        npus = npus_on_bus(ctx)
         searched = {"searched": "PATH, /usr/local/sbin, /usr/local/bin"}
         if npus is None:
             yield skip("npu-smi not found, and the PCI bus could not be read to tell whether this node has "
@@ -175,11 +171,8 @@ def _chip_evidence(chip: NpuSmiChip) -> Dict[str, Any]:
 
 def _davinci_count(ctx: CheckContext) -> Optional[int]:
     """How many /dev/davinci<N> nodes exist (one per chip the driver brought up), None when unknown."""
-    try:
-        nodes = ctx.facts("device_nodes")
-    except FactsUnavailable:
-        return None
-    return None if nodes.error else len(nodes.chips)
+    nodes = ctx.facts_or_none("device_nodes")
+    return None if nodes is None or nodes.error else len(nodes.chips)
 
 
 def _normal_bdf(bus_id: str) -> str:
@@ -203,7 +196,7 @@ def chip_count(ctx: CheckContext) -> Iterable[Outcome]:
     """
     table = ctx.facts("npu_smi").table
     chips = table.chips
-    bus_ids = sorted({_normal_bdf(c.bus_id) for c in chips if c.bus_id})
+    bus_ids = {_normal_bdf(c.bus_id) for c in chips if c.bus_id}
     uses_bus_ids = all(c.bus_id for c in chips)
     seen = len(bus_ids) if uses_bus_ids else len(table.npu_ids)
     unit = "PCI function(s) (distinct Bus-Id)" if uses_bus_ids else "NPU id(s)"
@@ -212,17 +205,15 @@ def chip_count(ctx: CheckContext) -> Iterable[Outcome]:
         yield skip("the npu-smi table is partial (rows elided or cut off): its counts are not the node's",
                    subject="npu-smi", evidence=evidence)
         return
-    compared = False
-    npus = _physical_npus(ctx)
+    npus = npus_on_bus(ctx)
     if npus:
-        compared = True
         evidence["npus_on_pci"] = len(npus)
         if seen != len(npus):
             on_bus = {_normal_bdf(d.bdf) for d in npus}
             detail = f"npu-smi lists {seen} {unit}, the PCI bus has {len(npus)} NPU(s)"
-            if uses_bus_ids and on_bus & set(bus_ids):
-                evidence["missing_from_npu_smi"] = sorted(on_bus - set(bus_ids))
-                evidence["not_on_pci_bus"] = sorted(set(bus_ids) - on_bus)
+            if uses_bus_ids and on_bus & bus_ids:
+                evidence["missing_from_npu_smi"] = sorted(on_bus - bus_ids)
+                evidence["not_on_pci_bus"] = sorted(bus_ids - on_bus)
                 if evidence["missing_from_npu_smi"]:
                     detail += f"; not listed by npu-smi: {', '.join(evidence['missing_from_npu_smi'])}"
             davinci = _davinci_count(ctx)
@@ -237,14 +228,13 @@ def chip_count(ctx: CheckContext) -> Iterable[Outcome]:
             return
     expected = ctx.profile.expected_chip_count
     if expected is not None:
-        compared = True
         evidence["expected_npus"] = expected
         if expected not in (len(table.npu_ids), len(chips)):
             yield fail("npu-smi", f"npu-smi lists {len(table.npu_ids)} NPU(s) with {len(chips)} chip(s), "
                                   f"but the profile {ctx.profile.name} expects {expected}", evidence,
                        fix="lspci -d 19e5: ; npu-smi info -l   # which card is missing?")
             return
-    if not compared:
+    if not npus and expected is None:
         yield skip("nothing to compare with: no NPU readable on the PCI bus and no node.npu_count in the "
                    "profile", subject="npu-smi", evidence=evidence)
         return

@@ -35,7 +35,7 @@ def npus_on_pci_bus(ctx: CheckContext) -> Iterable[Outcome]:
                    fix="run on the host, or pass --root with a copy of /sys")
         return
     expected = ctx.profile.expected_chip_count
-    physical = [d for d in facts.npus if not d.is_virtual_function]
+    physical = facts.physical_npus
     if not physical:
         yield fail("pci", f"no Ascend NPU on the PCI bus ({facts.scanned} PCI functions scanned)",
                    evidence={"pci_functions": facts.scanned, "npus": 0},
@@ -76,9 +76,7 @@ def npu_driver_binding(ctx: CheckContext) -> Iterable[Outcome]:
     upgraded.
     """
     drivers = knowledge.load("pci_ids")["drivers"]
-    for device in ctx.facts("pci").npus:
-        if device.is_virtual_function:
-            continue
+    for device in ctx.facts("pci").physical_npus:
         evidence = {"driver": device.driver, "device_id": device.device_hex}
         if device.driver is None:
             yield fail(device.bdf, f"{device.family} NPU is not bound to any driver", evidence,
@@ -109,9 +107,7 @@ def pcie_link(ctx: CheckContext) -> Iterable[Outcome]:
     Fix: reseat the card or move it to a full x16 slot; check the BIOS PCIe speed setting; compare with
     `lspci -vv -s <bus id> | grep -E "LnkCap|LnkSta"`.
     """
-    for device in ctx.facts("pci").npus:
-        if device.is_virtual_function:
-            continue
+    for device in ctx.facts("pci").physical_npus:
         evidence = {
             "current_link_width": device.current_link_width, "max_link_width": device.max_link_width,
             "current_link_speed_gts": device.current_link_speed_gts, "max_link_speed_gts": device.max_link_speed_gts,
@@ -151,8 +147,7 @@ def device_nodes(ctx: CheckContext) -> Iterable[Outcome]:
     --device=/dev/devmm_svm --device=/dev/hisi_hdc`), and run as a user in the driver's group (HwHiAiUser).
     """
     facts = ctx.facts("device_nodes")
-    pci = ctx.facts("pci")
-    physical = [d for d in pci.npus if not d.is_virtual_function]
+    physical = ctx.facts("pci").physical_npus
     if not facts.chips and not physical:
         yield skip("no /dev/davinci* device and no Ascend NPU on the PCI bus: nothing to open", subject="/dev")
         return

@@ -133,6 +133,14 @@ class CheckContext:
                 raise FactsUnavailable(name, self._fact_errors[name]) from exc
         return self._facts[name]
 
+    def facts_or_none(self, name: str) -> Any:
+        """Like :meth:`facts`, but None when the probe broke: for checks that only consult these facts on the
+        side and still reach a verdict without them."""
+        try:
+            return self.facts(name)
+        except FactsUnavailable:
+            return None
+
     def statuses(self, check_id: str) -> List[Status]:
         return [f.status for f in self.findings if f.id == check_id]
 

@@ -9,15 +9,14 @@ release, so torch, torch_npu and CANN must be chosen together from the matrix.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 from dataclasses import dataclass
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 from npudoctor import knowledge
+from npudoctor.checks.npu_smi import npus_on_bus
 from npudoctor.checks.registry import (
     CheckContext,
-    FactsUnavailable,
     Outcome,
     check,
     error,
@@ -76,6 +75,8 @@ class Matrix:
                 )
             )
         self.python: Dict[str, List[str]] = {str(k): [str(v) for v in vs] for k, vs in data["python"].items()}
+        # parsed once: newest_supporting_python looks a key up for every release
+        self._python_keys: List[Tuple[Version, str]] = [(Version.parse(key), key) for key in self.python]
         self.python_minimum: Dict[str, str] = {
             str(k): str(v) for k, v in (data.get("python_minimum") or {}).items()
         }
@@ -99,10 +100,10 @@ class Matrix:
         return None
 
     def _python_key(self, torch: Version) -> Optional[str]:
-        exact = [key for key in self.python if Version.parse(key) == torch]
+        exact = [key for version, key in self._python_keys if version == torch]
         if exact:
             return exact[0]
-        same_minor = [key for key in self.python if Version.parse(key).major_minor == torch.major_minor]
+        same_minor = [key for version, key in self._python_keys if version.major_minor == torch.major_minor]
         return same_minor[0] if same_minor else None
 
     def python_for(self, torch: Version) -> Optional[List[str]]:
@@ -119,14 +120,28 @@ class Matrix:
         return max(fitting, key=lambda r: r.torch_npu) if fitting else None
 
 
+class KnownBad(NamedTuple):
+    """An entry of ``checks/known_bad.yaml`` (package, versions, problem, source), its versions parsed."""
+
+    entry: Mapping[str, Any]
+    versions: Tuple[Version, ...]
+
+    @property
+    def package(self) -> str:
+        return str(self.entry["package"])
+
+
+@functools.cache
+def known_bad() -> Tuple[KnownBad, ...]:
+    return tuple(
+        KnownBad(entry, tuple(Version.parse(str(version)) for version in entry["versions"]))
+        for entry in knowledge.load("known_bad")["known_bad"]
+    )
+
+
 @functools.cache
 def matrix() -> Matrix:
-    bad = [
-        Version.parse(str(version))
-        for entry in knowledge.load("known_bad")["known_bad"]
-        if entry["package"] == "torch_npu"
-        for version in entry["versions"]
-    ]
+    bad = [version for known in known_bad() if known.package == "torch_npu" for version in known.versions]
     return Matrix(knowledge.load("compat_matrix"), bad)
 
 
@@ -170,10 +185,21 @@ def _packages(ctx: CheckContext, *names: str) -> Tuple[Any, List[Version], Optio
 
 
 def _active_cann(ctx: CheckContext) -> Optional[Any]:
-    try:
-        return ctx.facts("cann").active
-    except FactsUnavailable:
-        return None
+    cann = ctx.facts_or_none("cann")
+    return cann.active if cann is not None else None
+
+
+def _active_cann_version(ctx: CheckContext) -> Optional[Version]:
+    """The version of the CANN in use; None when there is none or its version is unreadable."""
+    cann = _active_cann(ctx)
+    return parse_version(cann.version) if cann else None
+
+
+def _package_version(facts: Any, name: str) -> Optional[Version]:
+    """The version of the installed package ``name``; None when it is not installed or its version is
+    unreadable (checks that must tell these apart use :func:`_packages`)."""
+    info = facts.package(name)
+    return parse_version(info.version) if info else None
 
 
 def _verdict(level: str, subject: str, detail: str, evidence: Mapping[str, Any], fix: str) -> Outcome:
@@ -218,9 +244,7 @@ def driver_and_firmware(ctx: CheckContext) -> Iterable[Outcome]:
     facts = ctx.facts("ascend_driver")
     driver = facts.driver
     if not driver.present:
-        npus = 0
-        with contextlib.suppress(FactsUnavailable):
-            npus = len([d for d in ctx.facts("pci").npus if not d.is_virtual_function])
+        npus = len(npus_on_bus(ctx) or ())
         if npus:
             yield fail(
                 "driver",
@@ -382,12 +406,8 @@ def matrix_recommended(key: str) -> Any:
 
 
 def _cann_needed_by_torch_npu(ctx: CheckContext) -> Optional[Tuple[str, Version]]:
-    try:
-        facts = ctx.facts("python")
-    except FactsUnavailable:
-        return None
-    info = facts.package("torch_npu") if facts.error is None else None
-    version = parse_version(info.version) if info else None
+    facts = ctx.facts_or_none("python")
+    version = _package_version(facts, "torch_npu") if facts is not None and facts.error is None else None
     release = matrix().find(version) if version else None
     return (version.text, release.cann) if version and release else None
 
@@ -409,8 +429,7 @@ def torch_and_torch_npu(ctx: CheckContext) -> Iterable[Outcome]:
         return
     torch, torch_npu = versions
     m = matrix()
-    cann = _active_cann(ctx)
-    cann_version = parse_version(cann.version) if cann else None
+    cann_version = _active_cann_version(ctx)
     evidence = {
         "torch": torch.text,
         "torch_npu": torch_npu.text,
@@ -486,8 +505,7 @@ def torch_npu_and_cann(ctx: CheckContext) -> Iterable[Outcome]:
         return
     m = matrix()
     release = m.find(torch_npu)
-    torch_info = facts.package("torch")
-    torch = parse_version(torch_info.version) if torch_info else None
+    torch = _package_version(facts, "torch")
     evidence = {
         "torch_npu": torch_npu.text,
         "cann": installed.text,
@@ -639,19 +657,17 @@ def known_bad_versions(ctx: CheckContext) -> Iterable[Outcome]:
     if problem:
         yield problem
         return
-    entries = knowledge.load("known_bad")["known_bad"]
-    names = sorted({str(entry["package"]) for entry in entries})
-    installed = {name: facts.package(name) for name in names if facts.package(name) is not None}
+    names = sorted({known.package for known in known_bad()})
+    installed = {name: info for name in names if (info := facts.package(name)) is not None}
     if not installed:
         yield skip(f"none of {', '.join(names)} is installed in {facts.where}", subject="python")
         return
     bad_found = False
-    for entry in entries:
-        name = str(entry["package"])
+    for known in known_bad():
+        name, entry = known.package, known.entry
         info = installed.get(name)
         version = parse_version(info.version) if info else None
-        bad = [Version.parse(str(v)) for v in entry["versions"]]
-        if version is None or version not in bad:
+        if version is None or version not in known.versions:
             continue
         bad_found = True
         evidence = {"package": name, "version": version.text, "source": entry.get("source", "")}
@@ -659,24 +675,22 @@ def known_bad_versions(ctx: CheckContext) -> Iterable[Outcome]:
             f"python:{name}",
             f"{name} {version.text} {entry['problem']} ({entry.get('source', '')})",
             evidence,
-            _known_bad_fix(ctx, facts, name, version, bad),
+            _known_bad_fix(ctx, facts, name, version, known.versions),
         )
     if not bad_found:
         listed = ", ".join(f"{name} {installed[name].version}" for name in sorted(installed))
         yield passed("python", f"{listed}: not on the known-bad list", {"checked": sorted(installed)})
 
 
-def _known_bad_fix(ctx: CheckContext, facts: Any, name: str, version: Version, bad: List[Version]) -> str:
+def _known_bad_fix(ctx: CheckContext, facts: Any, name: str, version: Version, bad: Sequence[Version]) -> str:
     if name != "torch_npu":
         return f"install another {name} release than {version.text}"
     m = matrix()
     release = m.find(version)
-    torch_info = facts.package("torch")
-    torch = release.torch if release else parse_version(torch_info.version) if torch_info else None
+    torch = release.torch if release else _package_version(facts, "torch")
     if torch is None:
         return f"install another torch_npu release than {version.text}"
-    cann = _active_cann(ctx)
-    cann_version = parse_version(cann.version) if cann else None
+    cann_version = _active_cann_version(ctx)
     best = m.best_for(torch, cann_version, avoid=bad) or m.best_for(torch, None, avoid=bad)
     if best is None:
         return f"install another torch_npu release than {version.text}"

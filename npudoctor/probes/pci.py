@@ -42,6 +42,12 @@ class PciFacts:
     scanned: int
     error: Optional[str] = None
 
+    @property
+    def physical_npus(self) -> Tuple[PciDevice, ...]:
+        """The NPUs themselves: SR-IOV virtual functions share a card with their physical function and are
+        not counted again."""
+        return tuple(d for d in self.npus if not d.is_virtual_function)
+
 
 @dataclass(frozen=True)
 class DeviceNode:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 from typing import IO, Optional
 
 from rich.console import Console
@@ -18,11 +19,17 @@ def make_console(file: Optional[IO[str]] = None, color: Optional[bool] = None) -
                    soft_wrap=True)
 
 
-def _line(finding: Finding) -> Text:
+def _line_start(finding: Finding) -> Text:
+    """Status symbol, check id and title: how every finding's line begins."""
     text = Text("  ")
     text.append(SYMBOL[finding.status], style=STYLE[finding.status])
     text.append(f" {finding.id:<7} ", style="bold")
     text.append(finding.title)
+    return text
+
+
+def _line(finding: Finding) -> Text:
+    text = _line_start(finding)
     if finding.subject:
         text.append(f" [{finding.subject}]", style="cyan")
     if finding.detail:
@@ -31,10 +38,8 @@ def _line(finding: Finding) -> Text:
 
 
 def _folded_line(finding: Finding, count: int) -> Text:
-    text = Text("  ")
-    text.append(SYMBOL[Status.PASS], style=STYLE[Status.PASS])
-    text.append(f" {finding.id:<7} ", style="bold")
-    text.append(finding.title)
+    """One line for the ``count`` passing findings of ``finding``'s check (``finding`` passed)."""
+    text = _line_start(finding)
     text.append(f" [{count} subjects pass]", style="cyan")
     return text
 
@@ -44,6 +49,7 @@ def render(report: Report, console: Console, verbose: bool = False) -> None:
     console.print(Text.assemble(("npudoctor check", "bold"), f" on {host}",
                                 (f"  ({report.source})" if report.source and report.source != "live" else "")))
     stage = None
+    passes = Counter(f.id for f in report.findings if f.status is Status.PASS)
     folded: set = set()
     for finding in report.findings:
         if finding.stage != stage:
@@ -53,10 +59,9 @@ def render(report: Report, console: Console, verbose: bool = False) -> None:
             # Without -v, one line says "all N subjects pass" for a check that passed on many subjects.
             if finding.id in folded:
                 continue
-            passing = [f for f in report.findings if f.id == finding.id and f.status is Status.PASS]
-            if len(passing) > 1:
+            if passes[finding.id] > 1:
                 folded.add(finding.id)
-                console.print(_folded_line(finding, len(passing)))
+                console.print(_folded_line(finding, passes[finding.id]))
                 continue
         console.print(_line(finding))
         if verbose and finding.evidence:

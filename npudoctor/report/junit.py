@@ -6,7 +6,7 @@ import json
 from typing import Dict, List
 from xml.etree import ElementTree as ET
 
-from npudoctor.model.finding import Finding, Report, Status
+from npudoctor.model.finding import Finding, Report, Status, Summary
 
 
 def _case(finding: Finding) -> ET.Element:
@@ -40,7 +40,7 @@ def render(report: Report) -> str:
     for finding in report.findings:
         stages.setdefault(finding.stage or "check", []).append(finding)
     for stage, findings in stages.items():
-        counts = {s: sum(1 for f in findings if f.status is s) for s in Status}
+        counts = Summary.of(findings).counts
         suite = ET.SubElement(root, "testsuite", {
             "name": f"npudoctor.{stage}",
             "tests": str(len(findings)),
