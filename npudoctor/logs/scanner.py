@@ -27,7 +27,7 @@ import functools
 import re
 import zlib
 from dataclasses import dataclass, field
-from typing import Any, Counter, Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple
+from typing import Any, Callable, Counter, Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple
 
 from npudoctor.logs import codes as codebase
 from npudoctor.logs.rules import SEVERITIES, Rule, RuleSet, default_rules
@@ -43,6 +43,8 @@ SAMPLE_CHARS = 300
 # that a log with millions of distinct kernel names still scans in bounded memory.
 MAX_SUBJECTS_PER_KIND = 500
 OTHER_SUBJECT = "(other subjects)"
+# Distinct values kept per detail of a finding (engines, nodes, ports), for the same reason.
+MAX_DETAIL_VALUES = 100
 # A chunk counts as plog when at least this share of its lines are plog/slog records.
 PLOG_SHARE = 0.9
 
@@ -297,22 +299,9 @@ class Scanner:
             for code, n in part.codes.items():
                 self.codes[self._capped_code(code)] += n
             for finding in part.findings:
-                first = Evidence(summary.path, finding.first.line + line_base)
-                last = Evidence(summary.path, finding.last.line + line_base)
-                key = self._capped_key(finding.kind, finding.subject)
-                merged = self._merged.get(key)
-                if merged is None:
-                    self._subjects_per_kind[key[0]] += 1
-                    details = {k: set(v) for k, v in finding.details.items()}
-                    self._merged[key] = dataclasses.replace(
-                        finding, subject=key[1], first=first, last=last, details=details)
-                    continue
-                merged.count += finding.count
-                merged.last = last
-                if SEVERITY_RANK[finding.severity] < SEVERITY_RANK[merged.severity]:
-                    merged.severity = finding.severity
-                for name, values in finding.details.items():
-                    merged.details.setdefault(name, set()).update(list(values)[:100])
+                self._merge_finding(dataclasses.replace(
+                    finding, first=Evidence(summary.path, finding.first.line + line_base),
+                    last=Evidence(summary.path, finding.last.line + line_base)), _add_part_values)
             line_base += piece.lines
         summary.lines = line_base
         summary.format = _file_format(summary)
@@ -466,22 +455,27 @@ class Scanner:
                     summary._votes["cann-error"] += 1
             elif hit.rule and self._rule_format.get(hit.rule):
                 summary._votes[self._rule_format[hit.rule]] += 1
-            key = self._capped_key(hit.kind, hit.subject)
-            merged = self._merged.get(key)
-            if merged is None:
-                self._subjects_per_kind[key[0]] += 1
-                merged = self._merged[key] = LogFinding(
-                    kind=key[0], subject=key[1], severity=hit.severity, title=hit.title, count=0,
-                    first=where, last=where, sample=text.strip()[:SAMPLE_CHARS], fix=hit.fix, rule=hit.rule,
-                    code=hit.code)
-            merged.count += 1
-            merged.last = where
-            if SEVERITY_RANK[hit.severity] < SEVERITY_RANK[merged.severity]:
-                merged.severity = hit.severity
-            for name, value in hit.details:
-                values = merged.details.setdefault(name, set())
-                if len(values) < 100:
-                    values.add(value)
+            self._merge_finding(LogFinding(
+                kind=hit.kind, subject=hit.subject, severity=hit.severity, title=hit.title, count=1,
+                first=where, last=where, sample=text.strip()[:SAMPLE_CHARS], fix=hit.fix, rule=hit.rule,
+                code=hit.code, details={name: {value} for name, value in hit.details}), _add_capped_values)
+
+    def _merge_finding(self, finding: LogFinding,
+                       add_values: Callable[[Set[str], Set[str]], None]) -> None:
+        """Merge ``finding`` into the one of its kind and subject (capped); ``add_values`` adds its details."""
+        key = self._capped_key(finding.kind, finding.subject)
+        merged = self._merged.get(key)
+        if merged is None:
+            self._subjects_per_kind[key[0]] += 1
+            details = {name: set(values) for name, values in finding.details.items()}
+            self._merged[key] = dataclasses.replace(finding, subject=key[1], details=details)
+            return
+        merged.count += finding.count
+        merged.last = finding.last
+        if SEVERITY_RANK[finding.severity] < SEVERITY_RANK[merged.severity]:
+            merged.severity = finding.severity
+        for name, values in finding.details.items():
+            add_values(merged.details.setdefault(name, set()), values)
 
     def _capped_key(self, kind: str, subject: str) -> Tuple[str, str]:
         if (kind, subject) in self._merged or self._subjects_per_kind[kind] < MAX_SUBJECTS_PER_KIND:
@@ -495,6 +489,18 @@ class Scanner:
         findings = sorted(self._merged.values(),
                           key=lambda f: (SEVERITY_RANK[f.severity], f.kind, -f.count, f.subject))
         return ScanResult(list(self.files), self.levels, self.modules, self.codes, findings)
+
+
+def _add_capped_values(values: Set[str], new: Set[str]) -> None:
+    """A scan keeps at most MAX_DETAIL_VALUES values per detail of a finding."""
+    for value in new:
+        if len(values) < MAX_DETAIL_VALUES:
+            values.add(value)
+
+
+def _add_part_values(values: Set[str], new: Set[str]) -> None:
+    """Putting parts together adds at most MAX_DETAIL_VALUES values of each part (a part is capped already)."""
+    values.update(list(new)[:MAX_DETAIL_VALUES])
 
 
 def _rule_hit(rule: Rule, match: re.Match[str]) -> LineHit:
