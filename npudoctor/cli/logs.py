@@ -15,7 +15,7 @@ from typing import IO, TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Seque
 
 import click
 
-from npudoctor.cli import EXIT_FINDINGS, EXIT_OK, fail_usage
+from npudoctor.cli import EXIT_FINDINGS, EXIT_OK, fail_usage, split_list
 
 if TYPE_CHECKING:
     from npudoctor.logs.scanner import ScanResult
@@ -136,9 +136,8 @@ def parse_fail_on(values: Sequence[str], known_kinds: Sequence[str]) -> List[str
     """Validate ``--fail-on`` items: error, warn, fallback, info, a finding kind, or an error code."""
     from npudoctor.logs.codes import CODE_SHAPE, normalize
 
-    items = [part.strip() for value in values for part in value.split(",") if part.strip()]
     criteria = []
-    for item in items:
+    for item in split_list(values):
         if item.lower() in ("error", "warn", "fallback", "info"):
             criteria.append(item.lower())
         elif item in known_kinds:
