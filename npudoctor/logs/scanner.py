@@ -52,12 +52,10 @@ PLOG_SHARE = 0.9
 # line, so the common case (a record at the start of a line) has its own pattern with a `\n[` prefix and one
 # group (LEVEL] MODULE): about twice as fast as the general pattern, which finds records anywhere in a line
 # (console output where another logger prefixes or indents them).
-RECORD_AT_LINE_START = re.compile(
-    rb"\n\[((?:ERROR|WARNING|INFO|DEBUG|EVENT|TRACE|NULL|\d{1,2})\] ?(?:[A-Z][A-Z0-9_]*|\d+))\(")
 RECORD_FIRST_LINE = re.compile(
     rb"\[((?:ERROR|WARNING|INFO|DEBUG|EVENT|TRACE|NULL|\d{1,2})\] ?(?:[A-Z][A-Z0-9_]*|\d+))\(")
-RECORD_ANYWHERE = re.compile(
-    rb"\[((?:ERROR|WARNING|INFO|DEBUG|EVENT|TRACE|NULL|\d{1,2})\] ?(?:[A-Z][A-Z0-9_]*|\d+))\(-?\d+,")
+RECORD_AT_LINE_START = re.compile(b"\n" + RECORD_FIRST_LINE.pattern)
+RECORD_ANYWHERE = re.compile(RECORD_FIRST_LINE.pattern + rb"-?\d+,")
 # slogd's own log: `2025-05-07 19:54:54.608[INFO] log_path_mgr.c:123: msg`.
 SLOGD_FIRST_LINE = re.compile(rb"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}\[(ERROR|WARNING|INFO|DEBUG|EVENT)\] ")
 SLOGD_AT_LINE_START = re.compile(b"\n" + SLOGD_FIRST_LINE.pattern)
@@ -73,8 +71,8 @@ SLOGD_RECORD = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}\[(?P<level>[A-
 # (Each pattern starts with a literal or a small class so that the regex engine can skip ahead.)
 # How codes look in text (CODE, NUMERIC_CODE, HCCL_ERRNO) is defined once, in npudoctor.logs.codes.
 NUMERIC_CODE_GUARDS = ("ode is", "ode=", "esult", "rrorNo")  # literals in front of every NUMERIC_CODE match
-# The bytes twin of codes.CODE, for the prefilter over raw chunks.
-CODE_BYTES = re.compile(rb"[EW](?<![A-Za-z0-9_][EW])(?:[0-9A-Z]\d{4}|RR\d{5})(?!\d)")
+# The bytes twin of codes.CODE, for the prefilter over raw chunks (which only needs where each match starts).
+CODE_BYTES = re.compile(codebase.CODE.pattern.encode())
 # Literals that put a line of free text (console output) in front of the full grammar, besides the rules'
 # hints and the E/W/ERR code pattern: record levels and the words before numeric codes.
 TEXT_MARKERS: Tuple[bytes, ...] = (
