@@ -80,6 +80,8 @@ TEXT_MARKERS: Tuple[bytes, ...] = (
     b"rrorNo: ", b"errNo[")
 
 SEVERITY_RANK = {name: rank for rank, name in enumerate(SEVERITIES)}  # error=0 is the worst
+# The finding kinds the scanner gives itself (see _code_hit, _bare_record); the rules give all the others.
+BUILTIN_KINDS: Tuple[str, ...] = ("error_code", "error_record", "warning_record")
 
 
 @dataclass(frozen=True)
