@@ -567,7 +567,7 @@ def _locate(data: bytes, begin: int, end: int, starts: Iterable[int],
 @functools.lru_cache(maxsize=4096)
 def _code_hit(code: str) -> LineHit:
     info = codebase.explain(code)
-    severity = info.severity if info else ("warn" if code.startswith("W") else "error")
+    severity = info.severity if info else codebase.default_severity(code)
     title = f"{code} {info.title}" if info else f"error code {code}"
     return LineHit("error_code", code, severity, title, info.fix if info else "", "", info)
 
