@@ -193,9 +193,9 @@ def scan(paths: Tuple[str, ...], fmt: str, fail_on: Tuple[str, ...], rule_files:
                     summary = scan_file(scanner, path, jobs, rule_files)
                     problem = summary.error if summary.status != "ok" else None
             except OSError as exc:  # could not even open it
-                scanner.add_unreadable(path, exc.strerror or str(exc))
                 problem = exc.strerror or str(exc)
-        else:
+                scanner.add_unreadable(path, problem)
+        else:  # nothing to open: a missing path, an unreadable folder, a folder without log files
             scanner.add_unreadable(path, problem)
         if problem:
             click.echo(f"npudoctor: warning: {path}: {problem}", err=True)
