@@ -5,8 +5,9 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Iterable, List, Tuple
 
-from npudoctor.checks.registry import CheckContext, Outcome, error, fail, passed, skip, warn
+from npudoctor.checks.registry import CheckContext, Outcome, error, passed, skip
 from npudoctor.checks.registry import check as register
+from npudoctor.model.finding import Status
 
 if TYPE_CHECKING:
     from npudoctor.logs.scanner import LogFinding
@@ -39,6 +40,8 @@ def _plog_files(ctx: CheckContext, root: str) -> Tuple[List[str], List[str]]:
 
 
 def _outcome(finding: LogFinding) -> Outcome:
+    from npudoctor.logs.rules import SEVERITY_STATUS  # loaded with the scanner anyway, only with --logs
+
     detail = (f"{finding.title or finding.kind}: {finding.count} line(s), "
               f"first {finding.first}, last {finding.last}")
     if finding.code is not None:
@@ -46,11 +49,10 @@ def _outcome(finding: LogFinding) -> Outcome:
     evidence = {"count": finding.count, "first": str(finding.first), "last": str(finding.last),
                 "sample": finding.sample, "kind": finding.kind}
     subject = f"{finding.kind}:{finding.subject}"
-    if finding.severity == "error":
-        return fail(subject, detail, evidence, fix=finding.fix)
-    if finding.severity in ("warn", "fallback"):
-        return warn(subject, detail, evidence, fix=finding.fix)
-    return passed(subject, detail, evidence)
+    status = SEVERITY_STATUS[finding.severity]
+    if status is Status.PASS:
+        return passed(subject, detail, evidence)
+    return Outcome(status, subject, detail, evidence, finding.fix)
 
 
 @register("LOG001", stage="logs", title="Newest CANN plogs")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import importlib
 import sys
-from typing import Any, ClassVar, Dict, List, Optional, Tuple
+from typing import Any, ClassVar, Dict, List, Optional, Sequence, Tuple
 
 import click
 
@@ -73,8 +73,8 @@ def check(level: int, profile_name: Optional[str], bundle: Optional[str], root: 
     """Run the ordered node checks and say how to fix what is wrong."""
     from npudoctor import api
 
-    only = _split(only)
-    skip_ids = _split(skip_ids)
+    only = split_list(only)
+    skip_ids = split_list(skip_ids)
     options = {"python": python, "logs_dirs": logs_dirs}
     try:
         runner = api.make_runner(root=root, bundle=bundle)
@@ -86,7 +86,7 @@ def check(level: int, profile_name: Optional[str], bundle: Optional[str], root: 
     raise click.exceptions.Exit(report.exit_code(fail_on))
 
 
-def _split(values: Tuple[str, ...]) -> Tuple[str, ...]:
+def split_list(values: Sequence[str]) -> Tuple[str, ...]:
     """Accept both `--only A --only B` and `--only A,B`."""
     return tuple(part.strip() for value in values for part in value.split(",") if part.strip())
 

@@ -15,7 +15,7 @@ from typing import IO, TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Seque
 
 import click
 
-from npudoctor.cli import EXIT_FINDINGS, EXIT_OK, fail_usage
+from npudoctor.cli import EXIT_FINDINGS, EXIT_OK, fail_usage, split_list
 
 if TYPE_CHECKING:
     from npudoctor.logs.scanner import ScanResult
@@ -133,20 +133,20 @@ def expand_paths(paths: Sequence[str]) -> Iterator[Tuple[str, Optional[str]]]:
 
 
 def parse_fail_on(values: Sequence[str], known_kinds: Sequence[str]) -> List[str]:
-    """Validate ``--fail-on`` items: error, warn, fallback, info, a finding kind, or an error code."""
+    """Validate ``--fail-on`` items: a severity (error, warn, fallback, info), a finding kind, or an error code."""
     from npudoctor.logs.codes import CODE_SHAPE, normalize
+    from npudoctor.logs.rules import SEVERITIES
 
-    items = [part.strip() for value in values for part in value.split(",") if part.strip()]
     criteria = []
-    for item in items:
-        if item.lower() in ("error", "warn", "fallback", "info"):
+    for item in split_list(values):
+        if item.lower() in SEVERITIES:
             criteria.append(item.lower())
         elif item in known_kinds:
             criteria.append(item)
         elif CODE_SHAPE.match(normalize(item)):
             criteria.append(normalize(item))
         else:
-            raise fail_usage(f"--fail-on {item!r}: expected error, warn, fallback, info, a finding kind "
+            raise fail_usage(f"--fail-on {item!r}: expected {', '.join(SEVERITIES)}, a finding kind "
                              f"({', '.join(sorted(known_kinds))}) or an error code such as EZ9999 or 507011")
     return criteria or ["error"]
 
@@ -175,14 +175,13 @@ def scan(paths: Tuple[str, ...], fmt: str, fail_on: Tuple[str, ...], rule_files:
     Exit codes: 0 nothing matched --fail-on; 1 findings matched; 2 usage error or nothing readable.
     """
     from npudoctor.logs.rules import RulesError, load_rules
-    from npudoctor.logs.scanner import CHUNK_BYTES, Scanner
+    from npudoctor.logs.scanner import BUILTIN_KINDS, CHUNK_BYTES, Scanner
 
     try:
         rules = load_rules(rule_files)
     except RulesError as exc:
         raise fail_usage(str(exc)) from None
-    criteria = parse_fail_on(fail_on, sorted({r.kind for r in rules.rules} | {"error_code", "error_record",
-                                                                              "warning_record"}))
+    criteria = parse_fail_on(fail_on, sorted({r.kind for r in rules.rules} | set(BUILTIN_KINDS)))
     scanner = Scanner(rules)
     jobs = jobs or default_jobs()
     for path, problem in expand_paths(paths):
@@ -194,9 +193,9 @@ def scan(paths: Tuple[str, ...], fmt: str, fail_on: Tuple[str, ...], rule_files:
                     summary = scan_file(scanner, path, jobs, rule_files)
                     problem = summary.error if summary.status != "ok" else None
             except OSError as exc:  # could not even open it
-                scanner.add_unreadable(path, exc.strerror or str(exc))
                 problem = exc.strerror or str(exc)
-        else:
+                scanner.add_unreadable(path, problem)
+        else:  # nothing to open: a missing path, an unreadable folder, a folder without log files
             scanner.add_unreadable(path, problem)
         if problem:
             click.echo(f"npudoctor: warning: {path}: {problem}", err=True)

@@ -75,8 +75,13 @@ def normalize(code: str) -> str:
     return code.upper()
 
 
+def default_severity(code: str) -> str:
+    """The severity of a code whose entry gives none, or of an unknown code: W codes warn, the rest are errors."""
+    return "warn" if code.startswith("W") else "error"
+
+
 def _info(code: str, entry: Mapping[str, Any], exact: bool) -> CodeInfo:
-    severity = str(entry.get("severity") or ("warn" if code.startswith("W") else "error"))
+    severity = str(entry.get("severity") or default_severity(code))
     return CodeInfo(code=code, title=str(entry.get("title", "")), meaning=str(entry.get("meaning", "")),
                     cause=str(entry.get("cause", "")), fix=str(entry.get("fix", "")), severity=severity,
                     exact=exact)

@@ -8,8 +8,12 @@ from pathlib import Path
 from typing import Any, Dict, Iterable, List, Mapping, Pattern, Sequence, Tuple
 
 from npudoctor import knowledge
+from npudoctor.model.finding import Status
 
 SEVERITIES: Sequence[str] = ("error", "warn", "fallback", "info")
+# How a finding's severity reads, in the statuses people already know from `npudoctor check`.
+SEVERITY_STATUS: Mapping[str, Status] = {
+    "error": Status.FAIL, "warn": Status.WARN, "fallback": Status.WARN, "info": Status.PASS}
 
 
 class RulesError(Exception):

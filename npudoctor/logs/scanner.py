@@ -27,7 +27,7 @@ import functools
 import re
 import zlib
 from dataclasses import dataclass, field
-from typing import Any, Counter, Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple
+from typing import Any, Callable, Counter, Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple
 
 from npudoctor.logs import codes as codebase
 from npudoctor.logs.rules import SEVERITIES, Rule, RuleSet, default_rules
@@ -43,6 +43,8 @@ SAMPLE_CHARS = 300
 # that a log with millions of distinct kernel names still scans in bounded memory.
 MAX_SUBJECTS_PER_KIND = 500
 OTHER_SUBJECT = "(other subjects)"
+# Distinct values kept per detail of a finding (engines, nodes, ports), for the same reason.
+MAX_DETAIL_VALUES = 100
 # A chunk counts as plog when at least this share of its lines are plog/slog records.
 PLOG_SHARE = 0.9
 
@@ -50,12 +52,10 @@ PLOG_SHARE = 0.9
 # line, so the common case (a record at the start of a line) has its own pattern with a `\n[` prefix and one
 # group (LEVEL] MODULE): about twice as fast as the general pattern, which finds records anywhere in a line
 # (console output where another logger prefixes or indents them).
-RECORD_AT_LINE_START = re.compile(
-    rb"\n\[((?:ERROR|WARNING|INFO|DEBUG|EVENT|TRACE|NULL|\d{1,2})\] ?(?:[A-Z][A-Z0-9_]*|\d+))\(")
 RECORD_FIRST_LINE = re.compile(
     rb"\[((?:ERROR|WARNING|INFO|DEBUG|EVENT|TRACE|NULL|\d{1,2})\] ?(?:[A-Z][A-Z0-9_]*|\d+))\(")
-RECORD_ANYWHERE = re.compile(
-    rb"\[((?:ERROR|WARNING|INFO|DEBUG|EVENT|TRACE|NULL|\d{1,2})\] ?(?:[A-Z][A-Z0-9_]*|\d+))\(-?\d+,")
+RECORD_AT_LINE_START = re.compile(b"\n" + RECORD_FIRST_LINE.pattern)
+RECORD_ANYWHERE = re.compile(RECORD_FIRST_LINE.pattern + rb"-?\d+,")
 # slogd's own log: `2025-05-07 19:54:54.608[INFO] log_path_mgr.c:123: msg`.
 SLOGD_FIRST_LINE = re.compile(rb"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}\[(ERROR|WARNING|INFO|DEBUG|EVENT)\] ")
 SLOGD_AT_LINE_START = re.compile(b"\n" + SLOGD_FIRST_LINE.pattern)
@@ -71,8 +71,8 @@ SLOGD_RECORD = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}\[(?P<level>[A-
 # (Each pattern starts with a literal or a small class so that the regex engine can skip ahead.)
 # How codes look in text (CODE, NUMERIC_CODE, HCCL_ERRNO) is defined once, in npudoctor.logs.codes.
 NUMERIC_CODE_GUARDS = ("ode is", "ode=", "esult", "rrorNo")  # literals in front of every NUMERIC_CODE match
-# The bytes twin of codes.CODE, for the prefilter over raw chunks.
-CODE_BYTES = re.compile(rb"[EW](?<![A-Za-z0-9_][EW])(?:[0-9A-Z]\d{4}|RR\d{5})(?!\d)")
+# The bytes twin of codes.CODE, for the prefilter over raw chunks (which only needs where each match starts).
+CODE_BYTES = re.compile(codebase.CODE.pattern.encode())
 # Literals that put a line of free text (console output) in front of the full grammar, besides the rules'
 # hints and the E/W/ERR code pattern: record levels and the words before numeric codes.
 TEXT_MARKERS: Tuple[bytes, ...] = (
@@ -80,6 +80,8 @@ TEXT_MARKERS: Tuple[bytes, ...] = (
     b"rrorNo: ", b"errNo[")
 
 SEVERITY_RANK = {name: rank for rank, name in enumerate(SEVERITIES)}  # error=0 is the worst
+# The finding kinds the scanner gives itself (see _code_hit, _bare_record); the rules give all the others.
+BUILTIN_KINDS: Tuple[str, ...] = ("error_code", "error_record", "warning_record")
 
 
 @dataclass(frozen=True)
@@ -297,22 +299,9 @@ class Scanner:
             for code, n in part.codes.items():
                 self.codes[self._capped_code(code)] += n
             for finding in part.findings:
-                first = Evidence(summary.path, finding.first.line + line_base)
-                last = Evidence(summary.path, finding.last.line + line_base)
-                key = self._capped_key(finding.kind, finding.subject)
-                merged = self._merged.get(key)
-                if merged is None:
-                    self._subjects_per_kind[key[0]] += 1
-                    details = {k: set(v) for k, v in finding.details.items()}
-                    self._merged[key] = dataclasses.replace(
-                        finding, subject=key[1], first=first, last=last, details=details)
-                    continue
-                merged.count += finding.count
-                merged.last = last
-                if SEVERITY_RANK[finding.severity] < SEVERITY_RANK[merged.severity]:
-                    merged.severity = finding.severity
-                for name, values in finding.details.items():
-                    merged.details.setdefault(name, set()).update(list(values)[:100])
+                self._merge_finding(dataclasses.replace(
+                    finding, first=Evidence(summary.path, finding.first.line + line_base),
+                    last=Evidence(summary.path, finding.last.line + line_base)), _add_part_values)
             line_base += piece.lines
         summary.lines = line_base
         summary.format = _file_format(summary)
@@ -359,7 +348,6 @@ class Scanner:
             self.levels[level.decode()] += n
             self.modules[module.strip().decode()] += n
         summary.records += records
-        summary._votes["records"] += records
         summary.examined_lines += len(located)
         if located:
             raws = []
@@ -466,22 +454,27 @@ class Scanner:
                     summary._votes["cann-error"] += 1
             elif hit.rule and self._rule_format.get(hit.rule):
                 summary._votes[self._rule_format[hit.rule]] += 1
-            key = self._capped_key(hit.kind, hit.subject)
-            merged = self._merged.get(key)
-            if merged is None:
-                self._subjects_per_kind[key[0]] += 1
-                merged = self._merged[key] = LogFinding(
-                    kind=key[0], subject=key[1], severity=hit.severity, title=hit.title, count=0,
-                    first=where, last=where, sample=text.strip()[:SAMPLE_CHARS], fix=hit.fix, rule=hit.rule,
-                    code=hit.code)
-            merged.count += 1
-            merged.last = where
-            if SEVERITY_RANK[hit.severity] < SEVERITY_RANK[merged.severity]:
-                merged.severity = hit.severity
-            for name, value in hit.details:
-                values = merged.details.setdefault(name, set())
-                if len(values) < 100:
-                    values.add(value)
+            self._merge_finding(LogFinding(
+                kind=hit.kind, subject=hit.subject, severity=hit.severity, title=hit.title, count=1,
+                first=where, last=where, sample=text.strip()[:SAMPLE_CHARS], fix=hit.fix, rule=hit.rule,
+                code=hit.code, details={name: {value} for name, value in hit.details}), _add_capped_values)
+
+    def _merge_finding(self, finding: LogFinding,
+                       add_values: Callable[[Set[str], Set[str]], None]) -> None:
+        """Merge ``finding`` into the one of its kind and subject (capped); ``add_values`` adds its details."""
+        key = self._capped_key(finding.kind, finding.subject)
+        merged = self._merged.get(key)
+        if merged is None:
+            self._subjects_per_kind[key[0]] += 1
+            details = {name: set(values) for name, values in finding.details.items()}
+            self._merged[key] = dataclasses.replace(finding, subject=key[1], details=details)
+            return
+        merged.count += finding.count
+        merged.last = finding.last
+        if SEVERITY_RANK[finding.severity] < SEVERITY_RANK[merged.severity]:
+            merged.severity = finding.severity
+        for name, values in finding.details.items():
+            add_values(merged.details.setdefault(name, set()), values)
 
     def _capped_key(self, kind: str, subject: str) -> Tuple[str, str]:
         if (kind, subject) in self._merged or self._subjects_per_kind[kind] < MAX_SUBJECTS_PER_KIND:
@@ -495,6 +488,18 @@ class Scanner:
         findings = sorted(self._merged.values(),
                           key=lambda f: (SEVERITY_RANK[f.severity], f.kind, -f.count, f.subject))
         return ScanResult(list(self.files), self.levels, self.modules, self.codes, findings)
+
+
+def _add_capped_values(values: Set[str], new: Set[str]) -> None:
+    """A scan keeps at most MAX_DETAIL_VALUES values per detail of a finding."""
+    for value in new:
+        if len(values) < MAX_DETAIL_VALUES:
+            values.add(value)
+
+
+def _add_part_values(values: Set[str], new: Set[str]) -> None:
+    """Putting parts together adds at most MAX_DETAIL_VALUES values of each part (a part is capped already)."""
+    values.update(list(new)[:MAX_DETAIL_VALUES])
 
 
 def _rule_hit(rule: Rule, match: re.Match[str]) -> LineHit:
@@ -561,7 +566,7 @@ def _locate(data: bytes, begin: int, end: int, starts: Iterable[int],
 @functools.lru_cache(maxsize=4096)
 def _code_hit(code: str) -> LineHit:
     info = codebase.explain(code)
-    severity = info.severity if info else ("warn" if code.startswith("W") else "error")
+    severity = info.severity if info else codebase.default_severity(code)
     title = f"{code} {info.title}" if info else f"error code {code}"
     return LineHit("error_code", code, severity, title, info.fix if info else "", "", info)
 
@@ -591,7 +596,7 @@ def _file_format(summary: FileSummary) -> str:
         return "binary"
     if votes["slogd"] >= PLOG_SHARE * summary.lines / 2:
         return "slogd"
-    if votes["records"] >= summary.lines / 2:
+    if summary.records >= summary.lines / 2:
         return "plog"
     for name in ("atc", "torch_npu", "cann-error"):
         if votes[name]:

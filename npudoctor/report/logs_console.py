@@ -5,12 +5,10 @@ from __future__ import annotations
 from rich.console import Console
 from rich.text import Text
 
+from npudoctor.logs.rules import SEVERITY_STATUS
 from npudoctor.logs.scanner import LogFinding, ScanResult
 from npudoctor.model.finding import Status
 from npudoctor.report.symbols import STYLE, SYMBOL
-
-# How a finding's severity reads, in the statuses people already know from `npudoctor check`.
-SEVERITY_STATUS = {"error": Status.FAIL, "warn": Status.WARN, "fallback": Status.WARN, "info": Status.PASS}
 
 
 def _finding_lines(finding: LogFinding, verbose: bool) -> Text:
