@@ -348,6 +348,7 @@ class Scanner:
             self.levels[level.decode()] += n
             self.modules[module.strip().decode()] += n
         summary.records += records
+        summary._votes["records"] += records
         summary.examined_lines += len(located)
         if located:
             raws = []
@@ -596,7 +597,7 @@ def _file_format(summary: FileSummary) -> str:
         return "binary"
     if votes["slogd"] >= PLOG_SHARE * summary.lines / 2:
         return "slogd"
-    if summary.records >= summary.lines / 2:
+    if votes["records"] >= summary.lines / 2:
         return "plog"
     for name in ("atc", "torch_npu", "cann-error"):
         if votes[name]:
