@@ -219,9 +219,7 @@ class ElfFile:
         # (nbuckets, symoffset, bloom words, shift, and the file offsets of the bloom filter, buckets, chains)
         self._gnu_at: Optional[Tuple[int, int, int, int, int, int, int]] = None
         self._views: List[memoryview] = []
-        self._strtab_at: Optional[int] = None
-        self._symtab_at: Optional[int] = None
-        self._versym_at: Optional[int] = None
+        self._table_offsets: Dict[int, int] = {}  # dynamic tag -> file offset of its table
         self._sym_struct: Optional[struct.Struct] = None
         self._symbol_count: Optional[int] = None
         self._columns: Optional[_SymbolColumns] = None
@@ -331,24 +329,25 @@ class ElfFile:
         return self._cstr(self._strtab + index)
 
     # -- symbols -----------------------------------------------------------------------------------------
+    def _table_at(self, tag: int) -> int:
+        """File offset of the table the dynamic entry ``tag`` points at (kept: looked up per symbol)."""
+        at = self._table_offsets.get(tag)
+        if at is None:
+            at = self._table_offsets[tag] = self._offset(self._dyn[tag])
+        return at
+
     @property
     def _strtab(self) -> int:
-        if self._strtab_at is None:
-            self._strtab_at = self._offset(self._dyn[DT_STRTAB])
-        return self._strtab_at
+        return self._table_at(DT_STRTAB)
 
     @property
     def _symtab(self) -> int:
-        if self._symtab_at is None:
-            self._symtab_at = self._offset(self._dyn[DT_SYMTAB])
-        return self._symtab_at
+        return self._table_at(DT_SYMTAB)
 
     @property
     def _versym(self) -> int:
         """File offset of the version table (DT_VERSYM must be present)."""
-        if self._versym_at is None:
-            self._versym_at = self._offset(self._dyn[DT_VERSYM])
-        return self._versym_at
+        return self._table_at(DT_VERSYM)
 
     @property
     def _syment(self) -> int:
