@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Dict, Iterable, List, Optional, Sequence
 
-from npudoctor.checks.registry import CheckContext, Outcome, check, fail, passed, skip, warn
+from npudoctor.checks.registry import CheckContext, Outcome, check, fail, not_installed, passed, skip, warn
 from npudoctor.logs.codes import explain, find_codes
 from npudoctor.probes.ascend_layout import SOURCED_INSTALL_VARIABLES
 
@@ -253,7 +253,11 @@ def cann_environment(ctx: CheckContext) -> Iterable[Outcome]:
 def _needs_report(ctx: CheckContext) -> Any:
     facts = _facts(ctx)
     if facts.report is None:
-        return facts, skip(facts.analysis_error or "no analysis")
+        python = ctx.facts_or_none("python")
+        cause = ""
+        if facts.packages.torch_npu is None and python is not None and not python.error:
+            cause = not_installed("torch_npu", python.where)  # shared with VER003/VER004
+        return facts, skip(facts.analysis_error or "no analysis", cause=cause)
     return facts, None
 
 

@@ -13,6 +13,7 @@ from typing import Any, Dict, Iterable, Optional, Sequence
 
 from npudoctor import knowledge
 from npudoctor.checks.registry import (
+    NOT_AN_ASCEND_NODE,
     CheckContext,
     Outcome,
     check,
@@ -79,7 +80,7 @@ def npu_smi_runs(ctx: CheckContext) -> Iterable[Outcome]:
                        "NPUs", subject="npu-smi", evidence=searched, fix=NOT_FOUND_FIX)
         elif not npus:
             yield skip("npu-smi not found and no Ascend NPU on the PCI bus: not an NPU node",
-                       subject="npu-smi", evidence=searched)
+                       subject="npu-smi", evidence=searched, cause=NOT_AN_ASCEND_NODE)
         else:
             yield fail("npu-smi", f"npu-smi not found, but {len(npus)} Ascend NPU(s) are on the PCI bus",
                        evidence={**searched, "npus_on_pci": len(npus)}, fix=NOT_FOUND_FIX)
