@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Dict, Iterable, List, Optional, Sequence
 
-from npudoctor.checks.registry import CheckContext, Outcome, check, fail, not_installed, passed, skip, warn
+from npudoctor.checks.registry import NO_CANN, CheckContext, Outcome, check, fail, not_installed, passed, skip, warn
 from npudoctor.logs.codes import explain, find_codes
 from npudoctor.probes.ascend_layout import SOURCED_INSTALL_VARIABLES
 
@@ -221,7 +221,7 @@ def cann_environment(ctx: CheckContext) -> Iterable[Outcome]:
     }
     if not installs:
         if npu is None:
-            yield skip("no CANN install and no torch_npu: not an Ascend training environment")
+            yield skip("no CANN install and no torch_npu: not an Ascend training environment", cause=NO_CANN)
             return
         yield fail(
             "cann",

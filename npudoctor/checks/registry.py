@@ -18,6 +18,8 @@ STAGES: Sequence[str] = ("pcie", "npu-smi", "versions", "libraries", "hccl", "lo
 
 # The cause shared by every check that cannot apply on a machine without Ascend NPUs.
 NOT_AN_ASCEND_NODE = "not an Ascend node"
+# The cause shared by the checks that compare or load an installed CANN.
+NO_CANN = "no CANN installed"
 
 
 def not_installed(package: str, where: str) -> str:
@@ -177,7 +179,7 @@ def _blocked_by(spec: CheckSpec, ctx: CheckContext) -> Optional[str]:
     return None
 
 
-def _cause_of(check_id: str, ctx: CheckContext) -> str:
+def cause_of(check_id: str, ctx: CheckContext) -> str:
     """The root cause an earlier check named (a check blocked by PCI001 shares PCI001's cause)."""
     return next((f.cause for f in ctx.findings if f.id == check_id and f.cause), "")
 
@@ -197,7 +199,7 @@ def run_check(spec: CheckSpec, ctx: CheckContext) -> List[Finding]:
 
     blocker = _blocked_by(spec, ctx)
     if blocker is not None:
-        return [finding(skip(f"blocked by {blocker}", cause=_cause_of(blocker, ctx)))]
+        return [finding(skip(f"blocked by {blocker}", cause=cause_of(blocker, ctx)))]
     if spec.needs_npu and _not_an_ascend_node(ctx):
         return [finding(skip(f"{NOT_AN_ASCEND_NODE} (no Ascend NPU on the PCI bus)",
                              cause=NOT_AN_ASCEND_NODE))]

@@ -16,9 +16,11 @@ from typing import Any, Dict, Iterable, List, Mapping, NamedTuple, Optional, Seq
 from npudoctor import knowledge
 from npudoctor.checks.npu_smi import npus_on_bus
 from npudoctor.checks.registry import (
+    NO_CANN,
     NOT_AN_ASCEND_NODE,
     CheckContext,
     Outcome,
+    cause_of,
     check,
     error,
     fail,
@@ -382,6 +384,7 @@ def cann_installed(ctx: CheckContext) -> Iterable[Outcome]:
                 "no CANN toolkit or nnae installed (no Ascend software on this machine)",
                 subject="cann",
                 evidence=evidence,
+                cause=NO_CANN,
             )
         return
     if facts.environment_broken:
@@ -728,10 +731,11 @@ def cann_and_driver(ctx: CheckContext) -> Iterable[Outcome]:
         yield skip(
             f"driver version not available ({driver.driver.path}: {driver.driver.error}); see VER001",
             subject="driver",
+            cause=cause_of("VER001", ctx),
         )
         return
     if cann is None:
-        yield skip("no CANN installed (see VER002)", subject="cann")
+        yield skip("no CANN installed (see VER002)", subject="cann", cause=NO_CANN)
         return
     driver_inner, cann_inner = driver.driver_inner, cann.inner
     if driver_inner is None or cann_inner is None:

@@ -102,7 +102,7 @@ class CheckConsole:
     def header(self, report: Report) -> List[Text]:
         host = report.host.get("hostname") or "?"
         version = report.tool.get("version", "?")
-        when = time.strftime("%Y-%m-%d %H:%M %Z", time.localtime(report.started)) if report.started else ""
+        when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(report.started)) if report.started else ""
         first = Text.assemble((f"npudoctor {version} check", "bold"), f" on {host}", f", {when}" if when else "")
         profile = str(report.tool.get("profile", "default"))
         if report.expects:
@@ -166,7 +166,7 @@ class CheckConsole:
             return self._finding_lines(first, detail="", subject=f"{len(group)} subjects pass")
         ids = list(dict.fromkeys(f.id for f in group))
         prefix = self._prefix(Status.SKIP, "")
-        body = f"{len(ids)} checks could not apply: {skip_reason(first)} ({_id_list(ids)})"
+        body = f"{len(ids)} checks could not apply ({_id_list(ids)}): {skip_reason(first)}"
         lines = wrap(body, self.width, first=prefix, rest=" " * len(prefix))
         text = [self._styled_prefix(Status.SKIP, "") + Text(lines[0][len(prefix):])]
         text += [Text(line) for line in lines[1:]]
@@ -189,6 +189,8 @@ class CheckConsole:
 
     def _finding_lines(self, finding: Finding, detail: Optional[str] = None,
                        subject: Optional[str] = None) -> List[Text]:
+        if detail is None and finding.status is Status.SKIP and finding.cause and not self.verbose:
+            detail, subject = finding.cause, ""  # the shared cause says enough; -v shows the detail
         detail = finding.detail if detail is None else detail
         subject = finding.subject if subject is None else subject
         prefix = self._prefix(finding.status, finding.id)
