@@ -115,3 +115,8 @@ def test_cpu_box_golden(cpu_box, stable, width):
     assert lines[-1].startswith("1 problem in 1 stage; ")
     assert "not an Ascend node" in lines[-1]
     assert max(len(line) for line in lines) <= width
+
+
+def test_cpu_box_json_and_junit_golden(cpu_box, stable):
+    check_golden("check_cpu_box.json", stable(json_report.render(cpu_box)))
+    check_golden("check_cpu_box.junit.xml", stable(junit.render(cpu_box)))
