@@ -7,8 +7,8 @@ The pty tests run the real command in a pseudo-terminal, as a person sees it.
 from __future__ import annotations
 
 import os
-import re
 import pty
+import re
 import select
 import subprocess
 import sys
@@ -112,6 +112,7 @@ def test_piped_output_has_no_progress_and_json_is_byte_identical(node):
     args = ["check", "--root", str(node.root), "--only", "pcie,npu-smi", "--format", "json"]
     piped = subprocess.run([sys.executable, "-m", "npudoctor", *args], capture_output=True, env=env, timeout=60)
     chunks, err, rc = run_in_pty([sys.executable, "-m", "npudoctor", *args], env)
+    assert rc == piped.returncode == 0
     assert piped.stderr == b""
     assert "SMI001" in err  # the terminal's stderr had the spinner...
     tty_json = "".join(c for _, c in chunks).replace("\r\n", "\n")
@@ -121,11 +122,9 @@ def test_piped_output_has_no_progress_and_json_is_byte_identical(node):
 
 
 def test_progress_is_silent_off_a_terminal(tmp_path):
-    stream = open(tmp_path / "err", "w")
-    with Progress(stream=stream, delay_s=0, interval_s=0.01) as progress:
+    with open(tmp_path / "err", "w") as stream, Progress(stream=stream, delay_s=0, interval_s=0.01) as progress:
         progress.update("waiting")
         time.sleep(0.05)
-    stream.close()
     assert (tmp_path / "err").read_text() == ""
 
 
@@ -166,9 +165,9 @@ def test_color_option_on_every_command(command):
 
 
 def test_every_subcommand_has_color():
-    from npudoctor.cli import main
-
     import click
+
+    from npudoctor.cli import main
 
     ctx = click.Context(main)
     for name in main.list_commands(ctx):
