@@ -76,6 +76,17 @@ def find_check(check_id: str) -> Optional[CheckSpec]:
     return next((spec for spec in ordered_specs() if spec.id == wanted), None)
 
 
+def explain_topic(topic: str) -> Optional[Any]:
+    """What ``npudoctor explain TOPIC`` shows: the check with that ID (a CheckSpec), else the error code's
+    entry (a CodeInfo: ``EZ9999``, ``507011``, ``0x05000004``), else None."""
+    spec = find_check(topic)
+    if spec is not None:
+        return spec
+    from npudoctor.logs.codes import explain
+
+    return explain(topic)
+
+
 def run_checks(
     runner: Runner,
     profile: Optional[NodeProfile] = None,

@@ -41,8 +41,9 @@ def npus_on_bus(ctx: CheckContext) -> Optional[Sequence[Any]]:
     return pci.physical_npus
 
 
-def _explain(failure: NpuSmiFailure) -> Dict[str, str]:
-    """Meaning, cause and fix of a recognised failure, from checks/npu_smi_errors.yaml."""
+def explain_failure(failure: NpuSmiFailure) -> Dict[str, str]:
+    """Meaning, cause and fix of a recognised failure, from checks/npu_smi_errors.yaml (SMI001 and
+    `npudoctor parse npu-smi` say the same)."""
     known = knowledge.load("npu_smi_errors")
     if failure.kind == "dcmi":
         return dict(known["dcmi_codes"].get(str(failure.code), known["dcmi_unknown"]))
@@ -106,7 +107,7 @@ def npu_smi_runs(ctx: CheckContext) -> Iterable[Outcome]:
                                          "partial": table.partial})
         return
     if facts.failure is not None:
-        explained = _explain(facts.failure)
+        explained = explain_failure(facts.failure)
         yield fail("npu-smi", f"{facts.failure.line}: {explained['meaning']} ({explained['cause']})",
                    evidence={**evidence, "failure": facts.failure.kind, "code": facts.failure.code,
                              "library": facts.failure.library, "output": facts.output_head},

@@ -199,16 +199,22 @@ def list_checks(fmt: str) -> None:
 
 
 @main.command()
-@click.argument("check_id")
-def explain(check_id: str) -> None:
-    """Print a check's documentation: why it matters and how to fix it."""
-    from npudoctor import api
+@click.argument("topics", nargs=-1, required=True, metavar="ID|CODE...")
+def explain(topics: Tuple[str, ...]) -> None:
+    """Explain checks (PCI001) and CANN error codes (EZ9999, 507011, 0x05000004): why and how to fix.
 
-    spec = api.find_check(check_id)
-    if spec is None:
-        raise fail_usage(f"no check with id {check_id!r}; see `npudoctor list-checks`")
-    click.echo(f"{spec.id}: {spec.title}  (stage {spec.stage}, level {spec.level})\n")
-    click.echo(spec.doc)
+    Exit codes: 0 every topic explained; 2 a topic is neither a check ID nor an error code.
+    """
+    from npudoctor import api
+    from npudoctor.report import explain as explain_report
+    from npudoctor.report.console import make_console
+
+    found = [(topic, api.explain_topic(topic)) for topic in topics]
+    explain_report.render([entry for _topic, entry in found if entry is not None], make_console())
+    unknown = [topic for topic, entry in found if entry is None]
+    if unknown:
+        raise fail_usage(f"{', '.join(map(repr, unknown))}: neither a check ID nor a known error code; see "
+                         "`npudoctor list-checks`")
 
 
 @main.command()

@@ -39,6 +39,14 @@ FIX_SHOWN = (Status.FAIL, Status.WARN, Status.ERROR, Status.SKIP)
 FIX_INDENT = "      "
 
 
+class _Console(Console):
+    def on_broken_pipe(self) -> None:
+        """Rich exits 1 when the reader goes away; every command handles that in one place instead
+        (``LazyGroup.invoke``: quiet, exit 0)."""
+        self.quiet = True
+        raise BrokenPipeError
+
+
 def make_console(file: Optional[IO[str]] = None, color: Optional[bool] = None, width: Optional[int] = None) -> Console:
     """A rich Console for ``file`` (stdout) that follows the house rules: ``--color``/``NO_COLOR``/
     ``FORCE_COLOR`` unless ``color`` is given, the terminal's width (80 when piped) unless ``width`` is."""
@@ -47,7 +55,7 @@ def make_console(file: Optional[IO[str]] = None, color: Optional[bool] = None, w
     stream = file or sys.stdout
     if color is None:
         color = terminal.use_color(stream)
-    return Console(file=stream, highlight=False, no_color=not color, force_terminal=color,
+    return _Console(file=stream, highlight=False, no_color=not color, force_terminal=color,
                    color_system="standard" if color else None, soft_wrap=True,
                    width=width or terminal.width(stream), emoji=False, markup=False)
 
