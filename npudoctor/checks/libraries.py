@@ -197,6 +197,26 @@ def _facts(ctx: CheckContext) -> Any:
     return ctx.facts("libraries")
 
 
+def install_torch_npu_fix(ctx: CheckContext) -> str:
+    """How to get torch_npu, from the facts: nothing to install on a machine without NPUs; CANN first where
+    none is installed (torch_npu without CANN breaks even ``import torch``, through torch's backend autoload);
+    else the torch_npu built for the installed torch."""
+    from npudoctor.checks.npu_smi import npus_on_bus
+
+    npus = npus_on_bus(ctx)
+    if npus is not None and not npus:
+        return ""  # not an Ascend node: installing torch_npu here only breaks `import torch`
+    facts = ctx.facts_or_none("libraries")
+    python = ctx.facts_or_none("python")
+    torch = python.package("torch") if python is not None and not python.error else None
+    wanted = f'pip install "torch_npu=={torch.version.split("+")[0]}.*"' if torch else (
+        "pip install torch and the torch_npu built for it (the same release)")
+    if facts is not None and not facts.installs:
+        return ("install CANN first (Ascend-cann-toolkit_<version>_linux-$(uname -m).run --install, in a version "
+                "the torch_npu release supports), source its set_env.sh, then: " + wanted)
+    return wanted
+
+
 @check("LIB001", stage="libraries", title="CANN installed and set_env.sh sourced")
 def cann_environment(ctx: CheckContext) -> Iterable[Outcome]:
     """CANN is installed and its set_env.sh has been sourced in this environment.
@@ -505,6 +525,11 @@ def import_works(ctx: CheckContext) -> Iterable[Outcome]:
 
     Fix: the one the diagnosis names; for CANN error codes, read the plog under ~/ascend/log.
     """
+    python = ctx.facts_or_none("python")
+    if python is not None and not python.error and python.package("torch_npu") is None:
+        missing = not_installed("torch_npu", python.where)
+        yield skip(f"{missing}: nothing to import", cause=missing, fix=install_torch_npu_fix(ctx))
+        return
     trial = ctx.facts("torch_npu_import")
     evidence: Dict[str, Any] = {"python": trial.python, "stage": trial.last_stage}
     if not trial.ran:
@@ -534,6 +559,8 @@ def import_works(ctx: CheckContext) -> Iterable[Outcome]:
         evidence["error_code_meaning"] = explained
     found = classify_import_error(text)
     fix = found.fix if found else ""
+    if found and found.kind == "not-installed":
+        fix = install_torch_npu_fix(ctx) or "run on a node with Ascend NPUs"
     detail = f"{trial.last_stage} failed" + (f": {found.detail}" if found else f" (exit {trial.rc})")
     if found and found.kind in ("library-not-found", "undefined-symbol"):
         # The static analysis knows why: reuse its diagnosis and fix.

@@ -73,6 +73,7 @@ class LazyGroup(click.Group):
         return with_terminal_options(command) if command is not None else None
 
     def main(self, *args: Any, **kwargs: Any) -> Any:
+        terminal.set_color_choice(None)  # each run starts from auto (tests run many in one process)
         terminal.tolerate_encodings()
         try:
             return super().main(*args, **kwargs)

@@ -135,7 +135,7 @@ class CheckConsole:
         # Folded lines stand for several findings: say how many findings in how many checks the counts cover.
         summary = Text(f"{_plural(len(findings), 'finding')} in {_plural(checks, 'check')}" + (": " if parts else ""))
         summary.append_text(Text(", ").join(parts))
-        return [Text(""), summary, Text(verdict(report), style="bold")]
+        return [Text(""), summary, *[Text(line, style="bold") for line in wrap(verdict(report), self.width)]]
 
     # Folding
     def _fold(self, findings: Sequence[Finding]) -> Iterable[Any]:

@@ -19,13 +19,14 @@ NBSP = "\u00a0"  # textwrap never breaks here: a code span stays on one line
 LIST_ITEM = re.compile(r"^\s*(?:[-*]|\d+[.)])\s+")
 
 
-def _unmark(text: str, spans: List[str]) -> str:
-    """``text`` without the backticks; each span's content is kept whole (NBSP for its spaces)."""
+def _unmark(text: str, spans: List[str], width: int) -> str:
+    """``text`` without the backticks; each span's content is kept on one line (NBSP for its spaces) unless
+    it is longer than a line."""
 
     def keep(match: re.Match[str]) -> str:
         code = " ".join((match.group(1) or match.group(2)).split())
         spans.append(code)
-        return code.replace(" ", NBSP)
+        return code.replace(" ", NBSP) if len(code) < width - 8 else code
 
     return CODE_SPAN.sub(keep, text)
 
@@ -37,7 +38,7 @@ def reflow(text: str, width: int) -> List[Text]:
     for paragraph in re.split(r"\n\s*\n", text.strip("\n")):
         raw = paragraph.splitlines()
         if all(line.startswith("    ") for line in raw):  # a literal block: commands, tables
-            lines += [_unmark(line, spans) for line in raw]
+            lines += [_unmark(line, spans, width) for line in raw]
         elif any(LIST_ITEM.match(line) for line in raw):
             items: List[str] = []
             for line in raw:
@@ -48,9 +49,10 @@ def reflow(text: str, width: int) -> List[Text]:
             for item in items:
                 bullet = LIST_ITEM.match(item)
                 hang = " " * (len(bullet.group()) if bullet else 0)
-                lines += wrap(_unmark(item, spans), width, "", hang, words_may_break=False)
+                lines += wrap(_unmark(item, spans, width), width, "", hang, words_may_break=False)
         else:
-            lines += wrap(_unmark(" ".join(line.strip() for line in raw), spans), width, words_may_break=False)
+            lines += wrap(_unmark(" ".join(line.strip() for line in raw), spans, width), width,
+                          words_may_break=False)
         lines.append("")
     out = []
     for line in lines[:-1]:
@@ -60,16 +62,22 @@ def reflow(text: str, width: int) -> List[Text]:
     return out
 
 
+def _head(title: str, note: str, width: int) -> List[Text]:
+    """``title`` in bold, then ``note`` on the same line when it fits, else on the next."""
+    if len(title) + 2 + len(note) <= width:
+        return [Text.assemble((title, "bold"), f"  {note}")]
+    return [Text(line, style="bold") for line in wrap(title, width, rest="  ")] + [Text(f"  {note}")]
+
+
 def check_text(spec: Any, width: int) -> List[Text]:
-    head = Text.assemble((f"{spec.id}: {spec.title}", "bold"), f"  (stage {spec.stage}, level {spec.level})")
-    return [head, Text(""), *reflow(spec.doc, width)]
+    head = _head(f"{spec.id}: {spec.title}", f"(stage {spec.stage}, level {spec.level})", width)
+    return [*head, Text(""), *reflow(spec.doc, width)]
 
 
 def code_text(info: Any, width: int) -> List[Text]:
     kind = "warning" if info.severity == "warn" else "error"
     known = "" if info.exact else "; not listed itself, explained by its family"
-    head = Text.assemble((f"{info.code}: {info.title or 'error code'}", "bold"), f"  (CANN {kind} code{known})")
-    body: List[Text] = [head, Text("")]
+    body = [*_head(f"{info.code}: {info.title or 'error code'}", f"(CANN {kind} code{known})", width), Text("")]
     for label, value in (("Meaning", info.meaning), ("Cause", info.cause), ("Fix", info.fix)):
         if value:
             body += reflow(f"{label}: {value}", width)
