@@ -99,7 +99,8 @@ def run_checks(
     """Run the selected checks in stage order and return the report; ``listener`` hears each stage as it ends."""
     profile = profile or load_profile()
     listener = listener or SilentListener()
-    ctx = CheckContext(runner, profile, options)
+    running = getattr(listener, "running", None)
+    ctx = CheckContext(_Announcing(runner, running) if running else runner, profile, options)
     if not only:
         # Slow commands start before the check modules load; narrowed runs start only their own.
         prefetch([stage for stage in STAGES if stage not in skip], ctx)
@@ -149,6 +150,21 @@ def _explain_replay_gap(spec: CheckSpec, findings: List[Finding], runner: Runner
                     fix=f"re-collect on the node with --level {spec.level}: "
                         f"npudoctor collect --level {spec.level} -o NEW-BUNDLE.tar.gz")
             for f in findings]
+
+
+class _Announcing:
+    """The runner as checks see it, telling the listener which command they wait for (a spinner names it)."""
+
+    def __init__(self, runner: Runner, running: Any) -> None:
+        self._runner = runner
+        self._running = running
+
+    def run(self, command: Any) -> Any:
+        self._running(command.argv)
+        return self._runner.run(command)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._runner, name)
 
 
 def _expectations(profile: NodeProfile) -> str:

@@ -100,7 +100,7 @@ def test_check_streams_header_at_once_and_spins_while_npu_smi_is_slow(node):
     # The header and the pcie stage are on the screen while npu-smi still runs (1.5 s).
     assert header_at < smi_at - 1.0 and pcie_at < smi_at - 1.0
     # The spinner named what it waited for, with elapsed seconds, on stderr only, and erased its line.
-    assert "SMI001 npu-smi available and runs" in err and "s\x1b[K" in err
+    assert "SMI001 npu-smi available and runs: waiting for npu-smi info" in err and "s\x1b[K" in err
     assert err.endswith("\r\x1b[K")
     stdout = "".join(chunk for _, chunk in chunks)
     assert stdout.index("PCI004") < stdout.index("SMI001")  # stage order kept
@@ -119,6 +119,16 @@ def test_piped_output_has_no_progress_and_json_is_byte_identical(node):
     assert ESC not in tty_json
     # ...and stdout did not change (but for the measured durations)
     assert without_durations(tty_json) == without_durations(piped.stdout.decode())
+
+
+def test_collect_shows_progress_on_a_terminal(node, tmp_path):
+    env = slow_node(node, sleep_s=1.0)
+    bundle = tmp_path / "b.tar.gz"
+    chunks, err, rc = run_in_pty([sys.executable, "-m", "npudoctor", "collect", "--root", str(node.root),
+                                  "-o", str(bundle)], env)
+    assert rc == 0 and bundle.exists(), (chunks, err)
+    assert "recording SMI001 npu-smi available and runs: waiting for npu-smi info" in err
+    assert "wrote " in "".join(c for _, c in chunks)
 
 
 def test_progress_is_silent_off_a_terminal(tmp_path):

@@ -25,6 +25,9 @@ class RunListener(Protocol):
     def stage_done(self, stage: str, findings: Sequence[Finding]) -> None:
         """Every selected check of ``stage`` has run; ``findings`` are that stage's, in order."""
 
+    # Optional: ``running(self, argv: Sequence[str]) -> None`` hears each external command a check waits
+    # for (``npu-smi info``), so that a spinner can name it.
+
 
 class SilentListener:
     """Hears everything, does nothing (library users, tests)."""

@@ -90,14 +90,22 @@ class CheckConsole:
         self.progress = progress
         self.width = console.width
         self.symbols = terminal.status_symbols(console.file)
+        self._check = ""
 
     # RunListener
     def started(self, report: Report) -> None:
         self._print_all(self.header(report))
 
     def checking(self, spec: Any) -> None:
+        self._check = f"{spec.id} {spec.title}"
         if self.progress is not None:
-            self.progress.update(f"{spec.id} {spec.title}")
+            self.progress.update(self._check)
+
+    def running(self, argv: Sequence[str]) -> None:
+        if self.progress is not None:
+            from npudoctor.report.progress import describe_command
+
+            self.progress.update(f"{self._check}: waiting for {describe_command(argv)}")
 
     def stage_done(self, stage: str, findings: Sequence[Finding]) -> None:
         if findings:

@@ -27,7 +27,7 @@ import os
 import sys
 import time
 from contextlib import contextmanager, suppress
-from typing import IO, Any, Iterator, Optional
+from typing import IO, Any, Iterator, Optional, Sequence
 
 from npudoctor.report import terminal
 
@@ -145,18 +145,36 @@ class Progress:
             self.enabled = False
 
 
+def describe_command(argv: Sequence[str]) -> str:
+    """A command as a spinner names it: ``npu-smi info``, ``python3 -c …`` (never a whole script)."""
+    if not argv:
+        return ""
+    shown = [os.path.basename(argv[0])]
+    for arg in argv[1:3]:
+        shown.append("…" if "\n" in arg or len(arg) > 40 else arg)
+        if shown[-1] == "…":
+            break
+    return " ".join(shown)
+
+
 class ProgressListener:
-    """A run listener (``api.run_checks(listener=...)``) that only names the running check on a spinner."""
+    """A run listener (``api.run_checks(listener=...)``) that names the running check, and the command it
+    waits for, on a spinner."""
 
     def __init__(self, progress: Progress, verb: str = "") -> None:
         self.progress = progress
         self.verb = verb
+        self._check = ""
 
     def started(self, report: Any) -> None:
         pass
 
     def checking(self, spec: Any) -> None:
-        self.progress.update(f"{self.verb}{spec.id} {spec.title}")
+        self._check = f"{self.verb}{spec.id} {spec.title}"
+        self.progress.update(self._check)
+
+    def running(self, argv: Sequence[str]) -> None:
+        self.progress.update(f"{self._check}: waiting for {describe_command(argv)}")
 
     def stage_done(self, stage: str, findings: Any) -> None:
         pass
