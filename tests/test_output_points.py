@@ -162,3 +162,15 @@ def test_check_header_names_version_profile_level_source_time(node, width, monke
     assert re.match(r"npudoctor \S+ check on \S+, \d{4}-\d\d-\d\d \d\d:\d\d UTC$", first)
     assert second.startswith("profile atlas800t-a2-8x910b (expects 8x 910B), level 1, source: --root")
     assert result.stdout.splitlines()[-1] == "No problems found on 8x Ascend 910B"
+
+
+def test_collect_says_where_what_and_how_to_replay(node, tmp_path, monkeypatch):
+    healthy_910b_node(node)
+    monkeypatch.setenv("PATH", f"{node.bin}:/usr/bin:/bin")
+    bundle = tmp_path / "node.tar.gz"
+    result = invoke("collect", "--root", str(node.root), "-o", str(bundle), "--color", "never")
+    lines = result.stdout.splitlines()
+    assert result.exit_code == 0 and bundle.exists()
+    assert lines[0] == f"wrote {bundle} (secrets redacted)"
+    assert re.match(r"\d+ findings in \d+ checks: \d+ pass", lines[1])
+    assert lines[-1] == f"replay it anywhere: npudoctor check --from {bundle}"

@@ -240,9 +240,9 @@ def collect(output: str, root: Optional[str], level: int, python: Optional[str],
         raise fail_usage(str(exc)) from None
     except OSError as exc:
         raise fail_usage(f"cannot write {output}: {exc.strerror or exc}") from None
-    summary = report.summary.to_dict()
-    click.echo(f"wrote {output}: {len(report.findings)} findings recorded "
-               f"({', '.join(f'{v} {k}' for k, v in summary.items())}); secrets redacted")
+    from npudoctor.report import console
+
+    console.print_lines(console.collect_summary(report, output), console.make_console())
 
 
 def run() -> None:  # pragma: no cover - console entry for `python -m npudoctor`

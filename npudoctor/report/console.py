@@ -136,14 +136,7 @@ class CheckConsole:
         return lines
 
     def footer(self, report: Report) -> List[Text]:
-        findings = report.findings
-        checks = len(dict.fromkeys(f.id for f in findings))
-        counts = report.summary.counts
-        parts = [Text(f"{counts[s]} {s.value}", style=STYLE[s]) for s in STATUS_ORDER if counts[s]]
-        # Folded lines stand for several findings: say how many findings in how many checks the counts cover.
-        summary = Text(f"{_plural(len(findings), 'finding')} in {_plural(checks, 'check')}" + (": " if parts else ""))
-        summary.append_text(Text(", ").join(parts))
-        return [Text(""), summary, *[Text(line, style="bold") for line in wrap(verdict(report), self.width)]]
+        return [Text(""), summary(report), *[Text(line, style="bold") for line in wrap(verdict(report), self.width)]]
 
     # Folding
     def _fold(self, findings: Sequence[Finding]) -> Iterable[Any]:
@@ -259,6 +252,34 @@ class CheckConsole:
         else:
             for line in lines:
                 self.console.print(line)
+
+
+def summary(report: Report) -> Text:
+    """"39 findings in 8 checks: 37 pass, 1 warn, 1 fail": folded lines stand for several findings, so the
+    counts say what they count."""
+    findings = report.findings
+    checks = len(dict.fromkeys(f.id for f in findings))
+    counts = report.summary.counts
+    parts = [Text(f"{counts[s]} {s.value}", style=STYLE[s]) for s in STATUS_ORDER if counts[s]]
+    line = Text(f"{_plural(len(findings), 'finding')} in {_plural(checks, 'check')}" + (": " if parts else ""))
+    line.append_text(Text(", ").join(parts))
+    return line
+
+
+def collect_summary(report: Report, bundle: str) -> List[Text]:
+    """What `npudoctor collect` says when the bundle is written: where, what it recorded, how to replay it."""
+    return [Text(f"wrote {bundle} (secrets redacted)", style="bold"), summary(report), Text(verdict(report)),
+            Text(f"replay it anywhere: npudoctor check --from {bundle}")]
+
+
+def print_lines(lines: List[Text], console: Console) -> None:
+    """``lines`` wrapped to the console's width (continuation lines indented)."""
+    for line in lines:
+        if len(line.plain) <= console.width:
+            console.print(line)
+        else:
+            for part in wrap(line.plain, console.width, rest="  "):
+                console.print(Text(part, style=line.style))
 
 
 def describe_source(source: Optional[str]) -> str:
