@@ -167,6 +167,7 @@ def test_check_header_names_version_profile_level_source_time(node, width, monke
 def test_collect_says_where_what_and_how_to_replay(node, tmp_path, monkeypatch):
     healthy_910b_node(node)
     monkeypatch.setenv("PATH", f"{node.bin}:/usr/bin:/bin")
+    monkeypatch.setenv("COLUMNS", "300")  # the temporary path is long; wrapping is tested elsewhere
     bundle = tmp_path / "node.tar.gz"
     result = invoke("collect", "--root", str(node.root), "-o", str(bundle), "--color", "never")
     lines = result.stdout.splitlines()
