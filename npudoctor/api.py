@@ -117,6 +117,7 @@ def run_checks(
         source=runner.description,
         started=time.time(),
         expects=_expectations(profile),
+        recorded=str((getattr(runner, "manifest", None) or {}).get("created", "")),
     )
     listener.started(report)
     try:

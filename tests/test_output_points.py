@@ -124,6 +124,8 @@ def test_python_option_errors_and_notes(tmp_path, node):
     result = invoke("check", "--from", str(bundle), "--python", "/opt/other/python3", "--only", "VER003")
     assert "a bundle replays the interpreter it recorded" in result.stderr
     assert "not-recorded" not in result.stdout
+    header = " ".join(result.stdout.split("\n\n")[0].split())
+    assert f"source: bundle {bundle} (recorded 20" in header
 
 
 def test_interpreter_shown_as_found_not_resolved(node, tmp_path):

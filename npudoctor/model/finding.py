@@ -86,6 +86,7 @@ class Report:
     # For the text header only (not in the JSON document, whose bytes must not change between runs):
     started: Optional[float] = None  # time.time() when the run began
     expects: str = ""  # what the profile expects of the node, "8x 910B"; empty when nothing
+    recorded: str = ""  # when a replayed bundle was collected ("2026-12-01T10:30:47+0000"); empty when live
 
     SCHEMA = "npudoctor.report/1"
 

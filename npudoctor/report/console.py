@@ -123,7 +123,10 @@ class CheckConsole:
         profile = str(report.tool.get("profile", "default"))
         if report.expects:
             profile += f" (expects {report.expects})"
-        second = f"profile {profile}, level {report.tool.get('level', 1)}, source: {describe_source(report.source)}"
+        source = describe_source(report.source)
+        if report.recorded:
+            source += f" (recorded {report.recorded.replace('T', ' ')})"
+        second = f"profile {profile}, level {report.tool.get('level', 1)}, source: {source}"
         return [first, *[Text(line) for line in wrap(second, self.width, rest="  ")]]
 
     def stage(self, stage: str, findings: Sequence[Finding]) -> List[Text]:
