@@ -6,6 +6,7 @@ The pty tests run the real command in a pseudo-terminal, as a person sees it.
 
 from __future__ import annotations
 
+import json
 import os
 import pty
 import re
@@ -281,3 +282,17 @@ def test_junit_survives_control_characters():
     failure = next(root.iter("failure"))
     assert "\\x01\\x02\\x1b[2J" in failure.get("message")
     assert "\\x01" in failure.text and "\x01" not in text
+
+
+@pytest.mark.parametrize("fmt", ["json", "junit"])
+def test_machine_formats_on_an_ascii_stdout_keep_their_data(fmt):
+    report = Report([Finding("LOG001", Status.WARN, "Newest CANN plogs", detail="算子 fallback ✓", stage="logs")])
+    from npudoctor.report import json_report
+
+    if fmt == "json":
+        text = json_report.render(report, ascii_only=True)
+        assert json.loads(text)["findings"][0]["detail"] == "算子 fallback ✓"
+    else:
+        text = junit.ascii_only(junit.render(report))
+        assert ET.fromstring(text).find(".//failure").get("message") == "warn: 算子 fallback ✓"
+    text.encode("ascii")

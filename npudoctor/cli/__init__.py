@@ -168,16 +168,16 @@ def _listener(fmt: str, verbose: bool, progress: Any) -> Any:
 
 
 def _emit(report: Any, fmt: str, listener: Any) -> None:
-    if fmt == "json":
-        from npudoctor.report import json_report
-
-        click.echo(json_report.render(report), nl=False)
-    elif fmt == "junit":
-        from npudoctor.report import junit
-
-        click.echo(junit.render(report), nl=False)
-    else:
+    if fmt == "text":
         listener.finished(report)
+        return
+    from npudoctor.report import json_report, junit
+
+    text = json_report.render(report) if fmt == "json" else junit.render(report)
+    if not terminal.can_encode(text):
+        # stdout cannot carry every character (LANG=C, PYTHONIOENCODING=ascii): escapes, never "?" in data.
+        text = json_report.render(report, ascii_only=True) if fmt == "json" else junit.ascii_only(text)
+    click.echo(text, nl=False)
 
 
 @main.command("list-checks")

@@ -78,6 +78,11 @@ def _case(stage: str, check_id: str, findings: List[Finding]) -> ET.Element:
     return case
 
 
+def ascii_only(document: str) -> str:
+    """``document`` with every character beyond ASCII as a character reference (``&#10003;``): the same XML."""
+    return document.encode("ascii", "xmlcharrefreplace").decode("ascii")
+
+
 def render(report: Report) -> str:
     root = ET.Element("testsuites", {"name": "npudoctor"})
     stages: Dict[str, Dict[str, List[Finding]]] = {}
