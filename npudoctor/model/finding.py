@@ -40,9 +40,12 @@ class Finding:
     evidence: Mapping[str, Any] = field(default_factory=dict)
     fix: str = ""
     stage: str = ""
+    # Why a SKIP could not apply, shared by every finding with that root cause ("not an Ascend node"); the
+    # text output folds skips by it. Empty: the detail speaks for itself.
+    cause: str = ""
 
     def to_dict(self) -> Dict[str, Any]:
-        return {
+        data = {
             "id": self.id,
             "status": self.status.value,
             "stage": self.stage,
@@ -52,6 +55,9 @@ class Finding:
             "evidence": dict(self.evidence),
             "fix": self.fix,
         }
+        if self.cause:  # added in npudoctor.report/1 without a version bump: readers ignore unknown keys
+            data["cause"] = self.cause
+        return data
 
 
 @dataclass(frozen=True)
@@ -77,6 +83,10 @@ class Report:
     tool: Dict[str, Any] = field(default_factory=dict)
     host: Dict[str, Any] = field(default_factory=dict)
     source: Optional[str] = None  # "live", "root:/mnt/img", "bundle:node.tar.gz"
+    # For the text header only (not in the JSON document, whose bytes must not change between runs):
+    started: Optional[float] = None  # time.time() when the run began
+    expects: str = ""  # what the profile expects of the node, "8x 910B"; empty when nothing
+    recorded: str = ""  # when a replayed bundle was collected ("2026-12-01T10:30:47+0000"); empty when live
 
     SCHEMA = "npudoctor.report/1"
 
