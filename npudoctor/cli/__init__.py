@@ -21,6 +21,7 @@ class LazyGroup(click.Group):
     """Subcommands in their own modules, imported only when used (keeps `npudoctor --help` fast)."""
 
     lazy: ClassVar[Dict[str, str]] = {
+        "dashboard": "npudoctor.cli.dashboard:dashboard",
         "libs": "npudoctor.cli.libs:libs",
         "logs": "npudoctor.cli.logs:logs",
         "parse": "npudoctor.cli.parse:parse",
@@ -145,12 +146,18 @@ def explain(check_id: str) -> None:
 @click.option("--level", type=click.IntRange(1, 3), default=1, show_default=True)
 @click.option("--python", "python", metavar="PATH", help="The interpreter training runs with.")
 @click.option("--logs", "logs_dirs", multiple=True, metavar="DIR", help="Also record the newest plogs under DIR.")
-def collect(output: str, root: Optional[str], level: int, python: Optional[str], logs_dirs: Tuple[str, ...]) -> None:
+@click.option("--samples", type=click.IntRange(0, 100000), default=0, show_default=True,
+              help="Also record `npu-smi info` N times, for `npudoctor dashboard --replay`.")
+@click.option("--interval", "interval_s", type=click.FloatRange(0.1, 3600), default=1.0, show_default=True,
+              metavar="S", help="Seconds between --samples.")
+def collect(output: str, root: Optional[str], level: int, python: Optional[str], logs_dirs: Tuple[str, ...],
+            samples: int, interval_s: float) -> None:
     """Record every raw output the checks use into a bundle (secrets redacted), for `check --from`."""
     from npudoctor import api
 
     try:
-        report = api.collect(output, root=root, level=level, options={"python": python, "logs_dirs": logs_dirs})
+        report = api.collect(output, root=root, level=level, options={"python": python, "logs_dirs": logs_dirs},
+                             samples=samples, interval_s=interval_s)
     except api.UsageError as exc:
         raise fail_usage(str(exc)) from None
     except OSError as exc:
