@@ -136,8 +136,9 @@ def snapshot_from_npu_smi(result: CommandResult, taken_at: float, host: Optional
         reason = failure.line if failure else str(exc)
         return Snapshot(taken_at, "npu", host=host, error=f"npu-smi info: {reason}", duration_s=result.duration_s,
                         source=source or "npu-smi")
+    source = source or f"npu-smi {table.tool_version or ''} ({result.duration_s:.1f}s)"
     return Snapshot(taken_at, "npu", readings_from_npu_smi(table), host, duration_s=result.duration_s,
-                    source=source or f"npu-smi {table.tool_version or ''}".strip(), tool_version=table.tool_version)
+                    source=source, tool_version=table.tool_version)
 
 
 def _int(value: Optional[float]) -> Optional[int]:
@@ -301,7 +302,7 @@ class ReplaySampler(Sampler):
         index, result = self.timeline.at(offset)
         now = self.clock()
         host = self.host() if self.host is not None else None
-        source = f"replay {self.timeline.name} #{index + 1}/{len(self.timeline.samples)} x{self._speed:g}"
+        source = f"{self.timeline.name} #{index + 1}/{len(self.timeline.samples)} x{self._speed:g}"
         if index not in self._parsed and index not in self._errors:
             snap = snapshot_from_npu_smi(result, now)
             if snap.error is not None:

@@ -36,11 +36,15 @@ def timeline_from_bundle(path: str) -> Timeline:
             samples.append((float(t_s), answer))
     if not samples:
         single = runner.answer(NPU_SMI_INFO.key)
-        if single is None:
-            raise RecordingError(f"{path}: the bundle holds no `npu-smi info` answer to play "
-                                 "(record one with `npudoctor collect --samples N -o BUNDLE`)")
+        if single is None or single.error is not None:
+            why = f" (npu-smi did not run on that node: {single.error})" if single is not None else ""
+            raise RecordingError(f"{path}: the bundle holds no `npu-smi info` answer to play{why}; record "
+                                 "one on the node with `npudoctor collect --samples N -o BUNDLE`")
         samples.append((0.0, single))
-    return Timeline(samples, name=Path(path).name)
+    name = Path(path).name
+    for suffix in (".tar.gz", ".tgz", ".tar"):
+        name = name[:-len(suffix)] if name.endswith(suffix) else name
+    return Timeline(samples, name=name)
 
 
 def demo_timeline() -> Timeline:

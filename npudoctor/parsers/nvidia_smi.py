@@ -74,8 +74,8 @@ def parse_csv(text: str) -> List[Dict[str, Value]]:
 
 
 def parse_query_gpu(text: str) -> List[Dict[str, Value]]:
-    """``--query-gpu`` rows; each must have at least a name or an index to count as a GPU."""
-    return [row for row in parse_csv(text) if row.get("name") is not None or row.get("index") is not None]
+    """``--query-gpu`` rows: one per GPU, in nvidia-smi's order."""
+    return parse_csv(text)
 
 
 def number(row: Dict[str, Value], field: str) -> Optional[float]:
