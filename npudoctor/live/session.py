@@ -25,6 +25,7 @@ class DashboardConfig:
     logs_dir: Optional[str] = None
     check: Optional[Callable[[], Any]] = None
     clock: Callable[[], float] = time.time  # wall clock for times shown to people
+    poll_clock: Callable[[], float] = time.monotonic  # how old the device data is
     start_polling: bool = True  # tests drive the poller by hand
     title: str = "npudoctor dashboard"
     note: str = ""  # shown under the device table (e.g. what the demo recording is)

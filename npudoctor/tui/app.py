@@ -91,15 +91,15 @@ class DashboardApp(App[None]):
         Binding("4", "show_tab('findings')", "Findings", show=False),
         Binding("plus,equals_sign", "speed(2.0)", "Faster", show=False),
         Binding("minus", "speed(0.5)", "Slower", show=False),
-        Binding("tab", "next_tab(1)", "Next panel", show=False),
-        Binding("shift+tab", "next_tab(-1)", "Previous panel", show=False),
+        Binding("tab", "next_tab(1)", "Next panel", show=False, priority=True),
+        Binding("shift+tab", "next_tab(-1)", "Previous panel", show=False, priority=True),
     ]
 
     def __init__(self, config: DashboardConfig, check_at_start: bool = True) -> None:
         super().__init__()
         self.config = config
         self.check_at_start = check_at_start
-        self.poller = Poller(config.sampler, config.interval_s)
+        self.poller = Poller(config.sampler, config.interval_s, clock=config.poll_clock)
         self.history = History()
         self.last_snapshot: Optional[Snapshot] = None
         self.follow: Any = None
@@ -138,11 +138,11 @@ class DashboardApp(App[None]):
         if self.config.follow:
             from npudoctor.live.training import TrainingFollow
 
-            self.follow = TrainingFollow(self.config.follow)
+            self.follow = TrainingFollow(self.config.follow, clock=self.config.poll_clock)
         if self.config.logs_dir:
             from npudoctor.live.logtail import LogTail
 
-            self.logtail = LogTail(self.config.logs_dir)
+            self.logtail = LogTail(self.config.logs_dir, clock=self.config.clock)
             self.logtail.start()
         else:
             self.query_one("#training-text", Static).update(
