@@ -1,7 +1,8 @@
 """`npudoctor dashboard` driven by Textual's Pilot at 80x24: keys, panels, a chip turning Warning, a leak in a
 followed log, a stalled npu-smi; and SVG snapshots of deterministic screens (fixed clocks, no host readings).
 
-Regenerate the snapshots after an intended change: `NPUDOCTOR_REGEN_GOLDEN=1 python -m pytest tests/test_dashboard_app.py`.
+Regenerate the snapshots after an intended change:
+`NPUDOCTOR_REGEN_GOLDEN=1 python -m pytest tests/test_dashboard_app.py`.
 """
 
 from __future__ import annotations
@@ -17,11 +18,11 @@ import pytest
 
 pytest.importorskip("textual")
 
-from npudoctor.live.devices import Sampler, snapshot_from_npu_smi  # noqa: E402
-from npudoctor.live.session import DashboardConfig  # noqa: E402
-from npudoctor.probes.sources import CommandResult  # noqa: E402
-from npudoctor.tui.app import DashboardApp  # noqa: E402
-from tests.samples import DATA, sample_text  # noqa: E402
+from npudoctor.live.devices import Sampler, snapshot_from_npu_smi
+from npudoctor.live.session import DashboardConfig
+from npudoctor.probes.sources import CommandResult
+from npudoctor.tui.app import DashboardApp
+from tests.samples import DATA, sample_text
 
 GOLDEN = DATA / "golden" / "dashboard"
 TABLE = sample_text("npu-smi-info_8card_23.0.rc3_with-processes_mindcluster-doc.txt")

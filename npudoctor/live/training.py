@@ -40,10 +40,13 @@ def data_wait_share(records: List[Dict[str, Any]]) -> Optional[float]:
     >>> data_wait_share([{"step_s": 1.0, "data_wait_s": 0.25}, {"step_s": 1.0, "data_wait_s": 0.75}])
     0.5
     """
-    pairs = [(r.get("step_s"), r.get("data_wait_s")) for r in records]
-    pairs = [(s, w) for s, w in pairs if isinstance(s, (int, float)) and isinstance(w, (int, float))]
-    total = sum(s for s, _ in pairs)
-    return min(max(sum(w for _, w in pairs) / total, 0.0), 1.0) if total > 0 else None
+    step_total = wait_total = 0.0
+    for record in records:
+        step_s, wait_s = record.get("step_s"), record.get("data_wait_s")
+        if isinstance(step_s, (int, float)) and isinstance(wait_s, (int, float)):
+            step_total += step_s
+            wait_total += wait_s
+    return min(max(wait_total / step_total, 0.0), 1.0) if step_total > 0 else None
 
 
 class TrainingFollow:

@@ -15,9 +15,9 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Footer, Static, TabbedContent, TabPane
 
-from npudoctor.live.devices import ReplaySampler, Sampler, Snapshot
+from npudoctor.live.devices import ReplaySampler, Snapshot
 from npudoctor.live.history import History
-from npudoctor.live.poller import PollState, Poller
+from npudoctor.live.poller import Poller, PollState
 from npudoctor.live.session import DashboardConfig
 from npudoctor.tui import views
 

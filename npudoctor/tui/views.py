@@ -40,7 +40,7 @@ def bar(fraction: Optional[float], width: int) -> str:
     """
     if fraction is None:
         return "·" * width
-    filled = int(round(min(max(fraction, 0.0), 1.0) * width))
+    filled = round(min(max(fraction, 0.0), 1.0) * width)
     return "█" * filled + "░" * (width - filled)
 
 
@@ -69,7 +69,8 @@ def memory_cell(device: DeviceReading, width: int = MEMORY_BAR) -> str:
     """>>> memory_cell(DeviceReading("npu:0", "NPU 0", "910B3", "OK", 90, 32768, 65536, 50, 300), 8)
     '████░░░░ 32.0/64.0G'
     """
-    return f"{bar(device.mem_used_mib / device.mem_total_mib if device.mem_total_mib and device.mem_used_mib is not None else None, width)} {gib(device.mem_used_mib)}/{gib(device.mem_total_mib)}G"
+    pct = device.mem_pct
+    return f"{bar(None if pct is None else pct / 100, width)} {gib(device.mem_used_mib)}/{gib(device.mem_total_mib)}G"
 
 
 def holders_cell(device: DeviceReading, width: int = 15) -> str:
@@ -103,7 +104,8 @@ def age_text(state: PollState) -> Tuple[str, str]:
     """
     if state.age_s is None:
         if state.in_flight_s is not None:
-            return f"waiting for the first reading ({state.in_flight_s:.0f}s)", "yellow" if not state.stale else "bold red"
+            style = "bold red" if state.stale else "yellow"
+            return f"waiting for the first reading ({state.in_flight_s:.0f}s)", style
         return "no reading yet", "yellow"
     if state.stale:
         late = f", npu-smi running for {state.in_flight_s:.0f}s" if state.in_flight_s is not None else ""
@@ -144,7 +146,7 @@ def history_lines(history: History, width: int = 80) -> List[str]:
     """One line per chip: AI Core % and HBM % sparklines side by side, with the newest values."""
     spark = max((width - 32) // 2, 4)
     lines = [f"{'chip':<8}{'AI Core %':<{spark + 6}}  HBM %"]
-    for key in history.keys():
+    for key in history.labels:
         util, mem = history.util[key], history.mem[key]
         last_util, last_mem = History.last(util), History.last(mem)
         lines.append(f"{history.labels[key]:<8}{sparkline(util, spark)} {_num(last_util, '%'):>4}  "
@@ -198,7 +200,7 @@ def training_lines(view: Any, width: int = 80) -> List[Tuple[str, str]]:
         ("step time", view.step_s, *_range(view.step_s), step_s),
     )
     for name, values, low, high, now in series:
-        lines.append((f"{name:<10}{sparkline(values, spark)} {now:>12}", ""))
+        lines.append((f"{name:<10}{sparkline(values, spark, low, high)} {now:>12}", ""))
     if total:
         lines.append((f"device memory {human_bytes(total)}", "dim"))
     lines.extend(verdict_lines(view.verdict, view.verdict_at_step))
