@@ -84,7 +84,7 @@ def test_devices_panel_shows_every_chip_and_a_chip_turning_warning():
             table = app.query_one("#device-table")
             assert table.row_count == 8
             assert str(table.get_cell("npu:3/chip:0", "Health")) == "OK"
-            assert "python 139372" in str(table.get_cell("npu:3/chip:0", "Held by"))
+            assert str(table.get_cell("npu:3/chip:0", "Held by")) == "139372 python"
             sampler.text = TABLE.replace("| 3     xxx                | OK   ", "| 3     xxx                | Warning")
             clock.t += 1
             await poll(app, pilot)

@@ -31,7 +31,7 @@ def _device(**changes):
 
 def test_device_row_cells_fit_their_columns():
     cells = views.device_cells(_device())
-    assert cells == ("NPU 0", "OK", "93%", "████████░░ 50.2/64.0G", "52C", "334W", "python3.10 1204")
+    assert cells == ("NPU 0", "OK", "93%", "████████░░ 50.2/64.0G", "52C", "334W", "120460 python3.")
     for cell, width in zip(cells, views.DEVICE_COLUMNS.values()):
         assert len(cell) <= width
     assert sum(views.DEVICE_COLUMNS.values()) + 2 * len(views.DEVICE_COLUMNS) <= 80

@@ -74,6 +74,7 @@ class DeviceScreen(TextScreen):
 
 class DashboardApp(App[None]):
     TITLE = "npudoctor dashboard"
+    ENABLE_COMMAND_PALETTE = False  # every action has its key; the palette's ^p would only crowd the footer
     CSS = """
     #status { height: 1; background: $boost; }
     #devnote, #host, #check-status { height: auto; }

@@ -74,12 +74,13 @@ def memory_cell(device: DeviceReading, width: int = MEMORY_BAR) -> str:
 
 
 def holders_cell(device: DeviceReading, width: int = 15) -> str:
-    """Who holds the chip: ``python3.10 120460`` or ``3 processes``; ``-`` when npu-smi listed none."""
+    """Who holds the chip: ``120460 python3.10`` (the pid whole, the name cut) or ``3 processes``; ``-`` when
+    npu-smi listed none."""
     if not device.holders:
         return "-"
     if len(device.holders) == 1:
         holder = device.holders[0]
-        return f"{holder.name or '?'} {holder.pid}"[:width]
+        return f"{holder.pid} {holder.name or '?'}"[:width]
     return f"{len(device.holders)} processes"
 
 
