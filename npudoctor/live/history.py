@@ -14,7 +14,7 @@ def sparkline(values: Sequence[Optional[float]], width: int, low: float = 0.0, h
     """The last ``width`` values as block characters scaled from ``low`` to ``high``; gaps (None) as spaces.
 
     >>> sparkline([0, 50, 100, None, 100], 5)
-    '▁▄█ █'
+    '▁▅█ █'
     >>> sparkline([10, 20], 4)
     '  ▁▂'
     """
