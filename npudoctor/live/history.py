@@ -15,8 +15,8 @@ def sparkline(values: Sequence[Optional[float]], width: int, low: float = 0.0, h
 
     >>> sparkline([0, 50, 100, None, 100], 5)
     '▁▅█ █'
-    >>> sparkline([10, 20], 4)
-    '  ▁▂'
+    >>> sparkline([10, 60], 4)
+    '  ▂▅'
     """
     shown = list(values)[-width:] if width > 0 else []
     span = (high - low) or 1.0
