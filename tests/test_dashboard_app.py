@@ -54,12 +54,15 @@ class ScriptedSampler(Sampler):
                                      source="npu-smi 23.0.rc3 (4.2s)")
 
 
-def make_app(tmp_path=None, follow=None, check=None):
+def make_app(tmp_path=None, follow=None, check=None, logs_dir=None):
     clock = Clock()
     sampler = ScriptedSampler(clock)
-    config = DashboardConfig(sampler=sampler, interval_s=1.0, follow=follow, check=check, clock=lambda: 0.0,
+    config = DashboardConfig(sampler=sampler, interval_s=1.0, follow=follow, check=check, logs_dir=logs_dir,
+                             clock=lambda: 1e9,
                              poll_clock=clock, start_polling=False)
-    return DashboardApp(config, check_at_start=False), sampler, clock
+    app = DashboardApp(config, check_at_start=False)
+    app.animation_level = "none"  # the tab underline's slide only costs test time
+    return app, sampler, clock
 
 
 async def poll(app, pilot):
@@ -131,6 +134,7 @@ def test_a_stalled_npu_smi_is_marked_stale_and_the_ui_keeps_answering():
             assert app.query_one("TabbedContent").active == "history"
             status = text_of(app, "#status")
             assert "STALE: data 30s old, npu-smi running for 30s" in status
+            assert text_of(app, "#devnote").startswith("these readings are 30s old")
             sampler.hang.clear()
             sampler.release.set()
             stuck.join(5)
@@ -192,6 +196,30 @@ def test_findings_run_the_check_in_a_worker_and_r_runs_it_again():
             await pilot.press("escape", "r")
             await app.workers.wait_for_complete()
         assert len(calls) == 2
+    run(scenario())
+
+
+def test_new_log_findings_appear_while_tailing_a_log_folder(tmp_path):
+    plog = tmp_path / "run" / "plog" / "plog-4242_20250101000000000.log"
+    plog.parent.mkdir(parents=True)
+    plog.write_text("")
+
+    async def scenario():
+        app, _sampler, _clock = make_app(logs_dir=str(tmp_path))
+        async with app.run_test(size=(80, 24)) as pilot:
+            await pilot.press("4")
+            await poll(app, pilot)
+            await app.workers.wait_for_complete()
+            await pilot.pause()
+            assert "1 files followed, 0 causes" in text_of(app, "#log-findings")
+            plog.write_text(sample_text("hccl_EI0006_socket-establish-timeout_LINK_ERROR_INFO_hccl-doc.txt"))
+            await poll(app, pilot)
+            await app.workers.wait_for_complete()
+            await pilot.pause()
+            found = text_of(app, "#log-findings")
+            assert "1 files followed, 5 causes" in found
+            assert re.search(r"\d\d:\d\d:\d\d ERROR   HCCL socket setup between ranks timed out \[socket setup\] x1",
+                             found)
     run(scenario())
 
 

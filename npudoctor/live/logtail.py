@@ -29,7 +29,7 @@ class LiveLogFinding:
     title: str
     subject: str
     count: int
-    first_seen: float  # when the dashboard first saw this cause (clock time)
+    first_seen: Optional[float]  # when the dashboard first saw this cause (clock time)
     last_file: str
     fix: str
 
@@ -112,8 +112,8 @@ class LogTail:
         out = []
         for key, finding in self._merged().items():
             out.append(LiveLogFinding(finding.severity, finding.title or finding.kind, finding.subject, finding.count,
-                                      self.first_seen.get(key, 0.0), self.last_file.get(key, ""), finding.fix))
-        return sorted(out, key=lambda f: f.first_seen, reverse=True)
+                                      self.first_seen.get(key), self.last_file.get(key, ""), finding.fix))
+        return sorted(out, key=lambda f: f.first_seen or 0.0, reverse=True)
 
 
 def _size(path: str) -> int:

@@ -173,6 +173,12 @@ class DashboardApp(App[None]):
                 self.screen.show()
         elif snapshot is None:
             self.query_one("#devnote", Static).update(views.devices_note(None))
+        if snapshot is not None:
+            note: Any = views.devices_note(snapshot)
+            if state.stale:
+                note = Text(f"these readings are {state.age_s:.0f}s old: npu-smi has not answered since. ",
+                            style="bold red") + Text(note)
+            self.query_one("#devnote", Static).update(note)
         if self.follow is not None:
             view = self.follow.poll()
             self.query_one("#training-text", Static).update(_lines_text(views.training_lines(view)))
@@ -201,7 +207,6 @@ class DashboardApp(App[None]):
             for device in snapshot.devices:
                 for column, cell in zip(views.DEVICE_COLUMNS, self._cells(device)):
                     table.update_cell(device.key, column, cell)
-        self.query_one("#devnote", Static).update(views.devices_note(snapshot))
         self.query_one("#host", Static).update(views.host_text(snapshot.host))
 
     @staticmethod

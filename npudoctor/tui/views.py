@@ -246,7 +246,7 @@ def finding_detail(finding: Any) -> str:
 
 
 def log_finding_line(finding: Any) -> Tuple[str, str]:
-    when = time.strftime("%H:%M:%S", time.localtime(finding.first_seen)) if finding.first_seen else "--:--:--"
+    when = "--:--:--" if finding.first_seen is None else time.strftime("%H:%M:%S", time.localtime(finding.first_seen))
     style = {"error": "bold red", "warning": "yellow"}.get(finding.severity, "dim")
     return f"{when} {finding.severity.upper():<7} {finding.title} [{finding.subject}] x{finding.count}", style
 
