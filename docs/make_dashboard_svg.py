@@ -9,7 +9,7 @@ import asyncio
 import sys
 from pathlib import Path
 
-from npudoctor.live.devices import ReplaySampler, host_reading
+from npudoctor.live.devices import ReplaySampler
 from npudoctor.live.recording import demo_timeline
 from npudoctor.live.session import DashboardConfig
 
@@ -19,7 +19,7 @@ async def main(out: Path) -> None:
 
     timeline = demo_timeline()
     clock = {"t": 0.0}
-    sampler = ReplaySampler(timeline, clock=lambda: clock["t"], host=host_reading)
+    sampler = ReplaySampler(timeline, clock=lambda: clock["t"])
     config = DashboardConfig(sampler=sampler, start_polling=False, title="npudoctor DEMO",
                              note="demo: a recording assembled from real npu-smi captures, readings varied over "
                                   "a minute")

@@ -155,6 +155,9 @@ def collect(output: str, root: Optional[str], level: int, python: Optional[str],
     """Record every raw output the checks use into a bundle (secrets redacted), for `check --from`."""
     from npudoctor import api
 
+    if samples and sys.stderr.isatty():
+        click.echo(f"npudoctor: recording `npu-smi info` {samples} times, {interval_s:g} s apart, after the checks",
+                   err=True)
     try:
         report = api.collect(output, root=root, level=level, options={"python": python, "logs_dirs": logs_dirs},
                              samples=samples, interval_s=interval_s)

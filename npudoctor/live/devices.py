@@ -222,7 +222,7 @@ class NodeSampler(Sampler):
             return snapshot_from_npu_smi(result, self.clock(), host)
         if self.kind == "cuda":
             return self._cuda(host)
-        return Snapshot(self.clock(), "host", host=host,
+        return Snapshot(self.clock(), "host", host=host, source="host only",
                         note="no accelerator tool on this machine (neither npu-smi nor nvidia-smi is on PATH or "
                              "in /usr/local/sbin): showing the host only")
 

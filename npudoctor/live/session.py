@@ -8,7 +8,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
-from npudoctor.live.devices import NodeSampler, ReplaySampler, Sampler, host_reading
+from npudoctor.live.devices import NodeSampler, ReplaySampler, Sampler
 
 
 class SessionError(Exception):
@@ -70,7 +70,7 @@ def make_config(replay: Optional[str] = None, demo: bool = False, follow: Option
             timeline = demo_timeline() if demo else timeline_from_bundle(str(replay))
         except RecordingError as exc:
             raise SessionError(str(exc)) from None
-        sampler = ReplaySampler(timeline, speed=speed, host=host_reading)
+        sampler = ReplaySampler(timeline, speed=speed)  # this machine's CPU is not the recorded node's
     else:
         timeout_s = float(node_profile.get("commands.npu_smi_timeout_s", 15))
         sampler = NodeSampler(api.make_runner(), timeout_s=timeout_s)

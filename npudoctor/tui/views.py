@@ -119,7 +119,7 @@ def host_text(host: Optional[HostReading]) -> str:
     'host: CPU 12% of 4 cores · memory 2.0/8.0 GiB · load 0.75'
     """
     if host is None:
-        return "host: (not recorded)"
+        return "host: not in the recording (a replay shows the recorded chips only)"
     cores = f" of {host.cpus} cores" if host.cpus else ""
     load = f" · load {host.load_1m:.2f}" if host.load_1m is not None else ""
     return (f"host: CPU {_num(host.cpu_pct, '%')}{cores} · memory {gib(host.mem_used_mib)}/{gib(host.mem_total_mib)} "
