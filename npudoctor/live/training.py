@@ -79,8 +79,12 @@ class TrainingFollow:
         if not os.path.exists(self.path):
             self.status = "waiting for the file (not there yet)"
         else:
-            new = self.tail.poll()
-            if self.status.startswith("waiting"):
+            try:
+                new = self.tail.poll()
+            except OSError as exc:  # an I/O error on the disk or the network file system: try again next poll
+                new = []
+                self.status = f"cannot read it now: {exc.strerror or exc}"
+            if self.status.startswith("waiting") or (new and self.status.startswith("cannot read")):
                 self.status = "following"
             for record in new:
                 if self._starts_over(record):

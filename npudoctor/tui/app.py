@@ -108,6 +108,7 @@ class DashboardApp(App[None]):
         self.report: Any = None
         self.check_state = "not run" if config.check else "no check for this source"
         self._row_keys: List[str] = []
+        self._logs_busy = False
 
     # -- layout ------------------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -182,7 +183,9 @@ class DashboardApp(App[None]):
         if self.follow is not None:
             view = self.follow.poll()
             self.query_one("#training-text", Static).update(_lines_text(views.training_lines(view)))
-        if self.logtail is not None:
+        if self.logtail is not None and not self._logs_busy:
+            # One scan at a time: a slow scan (a burst of log lines) is never overlapped by the next tick's.
+            self._logs_busy = True
             self.poll_logs()
 
     def _show_status(self, state: PollState) -> None:
@@ -217,9 +220,15 @@ class DashboardApp(App[None]):
         return cells
 
     # -- background work -------------------------------------------------------------------------------------
-    @work(thread=True, exclusive=True, group="logs")
+    @work(thread=True, group="logs")
     def poll_logs(self) -> None:
-        findings = self.logtail.poll()
+        try:
+            findings = self.logtail.poll()
+        except Exception as exc:  # an unreadable file or a scanner bug: say so, keep the dashboard running
+            self.logtail.error = f"log scan failed: {exc.__class__.__name__}: {exc}"
+            findings = []
+        finally:
+            self._logs_busy = False
         self.call_from_thread(self._show_log_findings, findings)
 
     def _show_log_findings(self, findings: List[Any]) -> None:
