@@ -128,3 +128,16 @@ def test_session_without_a_device_tool_samples_the_host(monkeypatch, tmp_path):
     assert snap.kind == "host" and snap.host is not None and snap.host.mem_total_mib
     with pytest.raises(SessionError):
         make_config(replay=str(tmp_path / "nothing.tar.gz"))
+
+
+def test_without_textual_the_dashboard_says_which_extra_to_install(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "textual", None)  # `import textual` now raises ImportError
+    import npudoctor.tui
+
+    for name in [m for m in sys.modules if m.startswith(("npudoctor.tui.app", "textual."))]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.delattr(npudoctor.tui, "app", raising=False)
+    result = cli_runner().invoke(main, ["dashboard", "--demo"])
+    assert result.exit_code == 2 and "pip install 'npudoctor[tui]'" in result.stderr

@@ -127,6 +127,10 @@ def test_the_shipped_demo_is_a_busy_8_chip_node_with_one_chip_turning_warning():
         assert len(snap.devices) == 8 and snap.error is None
         healths.append(snap.devices[5].health)
     assert healths[0] == "OK" and healths[-1] == "Warning"
+    from npudoctor.live.recording import DEMO_BUNDLE
+    from npudoctor.probes.bundle import ReplayRunner
+
+    assert "ASSEMBLED from real npu-smi captures" in ReplayRunner(str(DEMO_BUNDLE)).manifest["note"]
     busy = snapshot_from_npu_smi(timeline.samples[20][1], 0.0)
     assert all(d.util_pct and d.util_pct > 50 and d.holders for d in busy.devices)
 
@@ -309,3 +313,25 @@ def test_log_tail_reports_only_what_the_job_adds(tmp_path):
     found = tail.poll()
     assert found and all(f.first_seen == 50.0 for f in found)
     assert any(f.severity == "error" for f in found)
+
+
+def test_closing_the_sampler_kills_a_hung_npu_smi(node):
+    """Quitting the dashboard while npu-smi hangs leaves no npu-smi behind."""
+    import time
+
+    node.command("npu-smi", stdout=sample_text(IDLE_910B3), sleep_s=30)
+    sampler = NodeSampler(node.runner(), timeout_s=60, host=None)
+    poller = Poller(sampler, interval_s=1.0)
+    poller.start()
+    for _ in range(100):
+        if poller.state().in_flight_s is not None and sampler.runner._children:
+            break
+        time.sleep(0.02)
+    started = time.monotonic()
+    poller.stop()
+    sampler.close()
+    for _ in range(250):
+        if poller.state().polls:
+            break
+        time.sleep(0.02)
+    assert poller.state().polls == 1 and time.monotonic() - started < 5

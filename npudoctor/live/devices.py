@@ -192,6 +192,9 @@ class Sampler:
     def sample(self) -> Snapshot:
         raise NotImplementedError
 
+    def close(self) -> None:
+        """Stop what a running sample started (a hung npu-smi is killed, not left behind at exit)."""
+
 
 class NodeSampler(Sampler):
     """Reads this node through the probes' runner: ``npu-smi info`` when the node has it, else nvidia-smi,
@@ -205,6 +208,9 @@ class NodeSampler(Sampler):
         self.host = host
         self.kind: Optional[str] = None
         self.description = runner.description
+
+    def close(self) -> None:
+        self.runner.close()
 
     def _detect(self) -> str:
         if self.runner.which("npu-smi", NPU_SMI_DIRS):

@@ -307,3 +307,4 @@ class DashboardApp(App[None]):
 
     def on_unmount(self) -> None:
         self.poller.stop()
+        self.config.sampler.close()
