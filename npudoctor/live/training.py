@@ -30,6 +30,7 @@ class TrainingView:
     loss: List[Optional[float]]
     allocated: List[Optional[float]]
     reserved: List[Optional[float]]
+    rss: List[Optional[float]]
     verdict: Optional[leak.LeakVerdict]
     verdict_at_step: Optional[int]
 
@@ -110,4 +111,5 @@ class TrainingFollow:
             data_wait_share=data_wait_share(records[-DATA_WAIT_WINDOW:]),
             step_s=[r.get("step_s") for r in shown], loss=[r.get("loss") for r in shown],
             allocated=[r.get("allocated_bytes") for r in shown], reserved=[r.get("reserved_bytes") for r in shown],
+            rss=[r.get("rss_bytes") for r in shown],
             verdict=self.verdict, verdict_at_step=self.verdict_at_step)

@@ -5,6 +5,7 @@ Strings fit 80 columns; styles are rich style names the app applies.
 
 from __future__ import annotations
 
+import textwrap
 import time
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
@@ -157,7 +158,7 @@ def history_lines(history: History, width: int = 80) -> List[str]:
     return lines
 
 
-def verdict_lines(verdict: Any, at_step: Optional[int]) -> List[Tuple[str, str]]:
+def verdict_lines(verdict: Any, at_step: Optional[int], width: int = 80) -> List[Tuple[str, str]]:
     """The leak verdict as (text, style) lines: LEAK in red with the projected OOM step."""
     if verdict is None:
         return [("leak verdict: waiting for steps", "dim")]
@@ -174,7 +175,9 @@ def verdict_lines(verdict: Any, at_step: Optional[int]) -> List[Tuple[str, str]]
                     f"(confidence of a rise {verdict.confidence:.0%}) at step {at_step}", "green"))
     if verdict.reserved_growth:
         out.append(("reserved grows while allocated is flat: fragmentation or caching", "yellow"))
-    out.extend((f"  {advice}", "dim") for advice in verdict.advice[:2])
+    for advice in verdict.advice[:2]:
+        out.extend((line, "dim") for line in textwrap.wrap(advice, width - 2, initial_indent="  ",
+                                                           subsequent_indent="    "))
     return out
 
 
@@ -199,12 +202,13 @@ def training_lines(view: Any, width: int = 80) -> List[Tuple[str, str]]:
         ("reserved", view.reserved, 0.0, top, human_bytes(last.get("reserved_bytes"))),
         ("loss", view.loss, *_range(view.loss), loss),
         ("step time", view.step_s, *_range(view.step_s), step_s),
+        ("host RSS", view.rss, *_range(view.rss), human_bytes(last.get("rss_bytes"))),
     )
     for name, values, low, high, now in series:
         lines.append((f"{name:<10}{sparkline(values, spark, low, high)} {now:>12}", ""))
     if total:
         lines.append((f"device memory {human_bytes(total)}", "dim"))
-    lines.extend(verdict_lines(view.verdict, view.verdict_at_step))
+    lines.extend(verdict_lines(view.verdict, view.verdict_at_step, width))
     return lines
 
 
