@@ -70,6 +70,18 @@ def test_history_lines_fit_80_columns():
     assert lines[1].startswith("NPU 0") and lines[1].endswith("94%")
 
 
+def test_history_of_a_node_without_devices_shows_the_host():
+    from npudoctor.live.devices import HostReading, Snapshot
+
+    history = History()
+    for t, cpu in enumerate((10.0, 50.0, 90.0)):
+        history.add(Snapshot(float(t), "host", host=HostReading(cpu, 4096, 16384)))
+    lines = views.history_lines(history)
+    assert lines[1] == "(no device readings yet)"
+    assert lines[-1].startswith("host") and lines[-1].endswith("▂▅▇  90%                       ▃▃▃  25%")
+    assert all(len(line) <= 80 for line in lines)
+
+
 def _records(slope: int, steps: int = 80):
     return [{"schema": "npudoctor.memlog/1", "run": "r", "step": s, "step_s": 0.3, "data_wait_s": 0.03,
              "loss": 1.0, "device": "npu:0", "allocated_bytes": (4 << 30) + s * slope,

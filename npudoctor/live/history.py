@@ -38,6 +38,9 @@ class History:
         self.util: Dict[str, Deque[Optional[float]]] = {}
         self.mem: Dict[str, Deque[Optional[float]]] = {}
         self.labels: Dict[str, str] = {}
+        # The host's CPU % and memory % (what a node without accelerators shows).
+        self.host_cpu: Deque[Optional[float]] = collections.deque(maxlen=size)
+        self.host_mem: Deque[Optional[float]] = collections.deque(maxlen=size)
         self._last_taken: Optional[float] = None
 
     def add(self, snapshot: Snapshot) -> bool:
@@ -45,6 +48,11 @@ class History:
         if snapshot.taken_at == self._last_taken:
             return False
         self._last_taken = snapshot.taken_at
+        host = snapshot.host
+        if host is not None:
+            self.host_cpu.append(host.cpu_pct)
+            self.host_mem.append(100.0 * host.mem_used_mib / host.mem_total_mib
+                                 if host.mem_used_mib is not None and host.mem_total_mib else None)
         for device in snapshot.devices:
             self.labels[device.key] = device.label
             self.util.setdefault(device.key, collections.deque(maxlen=self.size)).append(device.util_pct)

@@ -155,6 +155,10 @@ def history_lines(history: History, width: int = 80) -> List[str]:
                      f"{sparkline(mem, spark)} {_num(last_mem, '%'):>4}")
     if len(lines) == 1:
         lines.append("(no device readings yet)")
+    if history.host_cpu:
+        lines += ["", f"{'':<8}{'host CPU %':<{spark + 6}}  host memory %",
+                  f"{'host':<8}{sparkline(history.host_cpu, spark)} {_num(History.last(history.host_cpu), '%'):>4}  "
+                  f"{sparkline(history.host_mem, spark)} {_num(History.last(history.host_mem), '%'):>4}"]
     return lines
 
 
