@@ -187,10 +187,12 @@ def _host(runner: Runner) -> Dict[str, Any]:
 
 def collect(output: str, root: Optional[str] = None, level: int = 1,
             environ: Optional[Mapping[str, str]] = None, options: Optional[Mapping[str, Any]] = None,
-            listener: Optional[RunListener] = None) -> Report:
+            listener: Optional[RunListener] = None, samples: int = 0, interval_s: float = 1.0) -> Report:
     """Run every check against the live node, recording each raw answer, and write the bundle to ``output``.
 
-    The file is written under a temporary name and renamed, and an existing ``output`` is never replaced.
+    With ``samples``, ``npu-smi info`` is also recorded that many times, ``interval_s`` apart, for
+    ``npudoctor dashboard --replay``. The file is written under a temporary name and renamed, and an existing
+    ``output`` is never replaced.
     """
     from npudoctor.probes.bundle import build_bundle, write_bundle
 
@@ -202,6 +204,10 @@ def collect(output: str, root: Optional[str] = None, level: int = 1,
     recorder = RecordingRunner(make_runner(root=root, environ=environ))
     recorder.environ()  # always recorded: the replay needs the environment even if no check asked
     report = run_checks(recorder, level=level, options=options, listener=listener)
+    if samples > 0:
+        from npudoctor.probes.timeline import record_samples
+
+        recorder.records.extend(record_samples(recorder.inner, samples, interval_s))
     write_bundle(output, build_bundle(recorder.records, _host(recorder)))
     return report
 

@@ -56,6 +56,7 @@ class LazyGroup(click.Group):
     """
 
     lazy: ClassVar[Dict[str, str]] = {
+        "dashboard": "npudoctor.cli.dashboard:dashboard",
         "libs": "npudoctor.cli.libs:libs",
         "logs": "npudoctor.cli.logs:logs",
         "parse": "npudoctor.cli.parse:parse",
@@ -227,15 +228,24 @@ def explain(topics: Tuple[str, ...]) -> None:
                    "op in a child process (needed to replay `check --level 2` from this bundle).")
 @click.option("--python", "python", metavar="PATH", help="The interpreter training runs with.")
 @click.option("--logs", "logs_dirs", multiple=True, metavar="DIR", help="Also record the newest plogs under DIR.")
-def collect(output: str, root: Optional[str], level: int, python: Optional[str], logs_dirs: Tuple[str, ...]) -> None:
+@click.option("--samples", type=click.IntRange(0, 100000), default=0, show_default=True,
+              help="Also record `npu-smi info` N times, for `npudoctor dashboard --replay`.")
+@click.option("--interval", "interval_s", type=click.FloatRange(0.1, 3600), default=1.0, show_default=True,
+              metavar="S", help="Seconds between --samples.")
+def collect(output: str, root: Optional[str], level: int, python: Optional[str], logs_dirs: Tuple[str, ...],
+            samples: int, interval_s: float) -> None:
     """Record every raw output the checks use into a bundle (secrets redacted), for `check --from`."""
     from npudoctor import api
     from npudoctor.report.progress import Progress, ProgressListener
 
+    if samples and sys.stderr.isatty():
+        click.echo(f"npudoctor: recording `npu-smi info` {samples} times, {interval_s:g} s apart, after the checks",
+                   err=True)
     try:
         with Progress() as progress:
             report = api.collect(output, root=root, level=level, options={"python": python, "logs_dirs": logs_dirs},
-                                 listener=ProgressListener(progress, verb="recording "))
+                                 listener=ProgressListener(progress, verb="recording "),
+                                 samples=samples, interval_s=interval_s)
     except api.UsageError as exc:
         raise fail_usage(str(exc)) from None
     except OSError as exc:
