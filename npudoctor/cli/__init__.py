@@ -24,6 +24,8 @@ class LazyGroup(click.Group):
         "libs": "npudoctor.cli.libs:libs",
         "logs": "npudoctor.cli.logs:logs",
         "parse": "npudoctor.cli.parse:parse",
+        "train-step": "npudoctor.cli.train:train_step",
+        "leak": "npudoctor.cli.train:leak",
     }
 
     def list_commands(self, ctx: click.Context) -> List[str]:

@@ -81,16 +81,18 @@ def config_from_state_dict(state: Mapping[str, Any]) -> ClipConfig:
         raise ValueError(f"not a ViT CLIP state dict (OpenAI layout): missing or odd {exc}") from None
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _classes() -> SimpleNamespace:
     import torch
     from torch import nn
 
     class LayerNorm(nn.LayerNorm):
-        """LayerNorm computed in fp32 whatever the input dtype (as OpenAI's, so fp16 stays stable)."""
+        """LayerNorm computed in fp32 for fp16/bf16 inputs (as OpenAI's, so fp16 stays stable)."""
 
         def forward(self, x: torch.Tensor) -> torch.Tensor:
-            return super().forward(x.float()).to(x.dtype)
+            if x.dtype in (torch.float16, torch.bfloat16):
+                return super().forward(x.float()).to(x.dtype)
+            return super().forward(x)
 
     class QuickGELU(nn.Module):
         def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -170,6 +172,7 @@ def _classes() -> SimpleNamespace:
             nn.init.normal_(self.positional_embedding, std=0.01)
             width, layers = self.transformer.width, self.transformer.layers
             proj_std = (width ** -0.5) * ((2 * layers) ** -0.5)
+            block: Any
             for block in self.transformer.resblocks:
                 nn.init.normal_(block.attn.in_proj_weight, std=width ** -0.5)
                 nn.init.normal_(block.attn.out_proj.weight, std=proj_std)
@@ -212,7 +215,7 @@ def clip_loss(logits_per_image: Any) -> Any:
     import torch
     import torch.nn.functional as F
 
-    logits = logits_per_image.float()
+    logits = logits_per_image if logits_per_image.dtype == torch.float64 else logits_per_image.float()
     labels = torch.arange(logits.shape[0], device=logits.device)
     return (F.cross_entropy(logits, labels) + F.cross_entropy(logits.t(), labels)) / 2
 

@@ -203,8 +203,8 @@ def run(options: TrainOptions, device: Device, progress: Optional[ProgressFn] = 
     scaler = grad_scaler(device, options.precision)
     dataset = SyntheticPairs(config, length=options.steps * options.batch, seed=options.seed,
                              classes=max(64, options.batch))
-    loader = torch.utils.data.DataLoader(
-        dataset, batch_size=options.batch, shuffle=False, num_workers=options.workers, drop_last=True,
+    loader: Any = torch.utils.data.DataLoader(
+        dataset,  # type: ignore[arg-type]  # a map-style dataset without torch's base class batch_size=options.batch, shuffle=False, num_workers=options.workers, drop_last=True,
         pin_memory=device.kind != "cpu", persistent_workers=False,
         generator=torch.Generator().manual_seed(options.seed))
 
@@ -279,7 +279,8 @@ def run(options: TrainOptions, device: Device, progress: Optional[ProgressFn] = 
     return TrainResult(
         device=device.name, device_reason=device.reason, model="weights" if options.weights else options.model,
         config=config.to_dict(), precision=options.precision, steps=len(losses), losses=losses,
-        loss_fell=loss_fell(losses, options.loss_drop_min, chance=math.log(options.batch)), loss_first=finite[0] if finite else None,
+        loss_fell=loss_fell(losses, options.loss_drop_min, chance=math.log(options.batch)),
+        loss_first=finite[0] if finite else None,
         loss_last=finite[-1] if finite else None, step_s_median=_median(step_times[1:] or step_times),
         data_wait_fraction=(sum(waits[1:]) / sum(step_times[1:])) if len(step_times) > 1 and total else None,
         verdict=verdict, log=options.log, overflows=overflows, skipped_steps=skipped,

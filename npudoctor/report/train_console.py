@@ -1,0 +1,79 @@
+"""Human output of ``npudoctor train-step`` and ``npudoctor leak analyze`` (the house style of ``check``)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Dict, Optional
+
+from rich.console import Console
+from rich.text import Text
+
+from npudoctor.model.finding import Report, Status
+from npudoctor.report.console import _line, make_console
+from npudoctor.report.symbols import STYLE
+
+
+def _bytes(value: Optional[float]) -> str:
+    if value is None:
+        return "-"
+    sign = "-" if value < 0 else "+"
+    value = abs(value)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{sign}{value:.0f} {unit}" if unit == "B" else f"{sign}{value:.1f} {unit}"
+        value /= 1024
+    return f"{sign}{value:.1f} GiB"  # pragma: no cover
+
+
+def render(report: Report, document: Dict[str, Any], verbose: bool = False,
+           console: Optional[Console] = None) -> None:
+    console = console or make_console()
+    train = document.get("train") or {}
+    config = train.get("config") or {}
+    console.print(Text.assemble(
+        ("npudoctor train-step", "bold"),
+        f" {train.get('model')} CLIP ({config.get('image_resolution')} px / patch {config.get('vision_patch_size')}"
+        f", {config.get('vision_layers')}+{config.get('transformer_layers')} layers), {train.get('precision')}, "
+        f"{train.get('steps')} steps on {document.get('device')}"))
+    for finding in report.findings:
+        console.print(_line(finding))
+        if verbose and finding.evidence:
+            console.print(Text("      evidence: " + json.dumps(dict(finding.evidence), default=str), style="dim"))
+        if finding.fix and finding.status in (Status.FAIL, Status.WARN, Status.ERROR, Status.SKIP):
+            for i, fix_line in enumerate(finding.fix.splitlines()):
+                console.print(Text("      fix: " if i == 0 else "           ", style="bold") + Text(fix_line))
+    if train.get("log"):
+        console.print(f"  memory log: {train['log']}  (npudoctor leak analyze {train['log']})", markup=False)
+    bad = [f for f in report.findings if f.status in (Status.FAIL, Status.ERROR)]
+    warned = [f for f in report.findings if f.status is Status.WARN]
+    if bad:
+        verdict = Text("verdict: FAIL", style=STYLE[Status.FAIL])
+        verdict.append(f": {bad[0].id} {bad[0].title}: {bad[0].detail}", style="")
+    else:
+        verdict = Text("verdict: OK", style=STYLE[Status.PASS])
+        verdict.append(f": trains on {document.get('device')}; loss {train.get('loss_first'):.3f} -> "
+                       f"{train.get('loss_last'):.3f}" if train.get("loss_first") is not None else "", style="")
+        if warned:
+            verdict.append(f"; {len(warned)} warning(s)", style=STYLE[Status.WARN])
+    console.print(verdict)
+
+
+def render_leak(verdict: Any, path: str, runs: int, records: int, console: Optional[Console] = None) -> None:
+    console = console or make_console()
+    console.print(Text.assemble(("npudoctor leak analyze", "bold"), f" {path}: {records} steps"
+                                f"{f' (last of {runs} runs)' if runs > 1 else ''} on {verdict.device or '?'}, "
+                                f"{verdict.warmup_steps} warm-up"))
+    rows = (("allocated", verdict.slope_bytes_per_step if verdict.series == "allocated_bytes" else None),
+            ("reserved", verdict.reserved_slope_bytes_per_step),
+            ("host RSS", verdict.rss_slope_bytes_per_step))
+    for name, slope in rows:
+        if slope is not None:
+            console.print(f"  {name:<10} {_bytes(slope)}/step", markup=False)
+    console.print(f"  confidence of a rise in {verdict.series or '-'}: {verdict.confidence * 100:.1f}%", markup=False)
+    if verdict.projected_oom_step is not None:
+        console.print(f"  out of memory at about step {verdict.projected_oom_step}", markup=False)
+    for i, line in enumerate(verdict.advice):
+        console.print(Text("  fix: " if i == 0 else "       ", style="bold") + Text(line))
+    style = STYLE[Status.FAIL] if verdict.leak else STYLE[Status.WARN] if verdict.reserved_growth else STYLE[
+        Status.PASS]
+    console.print(Text("verdict: ", style=style) + Text(verdict.summary))
