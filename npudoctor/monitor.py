@@ -32,13 +32,16 @@ def _device_of(device: Any, optimizer: Any) -> Device:
     """The device to watch: given (``"npu:0"``, ``torch.device``), else the optimizer's parameters', else the
     current NPU (when torch_npu is imported) or CUDA device, else the CPU."""
     torch = import_torch()
+    reason = "given"
     if device is None and optimizer is not None:
+        reason = "the optimizer's parameters"
         for group in optimizer.param_groups:
             for param in group["params"]:
                 device = param.device
                 break
             break
     if device is None:
+        reason = "current device"
         if "torch_npu" in sys.modules and torch.npu.is_available():
             device = torch.device("npu", torch.npu.current_device())
         elif torch.cuda.is_available():
@@ -51,7 +54,7 @@ def _device_of(device: Any, optimizer: Any) -> Device:
     index = device.index
     if index is None and device.type != "cpu":
         index = getattr(torch, device.type).current_device()
-    return Device(device.type, index or 0, "given" if device is not None else "current")
+    return Device(device.type, index or 0, reason)
 
 
 class MemoryMonitor:

@@ -90,7 +90,8 @@ def train_step(device_name: str, model: str, batch: int, steps: int, precision: 
         leak_settings=leak.LeakSettings.from_mapping(profile.get("train.leak")))
     try:
         result = train.run(options, device, progress=_progress_printer())
-        op_results = numerics.compare_ops(device, float(profile.get("train.ops_tolerance", 1e-4))) if ops else None
+        tolerance = float(profile.get("train.ops_tolerance", numerics.DEFAULT_OP_TOLERANCE))
+        op_results = numerics.compare_ops(device, tolerance) if ops else None
         comparison = None
         if compare_cpu:
             state = clip.load_state_dict_file(weights) if weights else None

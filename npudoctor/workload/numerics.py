@@ -1,8 +1,8 @@
 """Numerics on the device against a CPU reference: single operators (float64) and one whole CLIP step (fp32).
 
 On the CPU the device *is* the CPU, so the comparisons still run: fp32 kernels against float64 ones.
-The error measure is the largest absolute difference divided by the largest absolute reference value
-(a normalised max error: independent of the tensor's scale, and not blown up by values near zero).
+The error measure is the largest elementwise relative difference, with a floor of 1% of the largest reference
+value (:func:`normalised_error`).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from npudoctor.workload.device import Device
 
-DEFAULT_OP_TOLERANCE = 1e-4  # fp32 kernels agree with float64 to ~1e-6; a wrong formula is off by 1e-3 or more
+DEFAULT_OP_TOLERANCE = 5e-4  # fp32 CPU kernels: <= 6e-5; GELU tanh computed as erf: 3.5e-3; TF32/HF32 matmul: ~1e-3
 
 
 @dataclass
@@ -27,15 +27,20 @@ class OpResult:
 
 
 def normalised_error(value: Any, reference: Any) -> float:
-    """max|value - reference| / max|reference| (both moved to float64 on the CPU); inf for non-finite values."""
+    """max |value - reference| / (|reference| + 1% of max |reference|), in float64 on the CPU; inf when
+    ``value`` holds inf/nan.
+
+    Relative per element, so a small systematic error where the values are small (GELU's tanh approximation
+    for x < 0) shows; the 1% floor keeps values near zero (matmul cancellations) from blowing it up.
+    """
     import torch
 
     value = value.detach().to("cpu", torch.float64)
     reference = reference.detach().to("cpu", torch.float64)
     if not bool(torch.isfinite(value).all()):
         return math.inf
-    scale = float(reference.abs().max()) or 1.0
-    return float((value - reference).abs().max()) / scale
+    floor = 0.01 * (float(reference.abs().max()) or 1.0)
+    return float(((value - reference).abs() / (reference.abs() + floor)).max())
 
 
 def _border(tensor: Any) -> Any:

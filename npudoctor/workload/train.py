@@ -204,7 +204,8 @@ def run(options: TrainOptions, device: Device, progress: Optional[ProgressFn] = 
     dataset = SyntheticPairs(config, length=options.steps * options.batch, seed=options.seed,
                              classes=max(64, options.batch))
     loader: Any = torch.utils.data.DataLoader(
-        dataset,  # type: ignore[arg-type]  # a map-style dataset without torch's base class batch_size=options.batch, shuffle=False, num_workers=options.workers, drop_last=True,
+        dataset,  # type: ignore[arg-type]  # a map-style dataset without torch's base class
+        batch_size=options.batch, shuffle=False, num_workers=options.workers, drop_last=True,
         pin_memory=device.kind != "cpu", persistent_workers=False,
         generator=torch.Generator().manual_seed(options.seed))
 
