@@ -17,15 +17,19 @@ from npudoctor.cli import main
 from npudoctor.workload import memlog
 from tests.clirunner import cli_runner
 
-torch = pytest.importorskip("torch")
-
-from npudoctor.workload import clip, device, numerics, train  # noqa: E402
+from npudoctor.workload import clip, device, numerics, train
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 
 
+@pytest.fixture
+def torch():
+    """torch, imported by the tests that need it (never at collection: other tests assert it is not loaded)."""
+    return pytest.importorskip("torch")
+
+
 @pytest.fixture(autouse=True)
-def one_thread():
+def one_thread(torch):
     """Two cores shared by many jobs: torch's thread pool spinning against itself costs seconds per run."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
@@ -61,7 +65,7 @@ def test_loss_falls_and_every_step_is_one_memlog_line(cpu, tmp_path):
     assert not result.verdict.leak
 
 
-def test_broken_backward_shows_as_a_loss_that_does_not_fall(cpu, monkeypatch):
+def test_broken_backward_shows_as_a_loss_that_does_not_fall(cpu, monkeypatch, torch):
     monkeypatch.setattr(torch.optim.AdamW, "step", lambda self, closure=None: None)
     assert not run(cpu, batch=16).loss_fell
 
@@ -102,7 +106,7 @@ def test_no_leak_on_clean_runs_over_several_seeds(cpu):
     assert not any(v.leak for v in verdicts), [v.summary for v in verdicts]
 
 
-def test_vit_b_32_has_openai_names_and_shapes():
+def test_vit_b_32_has_openai_names_and_shapes(torch):
     with torch.device("meta"):
         state = clip.build_model(clip.CONFIGS["vit-b-32"]).state_dict()
     # OpenAI's ViT-B/32 (clip/model.py): 151,277,313 parameters under these names.
@@ -122,7 +126,7 @@ def test_vit_b_32_has_openai_names_and_shapes():
     assert clip.config_from_state_dict(state) == clip.CONFIGS["vit-b-32"]
 
 
-def test_saved_weights_reload_by_name_also_from_a_wrapped_checkpoint(tmp_path):
+def test_saved_weights_reload_by_name_also_from_a_wrapped_checkpoint(tmp_path, torch):
     torch.manual_seed(3)
     model = clip.build_model(clip.CONFIGS["tiny"])
     wrapped = {"state_dict": {"module." + k: v for k, v in model.state_dict().items()}, "epoch": 3}
@@ -136,7 +140,7 @@ def test_saved_weights_reload_by_name_also_from_a_wrapped_checkpoint(tmp_path):
         clip.model_from_weights(str(tmp_path / "bad.pt"))
 
 
-def test_operator_comparison_catches_a_gelu_that_ignores_tanh(cpu, monkeypatch):
+def test_operator_comparison_catches_a_gelu_that_ignores_tanh(cpu, monkeypatch, torch):
     assert all(op.ok for op in numerics.compare_ops(cpu)), numerics.compare_ops(cpu)
     exact = torch.nn.functional.gelu
     monkeypatch.setattr(torch.nn.functional, "gelu", lambda x, approximate="none": exact(x))
@@ -150,7 +154,7 @@ def test_whole_step_against_the_cpu_reference(cpu):
     assert comparison.loss_rel_diff < 1e-5 and comparison.grad_norm_rel_diff < 1e-4
 
 
-def test_fp16_overflow_is_named_with_its_cause():
+def test_fp16_overflow_is_named_with_its_cause(torch):
     finite = torch.ones(2, 2)
     overflow = train.diagnose_overflow(7, "fp16", finite, torch.tensor([[float("inf"), 1.0]]), finite,
                                        torch.tensor(14.0), torch.tensor(2.6))
@@ -202,7 +206,7 @@ def test_readme_monitor_example_runs_and_its_log_is_judged(tmp_path):
     assert result.exit_code == 0 and "no leak" in result.stdout
 
 
-def test_monitor_driven_by_the_optimizer_hook(tmp_path):
+def test_monitor_driven_by_the_optimizer_hook(tmp_path, torch):
     from npudoctor.monitor import MemoryMonitor
 
     model = torch.nn.Linear(4, 2)
