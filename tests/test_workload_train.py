@@ -14,10 +14,8 @@ from pathlib import Path
 import pytest
 
 from npudoctor.cli import main
-from npudoctor.workload import memlog
+from npudoctor.workload import clip, device, memlog, numerics, train
 from tests.clirunner import cli_runner
-
-from npudoctor.workload import clip, device, numerics, train
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 
