@@ -65,7 +65,7 @@ def test_loss_falls_and_every_step_is_one_memlog_line(cpu, tmp_path):
 
 def test_broken_backward_shows_as_a_loss_that_does_not_fall(cpu, monkeypatch, torch):
     monkeypatch.setattr(torch.optim.AdamW, "step", lambda self, closure=None: None)
-    assert not run(cpu, batch=16).loss_fell
+    assert run(cpu, batch=16).loss_fell is False
 
 
 def train_step_child(*args):
@@ -172,6 +172,19 @@ def test_train_step_cli_text_report_with_numerics(tmp_path):
     assert result.stdout.splitlines()[-1].startswith("verdict: OK: trains on cpu")
     assert len(memlog.read_records(log)) == 20
     assert "cpu (requested)" in result.stderr  # the device and why, on stderr
+
+
+def test_train_step_loads_weights_by_openai_names(tmp_path, torch):
+    torch.manual_seed(5)
+    path = tmp_path / "clip.pt"
+    torch.save(clip.build_model(clip.CONFIGS["tiny"]).state_dict(), path)
+    result = cli_runner().invoke(main, ["train-step", "--device", "cpu", "--weights", str(path), "--steps", "3",
+                                        "--batch", "4", "--compare-cpu", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.stdout)
+    assert document["train"]["model"] == "weights" and document["compare_cpu"]["ok"]
+    statuses = {f["id"]: f["status"] for f in document["report"]["findings"]}
+    assert statuses["TRN002"] == "skip" and statuses["TRN004"] == "pass"  # 3 steps: too few to judge the loss
 
 
 def test_cli_usage_errors_are_one_line_and_exit_2(tmp_path):

@@ -114,6 +114,10 @@ def loss_outcome(document: Dict[str, Any]) -> Iterable[Outcome]:
                    fix="train in bf16 (--precision bf16), or keep fp16 with a GradScaler and the logit scale "
                        "clamped at 100")
         return
+    if train.get("loss_fell") is None:
+        yield skip(f"{train.get('steps')} steps are too few to judge whether the loss falls (20 or more)",
+                   subject, evidence, fix="run more steps: --steps 50")
+        return
     if train.get("loss_fell"):
         yield passed(subject, f"loss {losses[0]:.3f} -> {losses[-1]:.3f} over {train.get('steps')} steps", evidence)
     else:

@@ -246,7 +246,11 @@ def load_state_dict_file(path: str) -> Dict[str, Any]:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:
         try:  # OpenAI's released files are TorchScript archives
-            state = torch.jit.load(path, map_location="cpu").state_dict()
+            import warnings
+
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", DeprecationWarning)  # torch >= 2.9 deprecates torch.jit.load
+                state = torch.jit.load(path, map_location="cpu").state_dict()
         except Exception:
             raise WeightsError(f"{path}: cannot load weights ({type(exc).__name__}: "
                                f"{str(exc).splitlines()[0][:160] if str(exc) else ''})") from None

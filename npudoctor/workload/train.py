@@ -74,7 +74,7 @@ class TrainResult:
     precision: str
     steps: int
     losses: List[Optional[float]]
-    loss_fell: bool
+    loss_fell: Optional[bool]  # None: too few steps to judge
     loss_first: Optional[float]
     loss_last: Optional[float]
     step_s_median: Optional[float]
@@ -99,16 +99,24 @@ def _median(values: List[float]) -> Optional[float]:
     return ordered[len(ordered) // 2]
 
 
-def loss_fell(losses: List[Optional[float]], min_drop: float, chance: Optional[float] = None) -> bool:
+MIN_STEPS_TO_JUDGE_LOSS = 20  # fewer steps: the tiny CLIP is still leaving chance level; no verdict
+
+
+def loss_fell(losses: List[Optional[float]], min_drop: float, chance: Optional[float] = None) -> Optional[bool]:
     """The mean loss of the last fifth of the steps is ``min_drop`` below that of the first fifth, and below
     chance (``ln(batch)``: an InfoNCE that only learned to make every pair alike sits there); all finite.
+    None (no verdict) for fewer than ``MIN_STEPS_TO_JUDGE_LOSS`` steps.
 
-    >>> loss_fell([3.0, 2.9, 2.8, 2.77, 2.77, 2.77, 2.77, 2.77, 2.77, 2.77], 0.1, chance=2.77)
+    >>> loss_fell([3.0, 2.9, 2.8, 2.77, 2.77, 2.77, 2.77, 2.77, 2.77, 2.77] * 2, 0.1, chance=2.77)
     False
-    >>> loss_fell([3.0, 2.9, 2.8, 2.5, 2.2, 2.0, 1.6, 1.2, 0.9, 0.8], 0.1, chance=2.77)
+    >>> loss_fell([3.0, 2.9, 2.8, 2.5, 2.2, 2.0, 1.6, 1.2, 0.9, 0.8] * 2, 0.1, chance=2.77)
+    True
+    >>> loss_fell([3.0, 1.0], 0.1) is None
     True
     """
-    if len(losses) < 5 or any(v is None for v in losses):
+    if len(losses) < MIN_STEPS_TO_JUDGE_LOSS:
+        return None
+    if any(v is None for v in losses):
         return False
     finite = [float(v) for v in losses if v is not None]
     fifth = max(1, len(finite) // 5)
@@ -206,7 +214,8 @@ def run(options: TrainOptions, device: Device, progress: Optional[ProgressFn] = 
     loader: Any = torch.utils.data.DataLoader(
         dataset,  # type: ignore[arg-type]  # a map-style dataset without torch's base class
         batch_size=options.batch, shuffle=False, num_workers=options.workers, drop_last=True,
-        pin_memory=device.kind != "cpu", persistent_workers=False,
+        # Pinned host memory only for CUDA: torch_npu releases differ in how DataLoader pins for the NPU.
+        pin_memory=device.kind == "cuda", persistent_workers=False,
         generator=torch.Generator().manual_seed(options.seed))
 
     temporary = None
