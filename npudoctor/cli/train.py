@@ -119,6 +119,10 @@ def train_step(device_name: str, model: str, batch: int, steps: int, precision: 
     raise click.exceptions.Exit(report.exit_code())
 
 
+# The verdict thins a run to 256 points anyway; the last 64 MiB hold ~100,000 steps of the last run.
+MAX_LOG_BYTES = 64 << 20
+
+
 @click.group()
 def leak() -> None:
     """Judge training memory logs (npudoctor.memlog/1) for leaks."""
@@ -138,7 +142,7 @@ def leak_analyze(path: str, fmt: str, warmup: Optional[int], profile_name: Optio
     try:
         profile = api.load_profile(profile_name)
         settings = leaks.LeakSettings.from_mapping(profile.get("train.leak"))
-        records = read_records(path)
+        records = read_records(path, max_bytes=MAX_LOG_BYTES)
     except (api.UsageError, MemlogError) as exc:
         raise fail_usage(str(exc)) from None
     except (TypeError, ValueError) as exc:
@@ -151,5 +155,6 @@ def leak_analyze(path: str, fmt: str, warmup: Optional[int], profile_name: Optio
         from npudoctor.report import train_console
 
         runs = len({r["run"] for r in records})
-        train_console.render_leak(verdict, path, runs, len(last_run(records)))
+        train_console.render_leak(verdict, path, runs, len(last_run(records)),
+                                  tail_only=os.path.getsize(path) > MAX_LOG_BYTES)
     raise click.exceptions.Exit(EXIT_FINDINGS if verdict.leak else EXIT_OK)

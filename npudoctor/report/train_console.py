@@ -55,12 +55,17 @@ def render(report: Report, document: Dict[str, Any], verbose: bool = False,
                        f"{train.get('loss_last'):.3f}" if train.get("loss_first") is not None else "", style="")
         if warned:
             verdict.append(f"; {len(warned)} warning(s)", style=STYLE[Status.WARN])
+        skipped = [f.id for f in report.findings if f.status is Status.SKIP]
+        if skipped:
+            verdict.append(f"; not judged: {', '.join(skipped)}", style=STYLE[Status.SKIP])
     console.print(verdict)
 
 
-def render_leak(verdict: Any, path: str, runs: int, records: int, console: Optional[Console] = None) -> None:
+def render_leak(verdict: Any, path: str, runs: int, records: int, console: Optional[Console] = None,
+                tail_only: bool = False) -> None:
     console = console or make_console()
     console.print(Text.assemble(("npudoctor leak analyze", "bold"), f" {path}: {records} steps"
+                                f"{' (in its last 64 MiB)' if tail_only else ''}"
                                 f"{f' (last of {runs} runs)' if runs > 1 else ''} on {verdict.device or '?'}, "
                                 f"{verdict.warmup_steps} warm-up"))
     rows = (("allocated", verdict.slope_bytes_per_step if verdict.series == "allocated_bytes" else None),
@@ -69,7 +74,8 @@ def render_leak(verdict: Any, path: str, runs: int, records: int, console: Optio
     for name, slope in rows:
         if slope is not None:
             console.print(f"  {name:<10} {_bytes(slope)}/step", markup=False)
-    console.print(f"  confidence of a rise in {verdict.series or '-'}: {verdict.confidence * 100:.1f}%", markup=False)
+    confidence = ">99.9%" if verdict.confidence >= 0.9995 else f"{verdict.confidence * 100:.1f}%"
+    console.print(f"  confidence of a rise in {verdict.series or '-'}: {confidence}", markup=False)
     if verdict.projected_oom_step is not None:
         console.print(f"  out of memory at about step {verdict.projected_oom_step}", markup=False)
     for i, line in enumerate(verdict.advice):
