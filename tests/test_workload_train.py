@@ -231,3 +231,66 @@ def test_monitor_driven_by_the_optimizer_hook(tmp_path, torch):
     records = memlog.read_records(tmp_path / "m.jsonl")
     assert [r["step"] for r in records] == [0, 1, 2] and all(r["data_wait_s"] is not None for r in records)
     assert monitor.device.name == "cpu"
+
+
+def test_auto_device_survives_a_broken_torch_npu_and_says_why(tmp_path, monkeypatch):
+    fake = tmp_path / "torch_npu"
+    fake.mkdir()
+    (fake / "__init__.py").write_text('raise ImportError("libhccl.so: cannot open shared object file")\n')
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    ok, why = device.probe_npu(timeout_s=120)
+    assert not ok and "import torch_npu fails" in why and "libhccl.so" in why
+    chosen = device.select_device("auto")
+    assert chosen.kind == "cpu" and "libhccl.so" in chosen.reason and "cuda: not available" in chosen.reason
+    with pytest.raises(device.DeviceUnavailable, match="--device npu: import torch_npu fails"):
+        device.select_device("npu")
+
+
+def test_cuda_and_npu_share_one_allocator_path(tmp_path, monkeypatch, torch):
+    """No GPU here: the CUDA (and, identically, NPU) allocator answers are faked; the recorder and the verdict
+    are the real ones."""
+    from types import SimpleNamespace
+
+    from npudoctor.workload import leak
+    from npudoctor.workload.recorder import MemoryRecorder
+
+    calls = {"n": 0}
+
+    def memory_stats(index):
+        calls["n"] += 1
+        allocated = (1 << 30) + calls["n"] * (1 << 20)
+        return {"allocated_bytes.all.current": allocated, "allocated_bytes.all.peak": allocated,
+                "reserved_bytes.all.current": allocated + (64 << 20), "reserved_bytes.all.peak": allocated + (64 << 20),
+                "active_bytes.all.current": allocated, "active_bytes.all.peak": allocated,
+                "num_alloc_retries": 0, "num_ooms": 0}
+
+    monkeypatch.setattr(torch.cuda, "memory_stats", memory_stats)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda index: SimpleNamespace(total_memory=80 << 30))
+    gpu = device.Device("cuda", 0, "faked")
+    recorder = MemoryRecorder(tmp_path / "mem.jsonl", gpu)
+    for step in range(40):
+        recorder.record(step, loss=torch.tensor(1.5))
+    recorder.close()
+    records = memlog.read_records(tmp_path / "mem.jsonl")
+    assert records[0]["device"] == "cuda:0" and records[0]["device_total_bytes"] == 80 << 30
+    assert records[0]["reserved_bytes"] - records[0]["allocated_bytes"] == 64 << 20 and records[0]["loss"] == 1.5
+    verdict = leak.analyze(records)
+    assert verdict.kind == "device" and verdict.slope_bytes_per_step == pytest.approx(1 << 20)
+    assert verdict.projected_oom_step == pytest.approx(39 + ((80 << 30) - (1 << 30) - 40 * (1 << 20) - (64 << 20))
+                                                       / (1 << 20), abs=1)
+
+
+def test_fp16_overflow_in_a_real_run_is_reported_with_its_cause(cpu, monkeypatch):
+    from npudoctor.workload.data import SyntheticPairs
+
+    original = SyntheticPairs.__getitem__
+    def huge_images(self, index):  # pixels of 1e6: fp16 activations overflow in the patch embedding
+        image, tokens = original(self, index)
+        return image * 1e6, tokens
+
+    monkeypatch.setattr(SyntheticPairs, "__getitem__", huge_images)
+    result = run(cpu, steps=3, precision="fp16")
+    assert result.overflows, result.losses
+    first = result.overflows[0]
+    assert first.step == 0 and first.tensor == "image features" and "65504" in first.cause
