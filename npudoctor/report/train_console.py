@@ -11,18 +11,14 @@ from rich.text import Text
 from npudoctor.model.finding import Report, Status
 from npudoctor.report.console import _line, make_console
 from npudoctor.report.symbols import STYLE
+from npudoctor.workload.leak import human_bytes
 
 
 def _bytes(value: Optional[float]) -> str:
+    """``+1.0 MiB``: a per-step change, signed."""
     if value is None:
         return "-"
-    sign = "-" if value < 0 else "+"
-    value = abs(value)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if value < 1024 or unit == "GiB":
-            return f"{sign}{value:.0f} {unit}" if unit == "B" else f"{sign}{value:.1f} {unit}"
-        value /= 1024
-    return f"{sign}{value:.1f} GiB"  # pragma: no cover
+    return ("+" if value >= 0 else "") + human_bytes(value)
 
 
 def render(report: Report, document: Dict[str, Any], verbose: bool = False,

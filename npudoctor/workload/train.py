@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import re
+import statistics
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Union
@@ -90,13 +91,6 @@ class TrainResult:
         data["verdict"] = self.verdict.to_dict()
         data["overflows"] = [o.__dict__ for o in self.overflows]
         return {"schema": "npudoctor.train/1", **data}
-
-
-def _median(values: List[float]) -> Optional[float]:
-    if not values:
-        return None
-    ordered = sorted(values)
-    return ordered[len(ordered) // 2]
 
 
 MIN_STEPS_TO_JUDGE_LOSS = 20  # fewer steps: the tiny CLIP is still leaving chance level; no verdict
@@ -291,7 +285,8 @@ def run(options: TrainOptions, device: Device, progress: Optional[ProgressFn] = 
         config=config.to_dict(), precision=options.precision, steps=len(losses), losses=losses,
         loss_fell=loss_fell(losses, options.loss_drop_min, chance=math.log(options.batch)),
         loss_first=finite[0] if finite else None,
-        loss_last=finite[-1] if finite else None, step_s_median=_median(step_times[1:] or step_times),
+        loss_last=finite[-1] if finite else None,
+        step_s_median=statistics.median(step_times[1:] or step_times) if step_times else None,
         data_wait_fraction=(sum(waits[1:]) / sum(step_times[1:])) if len(step_times) > 1 and total else None,
         verdict=verdict, log=options.log, overflows=overflows, skipped_steps=skipped,
         inject_leak=options.inject_leak)
