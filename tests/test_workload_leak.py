@@ -187,3 +187,15 @@ def test_follow_yields_appended_records_and_stops_when_idle(tmp_path):
         for step in range(3):
             writer.write(step, rss_bytes=step)
     assert [r["step"] for r in memlog.follow(path, interval_s=0.01, stop_after_idle_s=0.02)] == [0, 1, 2]
+
+
+def test_writer_appends_only_to_memlog_logs(tmp_path):
+    other = tmp_path / "notes.txt"
+    other.write_text("my notes\n")
+    with pytest.raises(memlog.MemlogError, match=r"is not a npudoctor\.memlog/1 log"):
+        memlog.MemlogWriter(other)
+    assert other.read_text() == "my notes\n"
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(memlog.MemlogError, match="not a regular file"):
+        memlog.MemlogWriter(fifo)

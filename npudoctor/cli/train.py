@@ -70,6 +70,12 @@ def train_step(device_name: str, model: str, batch: int, steps: int, precision: 
         parent = os.path.dirname(os.path.abspath(log_path))
         if not os.path.isdir(parent):
             raise fail_usage(f"--log {log_path}: no such directory {parent}")
+        from npudoctor.workload.memlog import MemlogError, check_appendable
+
+        try:
+            check_appendable(log_path)  # refuses FIFOs and files that are not memlog/1 logs
+        except MemlogError as exc:
+            raise fail_usage(str(exc)) from None
     try:
         profile = api.load_profile(profile_name)
     except api.UsageError as exc:
