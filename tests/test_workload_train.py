@@ -295,3 +295,14 @@ def test_fp16_overflow_in_a_real_run_is_reported_with_its_cause(cpu, monkeypatch
     assert result.overflows, result.losses
     first = result.overflows[0]
     assert first.step == 0 and first.tensor == "image features" and "65504" in first.cause
+
+
+def test_a_step_that_crashes_on_the_device_is_a_fail_finding_not_a_traceback(monkeypatch):
+    def out_of_memory(*args, **kwargs):
+        raise RuntimeError("NPU out of memory. Tried to allocate 2.00 GiB\n(EL0004)")
+
+    monkeypatch.setattr(train, "run", out_of_memory)
+    result = cli_runner().invoke(main, ["train-step", "--device", "cpu"])
+    assert result.exit_code == 1 and not isinstance(result.exception, RuntimeError), result.output
+    assert "✗ TRN001" in result.stdout and "NPU out of memory. Tried to allocate 2.00 GiB (EL0004)" in result.stdout
+    assert result.stdout.splitlines()[-1].startswith("verdict: FAIL: TRN001")

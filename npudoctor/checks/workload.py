@@ -52,26 +52,30 @@ def device_trains(ctx: CheckContext) -> Iterable[Outcome]:
         yield fail("train-step", f"the training child exited ({trial.rc}) without a result, in stage "
                    f"{trial.last_stage or 'start-up'}", evidence, fix="see the output in the evidence")
         return
+    if document.get("error"):
+        evidence["output_tail"] = trial.output_tail
+    yield from device_outcome(document, evidence, trial.python)
+
+
+def device_outcome(document: Dict[str, Any], evidence: Optional[Dict[str, Any]] = None,
+                   python: str = "this interpreter") -> Iterable[Outcome]:
+    """TRN001 from a trainresult document: torch missing (SKIP), the run broke (FAIL), or it ran (PASS)."""
+    evidence = dict(evidence or {})
     if document.get("torch_missing"):
-        yield skip(f"torch is not installed for {trial.python}", "train-step", evidence,
+        yield skip(f"torch is not installed for {python}", "train-step", evidence,
                    fix=f"{TRAIN_EXTRA}   # into the training interpreter; CPU torch is enough")
         return
     evidence.update(device=document.get("device"), device_reason=document.get("device_reason"),
                     torch=document.get("torch"))
     if document.get("error"):
-        evidence["output_tail"] = trial.output_tail
         yield fail(document.get("device") or "train-step",
                    f"{document.get('stage')}: {document['error']}", evidence,
-                   fix="see the error in the evidence; `npudoctor check --level 2` tests the import alone")
+                   fix="see the error in the evidence; `npudoctor check --level 2` tests the import alone; "
+                       "a device out of memory: lower --batch")
         return
-    yield from device_outcome(document)
-
-
-def device_outcome(document: Dict[str, Any]) -> Iterable[Outcome]:
     train = document.get("train") or {}
-    evidence = {"device": document.get("device"), "device_reason": document.get("device_reason"),
-                "torch": document.get("torch"), "steps": train.get("steps"),
-                "step_ms_median": round(train["step_s_median"] * 1000, 2) if train.get("step_s_median") else None}
+    evidence.update(steps=train.get("steps"),
+                    step_ms_median=round(train["step_s_median"] * 1000, 2) if train.get("step_s_median") else None)
     if not train:
         yield error("no training result in the document")
         return

@@ -94,6 +94,8 @@ def train_step(device_name: str, model: str, batch: int, steps: int, precision: 
         log=log_path, weights=weights, seed=seed, inject_leak=leak_value, lr=lr,
         loss_drop_min=float(profile.get("train.loss_drop_min", 0.1)),
         leak_settings=leak.LeakSettings.from_mapping(profile.get("train.leak")))
+    failure: Optional[str] = None
+    result = op_results = comparison = None
     try:
         result = train.run(options, device, progress=_progress_printer())
         tolerance = float(profile.get("train.ops_tolerance", numerics.DEFAULT_OP_TOLERANCE))
@@ -110,8 +112,10 @@ def train_step(device_name: str, model: str, batch: int, steps: int, precision: 
         raise fail_usage(str(exc)) from None
     except OSError as exc:
         raise fail_usage(f"{exc.filename or ''}: {exc.strerror or exc}") from None
+    except Exception as exc:  # the device could not train (out of memory, a kernel error): a FAIL finding
+        failure = f"{type(exc).__name__}: {' '.join(str(exc).split())}"[:1000]
     document = result_document(device, result, op_results, comparison, torch_version=devices.import_torch().__version__,
-                               stage="done")
+                               stage="train" if failure else "done", error=failure)
     from npudoctor.workload.report import train_report
 
     injected = inject_leak if leak_value is not None else None

@@ -26,11 +26,14 @@ def render(report: Report, document: Dict[str, Any], verbose: bool = False,
     console = console or make_console()
     train = document.get("train") or {}
     config = train.get("config") or {}
-    console.print(Text.assemble(
-        ("npudoctor train-step", "bold"),
-        f" {train.get('model')} CLIP ({config.get('image_resolution')} px / patch {config.get('vision_patch_size')}"
-        f", {config.get('vision_layers')}+{config.get('transformer_layers')} layers), {train.get('precision')}, "
-        f"{train.get('steps')} steps on {document.get('device')}"))
+    if not train:
+        console.print(Text.assemble(("npudoctor train-step", "bold"), f" on {document.get('device')}"))
+    else:
+        console.print(Text.assemble(
+            ("npudoctor train-step", "bold"),
+            f" {train.get('model')} CLIP ({config.get('image_resolution')} px / patch "
+            f"{config.get('vision_patch_size')}, {config.get('vision_layers')}+{config.get('transformer_layers')} "
+            f"layers), {train.get('precision')}, {train.get('steps')} steps on {document.get('device')}"))
     for finding in report.findings:
         console.print(_line(finding))
         if verbose and finding.evidence:

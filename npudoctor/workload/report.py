@@ -15,7 +15,7 @@ from npudoctor.model.profile import NodeProfile
 
 def train_report(document: Dict[str, Any], profile: NodeProfile, injected: Optional[str] = None) -> Report:
     """Findings TRN001-TRN005 for a ``npudoctor.trainresult/1`` document (parts not run are left out)."""
-    parts: List[tuple] = [("TRN001", lambda: checks.device_outcome(document))]
+    parts: List[tuple] = [("TRN001", lambda: checks.device_outcome(document, python=sys.executable))]
     if document.get("train"):
         parts += [
             ("TRN002", lambda: checks.loss_outcome(document)),
