@@ -60,6 +60,8 @@ class LazyGroup(click.Group):
         "libs": "npudoctor.cli.libs:libs",
         "logs": "npudoctor.cli.logs:logs",
         "parse": "npudoctor.cli.parse:parse",
+        "train-step": "npudoctor.cli.train:train_step",
+        "leak": "npudoctor.cli.train:leak",
     }
 
     def list_commands(self, ctx: click.Context) -> List[str]:
@@ -110,7 +112,8 @@ FORMATS = click.Choice(["text", "json", "junit"])
 
 @main.command()
 @click.option("--level", type=click.IntRange(1, 3), default=1, show_default=True,
-              help="1: static checks; 2: also import torch/torch_npu in a child process and run one op.")
+              help="1: static checks; 2: also import torch/torch_npu in a child process and run one op; "
+                   "3: also train a tiny CLIP in a child process (TRN001-TRN005).")
 @click.option("--profile", "profile_name", metavar="NAME|PATH", help="Node profile (expected chips, thresholds).")
 @click.option("--from", "bundle", metavar="BUNDLE", help="Replay a bundle made by `npudoctor collect`.")
 @click.option("--root", metavar="DIR", help="Read system files (sysfs, /dev, /usr/local/Ascend, /etc) under DIR.")
