@@ -4,17 +4,19 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+from pathlib import Path
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from npudoctor import __version__
 from npudoctor.checks.registry import STAGES, CheckContext, CheckSpec, ordered_specs, run_check, select
 from npudoctor.knowledge import KnowledgeError, data_dir, load_yaml_file, profile_names, profile_path
 from npudoctor.model.finding import Finding, Report
-from npudoctor.model.profile import NodeProfile, deep_merge
+from npudoctor.model.profile import NodeProfile, ProfileError, deep_merge, validate_profile
 from npudoctor.probes import prefetch
 from npudoctor.probes.runner import LiveRunner, RecordingRunner, Runner
 
 DEFAULT_PROFILE = "default"
+MAX_EXTENDS_DEPTH = 16
 
 
 class UsageError(Exception):
@@ -39,24 +41,40 @@ def make_runner(root: Optional[str] = None, bundle: Optional[str] = None,
 
 
 def load_profile(name_or_path: Optional[str] = None) -> NodeProfile:
-    """A shipped profile by name or a site profile by path, merged over the default profile."""
+    """A shipped profile by name or a site profile by path, merged over the profiles it extends and the
+    default profile. Every file is checked against the schema (``model.profile.PROFILE_SCHEMA``); a bad
+    value, an unknown key or an ``extends`` cycle is a :class:`UsageError` naming the file and the key."""
     try:
-        base = load_yaml_file(data_dir("profiles") / f"{DEFAULT_PROFILE}.yaml") or {}
+        default_path = data_dir("profiles") / f"{DEFAULT_PROFILE}.yaml"
+        defaults = load_yaml_file(default_path) or {}
+        base = validate_profile(defaults, str(default_path), defaults)
         if not name_or_path or name_or_path == DEFAULT_PROFILE:
             return NodeProfile(DEFAULT_PROFILE, base)
-        path = profile_path(name_or_path)
-        if path is None:
-            raise UsageError(f"unknown profile {name_or_path!r}; shipped profiles: {', '.join(profile_names())}")
-        data = load_yaml_file(path)
-    except KnowledgeError as exc:
+        chain: List[Tuple[str, Dict[str, Any]]] = []  # (file, its data), the profile asked for first
+        wanted: Optional[str] = name_or_path
+        seen: List[str] = []
+        while wanted not in (None, DEFAULT_PROFILE):
+            path = profile_path(wanted, relative_to=os.path.dirname(chain[-1][0]) if chain else None)
+            if path is None:
+                where = f"{chain[-1][0]}: extends: " if chain else ""
+                raise UsageError(f"{where}unknown profile {wanted!r}; shipped profiles: {', '.join(profile_names())}")
+            real = os.path.realpath(path)
+            if real in seen:
+                cycle = " -> ".join([*(os.path.basename(p) for p in seen), os.path.basename(real)])
+                raise UsageError(f"{chain[-1][0]}: extends: cycle ({cycle})")
+            if len(seen) >= MAX_EXTENDS_DEPTH:
+                raise UsageError(f"{chain[-1][0]}: extends: more than {MAX_EXTENDS_DEPTH} profiles deep")
+            seen.append(real)
+            data = validate_profile(load_yaml_file(path), str(path), defaults)
+            chain.append((str(path), data))
+            wanted = data.get("extends", DEFAULT_PROFILE)
+    except (KnowledgeError, ProfileError) as exc:
         raise UsageError(str(exc)) from None
-    if not isinstance(data, dict):
-        raise UsageError(f"{name_or_path}: a profile must be a YAML mapping")
-    name = str(data.get("name", path.stem))
-    parent = data.get("extends", DEFAULT_PROFILE)
-    if parent not in (DEFAULT_PROFILE, None):
-        base = load_profile(str(parent)).data
-    return NodeProfile(name, deep_merge(base, data))
+    merged = base
+    for _path, data in reversed(chain):
+        merged = deep_merge(merged, data)
+    first_path, first = chain[0]
+    return NodeProfile(str(first.get("name", Path(first_path).stem)), merged)
 
 
 def list_checks(level: int = 3) -> List[CheckSpec]:
