@@ -91,10 +91,12 @@ def run_checks(
     profile: Optional[NodeProfile] = None,
     only: Sequence[str] = (),
     skip: Sequence[str] = (),
-    level: int = 1,
+    level: Optional[int] = None,
     options: Optional[Mapping[str, Any]] = None,
 ) -> Report:
-    """Run the selected checks in stage order and return the report."""
+    """Run the selected checks in stage order and return the report. ``level`` and ``options`` not given
+    come from the bundle being replayed (what ``collect`` was given), else level 1."""
+    level, options = replay_options(runner, level, options or {})
     profile = profile or load_profile()
     ctx = CheckContext(runner, profile, options)
     if not only:
@@ -127,14 +129,18 @@ def _host(runner: Runner) -> Dict[str, Any]:
 
 
 def collect(output: str, root: Optional[str] = None, level: int = 1,
-            environ: Optional[Mapping[str, str]] = None, options: Optional[Mapping[str, Any]] = None) -> Report:
+            environ: Optional[Mapping[str, Any]] = None, options: Optional[Mapping[str, Any]] = None) -> Report:
     """Run every check against the live node, recording each raw answer, and write the bundle to ``output``.
 
-    The file is written under a temporary name and renamed, and an existing ``output`` is never replaced.
+    The bundle is written under a temporary name created exclusively beside it and linked into place; an
+    existing ``output`` (or ``output.partial``) is never replaced, and a failure leaves nothing behind.
+    ``level`` and ``options`` (python, logs_dirs) are stored in the bundle: ``check --from`` uses them.
     """
     from npudoctor.probes.bundle import build_bundle, write_bundle
 
-    if os.path.exists(output):
+    if not output or not os.path.basename(output.rstrip(os.sep)):
+        raise UsageError("-o: the output name is empty")
+    if os.path.lexists(output):
         raise UsageError(f"{output} already exists; choose another name (nothing was overwritten)")
     parent = os.path.dirname(os.path.abspath(output))
     if not os.path.isdir(parent):
@@ -142,8 +148,19 @@ def collect(output: str, root: Optional[str] = None, level: int = 1,
     recorder = RecordingRunner(make_runner(root=root, environ=environ))
     recorder.environ()  # always recorded: the replay needs the environment even if no check asked
     report = run_checks(recorder, level=level, options=options)
-    write_bundle(output, build_bundle(recorder.records, _host(recorder)))
+    write_bundle(output, build_bundle(recorder.records, _host(recorder), {**(options or {}), "level": level}))
     return report
+
+
+def replay_options(runner: Runner, level: Optional[int], options: Mapping[str, Any]) -> Tuple[int, Dict[str, Any]]:
+    """The level and options a check runs with: what was given, else (replaying a bundle) what ``collect``
+    was given, so that a bundle replays on its own."""
+    recorded: Mapping[str, Any] = getattr(runner, "collect_options", None) or {}
+    merged = dict(options)
+    for name in ("python", "logs_dirs"):
+        if not merged.get(name) and recorded.get(name):
+            merged[name] = tuple(recorded[name]) if name == "logs_dirs" else recorded[name]
+    return (level if level is not None else int(recorded.get("level") or 1)), merged
 
 
 def findings_by_id(report: Report, check_id: str) -> List[Finding]:
