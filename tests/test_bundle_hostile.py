@@ -137,7 +137,8 @@ def test_manifest_schema_errors_name_the_field(tmp_path, records, field):
 def test_deeply_nested_manifest_is_one_line(tmp_path):
     folder = tmp_path / "b"
     folder.mkdir()
-    (folder / "manifest.json").write_text('{"schema": "%s", "records": %s}' % (SCHEMA, "[" * 200_000 + "]" * 200_000))
+    nested = "[" * 200_000 + "]" * 200_000
+    (folder / "manifest.json").write_text(f'{{"schema": "{SCHEMA}", "records": {nested}}}')
     result = run_npudoctor(["check", "--from", str(folder)])
     result.assert_one_line_error("manifest.json")
     result.assert_cheap()

@@ -29,8 +29,8 @@ BY_VALUE = {
     "aws-access-key-id": ("key id AKIAIOSFODNN7EXAMPLE,", "IOSFODNN7EXAMPLE"),
     "jwt": ("jwt=eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U x",
             "dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U"),
-    "pem-private-key": ("-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEApemsecretline\n-----END RSA PRIVATE KEY-----\n",
-                        "MIIEowIBAAKCAQEApemsecretline"),
+    "pem-private-key": ("-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEApemsecretline\n"
+                        "-----END RSA PRIVATE KEY-----\n", "MIIEowIBAAKCAQEApemsecretline"),
     "openssh-private-key-cut": ("-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAsshsecret",
                                 "b3BlbnNzaC1rZXktdjEAsshsecret"),
     "pgp-private-key": ("-----BEGIN PGP PRIVATE KEY BLOCK-----\n\nlQOYBFpgpsecretline\n=ab12\n"
