@@ -92,4 +92,3 @@ def test_collect_with_logs_replays_the_log_findings(node, tmp_path):
     live, _, replayed = collect_and_replay(node, tmp_path / "node.tar.gz", only=("logs",), options=options)
     assert live.findings[0].status.value == "fail"
     assert _comparable(replayed) == _comparable(live)
-

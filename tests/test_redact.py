@@ -47,11 +47,13 @@ BY_VALUE = {
 }
 # Variables whose name says secret, whatever their value looks like (set_env.sh output, `env -0`).
 BY_NAME = {"MYSQL_PWD": "mysqlpw1", "DB_PASS": "dbpass2", "CI_JOB_JWT": "cijwt3", "GITHUB_PAT": "ghpat4",
-           "DB_PASSWORD": "two words secret", "HF_TOKEN": "hftok5", "AWS_SECRET_ACCESS_KEY": "awssecret6"}
+           "DB_PASSWORD": "twowords spacedsecret", "HF_TOKEN": "hftok5", "AWS_SECRET_ACCESS_KEY": "awssecret6"}
 
 
 def secrets():
-    return [secret for _text, secret in BY_VALUE.values()] + list(BY_NAME.values())
+    """Every secret, and every word of a secret with spaces (no part of it may remain)."""
+    values = [secret for _text, secret in BY_VALUE.values()] + list(BY_NAME.values())
+    return values + [word for value in values for word in value.split() if " " in value]
 
 
 @pytest.mark.parametrize("label", sorted(BY_VALUE))
@@ -84,7 +86,16 @@ def test_nul_separated_environment_is_redacted_per_variable():
     env0 = "A=1\0" + "\0".join(f"{k}={v}" for k, v in BY_NAME.items()) + "\0B=2\0"
     out = redact_text(env0)
     assert out.startswith("A=1\0MYSQL_PWD=<redacted>\0") and out.endswith("\0B=2\0")
-    assert not any(s in out for s in BY_NAME.values())
+    assert not any(s in out for s in secrets())
+
+
+def test_assignments_on_their_own_line_and_inside_a_line():
+    lines = "".join(f"{k}={v}\n" for k, v in BY_NAME.items()) + "export DB_PASS='quoted secret'\n"
+    out = redact_text(lines)
+    assert out.splitlines()[0] == "MYSQL_PWD=<redacted>" and "export DB_PASS=<redacted>" in out
+    assert not any(s in out for s in [*secrets(), "quoted", "secret'"])
+    assert redact_text("run MYSQL_PWD=inline1 && next; x DB_PASS: inline2, y") == \
+        "run MYSQL_PWD=<redacted> && next; x DB_PASS: <redacted>, y"
 
 
 def test_redaction_is_linear_on_hostile_and_large_text():
