@@ -179,7 +179,15 @@ def _write_archive(path: str, members: Dict[str, bytes]) -> None:
             handle.flush()
             os.fsync(handle.fileno())
         # link(2) fails when PATH exists (a rename would replace it): nothing is ever overwritten.
-        os.link(tmp, path)
+        try:
+            os.link(tmp, path)
+        except OSError as exc:
+            if exc.errno == errno.EEXIST or exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP):
+                raise
+            # A filesystem without hard links (vfat, some FUSE mounts): rename, after one last look.
+            if os.path.lexists(path):
+                raise OSError(errno.EEXIST, f"{path} already exists") from None
+            os.rename(tmp, path)
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
