@@ -142,7 +142,8 @@ def test_planted_secrets_never_reach_the_bundle(node, tmp_path):
 
 def test_set_env_output_and_command_output_are_redacted(node, tmp_path):
     set_env = node.file("/usr/local/Ascend/ascend-toolkit/set_env.sh",
-                        "".join(f"export {k}='{v}'\n" for k, v in BY_NAME.items()))
+                        "".join(f"export {k}='{v}'\n" for k, v in BY_NAME.items())
+                        + "export LD_LIBRARY_PATH=/opt/lib64\nexport UNREAD_SETTING=plainvalue\n")
     node.command("tool", stdout="\n".join(text for text, _s in BY_VALUE.values()))
     recorder = RecordingRunner(node.runner())
     # The libraries probe's own command: a child bash sourcing set_env.sh and printing `env -0`.
@@ -155,5 +156,8 @@ def test_set_env_output_and_command_output_are_redacted(node, tmp_path):
     blob = b"".join(p.read_bytes() for p in folder.rglob("*") if p.is_file())
     assert_clean(blob)
     assert b"MYSQL_PWD=<redacted>\0" in blob
+    # Like the environment record: only what checks read keeps its value.
+    assert b"LD_LIBRARY_PATH=/opt/lib64\0" in blob and b"UNREAD_SETTING=<not recorded>\0" in blob
+    assert b"plainvalue" not in blob
     assert stat.S_IMODE(folder.stat().st_mode) == 0o700 and stat.S_IMODE((folder / "raw").stat().st_mode) == 0o700
     assert {stat.S_IMODE(p.stat().st_mode) for p in folder.rglob("*") if p.is_file()} == {0o600}

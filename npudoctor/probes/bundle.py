@@ -65,6 +65,31 @@ def recorded_env(variables: Mapping[str, str]) -> Tuple[Dict[str, str], List[str
     return kept, sorted(k for k in variables if k not in kept)
 
 
+NOT_RECORDED = "<not recorded>"
+_ENV0_ITEM = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=", re.S)
+
+
+def _env0_recorded_only(text: str) -> str:
+    """An ``env -0`` listing (set_env.sh's environment) keeps, like the environment record, only the values
+    of the variables checks read; the others keep their name.
+
+    >>> _env0_recorded_only("LD_LIBRARY_PATH=/a\\0MY_DB=hunter2\\0")
+    'LD_LIBRARY_PATH=/a\\x00MY_DB=<not recorded>\\x00'
+    """
+    if "\0" not in text:
+        return text
+    items = text.split("\0")
+    if not all(_ENV0_ITEM.match(item) for item in items if item):
+        return text  # not an environment listing
+    kept = []
+    for item in items:
+        name, sep, _value = item.partition("=")
+        if sep and not (name in RECORDED_ENV_NAMES or name.startswith(RECORDED_ENV_PREFIXES)):
+            item = f"{name}={NOT_RECORDED}"
+        kept.append(item)
+    return "\0".join(kept)
+
+
 def build_bundle(records: Iterable[Tuple[str, Dict[str, Any]]], host: Dict[str, Any],
                  collect_options: Optional[Mapping[str, Any]] = None) -> Dict[str, bytes]:
     """Turn recorded answers into bundle members (name -> bytes), redacting secrets on the way.
@@ -93,7 +118,7 @@ def build_bundle(records: Iterable[Tuple[str, Dict[str, Any]]], host: Dict[str, 
                 error=value.error, resolved_path=value.resolved_path,
             )
             entry["raw"] = _raw_name(index)
-            members[entry["raw"]] = redacted(entry["raw"], value.stdout).encode()
+            members[entry["raw"]] = redacted(entry["raw"], _env0_recorded_only(value.stdout)).encode()
             if value.stderr:
                 entry["raw_stderr"] = _raw_name(index, "err")
                 members[entry["raw_stderr"]] = redacted(entry["raw_stderr"], value.stderr).encode()
