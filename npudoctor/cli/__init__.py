@@ -111,9 +111,9 @@ FORMATS = click.Choice(["text", "json", "junit"])
 
 
 @main.command()
-@click.option("--level", type=click.IntRange(1, 3), default=1, show_default=True,
-              help="1: static checks; 2: also import torch/torch_npu in a child process and run one op; "
-                   "3: also train a tiny CLIP in a child process (TRN001-TRN005).")
+@click.option("--level", type=click.IntRange(1, 3), default=None,
+              help="1 (default; with --from: the bundle's): static checks; 2: also import torch/torch_npu in a "
+                   "child process and run one op; 3: also train a tiny CLIP in a child process (TRN001-TRN005).")
 @click.option("--profile", "profile_name", metavar="NAME|PATH", help="Node profile (expected chips, thresholds).")
 @click.option("--from", "bundle", metavar="BUNDLE", help="Replay a bundle made by `npudoctor collect`.")
 @click.option("--root", metavar="DIR", help="Read system files (sysfs, /dev, /usr/local/Ascend, /etc) under DIR.")
@@ -127,7 +127,7 @@ FORMATS = click.Choice(["text", "json", "junit"])
 @click.option("--logs", "logs_dirs", multiple=True, metavar="DIR",
               help="Also scan the newest CANN plogs under DIR (e.g. ~/ascend/log).")
 @click.option("-v", "--verbose", is_flag=True, help="Show evidence and passing details.")
-def check(level: int, profile_name: Optional[str], bundle: Optional[str], root: Optional[str],
+def check(level: Optional[int], profile_name: Optional[str], bundle: Optional[str], root: Optional[str],
           only: Tuple[str, ...], skip_ids: Tuple[str, ...], fmt: str, fail_on: str, python: Optional[str],
           logs_dirs: Tuple[str, ...], verbose: bool) -> None:
     """Run the ordered node checks and say how to fix what is wrong."""
