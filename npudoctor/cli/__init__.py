@@ -67,16 +67,18 @@ FORMATS = click.Choice(["text", "json", "junit"])
               help="The interpreter training runs with (default: python3 on PATH).")
 @click.option("--logs", "logs_dirs", multiple=True, metavar="DIR",
               help="Also scan the newest CANN plogs under DIR (e.g. ~/ascend/log).")
+@click.option("--prof", "prof_dirs", multiple=True, metavar="DIR",
+              help="Also judge profiler output under DIR (npudoctor prof analyze's PROF checks).")
 @click.option("-v", "--verbose", is_flag=True, help="Show evidence and passing details.")
 def check(level: int, profile_name: Optional[str], bundle: Optional[str], root: Optional[str],
           only: Tuple[str, ...], skip_ids: Tuple[str, ...], fmt: str, fail_on: str, python: Optional[str],
-          logs_dirs: Tuple[str, ...], verbose: bool) -> None:
+          logs_dirs: Tuple[str, ...], prof_dirs: Tuple[str, ...], verbose: bool) -> None:
     """Run the ordered node checks and say how to fix what is wrong."""
     from npudoctor import api
 
     only = split_list(only)
     skip_ids = split_list(skip_ids)
-    options = {"python": python, "logs_dirs": logs_dirs}
+    options = {"python": python, "logs_dirs": logs_dirs, "prof_dirs": prof_dirs}
     try:
         runner = api.make_runner(root=root, bundle=bundle)
         profile = api.load_profile(profile_name)

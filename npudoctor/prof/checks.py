@@ -16,6 +16,7 @@ from npudoctor.prof import figures
 from npudoctor.prof.engine import Rank, status_for
 
 STAGE = "prof"
+KERNEL_REQUIRED = ("core_type", "duration_us")
 CUBE_CORES = ("AI_CORE", "MIX_AIC")
 VECTOR_CORES = ("AI_VECTOR_CORE", "MIX_AIV")
 
@@ -44,7 +45,9 @@ class ProfContext:
         return int(self.get("top_n", 10))
 
     def with_kernels(self) -> List[Rank]:
-        return [r for r in self.ranks if r.groups is not None and len(r.groups)]
+        """Ranks whose kernel table says, per task, the core type and the duration (what every check needs)."""
+        return [r for r in self.ranks if r.groups is not None and len(r.groups) and r.kernel is not None
+                and r.kernel.has(*KERNEL_REQUIRED)]
 
 
 class ProfCheck(NamedTuple):
@@ -113,6 +116,16 @@ def _ranks_text(labels: Sequence[str]) -> str:
 def _no_kernels(ctx: ProfContext, check_id: str) -> Optional[Finding]:
     if ctx.with_kernels():
         return None
+    incomplete = [r for r in ctx.ranks if r.kernel is not None and not r.kernel.has(*KERNEL_REQUIRED)]
+    if incomplete:
+        from npudoctor.prof.columns import column_map
+
+        table = incomplete[0].kernel.table if incomplete[0].kernel else "kernel_details"
+        spellings = column_map(table if table != "timeline" else "kernel_details").spellings
+        missing = [c for c in KERNEL_REQUIRED if incomplete[0].kernel and not incomplete[0].kernel.has(c)]
+        names = " / ".join(s for c in missing for s in spellings.get(c, (c,)))
+        return _finding(check_id, Status.SKIP, detail=f"the {table} table of {incomplete[0].label} has no "
+                        f"{names} column: not judged")
     return _finding(check_id, Status.SKIP, detail="no kernel table read (kernel_details.csv, op_summary_*.csv, "
                     "task_time or op_statistic)")
 
@@ -184,7 +197,7 @@ def aicpu_operators(ctx: ProfContext) -> Iterable[Finding]:
         yield skip
         return
     merged: Dict[str, Dict[str, Any]] = {}
-    short = 0
+    short = 0.0
     for rank in ctx.with_kernels():
         total_time = figures.device_time_us(rank.groups) or 1.0
         long_ops = figures.aicpu_ops(rank.groups, long_only=True)
@@ -234,8 +247,8 @@ def aicpu_operators(ctx: ProfContext) -> Iterable[Finding]:
             yield skip
             return
         detail = (f"no AI CPU task of >= {ctx.min_task_us:g} us in {len(ctx.with_kernels())} rank(s)"
-                  + (f" ({short} shorter AI CPU task(s) not reported)" if short else ""))
-        yield _finding("PROF001", Status.PASS, detail=detail, evidence={"short_aicpu_tasks": short})
+                  + (f" ({int(short)} shorter AI CPU task(s) not reported)" if short else ""))
+        yield _finding("PROF001", Status.PASS, detail=detail, evidence={"short_aicpu_tasks": int(short)})
 
 
 # --- AI Core utilization --------------------------------------------------------------------------------------

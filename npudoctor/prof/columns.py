@@ -44,7 +44,7 @@ def _key(text: str) -> str:
     return text.strip().lower()
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def column_map(table: str) -> ColumnMap:
     """The shipped map of ``table`` (``checks/prof_columns/<table>.yaml``)."""
     data: Any = load(f"prof_columns/{table}")
@@ -71,10 +71,10 @@ def resolve(header: Sequence[str], cmap: ColumnMap) -> Resolved:
     claimed = set()
     for canonical, spellings in cmap.spellings.items():
         for spelling in spellings:
-            cell = by_key.get(_key(spelling))
-            if cell is not None and cell not in claimed:
-                found[canonical] = cell
-                claimed.add(cell)
+            match = by_key.get(_key(spelling))
+            if match is not None and match not in claimed:
+                found[canonical] = match
+                claimed.add(match)
                 break
     extra = tuple(cell for cell in header if cell not in claimed)
     return Resolved(found, extra)

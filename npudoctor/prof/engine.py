@@ -92,9 +92,9 @@ def analyze(paths: Sequence[str], profile: Optional[NodeProfile] = None, steps: 
     settings = _thresholds(profile)
     sources, problems = discover(list(paths))
     if not sources:
-        reason = "; ".join(problems[:3]) if problems else "no profiling data found"
-        raise ProfInputError(f"{', '.join(paths)}: {reason} (expected a *_ascend_pt or PROF_* folder, or a "
-                             "kernel_details / op_summary CSV)")
+        reason = "; ".join(problems[:3]) if problems else f"{', '.join(paths)}: no profiling data found"
+        raise ProfInputError(f"{reason} (expected a *_ascend_pt or PROF_* folder, or a kernel_details / "
+                             "op_summary CSV)")
     ranks: List[Rank] = []
     for source in sources:
         ranks.extend(readers.read_source(source, settings, steps))

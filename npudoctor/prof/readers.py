@@ -29,7 +29,7 @@ def read_source(source: Source, settings: Mapping[str, Any], steps: int) -> List
         stats = _op_statistic_stats(source.tables["op_statistic"], min_task_us, base.problems)
     if stats is not None:
         base.problems.extend(stats.problems)
-        if stats.rows or stats.table == "op_statistic" and len(stats.groups):
+        if stats.rows or (stats.table == "op_statistic" and len(stats.groups)):
             base.kernel = stats
             base.tables_read[stats.table] = list(stats.files)
             base.groups = kernels.last_steps(stats.groups, steps)
@@ -80,7 +80,8 @@ def _op_statistic_stats(paths: List[str], min_task_us: float, problems: List[str
             problems.append(str(exc))
             continue
         if not resolved.has("core_type", "op_type", "count", "total_us"):
-            problems.append(f"{path}: op_statistic without {', '.join(resolved.missing(['core_type', 'op_type', 'count', 'total_us']))}")
+            missing = resolved.missing(["core_type", "op_type", "count", "total_us"])
+            problems.append(f"{path}: op_statistic without {', '.join(missing)}")
             continue
         columns = tuple(resolved.found)
         maximum = frame["max_us"] if "max_us" in frame.columns else frame["total_us"] / frame["count"]
@@ -106,7 +107,7 @@ def _read_step_trace(rank: Rank, source: Source, steps: int) -> None:
     frames = []
     for path in paths:
         try:
-            resolved, frame = read_small(path, cmap, list(cmap.spellings), numeric)
+            _resolved, frame = read_small(path, cmap, list(cmap.spellings), numeric)
         except TableError as exc:
             rank.problems.append(str(exc))
             continue
@@ -199,7 +200,8 @@ def _walk_links(node: Any, trail: List[str], out: List[Dict[str, Any]], depth: i
         return
     bandwidth = node.get("Communication Bandwidth Info")
     if isinstance(bandwidth, dict):
-        timing = node.get("Communication Time Info") if isinstance(node.get("Communication Time Info"), dict) else {}
+        timing_info = node.get("Communication Time Info")
+        timing: Dict[str, Any] = timing_info if isinstance(timing_info, dict) else {}
         for transport, values in bandwidth.items():
             if not isinstance(values, dict):
                 continue
