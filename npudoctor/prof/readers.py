@@ -36,9 +36,17 @@ def read_source(source: Source, settings: Mapping[str, Any], steps: int) -> List
     _read_step_trace(base, source, steps)
     _read_memory(base, source)
     _read_communication(base, source)
-    for table in ("api_statistic", "op_statistic"):
+    for table in ("api_statistic", "op_statistic"):  # listed as read when they are readable tables
         if table in source.tables and table not in base.tables_read:
-            base.tables_read[table] = list(source.tables[table])
+            readable = []
+            for path in source.tables[table]:
+                try:
+                    open_table(path, column_map(table))
+                    readable.append(path)
+                except TableError as exc:
+                    base.problems.append(str(exc))
+            if readable:
+                base.tables_read[table] = readable
     return _split_devices(base)
 
 

@@ -1,0 +1,233 @@
+"""The profiling doctor on every real profiling sample, laid out the way msprof and torch_npu lay them out."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, List
+
+import pytest
+
+from npudoctor.cli import main
+from npudoctor.model.finding import Status
+from npudoctor.prof.columns import column_map, resolve
+from npudoctor.prof.engine import ProfInputError, analyze
+from tests import profdirs
+from tests.clirunner import cli_runner
+
+
+def by_id(result: Any, check_id: str) -> List[Any]:
+    return [f for f in result.findings if f.id == check_id]
+
+
+def run_cli(*args: str) -> Any:
+    return cli_runner().invoke(main, list(args))
+
+
+# --- layouts -------------------------------------------------------------------------------------------------
+
+def test_torch_npu_rank_reads_every_table_and_finds_the_ai_cpu_casts(tmp_path: Path) -> None:
+    pt = profdirs.torch_npu_rank(tmp_path, rank=0)
+    result = analyze([str(tmp_path)])
+    (rank,) = result.ranks
+    assert rank.label == "rank 0" and rank.source.layout == "torch_npu"
+    assert set(rank.tables_read) >= {"kernel_details", "step_trace_time", "memory_record", "operator_memory",
+                                     "communication", "api_statistic"}
+    # The real file has one row with a missing cell: skipped and said, never a crash.
+    assert any("wrong number of cells" in p for p in result.problems)
+    (aicpu,) = by_id(result, "PROF001")
+    assert aicpu.status is Status.WARN and aicpu.subject == "Cast"
+    assert aicpu.evidence["count"] == 2 and aicpu.evidence["max_us"] == pytest.approx(72.8611, abs=1e-3)
+    assert aicpu.evidence["total_us"] == pytest.approx(72.1612 + 72.8611, abs=1e-3)
+    assert aicpu.evidence["input_dtypes"] == ["INT32"] and "rank 0" in aicpu.evidence["ranks"]
+    assert "UINT64" in aicpu.fix  # the Cast-specific hint from checks/prof_aicpu_hints.yaml
+    doc = result.to_dict()
+    assert doc["schema"] == "npudoctor.prof/1"
+    assert doc["ranks"][0]["by_core"] == {"AI_CORE": 4, "AI_CPU": 2, "AI_VECTOR_CORE": 2, "DSA_SQE": 2, "HCCL": 4,
+                                          "MIX_AIC": 3, "MIX_AIV": 3}
+    assert doc["aicpu_ops"]["Cast"]["count"] == 2
+    assert str(pt / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv") in doc["ranks"][0]["tables"]["kernel_details"]
+    # Memory-metrics PMU set: no pipe ratios, no cube utilization, no OP State -> SKIP with the reason.
+    assert by_id(result, "PROF002")[0].status is Status.SKIP
+    assert "aic_l0a_read_bw" in by_id(result, "PROF002")[0].detail
+    assert by_id(result, "PROF003")[0].status is Status.SKIP
+    dynamic = by_id(result, "PROF008")[0]
+    assert dynamic.status is Status.SKIP and dynamic.detail.startswith("unknown")
+    # step_trace_time: Free 69909 of 291698 us, Communication(Not Overlapped) 146614 us.
+    idle = by_id(result, "PROF006")[0]
+    assert idle.status is Status.WARN
+    share = idle.evidence["ranks"]["rank 0"]["mean_free_share"]
+    assert share == pytest.approx(69909.5035 / (75174.5746 + 146614.0203 + 69909.5035), abs=1e-3)
+    assert by_id(result, "PROF009")[0].status is Status.WARN
+    memory = by_id(result, "PROF011")[0]
+    assert memory.evidence["ranks"]["rank 0"]["peak_reserved_mb"] == pytest.approx(8664.0)
+    assert memory.evidence["ranks"]["rank 0"]["component"] == "PTA"
+    assert by_id(result, "PROF010")[0].status in (Status.PASS, Status.WARN)
+
+
+def test_pipe_utilization_kernel_details_judges_bound_cube_and_dynamic_shape(tmp_path: Path) -> None:
+    profdirs.torch_npu_rank(tmp_path, rank=3, kernel="prof_kernel_details_pipeutil_matmul_bf16.csv", extras=False)
+    result = analyze([str(tmp_path)])
+    bound = by_id(result, "PROF002")[0]
+    assert bound.status is not Status.SKIP
+    assert "FlashAttentionScoreGrad" in [o["op_type"] for o in bound.evidence["operators"]]
+    cube = by_id(result, "PROF003")[0]
+    assert cube.status in (Status.PASS, Status.WARN) and 0 < cube.evidence["cube_utilization_pct"] < 100
+    dynamic = by_id(result, "PROF008")[0]  # every task in this file is "dynamic"
+    assert dynamic.status is Status.WARN and dynamic.evidence["dynamic_share"]["rank 3"] == pytest.approx(1.0)
+    assert by_id(result, "PROF001")[0].status is Status.PASS
+    top = {f.subject: f for f in by_id(result, "PROF007")}
+    assert set(top) == {"AI_CORE", "AI_VECTOR_CORE", "MIX_AIC"}
+    assert top["AI_CORE"].evidence["operators"][0]["op_type"] == "MatMulV3"
+
+
+def test_several_ranks_one_line_each_and_findings_name_the_ranks(tmp_path: Path) -> None:
+    profdirs.torch_npu_rank(tmp_path, rank=0)
+    profdirs.torch_npu_rank(tmp_path, rank=1, kernel="prof_kernel_details_pipeutil_matmul_bf16.csv")
+    result = analyze([str(tmp_path)])
+    assert [r.label for r in result.ranks] == ["rank 0", "rank 1"]
+    assert by_id(result, "PROF001")[0].evidence["ranks"].keys() == {"rank 0"}
+    assert set(by_id(result, "PROF006")[0].evidence["ranks"]) == {"rank 0", "rank 1"}
+    out = run_cli("prof", "analyze", str(tmp_path))
+    rows = [line for line in out.stdout.splitlines() if line.startswith(("rank 0", "rank 1"))]
+    assert len(rows) == 2 and "torch_npu" in rows[0]
+
+
+def test_msprof_collection_op_summary_with_device_id(tmp_path: Path) -> None:
+    profdirs.msprof_collection(tmp_path)
+    result = analyze([str(tmp_path)])
+    (rank,) = result.ranks
+    assert rank.source.layout == "msprof" and rank.device == "0"
+    assert rank.kernel is not None and rank.kernel.table == "kernel_details" and rank.kernel.rows == 20
+    assert result.to_dict()["ranks"][0]["by_core"] == {"AI_VECTOR_CORE": 20}
+    block = by_id(result, "PROF004")[0]  # Slice on 40 blocks, info.json says 32 AI Cores and no vector cores
+    assert block.evidence["ai_core_num"] == 32
+    assert by_id(result, "PROF001")[0].status is Status.PASS
+
+
+def test_legacy_msprof_timeline_only(tmp_path: Path) -> None:
+    profdirs.msprof_legacy(tmp_path)
+    result = analyze([str(tmp_path)])
+    (rank,) = result.ranks
+    assert rank.source.layout == "msprof-legacy" and rank.kernel is not None and rank.kernel.table == "timeline"
+    (aicpu,) = by_id(result, "PROF001")
+    assert aicpu.subject == "DropoutGenMask" and aicpu.evidence["count"] == 2
+    assert aicpu.evidence["max_us"] == pytest.approx(621.83)
+
+
+def test_cluster_output_and_a_single_csv(tmp_path: Path) -> None:
+    profdirs.cluster_output(tmp_path)
+    result = analyze([str(tmp_path)])
+    assert by_id(result, "PROF009")[0].status is not Status.SKIP
+    assert by_id(result, "PROF010")[0].status in (Status.PASS, Status.WARN, Status.SKIP)
+    assert by_id(result, "PROF001")[0].status is Status.SKIP  # no kernel table: not judged, not passed
+    single = profdirs.put(tmp_path / "copy", {"kernel_details.csv": "prof_kernel_details_memory_metrics.csv"})
+    result = analyze([str(single / "kernel_details.csv")])
+    assert by_id(result, "PROF001")[0].subject == "Cast"
+    assert by_id(result, "PROF004")[0].status is Status.SKIP  # no info.json: core count unknown
+
+
+# --- column maps ----------------------------------------------------------------------------------------------
+
+def test_column_maps_resolve_both_spellings_and_keep_extra_columns() -> None:
+    cmap = column_map("kernel_details")
+    torch_header = ["Step Id", "Name", "Type", "Accelerator Core", "Duration(us)", "Block Dim", "new_metric(x)"]
+    msprof_header = ["Device_id", "Op Name", "OP Type", "Task Type", "Task Duration(us)", "Block Num"]
+    for header in (torch_header, msprof_header):
+        resolved = resolve(header, cmap)
+        assert resolved.has("op_name", "op_type", "core_type", "duration_us", "block_dim")
+    assert resolve(torch_header, cmap).extra == ("new_metric(x)",)
+    assert resolve([" accelerator core ", "DURATION(US)"], cmap).has("core_type", "duration_us")
+
+
+def test_missing_required_column_skips_with_the_reason(tmp_path: Path) -> None:
+    body = (profdirs.sample_data("prof_kernel_details_memory_metrics.csv").decode()
+            .replace("Accelerator Core", "Engine", 1))
+    path = tmp_path / "kernel_details.csv"
+    path.write_text(body)
+    result = analyze([str(path)])
+    aicpu = by_id(result, "PROF001")[0]
+    assert aicpu.status is Status.SKIP and "Accelerator Core" in aicpu.detail
+
+
+def test_steps_keeps_the_last_steps(tmp_path: Path) -> None:
+    body = profdirs.sample_data("prof_kernel_details_pipeutil_matmul_bf16.csv").decode().splitlines(True)
+    # Two steps: the real rows as step 19, and again as step 20 with the AI Core tasks only.
+    later = [line.replace("19,", "20,", 1) for line in body[1:]]
+    (tmp_path / "kernel_details.csv").write_text("".join(body + later))
+    everything = analyze([str(tmp_path / "kernel_details.csv")])
+    last = analyze([str(tmp_path / "kernel_details.csv")], steps=1)
+    assert everything.ranks[0].groups["n"].sum() == 2 * last.ranks[0].groups["n"].sum()
+
+
+# --- bad input ------------------------------------------------------------------------------------------------
+
+def test_nothing_readable_is_a_usage_error(tmp_path: Path) -> None:
+    with pytest.raises(ProfInputError):
+        analyze([str(tmp_path / "missing")])
+    (tmp_path / "kernel_details.csv").write_bytes(b"\x00\x01binary" * 100)
+    with pytest.raises(ProfInputError, match="binary"):
+        analyze([str(tmp_path)])
+    out = run_cli("prof", "analyze", str(tmp_path))
+    assert out.exit_code == 2 and out.stderr.startswith("npudoctor: error:") and "Traceback" not in out.stderr
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
+def test_fifo_and_dev_zero_are_refused_without_hanging(tmp_path: Path) -> None:
+    out_dir = tmp_path / "x_ascend_pt" / "ASCEND_PROFILER_OUTPUT"
+    out_dir.mkdir(parents=True)
+    os.mkfifo(out_dir / "kernel_details.csv")
+    (out_dir / "op_statistic.csv").symlink_to("/dev/zero")
+    out = run_cli("prof", "analyze", str(tmp_path))
+    assert out.exit_code == 2 and "not a regular file" in out.stderr
+
+
+# --- outputs and exit codes -----------------------------------------------------------------------------------
+
+def test_formats_and_fail_on(tmp_path: Path) -> None:
+    profdirs.torch_npu_rank(tmp_path, rank=0)
+    text = run_cli("prof", "analyze", str(tmp_path))
+    assert text.exit_code == 0, text.stderr
+    assert "PROF001" in text.stdout and "verdict:" in text.stdout
+    assert "\x1b[" not in text.stdout
+    assert run_cli("prof", "analyze", str(tmp_path), "--fail-on", "warn").exit_code == 1
+    doc = json.loads(run_cli("prof", "analyze", str(tmp_path), "--format", "json").stdout)
+    assert doc["schema"] == "npudoctor.prof/1" and {"tables", "by_core", "aicpu_ops"} <= set(doc["ranks"][0])
+    assert doc["aicpu_ops"]["Cast"] == {"count": 2, "total_us": pytest.approx(145.022), "max_us": 72.861,
+                                        "ranks": ["rank 0"]}
+    junit = run_cli("prof", "analyze", str(tmp_path), "--format", "junit").stdout
+    assert 'name="npudoctor.prof"' in junit and "PROF001 Cast" in junit
+    github = run_cli("prof", "analyze", str(tmp_path), "--format", "github").stdout
+    assert github.startswith("::warning title=PROF001")
+
+
+def test_check_with_prof_adds_the_verdicts_and_explain_finds_them(tmp_path: Path) -> None:
+    profdirs.torch_npu_rank(tmp_path, rank=0)
+    out = run_cli("check", "--only", "PCI001", "--root", str(tmp_path), "--prof", str(tmp_path),
+                  "--format", "json")
+    doc = json.loads(out.stdout)
+    assert any(f["id"] == "PROF001" and f["subject"] == "Cast" for f in doc["findings"])
+    explained = run_cli("explain", "PROF001")
+    assert explained.exit_code == 0 and "AI CPU" in explained.stdout
+
+
+def test_check_without_prof_imports_no_pandas() -> None:
+    code = ("import sys\nfrom npudoctor.cli import main\n"
+            "try:\n    main(['check', '--only', 'PCI001', '--root', '/nonexistent-root-xyz'])\n"
+            "except SystemExit:\n    pass\n"
+            "print(sorted(m for m in ('pandas', 'pyarrow', 'npudoctor.prof') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.stdout.strip().splitlines()[-1] == "[]", out.stdout + out.stderr
+
+
+# --- --logs: the log doctor's fallbacks merged --------------------------------------------------------------
+
+def test_logs_fallbacks_merge_into_prof001(tmp_path: Path) -> None:
+    profdirs.torch_npu_rank(tmp_path / "prof", rank=0)
+    logs = profdirs.put(tmp_path / "logs", {"console.txt": "stdout_torch_npu_cpu_fallback_ERR01007.txt"})
+    result = analyze([str(tmp_path / "prof")], logs_dirs=[str(logs)])
+    from_logs = [f for f in by_id(result, "PROF001") if "logs" in f.evidence]
+    assert from_logs and all(f.evidence["logs"][0]["kind"] for f in from_logs)
