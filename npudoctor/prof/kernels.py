@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence
 
 from npudoctor.prof.columns import ColumnMap, Resolved, column_map
-from npudoctor.prof.tables import ReadNotes, TableError, iter_frames, open_table
+from npudoctor.prof.tables import CHUNK_ROWS, ReadNotes, TableError, iter_chunks, open_table
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -89,6 +89,65 @@ def _group_chunk(frame: pd.DataFrame, ratio_columns: Sequence[str], min_task_us:
         cube_wsum=("cube_w", "sum"), cube_dur=("cube_d", "sum")).reset_index()
 
 
+def _group_batch(batch: Any, ratio_columns: Sequence[str], min_task_us: float, bound_ratio: float) -> pd.DataFrame:
+    """:func:`_group_chunk` for a pyarrow RecordBatch, computed by Arrow (no per-row Python objects)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    rows = batch.num_rows
+    names = set(batch.schema.names)
+
+    def text(name: str, default: str) -> Any:
+        if name not in names:
+            return pa.repeat(pa.scalar(default, pa.string()), rows)
+        return pc.fill_null(pc.cast(batch.column(name), pa.string()), default)
+
+    def number(name: str, default: float) -> Any:
+        if name not in names:
+            return pa.repeat(pa.scalar(default, pa.float64()), rows)
+        return pc.fill_null(batch.column(name), default)
+
+    duration = number("duration_us", 0.0)
+    core = text("core_type", "UNKNOWN")
+    columns = {
+        "device": text("device_id", ""), "step": number("step_id", -1.0), "core": core,
+        "op_type": text("op_type", "") if "op_type" in names else text("op_name", ""),
+        "block_dim": number("block_dim", -1.0), "mix_block_dim": number("mix_block_dim", -1.0),
+        "op_state": text("op_state", ""), "long": pc.greater_equal(duration, min_task_us),
+    }
+    present = [batch.column(c) for c in ratio_columns if c in names]
+    if present:
+        highest = pc.max_element_wise(*present, skip_nulls=True) if len(present) > 1 else present[0]
+        bound = pc.fill_null(pc.greater(highest, bound_ratio), False)
+        nobound = pc.if_else(pc.is_valid(highest), pc.if_else(bound, 0, 1), -1)
+    else:
+        nobound = pa.repeat(pa.scalar(-1, pa.int64()), rows)
+    columns["nobound"] = nobound
+    columns["dtypes"] = (pc.if_else(pc.equal(core, AI_CPU), text("input_dtypes", ""), "")
+                         if "input_dtypes" in names else text("input_dtypes", ""))
+    columns["dur"] = duration
+    if "cube_utilization_pct" in names:
+        cube = batch.column("cube_utilization_pct")
+        columns["cube_w"] = pc.fill_null(pc.multiply(cube, duration), 0.0)
+        columns["cube_d"] = pc.if_else(pc.is_valid(cube), duration, 0.0)
+    else:
+        columns["cube_w"] = columns["cube_d"] = pa.repeat(pa.scalar(0.0, pa.float64()), rows)
+    table = pa.table(columns)
+    grouped = table.group_by(KEYS, use_threads=False).aggregate(
+        [("dur", "count"), ("dur", "sum"), ("dur", "max"), ("cube_w", "sum"), ("cube_d", "sum")])
+    frame = grouped.to_pandas()
+    return frame.rename(columns={"dur_count": "n", "dur_sum": "dur_sum", "dur_max": "dur_max",
+                                 "cube_w_sum": "cube_wsum", "cube_d_sum": "cube_dur"})[
+        [*KEYS, "n", "dur_sum", "dur_max", "cube_wsum", "cube_dur"]]
+
+
+def _group_arrow(batches: List[Any], ratio_columns: Sequence[str], min_task_us: float,
+                 bound_ratio: float) -> pd.DataFrame:
+    import pyarrow as pa
+
+    return _group_batch(pa.Table.from_batches(batches), ratio_columns, min_task_us, bound_ratio)
+
+
 def _combine(parts: List[pd.DataFrame]) -> pd.DataFrame:
     import pandas as pd
 
@@ -122,20 +181,38 @@ def aggregate_csv(table: str, paths: Sequence[str], min_task_us: float, bound_ra
             if columns is None:
                 columns = resolved
             notes = ReadNotes()
-            frames = iter_frames(path, cmap, resolved, wanted_columns(cmap), [*NUMERIC, *ratio_columns],
-                                 notes=notes)
-            for frame in frames:
-                rows += len(frame)
-                parts.append(_group_chunk(frame, ratio_columns, min_task_us, bound_ratio))
+            chunks = iter_chunks(path, resolved, wanted_columns(cmap), [*NUMERIC, *ratio_columns], notes=notes)
+            # Small Arrow batches are gathered to about CHUNK_ROWS rows before grouping (a group-by has a
+            # fixed cost per call); pandas chunks come that size already.
+            pending: List[Any] = []
+            pending_rows = 0
+            for chunk in chunks:
+                if hasattr(chunk, "num_rows"):
+                    rows += chunk.num_rows
+                    pending.append(chunk)
+                    pending_rows += chunk.num_rows
+                    if pending_rows >= CHUNK_ROWS:
+                        parts.append(_group_arrow(pending, ratio_columns, min_task_us, bound_ratio))
+                        pending, pending_rows = [], 0
+                else:
+                    rows += len(chunk)
+                    parts.append(_group_chunk(chunk, ratio_columns, min_task_us, bound_ratio))
                 if len(parts) >= 16:
                     parts = [_combine(parts)]
+            if pending:
+                parts.append(_group_arrow(pending, ratio_columns, min_task_us, bound_ratio))
             note = notes.describe(path)
             if note:
                 problems.append(note)
         except TableError as exc:
             problems.append(str(exc))
+    groups = _combine(parts)
+    for name, mapping in cmap.values.items():  # cell spellings of older versions, mapped on the few groups
+        key = {"core_type": "core", "op_type": "op_type"}.get(name)
+        if key and mapping and len(groups):
+            groups[key] = groups[key].astype(object).replace(mapping)
     return KernelStats(table=table, files=list(paths), columns=tuple(columns.found) if columns else (),
-                       extra_columns=columns.extra if columns else (), groups=_combine(parts), rows=rows,
+                       extra_columns=columns.extra if columns else (), groups=groups, rows=rows,
                        problems=problems)
 
 
