@@ -121,7 +121,11 @@ def test_legacy_msprof_timeline_only(tmp_path: Path) -> None:
 def test_cluster_output_and_a_single_csv(tmp_path: Path) -> None:
     profdirs.cluster_output(tmp_path)
     result = analyze([str(tmp_path)])
-    assert by_id(result, "PROF009")[0].status is not Status.SKIP
+    assert [r.label for r in result.ranks] == [f"rank {i}" for i in range(8)]  # one line per rank
+    communication = by_id(result, "PROF009")[0]
+    assert communication.status is Status.WARN and set(communication.evidence["ranks"]) == {
+        f"rank {i}" for i in range(8)}
+    assert "rank 0" in communication.detail  # 683731 of 1754646 us not overlapped
     assert by_id(result, "PROF010")[0].status in (Status.PASS, Status.WARN, Status.SKIP)
     assert by_id(result, "PROF001")[0].status is Status.SKIP  # no kernel table: not judged, not passed
     single = profdirs.put(tmp_path / "copy", {"kernel_details.csv": "prof_kernel_details_memory_metrics.csv"})
@@ -193,6 +197,7 @@ def test_formats_and_fail_on(tmp_path: Path) -> None:
     assert text.exit_code == 0, text.stderr
     assert "PROF001" in text.stdout and "verdict:" in text.stdout
     assert "\x1b[" not in text.stdout
+    assert max(len(line) for line in text.stdout.splitlines()) <= 80
     assert run_cli("prof", "analyze", str(tmp_path), "--fail-on", "warn").exit_code == 1
     doc = json.loads(run_cli("prof", "analyze", str(tmp_path), "--format", "json").stdout)
     assert doc["schema"] == "npudoctor.prof/1" and {"tables", "by_core", "aicpu_ops"} <= set(doc["ranks"][0])
@@ -248,3 +253,13 @@ def test_pandas_only_reader_gives_the_same_groups(tmp_path: Path, monkeypatch: p
         right = plain.sort_values(order).reset_index(drop=True)
         assert left[order].astype(str).equals(right[order].astype(str)), sample
         assert list(left["n"]) == list(right["n"]) and left["dur_sum"].round(6).equals(right["dur_sum"].round(6))
+
+
+def test_trace_view_alone_gives_the_device_tasks(tmp_path: Path) -> None:
+    """A torch_npu folder with only trace_view.json (kernel_details not exported) still shows the tasks."""
+    pt = tmp_path / "localhost_7_20240102_ascend_pt"
+    profdirs.put(pt / "ASCEND_PROFILER_OUTPUT", {"trace_view.json": "prof_trace_view_excerpt.json"})
+    result = analyze([str(tmp_path)])
+    (rank,) = result.ranks
+    assert rank.kernel is not None and rank.kernel.table == "trace_view" and rank.kernel.rows == 12
+    assert sum(result.to_dict()["ranks"][0]["by_core"].values()) == 12

@@ -216,8 +216,10 @@ def aggregate_csv(table: str, paths: Sequence[str], min_task_us: float, bound_ra
                        problems=problems)
 
 
-def aggregate_timeline(paths: Sequence[str], min_task_us: float, bound_ratio: float) -> KernelStats:
-    """Legacy msprof ``timeline/task_time_*.json`` (Chrome trace): device tasks with ``args["Task Type"]``."""
+def aggregate_timeline(paths: Sequence[str], min_task_us: float, bound_ratio: float,
+                       table: str = "timeline") -> KernelStats:
+    """Chrome traces (legacy msprof ``timeline/task_time_*.json``, torch_npu ``trace_view.json``, msprof
+    ``msprof_*.json``): the device tasks, i.e. the complete events with ``args["Task Type"]``."""
     import json
 
     import pandas as pd
@@ -251,7 +253,7 @@ def aggregate_timeline(paths: Sequence[str], min_task_us: float, bound_ratio: fl
                             "core_type": str(args["Task Type"]), "duration_us": duration})
     frame = pd.DataFrame.from_records(records, columns=["op_name", "op_type", "core_type", "duration_us"])
     groups = _group_chunk(frame, (), min_task_us, bound_ratio) if records else _combine([])
-    return KernelStats(table="timeline", files=list(paths), columns=("op_name", "op_type", "core_type",
+    return KernelStats(table=table, files=list(paths), columns=("op_name", "op_type", "core_type",
                                                                      "duration_us"),
                        extra_columns=(), groups=groups, rows=len(records), problems=problems)
 

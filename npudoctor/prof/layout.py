@@ -33,6 +33,8 @@ PROF_DIR = re.compile(r"^PROF_\d+_\d+_\w+$|^PROF_")
 DEVICE_DIR = re.compile(r"^device_(\d+)$")
 INFO_JSON = re.compile(r"^info\.json(?:\.\d+)?$")
 TIMELINE_TASKS = re.compile(r"^task_time_[\d_]*\.json$")
+# Whole-run Chrome traces: read for the device tasks only when no kernel table or task_time timeline is there.
+TRACE_FILE = re.compile(r"^trace_view\.json$|^msprof(?:_\d+)*\.json$")
 RANK_IN_NAME = re.compile(r"^profiler_info_(\d+)\.json$")
 
 
@@ -46,6 +48,7 @@ class Source:
     tables: Dict[str, List[str]] = field(default_factory=dict)  # table -> CSV paths (slices in order)
     communication: List[str] = field(default_factory=list)       # communication.json files
     timelines: List[str] = field(default_factory=list)           # legacy task_time_*.json
+    traces: List[str] = field(default_factory=list)              # trace_view.json / msprof_*.json
     utilization: List[str] = field(default_factory=list)         # sample-based ai_core_utilization_*.csv
     devices: Dict[str, Dict[str, object]] = field(default_factory=dict)  # device id -> info.json facts
     rank: Optional[int] = None
@@ -106,6 +109,8 @@ def _add_tables(source: Source, folder: str, problems: List[str]) -> None:
                 source.utilization.append(path)
         elif name in ("communication.json", "cluster_communication.json"):
             source.communication.append(path)
+        elif TRACE_FILE.match(name):
+            source.traces.append(path)
 
 
 def _read_json(path: str, problems: List[str]) -> Optional[object]:
@@ -185,15 +190,16 @@ def _legacy_sources(prof_dir: str, problems: List[str]) -> List[Source]:
             _add_tables(source, os.path.join(folder, "summary"), problems)
         timeline = os.path.join(folder, "timeline")
         if _is_dir(timeline):
-            source.timelines = [os.path.join(timeline, n) for n in _listdir(timeline, problems)
-                                if TIMELINE_TASKS.match(n)]
+            names = _listdir(timeline, problems)
+            source.timelines = [os.path.join(timeline, n) for n in names if TIMELINE_TASKS.match(n)]
+            source.traces = [os.path.join(timeline, n) for n in names if TRACE_FILE.match(n)]
         _add_device_info(source, prof_dir, problems)
         source.devices = {k: v for k, v in source.devices.items() if k == match.group(1)}
         rank = source.devices.get(match.group(1), {}).get("rank_id")
         if _int(str(rank)) is not None or str(rank) == "0":
             source.rank = int(str(rank))
             source.label += f" (rank {source.rank})"
-        if source.tables or source.timelines:
+        if source.tables or source.timelines or source.traces:
             sources.append(source)
     return sources
 

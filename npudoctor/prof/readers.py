@@ -25,6 +25,8 @@ def read_source(source: Source, settings: Mapping[str, Any], steps: int) -> List
         stats = kernels.aggregate_csv("task_time", source.tables["task_time"], min_task_us, bound_ratio)
     elif source.timelines:
         stats = kernels.aggregate_timeline(source.timelines, min_task_us, bound_ratio)
+    elif source.traces:
+        stats = kernels.aggregate_timeline(source.traces, min_task_us, bound_ratio, table="trace_view")
     elif "op_statistic" in source.tables:
         stats = _op_statistic_stats(source.tables["op_statistic"], min_task_us, base.problems)
     if stats is not None:
@@ -47,7 +49,21 @@ def read_source(source: Source, settings: Mapping[str, Any], steps: int) -> List
                     base.problems.append(str(exc))
             if readable:
                 base.tables_read[table] = readable
-    return _split_devices(base)
+    return _split_cluster(base) if base.kernel is None else _split_devices(base)
+
+
+def _split_cluster(base: Rank) -> List[Rank]:
+    """msprof-analyze's cluster output (one step_trace row per rank, ``Index``) becomes one rank per row."""
+    table = base.step_trace
+    if table is None or "row_index" not in table.columns or table["row_index"].nunique() <= 1:
+        return [base]
+    ranks = []
+    for index, part in table.groupby(table["row_index"].astype(str), sort=False):
+        rank = Rank(label=f"rank {index}", source=base.source, tables_read=dict(base.tables_read),
+                    step_trace=part, problems=list(base.problems))
+        rank.links = [link for link in base.links if link["path"] and link["path"][-1] == index]
+        ranks.append(rank)
+    return sorted(ranks, key=lambda r: (len(r.label), r.label))
 
 
 def _split_devices(base: Rank) -> List[Rank]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import textwrap
 from typing import TYPE_CHECKING
 
 from rich.console import Console
@@ -40,13 +41,26 @@ def _rank_table(result: ProfResult) -> Table:
     return table
 
 
+def _indented(console: Console, text: str, indent: int, style: str = "", lead: str = "") -> None:
+    """``lead`` + ``text`` wrapped to the console width (80 columns when not a terminal), indented."""
+    width = max(40, min(console.width, 200) - indent)
+    lines = textwrap.wrap(lead + text, width=width, break_on_hyphens=False) or [lead]
+    for index, line in enumerate(lines):
+        out = Text(" " * indent)
+        if index == 0 and lead:
+            out.append(lead, style="bold")
+            line = line[len(lead):]
+        out.append(line, style=style)
+        console.print(out)
+
+
 def render(result: ProfResult, console: Console, verbose: bool = False) -> None:
     console.print(Text.assemble(("npudoctor prof", "bold"), f": {len(result.ranks)} rank(s) from "
                                 f"{', '.join(result.paths)}"))
     console.print(_rank_table(result))
     if result.problems:
         for problem in result.problems[: (None if verbose else 5)]:
-            console.print(Text(f"  note: {problem}", style="yellow"))
+            _indented(console, problem, 2, "yellow", lead="note: ")
     console.print(Text("\nfindings", style="bold underline"))
     for finding in result.findings:
         line = Text("  ")
@@ -55,20 +69,19 @@ def render(result: ProfResult, console: Console, verbose: bool = False) -> None:
         line.append(finding.title)
         if finding.subject:
             line.append(f" [{finding.subject}]", style="cyan")
-        if finding.detail:
-            line.append(": " + finding.detail, style="dim" if finding.status is Status.PASS else "")
         console.print(line)
+        # Details and fixes wrap under the finding (80 columns when not a terminal), indented.
+        if finding.detail:
+            _indented(console, finding.detail, 6, style="dim" if finding.status is Status.PASS else "")
         if verbose and finding.evidence:
-            console.print(Text("      evidence: " + json.dumps(dict(finding.evidence), ensure_ascii=False,
-                                                               default=str), style="dim"))
+            _indented(console, json.dumps(dict(finding.evidence), ensure_ascii=False, default=str), 6, "dim",
+                      lead="evidence: ")
         if finding.fix and finding.status in (Status.FAIL, Status.WARN, Status.ERROR):
-            for index, fix_line in enumerate(finding.fix.splitlines()):
-                console.print(Text("      fix: " if index == 0 else "           ", style="bold") + Text(fix_line))
+            for fix_line in finding.fix.splitlines():
+                _indented(console, fix_line, 6, lead="fix: ")
     counts = result.summary.counts
     worst = next((s for s in (Status.FAIL, Status.ERROR, Status.WARN) if counts[s]), Status.PASS)
     verdict = {Status.FAIL: "slow: see the FAIL findings", Status.ERROR: "some checks could not run",
                Status.WARN: "room to improve: see the WARN findings", Status.PASS: "nothing to fix found"}[worst]
-    summary = Text("\nverdict: ")
-    summary.append(verdict, style=STYLE[worst])
-    summary.append("  (" + ", ".join(f"{counts[s]} {s.value}" for s in STATUS_ORDER) + ")")
-    console.print(summary)
+    console.print(Text("\nsummary: " + ", ".join(f"{counts[s]} {s.value}" for s in STATUS_ORDER)))
+    console.print(Text.assemble("verdict: ", (verdict, STYLE[worst])))
