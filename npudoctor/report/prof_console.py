@@ -55,8 +55,7 @@ def _indented(console: Console, text: str, indent: int, style: str = "", lead: s
 
 
 def render(result: ProfResult, console: Console, verbose: bool = False) -> None:
-    console.print(Text.assemble(("npudoctor prof", "bold"), f": {len(result.ranks)} rank(s) from "
-                                f"{', '.join(result.paths)}"))
+    _indented(console, f"{len(result.ranks)} rank(s) from {', '.join(result.paths)}", 0, lead="npudoctor prof: ")
     console.print(_rank_table(result))
     if result.problems:
         for problem in result.problems[: (None if verbose else 5)]:
