@@ -130,6 +130,15 @@ def _no_kernels(ctx: ProfContext, check_id: str) -> Optional[Finding]:
                     "task_time or op_statistic)")
 
 
+def _ranks_having(ctx: ProfContext, check_id: str, column: str, missing: str) -> Tuple[List[Rank], Optional[Finding]]:
+    """The ranks whose kernel table has ``column``, or the SKIP finding saying why there are none."""
+    skip = _no_kernels(ctx, check_id)
+    if skip is not None:
+        return [], skip
+    ranks = [r for r in ctx.with_kernels() if r.kernel and r.kernel.has(column)]
+    return ranks, None if ranks else _finding(check_id, Status.SKIP, detail=missing)
+
+
 # --- AI CPU -------------------------------------------------------------------------------------------------
 
 @functools.lru_cache(maxsize=1)
@@ -320,13 +329,10 @@ def cube_utilization(ctx: ProfContext) -> Iterable[Finding]:
     Fix: matrix shapes whose inner axes are multiples of 16 (256 for best cube tiling), bf16/fp16 instead of
     fp32, larger batches per launch; see the operators listed.
     """
-    skip = _no_kernels(ctx, "PROF003")
+    ranks, skip = _ranks_having(ctx, "PROF003", "cube_utilization_pct",
+                                "no cube_utilization(%) column in the kernel table")
     if skip is not None:
         yield skip
-        return
-    ranks = [r for r in ctx.with_kernels() if r.kernel and r.kernel.has("cube_utilization_pct")]
-    if not ranks:
-        yield _finding("PROF003", Status.SKIP, detail="no cube_utilization(%) column in the kernel table")
         return
     weighted = duration = 0.0
     per_op: Dict[str, List[float]] = {}
@@ -369,13 +375,9 @@ def block_dim(ctx: ProfContext) -> Iterable[Finding]:
     Fix: for custom kernels, choose a block count that is a multiple of the core count; for built-in
     operators, shapes whose split axis divides by the core count.
     """
-    skip = _no_kernels(ctx, "PROF004")
+    ranks, skip = _ranks_having(ctx, "PROF004", "block_dim", "no Block Dim / Block Num column in the kernel table")
     if skip is not None:
         yield skip
-        return
-    ranks = [r for r in ctx.with_kernels() if r.kernel and r.kernel.has("block_dim")]
-    if not ranks:
-        yield _finding("PROF004", Status.SKIP, detail="no Block Dim / Block Num column in the kernel table")
         return
     counted = [r for r in ranks if r.core_count()[0]]
     if not counted:
@@ -500,14 +502,10 @@ def dynamic_shape(ctx: ProfContext) -> Iterable[Finding]:
     Fix: ``torch_npu.npu.set_compile_mode(jit_compile=False)`` with binary kernels, and
     ``torch_npu.npu.config.allow_internal_format = False``; pad to a few fixed shapes (bucketing).
     """
-    skip = _no_kernels(ctx, "PROF008")
+    ranks, skip = _ranks_having(ctx, "PROF008", "op_state", "unknown: the kernel table has no OP State column "
+                                "(CANN before 8.0.RC1); not judged")
     if skip is not None:
         yield skip
-        return
-    ranks = [r for r in ctx.with_kernels() if r.kernel and r.kernel.has("op_state")]
-    if not ranks:
-        yield _finding("PROF008", Status.SKIP, detail="unknown: the kernel table has no OP State column "
-                       "(CANN before 8.0.RC1); not judged")
         return
     per_rank = {}
     worst = 0.0
