@@ -263,3 +263,18 @@ def test_trace_view_alone_gives_the_device_tasks(tmp_path: Path) -> None:
     (rank,) = result.ranks
     assert rank.kernel is not None and rank.kernel.table == "trace_view" and rank.kernel.rows == 12
     assert sum(result.to_dict()["ranks"][0]["by_core"].values()) == 12
+
+
+def test_sample_based_utilization(tmp_path: Path) -> None:
+    prof = profdirs.msprof_collection(tmp_path / "pipe")
+    profdirs.put(prof / "mindstudio_profiler_output", {
+        f"ai_core_utilization_{profdirs.TS}.csv": "prof_ai_core_utilization_pipeutil_constructed.csv"})
+    finding = by_id(analyze([str(tmp_path / "pipe")]), "PROF005")[0]
+    assert finding.status is Status.WARN and "mte2_ratio 0.51" in finding.detail
+    assert [c.split()[-1] for c in finding.evidence["cores_below_half_of_busiest"]] == ["Core2"]
+    prof = profdirs.msprof_collection(tmp_path / "memory")
+    profdirs.put(prof / "mindstudio_profiler_output", {
+        f"ai_core_utilization_{profdirs.TS}.csv": "prof_ai_core_utilization_memoryaccess_constructed.csv"})
+    finding = by_id(analyze([str(tmp_path / "memory")]), "PROF005")[0]
+    assert finding.status is Status.SKIP and "read_main_memory_datas(KB)" in finding.detail
+    assert by_id(analyze([str(tmp_path / "memory" / profdirs.PROF)]), "PROF005")[0].status is Status.SKIP

@@ -427,6 +427,52 @@ def block_dim(ctx: ProfContext) -> Iterable[Finding]:
                    fix="Pick block counts (or split-axis sizes) that are multiples of the core count.")
 
 
+@prof_check("PROF005", "Sample-based AI Core utilization")
+def sample_utilization(ctx: ProfContext) -> Iterable[Finding]:
+    """Per-core pipe ratios of a sample-based collection (``ai_core_utilization_*.csv``).
+
+    With ``msprof --aic-mode=sample-based`` the PMU is sampled per core over the whole run instead of per
+    task: one row per core (Core0..CoreN) and an Average row, one column per metric of the ``--aic-metrics``
+    set. The check WARNs when on average no pipe (mac, vec, scalar, mte1/2/3) is above ``prof.bound_ratio``
+    (the cores are mostly waiting), and names the cores far below the busiest (uneven work). SKIP without
+    such a file or without pipe ratio columns (another ``--aic-metrics`` set).
+
+    Fix: see PROF002 (no-bound tasks) and PROF004 (block dim) for which operators leave cores idle.
+    """
+    rows = [(rank.label, row) for rank in ctx.ranks for row in rank.utilization.get("rows", []) if row["ratios"]]
+    if not rows:
+        others = sorted({c for r in ctx.ranks for c in r.utilization.get("other_columns", [])})[:6]
+        read = any(r.utilization for r in ctx.ranks)
+        yield _finding("PROF005", Status.SKIP, detail=(
+            "the sample-based summary has no pipe ratio columns (collected with another --aic-metrics set"
+            + (f": {', '.join(others)}" if others else "") + ")") if read else
+            "no ai_core_utilization_*.csv (only written by msprof --aic-mode=sample-based)")
+        return
+    bar = float(ctx.get("bound_ratio", 0.8))
+    averages = [(label, row) for label, row in rows if row["core"].lower() == "average"]
+    cores = [(label, row) for label, row in rows if row["core"].lower() != "average"]
+    busiest = {f"{label} {row['kind']} {row['core']}": max(row["ratios"].values()) for label, row in cores}
+    top = max(busiest.values()) if busiest else 0.0
+    idle = sorted(name for name, value in busiest.items() if top > 0 and value < top / 2)
+    evidence = {"bound_ratio": bar, "average": {f"{label} {row['kind']}": row["ratios"] for label, row in averages},
+                "cores_below_half_of_busiest": idle[:32]}
+    unbound = [(label, row) for label, row in averages if max(row["ratios"].values()) <= bar]
+    if unbound:
+        label, row = unbound[0]
+        pipe, value = max(row["ratios"].items(), key=lambda item: item[1])
+        detail = (f"{label} {row['kind']}: on average no pipe above {bar:g} (highest {pipe} {value:.2f}): "
+                  "the cores mostly wait")
+        status = Status.WARN
+    else:
+        detail = f"on average a pipe is above {bar:g} on {len(averages)} core group(s)"
+        status = Status.PASS
+    if idle:
+        detail += f"; {len(idle)} core(s) below half the busiest core's ratio"
+        status = Status.WARN
+    yield _finding("PROF005", status, detail=detail, evidence=evidence,
+                   fix="See PROF002 and PROF004 for the operators that leave cores idle.")
+
+
 @prof_check("PROF006", "Device idle (Free) per step")
 def device_idle(ctx: ProfContext) -> Iterable[Finding]:
     """Share of each step in which the device ran nothing ("Free" in step_trace_time).

@@ -14,7 +14,7 @@ from npudoctor.knowledge import KnowledgeError, load
 
 SCHEMA = "npudoctor.prof_columns/1"
 TABLES = ("kernel_details", "op_statistic", "step_trace_time", "memory_record", "operator_memory",
-          "api_statistic", "task_time")
+          "api_statistic", "task_time", "ai_core_utilization")
 
 
 class ColumnMap(NamedTuple):

@@ -35,6 +35,7 @@ class Rank:
     step_trace: Any = None               # DataFrame of step_trace_time rows (canonical columns)
     memory: Dict[str, Any] = field(default_factory=dict)
     links: List[Dict[str, Any]] = field(default_factory=list)  # communication.json bandwidth records
+    utilization: Dict[str, Any] = field(default_factory=dict)   # sample-based per-core pipe ratios
     problems: List[str] = field(default_factory=list)
 
     def core_count(self) -> Any:

@@ -49,7 +49,6 @@ class Source:
     communication: List[str] = field(default_factory=list)       # communication.json files
     timelines: List[str] = field(default_factory=list)           # legacy task_time_*.json
     traces: List[str] = field(default_factory=list)              # trace_view.json / msprof_*.json
-    utilization: List[str] = field(default_factory=list)         # sample-based ai_core_utilization_*.csv
     devices: Dict[str, Dict[str, object]] = field(default_factory=dict)  # device id -> info.json facts
     rank: Optional[int] = None
     problems: List[str] = field(default_factory=list)
@@ -105,8 +104,6 @@ def _add_tables(source: Source, folder: str, problems: List[str]) -> None:
             table = table_of(name)
             if table is not None:
                 source.tables.setdefault(table, []).append(path)
-            elif name.startswith(("ai_core_utilization", "ai_vector_core_utilization")):
-                source.utilization.append(path)
         elif name in ("communication.json", "cluster_communication.json"):
             source.communication.append(path)
         elif TRACE_FILE.match(name):

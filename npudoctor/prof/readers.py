@@ -38,6 +38,7 @@ def read_source(source: Source, settings: Mapping[str, Any], steps: int) -> List
     _read_step_trace(base, source, steps)
     _read_memory(base, source)
     _read_communication(base, source)
+    _read_utilization(base, source)
     for table in ("api_statistic", "op_statistic"):  # listed as read when they are readable tables
         if table in source.tables and table not in base.tables_read:
             readable = []
@@ -150,6 +151,30 @@ def _read_step_trace(rank: Rank, source: Source, steps: int) -> None:
             table = table[numbers.isin(known[-steps:])]
     rank.step_trace = table
     rank.tables_read["step_trace_time"] = list(paths)
+
+
+def _read_utilization(rank: Rank, source: Source) -> None:
+    """Sample-based per-core PMU summaries: the pipe ratios of every core row and of the Average row."""
+    paths = source.tables.get("ai_core_utilization", [])
+    if not paths:
+        return
+    cmap = column_map("ai_core_utilization")
+    ratios = list(cmap.groups.get("pipe_ratios", ()))
+    rows: List[Dict[str, Any]] = []
+    columns: List[str] = []
+    for path in paths:
+        try:
+            resolved, frame = read_small(path, cmap, ["device_id", "core_id", *ratios], ratios)
+        except TableError as exc:
+            rank.problems.append(str(exc))
+            continue
+        columns.extend(c for c in resolved.extra if c not in columns)
+        kind = "AI_VECTOR_CORE" if os.path.basename(path).startswith("ai_vector") else "AI_CORE"
+        for record in frame.to_dict("records"):
+            values = {r: float(record[r]) for r in ratios if r in record and record[r] == record[r]}
+            rows.append({"kind": kind, "core": str(record.get("core_id", "")), "ratios": values})
+    rank.tables_read["ai_core_utilization"] = list(paths)
+    rank.utilization = {"rows": rows, "other_columns": columns[:12]}
 
 
 def _read_memory(rank: Rank, source: Source) -> None:
