@@ -278,3 +278,14 @@ def test_sample_based_utilization(tmp_path: Path) -> None:
     finding = by_id(analyze([str(tmp_path / "memory")]), "PROF005")[0]
     assert finding.status is Status.SKIP and "read_main_memory_datas(KB)" in finding.detail
     assert by_id(analyze([str(tmp_path / "memory" / profdirs.PROF)]), "PROF005")[0].status is Status.SKIP
+
+
+def test_logs_fallback_for_the_same_operator_joins_its_finding(tmp_path: Path) -> None:
+    profdirs.msprof_legacy(tmp_path / "prof")  # AI CPU DropoutGenMask tasks
+    logs = profdirs.put(tmp_path / "logs",
+                        {"plog-1_20230713074107861.log": "plog_debug_engine_placement_constructed.log"})
+    result = analyze([str(tmp_path / "prof")], logs_dirs=[str(logs)])
+    (joined,) = [f for f in by_id(result, "PROF001") if f.subject == "DropoutGenMask"]
+    assert joined.evidence["count"] == 2 and joined.evidence["logs"][0]["op_type"] == "DropOutGenMask"
+    assert "the logs show it too" in joined.detail
+    assert not [f for f in by_id(result, "PROF001") if f.subject.lower() == "dropoutgenmask" and f is not joined]
