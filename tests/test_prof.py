@@ -289,3 +289,16 @@ def test_logs_fallback_for_the_same_operator_joins_its_finding(tmp_path: Path) -
     assert joined.evidence["count"] == 2 and joined.evidence["logs"][0]["op_type"] == "DropOutGenMask"
     assert "the logs show it too" in joined.detail
     assert not [f for f in by_id(result, "PROF001") if f.subject.lower() == "dropoutgenmask" and f is not joined]
+
+
+def test_gbk_cells_and_hostile_file_names(tmp_path: Path) -> None:
+    from npudoctor.prof.layout import table_of
+
+    body = profdirs.sample_data("prof_kernel_details_pipeutil_matmul_bf16.csv")
+    (tmp_path / "kernel_details.csv").write_bytes(body.replace(b"aclnnMatmul_MatMulCommon_MatMulV2",
+                                                               "矩阵乘".encode("gbk")))
+    result = analyze([str(tmp_path / "kernel_details.csv")])
+    assert result.ranks[0].kernel is not None and result.ranks[0].kernel.rows == 29
+    assert table_of("op_summary" + "_1" * 20000 + "x.csv") is None  # no backtracking blow-up
+    assert table_of("op_summary_0_1_20230818142704.csv") == "kernel_details"
+    assert table_of("op_summary_slice_0_20240101120000.csv") == "kernel_details"

@@ -146,7 +146,14 @@ def _arrow_batches(path: str, cells: List[str], numeric_cells: Any, notes: ReadN
                                                  strings_can_be_null=True, quoted_strings_can_be_null=True),
             parse_options=pacsv.ParseOptions(newlines_in_values=True, invalid_row_handler=notes.skip),
         )
-    except (pa.ArrowInvalid, OSError) as exc:
+    except pa.ArrowInvalid as exc:
+        if "conversion error" not in str(exc).lower():
+            raise TableError(f"{path}: {_one_line(exc)}") from None
+        # Not UTF-8 (a GBK operator name) or not a number in the first block: the lenient reader does it all.
+        notes.bad_rows = 0
+        yield from _pandas_frames(path, cells, numeric_cells, CHUNK_ROWS)
+        return
+    except OSError as exc:
         raise TableError(f"{path}: {_one_line(exc)}") from None
     done_rows = 0
     while True:
