@@ -34,7 +34,10 @@ def torch_npu_rank(root: Path, rank: Optional[int], kernel: str = "prof_kernel_d
                       "communication.json": "prof_communication_json_torch_npu.json",
                       "api_statistic.csv": "prof_api_statistic_2026.csv",
                       "npu_module_mem.csv": "prof_npu_module_mem.csv",
-                      "trace_view.json": "prof_trace_view_excerpt.json"})
+                      "trace_view.json": "prof_trace_view_excerpt.json",
+                      # Written by torch_npu too, not analysed: must be passed over quietly.
+                      "communication_matrix.json": "prof_communication_matrix_json.json",
+                      "static_op_mem.csv": "prof_static_op_mem.csv"})
     put(pt / "ASCEND_PROFILER_OUTPUT", files)
     put(pt / PROF / "device_0", {"info.json.0": "prof_msprof_device_info_json_910.json",
                                  "start_info.0": "prof_msprof_device_start_info.json"})

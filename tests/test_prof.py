@@ -302,3 +302,30 @@ def test_gbk_cells_and_hostile_file_names(tmp_path: Path) -> None:
     assert table_of("op_summary" + "_1" * 20000 + "x.csv") is None  # no backtracking blow-up
     assert table_of("op_summary_0_1_20230818142704.csv") == "kernel_details"
     assert table_of("op_summary_slice_0_20240101120000.csv") == "kernel_details"
+
+
+def test_every_other_task_source(tmp_path: Path) -> None:
+    """task_time CSV alone, a legacy merged timeline alone, a with_stack trace_view alone."""
+    prof = tmp_path / "a" / profdirs.PROF
+    profdirs.put(prof / "mindstudio_profiler_output", {f"task_time_{profdirs.TS}.csv": "prof_task_time_csv_2026.csv"})
+    (rank,) = analyze([str(tmp_path / "a")]).ranks
+    assert rank.kernel is not None and rank.kernel.table == "task_time"
+    by_core = analyze([str(tmp_path / "a")]).to_dict()["ranks"][0]["by_core"]
+    assert by_core["AI_VECTOR_CORE"] == 20 and "PROFILING_ENABLE" in by_core
+    legacy = tmp_path / "b" / "PROF_000001_20230818142704322_COJGGGCANRMICFBC" / "device_0"
+    profdirs.put(legacy, {"info.json.0": "prof_msprof_device_info_json_910.json"})
+    profdirs.put(legacy / "timeline", {"msprof_0_2_1.json": "prof_msprof_timeline_excerpt_910.json"})
+    result = analyze([str(tmp_path / "b")])
+    assert result.ranks[0].kernel is not None and result.ranks[0].kernel.table == "trace_view"
+    assert by_id(result, "PROF001")[0].subject == "DropoutGenMask"
+    pt = tmp_path / "c" / "host_1_20260506_ascend_pt"
+    profdirs.put(pt / "ASCEND_PROFILER_OUTPUT", {"trace_view.json": "prof_trace_view_torch_npu_with_stack_2026.json"})
+    by_core = analyze([str(tmp_path / "c")]).to_dict()["ranks"][0]["by_core"]
+    assert by_core == {"PROFILING_DISABLE": 1, "PROFILING_ENABLE": 1}
+
+
+def test_single_operator_profiler_csv_is_not_taken_for_a_run(tmp_path: Path) -> None:
+    """`msprof op`'s per-block PipeUtilization.csv is another tool's output: refused with the reason."""
+    path = profdirs.put(tmp_path, {"PipeUtilization.csv": "prof_msprof_op_PipeUtilization_per_block.csv"})
+    out = run_cli("prof", "analyze", str(path / "PipeUtilization.csv"))
+    assert out.exit_code == 2 and "not a known profiling table" in out.stderr
