@@ -50,7 +50,8 @@ def test_run_passes_output_and_exit_code_through_then_analyses(tmp_path: Path) -
     assert "--aic-metrics=PipeUtilization" in args and any(a.startswith("--application=") for a in args)
     ok = npudoctor(["prof", "run", "-o", "out2", "--format", "json", "--", "true"], env, tmp_path)
     assert ok.returncode == 0, ok.stderr
-    doc = json.loads(ok.stdout[ok.stdout.index("{"):])
+    doc = json.loads(ok.stdout)  # msprof's and the command's own output went to stderr
+    assert "[INFO] Start profiling" in ok.stderr
     assert doc["schema"] == "npudoctor.prof/1" and doc["ranks"][0]["by_core"] == {"AI_VECTOR_CORE": 20}
 
 

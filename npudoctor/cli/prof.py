@@ -48,6 +48,9 @@ def _analyze_and_emit(paths: Tuple[str, ...], profile_name: Optional[str], steps
         result = analyze(list(paths), profile, steps=steps, logs_dirs=logs_dirs)
     except (api.UsageError, ProfInputError) as exc:
         raise fail_usage(str(exc)) from None
+    except KeyboardInterrupt:
+        click.echo("npudoctor: interrupted while reading the profile", err=True)
+        raise click.exceptions.Exit(130) from None
     if fmt == "json":
         import json
 
@@ -90,7 +93,8 @@ def run_command(output: Optional[str], aic_metrics: Optional[str], timeout_s: Op
                 logs_dirs: Tuple[str, ...], verbose: bool) -> None:
     """Run CMD under msprof, wait for the export, then analyse what it wrote.
 
-    The command's output passes through; Ctrl-C stops it and still analyses what was written.
+    The command's output passes through (its stdout to stderr with --format json/junit/github); Ctrl-C stops
+    it and still analyses what was written.
     """
     from npudoctor import api
     from npudoctor.prof import launch
@@ -110,7 +114,8 @@ def run_command(output: Optional[str], aic_metrics: Optional[str], timeout_s: Op
     outcome = launch.run_profiled(
         msprof, output, command, aic_metrics,
         timeout_s=timeout_s or float(profile.get("prof.run_timeout_s", 86400)),
-        export_timeout_s=float(profile.get("prof.export_timeout_s", 1800)))
+        export_timeout_s=float(profile.get("prof.export_timeout_s", 1800)),
+        stdout_to_stderr=fmt != "text")  # machine formats keep stdout for the report
     for problem in outcome.export_problems:
         click.echo(f"npudoctor: warning: {problem}", err=True)
     if outcome.interrupted:

@@ -102,12 +102,15 @@ def _stop(process: subprocess.Popen, grace_s: float) -> None:
 
 def run_profiled(msprof: str, output: str, command: Sequence[str], aic_metrics: Optional[str] = None,
                  timeout_s: float = 86400.0, export_timeout_s: float = 1800.0,
-                 grace_s: float = GRACE_S) -> RunOutcome:
-    """Run ``command`` under ``msprof`` writing into ``output``; export what the run left unexported."""
+                 grace_s: float = GRACE_S, stdout_to_stderr: bool = False) -> RunOutcome:
+    """Run ``command`` under ``msprof`` writing into ``output``; export what the run left unexported.
+
+    ``stdout_to_stderr``: the command's stdout goes to our stderr (so a JSON/JUnit report on stdout stays clean).
+    """
     os.makedirs(output, exist_ok=True)
     before = set(_prof_dirs(output))
     args = msprof_command(msprof, output, command, aic_metrics)
-    process = subprocess.Popen(args, start_new_session=True)
+    process = subprocess.Popen(args, start_new_session=True, stdout=2 if stdout_to_stderr else None)
     interrupted = timed_out = False
     deadline = time.monotonic() + timeout_s
     while True:
