@@ -7,8 +7,9 @@ error, no profiler, or nothing readable. ``prof run`` exits with the profiled co
 from __future__ import annotations
 
 import os
+import sys
 import time
-from typing import Any, Optional, Tuple
+from typing import Any, Callable, Optional, Tuple
 
 import click
 
@@ -38,19 +39,31 @@ def prof() -> None:
     """Profile a training command with msprof, or analyse existing profiler output."""
 
 
+def _progress_line() -> Callable[[str], None]:
+    """One self-overwriting line on stderr (a terminal only): what is being read now."""
+    def show(message: str) -> None:
+        sys.stderr.write("\r\x1b[2K" + message[:79])
+        sys.stderr.flush()
+    return show
+
+
 def _analyze_and_emit(paths: Tuple[str, ...], profile_name: Optional[str], steps: int,
                       logs_dirs: Tuple[str, ...], fmt: str, fail_on: str, verbose: bool) -> int:
     from npudoctor import api
     from npudoctor.prof.engine import ProfInputError, analyze
 
+    progress = _progress_line() if sys.stderr.isatty() else None
     try:
         profile = api.load_profile(profile_name)
-        result = analyze(list(paths), profile, steps=steps, logs_dirs=logs_dirs)
+        result = analyze(list(paths), profile, steps=steps, logs_dirs=logs_dirs, progress=progress)
     except (api.UsageError, ProfInputError) as exc:
         raise fail_usage(str(exc)) from None
     except KeyboardInterrupt:
         click.echo("npudoctor: interrupted while reading the profile", err=True)
         raise click.exceptions.Exit(130) from None
+    finally:
+        if progress is not None:
+            progress("")
     if fmt == "json":
         import json
 

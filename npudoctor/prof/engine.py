@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Sequence
 
 from npudoctor.model.finding import Finding, Report, Status, Summary
 from npudoctor.prof.layout import Source, discover
@@ -82,10 +82,11 @@ def _thresholds(profile: Optional[NodeProfile]) -> Mapping[str, Any]:
 
 
 def analyze(paths: Sequence[str], profile: Optional[NodeProfile] = None, steps: int = 0,
-            logs_dirs: Sequence[str] = ()) -> ProfResult:
+            logs_dirs: Sequence[str] = (), progress: Optional[Callable[[str], None]] = None) -> ProfResult:
     """Read every profiling layout under ``paths`` and run the PROF checks over all ranks found.
 
-    Raises :class:`ProfInputError` when no profiling table can be found or read at all.
+    ``progress`` is told what is being read (for a progress line on a terminal). Raises
+    :class:`ProfInputError` when no profiling table can be found or read at all.
     """
     from npudoctor.prof import readers
     from npudoctor.prof.checks import ProfContext, run_all
@@ -97,7 +98,9 @@ def analyze(paths: Sequence[str], profile: Optional[NodeProfile] = None, steps: 
         raise ProfInputError(f"{reason} (expected a *_ascend_pt or PROF_* folder, or a kernel_details / "
                              "op_summary CSV)")
     ranks: List[Rank] = []
-    for source in sources:
+    for number, source in enumerate(sources, 1):
+        if progress is not None:
+            progress(f"reading {number}/{len(sources)}: {source.label}")
         ranks.extend(readers.read_source(source, settings, steps))
     readable = [r for r in ranks if r.tables_read]
     if not readable:
