@@ -57,7 +57,7 @@ def peer() -> Optional[str]:
     lambda root: profdirs.torch_npu_rank(root, rank=0),
     lambda root: profdirs.torch_npu_rank(root, rank=0, kernel="prof_kernel_details_pipeutil_matmul_bf16.csv"),
     profdirs.msprof_collection,
-])
+], ids=["torch_npu-memory-metrics", "torch_npu-pipeutil", "msprof-op_summary"])
 def test_aicpu_operators_agree_with_msprof_analyze_advisor(tmp_path: Path, build: object) -> None:
     folder = build(tmp_path / "data")  # type: ignore[operator]
     out = tmp_path / "advisor"
