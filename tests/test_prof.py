@@ -61,6 +61,7 @@ def test_torch_npu_rank_reads_every_table_and_finds_the_ai_cpu_casts(tmp_path: P
     assert idle.status is Status.WARN
     share = idle.evidence["ranks"]["rank 0"]["mean_free_share"]
     assert share == pytest.approx(69909.5035 / (75174.5746 + 146614.0203 + 69909.5035), abs=1e-3)
+    assert idle.evidence["ranks"]["rank 0"]["top_host_apis"][0]["api"] == "aclnnInplaceCopy"  # api_statistic
     assert by_id(result, "PROF009")[0].status is Status.WARN
     memory = by_id(result, "PROF011")[0]
     assert memory.evidence["ranks"]["rank 0"]["peak_reserved_mb"] == pytest.approx(8664.0)

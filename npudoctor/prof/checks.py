@@ -500,11 +500,16 @@ def device_idle(ctx: ProfContext) -> Iterable[Finding]:
     warn, fail = float(ctx.get("free_warn_share", 0.10)), float(ctx.get("free_fail_share", 0.30))
     flagged = [(label, mean, worst, n) for label, mean, worst, n in rows if mean >= warn]
     worst_mean = max(mean for _, mean, _, _ in rows)
-    evidence = {"ranks": {label: {"mean_free_share": round(mean, 4), "steps": n, "worst_step": worst}
+    apis = {rank.label: rank.host_apis for rank in ctx.ranks if rank.host_apis}
+    evidence = {"ranks": {label: {"mean_free_share": round(mean, 4), "steps": n, "worst_step": worst,
+                                  "top_host_apis": apis.get(label, [])}
                           for label, mean, worst, n in rows}, "warn_share": warn, "fail_share": fail}
     if flagged:
         listing = ", ".join(f"{label} {_pct(mean)}" for label, mean, _, _ in sorted(flagged, key=lambda r: -r[1])[:4])
         detail = f"the device is idle for {listing} of the step (bar {_pct(warn)})"
+        slowest = next((apis[label][0] for label, _, _, _ in flagged if apis.get(label)), None)
+        if slowest:
+            detail += f"; slowest host API {slowest['api']} {_ms(slowest['total_us'])} (api_statistic)"
     else:
         detail = f"device idle at most {_pct(worst_mean)} of the step in {len(rows)} rank(s)"
     yield _finding("PROF006", status_for(worst_mean, warn, fail), detail=detail, evidence=evidence,

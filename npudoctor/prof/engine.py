@@ -36,6 +36,7 @@ class Rank:
     memory: Dict[str, Any] = field(default_factory=dict)
     links: List[Dict[str, Any]] = field(default_factory=list)  # communication.json bandwidth records
     utilization: Dict[str, Any] = field(default_factory=dict)   # sample-based per-core pipe ratios
+    host_apis: List[Dict[str, Any]] = field(default_factory=list)  # api_statistic: the slowest host APIs
     problems: List[str] = field(default_factory=list)
 
     def core_count(self) -> Any:

@@ -39,7 +39,8 @@ def read_source(source: Source, settings: Mapping[str, Any], steps: int) -> List
     _read_memory(base, source)
     _read_communication(base, source)
     _read_utilization(base, source)
-    for table in ("api_statistic", "op_statistic"):  # listed as read when they are readable tables
+    _read_api_statistic(base, source)
+    for table in ("op_statistic",):  # listed as read when it is a readable table (the kernel table rules)
         if table in source.tables and table not in base.tables_read:
             readable = []
             for path in source.tables[table]:
@@ -151,6 +152,29 @@ def _read_step_trace(rank: Rank, source: Source, steps: int) -> None:
             table = table[numbers.isin(known[-steps:])]
     rank.step_trace = table
     rank.tables_read["step_trace_time"] = list(paths)
+
+
+def _read_api_statistic(rank: Rank, source: Source) -> None:
+    """The host APIs (AscendCL, runtime, ...) taking the most time: where a host-bound step spends it."""
+    paths = source.tables.get("api_statistic", [])
+    if not paths:
+        return
+    cmap = column_map("api_statistic")
+    top: List[Dict[str, Any]] = []
+    for path in paths:
+        try:
+            resolved, frame = read_small(path, cmap, ["level", "api_name", "total_us", "count", "max_us"],
+                                         ["total_us", "count", "max_us"])
+        except TableError as exc:
+            rank.problems.append(str(exc))
+            continue
+        if resolved.has("api_name", "total_us"):
+            for record in frame.nlargest(5, "total_us").to_dict("records"):
+                top.append({"api": str(record.get("api_name")), "level": str(record.get("level", "")),
+                            "total_us": round(float(record["total_us"]), 3),
+                            "count": int(record["count"]) if record.get("count") == record.get("count") else None})
+        rank.tables_read.setdefault("api_statistic", []).append(path)
+    rank.host_apis = sorted(top, key=lambda r: -r["total_us"])[:5]
 
 
 def _read_utilization(rank: Rank, source: Source) -> None:
