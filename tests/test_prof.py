@@ -330,3 +330,19 @@ def test_single_operator_profiler_csv_is_not_taken_for_a_run(tmp_path: Path) -> 
     path = profdirs.put(tmp_path, {"PipeUtilization.csv": "prof_msprof_op_PipeUtilization_per_block.csv"})
     out = run_cli("prof", "analyze", str(path / "PipeUtilization.csv"))
     assert out.exit_code == 2 and "not a known profiling table" in out.stderr
+
+
+def test_thresholds_come_from_the_node_profile(tmp_path: Path) -> None:
+    from npudoctor.api import load_profile
+    from npudoctor.model.profile import NodeProfile, deep_merge
+
+    profdirs.torch_npu_rank(tmp_path, rank=0)
+    base = load_profile()
+    assert by_id(analyze([str(tmp_path)], base), "PROF006")[0].status is Status.WARN  # 24% idle, bar 10%
+    relaxed = NodeProfile("site", deep_merge(base.data, {"prof": {"free_warn_share": 0.5, "aicpu_fail_share": 0.001,
+                                                                  "min_task_us": 100}}))
+    result = analyze([str(tmp_path)], relaxed)
+    assert by_id(result, "PROF006")[0].status is Status.PASS
+    assert by_id(result, "PROF001")[0].status is Status.PASS  # the 72 us Casts are under a 100 us floor
+    strict = NodeProfile("site", deep_merge(base.data, {"prof": {"aicpu_fail_share": 0.001}}))
+    assert by_id(analyze([str(tmp_path)], strict), "PROF001")[0].status is Status.FAIL
