@@ -649,12 +649,12 @@ def slow_links(ctx: ProfContext) -> Iterable[Finding]:
     if below:
         first = below[0][1]
         detail = (f"{len(below)} transfer(s) below the bandwidth bar, slowest {first['transport']} "
-                  f"{first['bandwidth_gbps']:g} GB/s ({first['size_mb']:.1f} MB) on {below[0][0]}")
+                  f"{first['bandwidth_gbps']:.1f} GB/s ({first['size_mb']:.1f} MB) on {below[0][0]}")
         status = Status.WARN
     elif judged:
         first = slow[0][1]
         detail = (f"{len(judged)} transfer(s) of >= {min_size:g} MB, slowest {first['transport']} "
-                  f"{first['bandwidth_gbps']:g} GB/s on {slow[0][0]}")
+                  f"{first['bandwidth_gbps']:.1f} GB/s on {slow[0][0]}")
         status = Status.PASS
     else:
         yield _finding("PROF010", Status.SKIP, detail=f"no transfer of >= {min_size:g} MB in communication.json "
