@@ -89,8 +89,13 @@ def list_checks(level: int = 3) -> List[CheckSpec]:
     return [spec for spec in ordered_specs() if spec.level <= level]
 
 
-def find_check(check_id: str) -> Optional[CheckSpec]:
+def find_check(check_id: str) -> Optional[Any]:
+    """A node check's spec, or a profiling check's (PROFnnn: ``id``, ``title``, ``stage``, ``level``, ``doc``)."""
     wanted = check_id.upper()
+    if wanted.startswith("PROF"):
+        from npudoctor.prof.checks import find  # the profiling room, only for its own IDs
+
+        return find(wanted)
     return next((spec for spec in ordered_specs() if spec.id == wanted), None)
 
 
@@ -151,6 +156,11 @@ def run_checks(
                 stage_start = len(ctx.findings)
     finally:
         runner.close()
+    prof_dirs = tuple((options or {}).get("prof_dirs") or ())
+    if prof_dirs:
+        prof = _prof_findings(prof_dirs, profile, (options or {}).get("logs_dirs") or ())
+        ctx.findings.extend(prof)
+        listener.stage_done("prof", prof)
     report.findings = list(ctx.findings)
     return report
 
@@ -197,6 +207,16 @@ def _expectations(profile: NodeProfile) -> str:
     if count:
         return f"{count} NPUs"
     return f"{family} NPUs" if family else ""
+
+
+def _prof_findings(prof_dirs: Sequence[str], profile: NodeProfile, logs_dirs: Sequence[str]) -> List[Finding]:
+    """``check --prof DIR``: the profiling doctor's findings (stage "prof"); pandas loads only here."""
+    from npudoctor.prof.engine import ProfInputError, analyze
+
+    try:
+        return analyze(list(prof_dirs), profile, logs_dirs=tuple(logs_dirs)).findings
+    except ProfInputError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def _host(runner: Runner) -> Dict[str, Any]:

@@ -1,6 +1,10 @@
 """Run npudoctor in a child and measure what hostile input costs it: wall time and peak RSS.
 
 A hang is killed at ``kill_after_s`` (the test then fails on time, not by hanging the suite).
+
+Peak RSS is the child's own high-water mark (``VmHWM``, read by the child as it exits). ``ru_maxrss`` from
+``wait4`` would not do: the child is started by vfork, and Linux carries the parent's high-water mark across
+the exec, so a test process that has loaded torch would see ~200 MiB for any child.
 """
 
 from __future__ import annotations
@@ -42,7 +46,9 @@ def run_npudoctor(args: Sequence[str], kill_after_s: float = 20.0, cwd: Optional
                   env: Optional[Mapping[str, str]] = None) -> Bounded:
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         started = time.monotonic()
-        proc = subprocess.Popen([sys.executable, "-m", "npudoctor", *args], stdin=subprocess.DEVNULL,
+        with tempfile.NamedTemporaryFile(delete=False) as hwm:
+            pass
+        proc = subprocess.Popen([sys.executable, "-c", _MEASURED, hwm.name, *args], stdin=subprocess.DEVNULL,
                                 stdout=out, stderr=err, cwd=cwd, env=dict(env) if env is not None else None)
         timer = threading.Timer(kill_after_s, proc.kill)
         timer.start()
@@ -54,5 +60,24 @@ def run_npudoctor(args: Sequence[str], kill_after_s: float = 20.0, cwd: Optional
         proc.returncode = os.waitstatus_to_exitcode(status)
         out.seek(0)
         err.seek(0)
+        with open(hwm.name) as handle:
+            recorded = handle.read().strip()
+        os.unlink(hwm.name)
+        # A child killed before it could record its peak is judged by wait4's (pessimistic) figure.
+        peak_kib = float(recorded) if recorded else float(usage.ru_maxrss)
         return Bounded(proc.returncode, out.read().decode(errors="replace"), err.read().decode(errors="replace"),
-                       seconds, usage.ru_maxrss / 1024)
+                       seconds, peak_kib / 1024)
+
+
+# Runs `python -m npudoctor ARGS` in this process and, as it exits, writes its VmHWM (KiB) to argv[1].
+_MEASURED = """
+import atexit, runpy, sys
+def _record(path=sys.argv[1]):
+    with open("/proc/self/status") as status:
+        kib = next((line.split()[1] for line in status if line.startswith("VmHWM:")), "")
+    with open(path, "w") as handle:
+        handle.write(kib)
+atexit.register(_record)
+sys.argv = ["npudoctor", *sys.argv[2:]]
+runpy.run_module("npudoctor", run_name="__main__", alter_sys=True)
+"""

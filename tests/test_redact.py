@@ -118,6 +118,9 @@ def assert_clean(blob: bytes) -> None:
 
 
 def test_planted_secrets_never_reach_the_bundle(node, tmp_path):
+    from tests.nodes import healthy_910b_node
+
+    healthy_910b_node(node)  # an Ascend node: the HCCL stage reads /etc/hccn.conf only where NPUs are
     every_text = "\n".join(text for text, _secret in BY_VALUE.values())
     # Recorded variables carry the value patterns; the name-secret ones are not recorded at all.
     node.setenv(**BY_NAME, **{f"ASCEND_PLANTED_{i}": text for i, (text, _s) in enumerate(BY_VALUE.values())})

@@ -62,6 +62,7 @@ class LazyGroup(click.Group):
         "parse": "npudoctor.cli.parse:parse",
         "train-step": "npudoctor.cli.train:train_step",
         "leak": "npudoctor.cli.train:leak",
+        "prof": "npudoctor.cli.prof:prof",
     }
 
     def list_commands(self, ctx: click.Context) -> List[str]:
@@ -126,10 +127,12 @@ FORMATS = click.Choice(["text", "json", "junit"])
               help="The interpreter training runs with (default: python3 on PATH).")
 @click.option("--logs", "logs_dirs", multiple=True, metavar="DIR",
               help="Also scan the newest CANN plogs under DIR (e.g. ~/ascend/log).")
+@click.option("--prof", "prof_dirs", multiple=True, metavar="DIR",
+              help="Also judge profiler output under DIR (npudoctor prof analyze's PROF checks).")
 @click.option("-v", "--verbose", is_flag=True, help="Show evidence and passing details.")
 def check(level: Optional[int], profile_name: Optional[str], bundle: Optional[str], root: Optional[str],
           only: Tuple[str, ...], skip_ids: Tuple[str, ...], fmt: str, fail_on: str, python: Optional[str],
-          logs_dirs: Tuple[str, ...], verbose: bool) -> None:
+          logs_dirs: Tuple[str, ...], prof_dirs: Tuple[str, ...], verbose: bool) -> None:
     """Run the ordered node checks and say how to fix what is wrong."""
     from npudoctor import api
     from npudoctor.report.progress import Progress
@@ -140,7 +143,7 @@ def check(level: Optional[int], profile_name: Optional[str], bundle: Optional[st
         click.echo(f"npudoctor: note: --python {python} is not used with --from: a bundle replays the "
                    "interpreter it recorded", err=True)
         python = None
-    options = {"python": python, "logs_dirs": logs_dirs}
+    options = {"python": python, "logs_dirs": logs_dirs, "prof_dirs": prof_dirs}
     with Progress() as progress:
         try:
             runner = api.make_runner(root=root, bundle=bundle)

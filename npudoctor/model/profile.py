@@ -97,6 +97,25 @@ PROFILE_SCHEMA: Dict[str, Field] = {
     "train.leak.min_device_slope_bytes_per_step": Field("number", 0, 1 << 40, doc="TRN003: device slope"),
     "train.leak.min_host_slope_bytes_per_step": Field("number", 0, 1 << 40, doc="TRN003: host RSS slope"),
     "train.leak.min_growth_bytes": Field("number", 0, 1 << 50, doc="TRN003: smallest total rise called a leak"),
+    # The profiling doctor (`prof analyze`, `prof run`, `check --prof`).
+    "prof.min_task_us": Field("number", 0, 1e9, doc="PROF001: tasks shorter than this are not reported"),
+    "prof.top_n": Field("int", 1, 10000, doc="operators listed per finding and per core type"),
+    "prof.bound_ratio": Field("number", 0, 1, doc="PROF002: no pipe ratio above this = no bound"),
+    "prof.aicpu_fail_share": Field("number", 0, 1, doc="PROF001: AI CPU share of device time that FAILs"),
+    "prof.no_bound_warn_share": Field("number", 0, 1, doc="PROF002: no-bound share of AI Core time that WARNs"),
+    "prof.cube_utilization_min_pct": Field("number", 0, 100, doc="PROF003: lowest time-weighted cube use"),
+    "prof.block_dim_warn_share": Field("number", 0, 1, doc="PROF004: share with a block dim off the core count"),
+    "prof.free_warn_share": Field("number", 0, 1, doc="PROF006: device idle share of the step that WARNs"),
+    "prof.free_fail_share": Field("number", 0, 1, doc="PROF006: device idle share of the step that FAILs"),
+    "prof.dynamic_warn_share": Field("number", 0, 1, doc="PROF008: dynamic-shape share that WARNs"),
+    "prof.communication_warn_share": Field("number", 0, 1, doc="PROF009: exposed communication share"),
+    "prof.link_min_size_mb": Field("number", 0, 1e9, doc="PROF010: smallest transfer judged for bandwidth"),
+    **{f"prof.link_min_bandwidth_gbps.{transport}": Field("number", 0, 1e6, nullable=True,
+                                                         doc=f"PROF010: lowest {transport} GB/s (null: not judged)")
+       for transport in ("SDMA", "RDMA", "HCCS", "PCIE", "SIO")},
+    "prof.memory_unused_warn_share": Field("number", 0, 1, doc="PROF011: reserved-never-allocated share"),
+    "prof.run_timeout_s": Field("number", 1, 10 ** 7, doc="`prof run`: the profiled command is stopped after"),
+    "prof.export_timeout_s": Field("number", 1, 10 ** 6, doc="`prof run`: msprof --export"),
 }
 
 

@@ -1,0 +1,141 @@
+"""`npudoctor prof run|analyze`: profile a command with msprof, or read existing profiles, and say why it is slow.
+
+Exit codes as `check`: 0 nothing failed; 1 a FAIL or ERROR finding (or WARN under ``--fail-on warn``); 2 usage
+error, no profiler, or nothing readable. ``prof run`` exits with the profiled command's code when that failed.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from typing import Any, Callable, Optional, Tuple
+
+import click
+
+from npudoctor.cli import EXIT_USAGE, fail_usage
+
+FORMATS = click.Choice(["text", "json", "junit", "github"])
+
+
+def _common(func: Any) -> Any:
+    for option in reversed([
+        click.option("--format", "fmt", type=FORMATS, default="text", show_default=True),
+        click.option("--fail-on", type=click.Choice(["warn", "fail"]), default="fail", show_default=True,
+                     help="Exit 1 on FAIL/ERROR (default) or also on WARN."),
+        click.option("--steps", type=click.IntRange(0, None), default=0, metavar="N",
+                     help="Analyse only the last N steps (tables with a Step Id / Step column); 0: all."),
+        click.option("--profile", "profile_name", metavar="NAME|PATH", help="Node profile (prof: thresholds)."),
+        click.option("--logs", "logs_dirs", multiple=True, metavar="DIR",
+                     help="Also read CANN/torch_npu logs under DIR and merge their CPU-fallback findings."),
+        click.option("-v", "--verbose", is_flag=True, help="Show evidence and every note."),
+    ]):
+        func = option(func)
+    return func
+
+
+@click.group()
+def prof() -> None:
+    """Profile a training command with msprof, or analyse existing profiler output."""
+
+
+def _progress_line() -> Callable[[str], None]:
+    """One self-overwriting line on stderr (a terminal only): what is being read now."""
+    def show(message: str) -> None:
+        sys.stderr.write("\r\x1b[2K" + message[:79])
+        sys.stderr.flush()
+    return show
+
+
+def _analyze_and_emit(paths: Tuple[str, ...], profile_name: Optional[str], steps: int,
+                      logs_dirs: Tuple[str, ...], fmt: str, fail_on: str, verbose: bool) -> int:
+    from npudoctor import api
+    from npudoctor.prof.engine import ProfInputError, analyze
+
+    progress = _progress_line() if sys.stderr.isatty() else None
+    try:
+        profile = api.load_profile(profile_name)
+        result = analyze(list(paths), profile, steps=steps, logs_dirs=logs_dirs, progress=progress)
+    except (api.UsageError, ProfInputError) as exc:
+        raise fail_usage(str(exc)) from None
+    except KeyboardInterrupt:
+        click.echo("npudoctor: interrupted while reading the profile", err=True)
+        raise click.exceptions.Exit(130) from None
+    finally:
+        if progress is not None:
+            progress("")
+    if fmt == "json":
+        import json
+
+        click.echo(json.dumps(result.to_dict(), indent=2, ensure_ascii=False, default=str))
+    elif fmt == "junit":
+        from npudoctor.report import junit
+
+        click.echo(junit.render(result.as_report()), nl=False)
+    elif fmt == "github":
+        from npudoctor.report import prof_github
+
+        click.echo(prof_github.render(result), nl=False)
+    else:
+        from npudoctor.report import console, prof_console
+
+        prof_console.render(result, console.make_console(), verbose=verbose)
+    return result.exit_code(fail_on)
+
+
+@prof.command("analyze")
+@click.argument("paths", nargs=-1, required=True, metavar="PATH...")
+@_common
+def analyze_command(paths: Tuple[str, ...], fmt: str, fail_on: str, steps: int, profile_name: Optional[str],
+                    logs_dirs: Tuple[str, ...], verbose: bool) -> None:
+    """Analyse *_ascend_pt folders, PROF_* folders or kernel_details/op_summary CSVs (several ranks at once)."""
+    raise click.exceptions.Exit(_analyze_and_emit(paths, profile_name, steps, logs_dirs, fmt, fail_on, verbose))
+
+
+@prof.command("run", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.option("-o", "--output", metavar="DIR", help="Where msprof writes (default ./npudoctor_prof_<time>).")
+@click.option("--aic-metrics", metavar="SET",
+              help="PMU set: PipeUtilization (default), ArithmeticUtilization, Memory, MemoryL0, MemoryUB, "
+                   "ResourceConflictRatio, L2Cache, ...")
+@click.option("--timeout", "timeout_s", type=click.FloatRange(1, None), default=None, metavar="S",
+              help="Stop the command after S seconds (default: the profile's prof.run_timeout_s).")
+@_common
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED, metavar="-- CMD [ARGS]...")
+def run_command(output: Optional[str], aic_metrics: Optional[str], timeout_s: Optional[float],
+                command: Tuple[str, ...], fmt: str, fail_on: str, steps: int, profile_name: Optional[str],
+                logs_dirs: Tuple[str, ...], verbose: bool) -> None:
+    """Run CMD under msprof, wait for the export, then analyse what it wrote.
+
+    The command's output passes through (its stdout to stderr with --format json/junit/github); Ctrl-C stops
+    it and still analyses what was written.
+    """
+    from npudoctor import api
+    from npudoctor.prof import launch
+
+    msprof = launch.find_msprof()
+    if msprof is None:
+        click.echo(f"npudoctor: error: {launch.MISSING}", err=True)
+        click.echo(launch.TORCH_SNIPPET, err=True)
+        raise click.exceptions.Exit(EXIT_USAGE)
+    try:
+        profile = api.load_profile(profile_name)
+    except api.UsageError as exc:
+        raise fail_usage(str(exc)) from None
+    output = output or f"npudoctor_prof_{time.strftime('%Y%m%d_%H%M%S')}"
+    if os.path.exists(output) and not os.path.isdir(output):
+        raise fail_usage(f"-o {output}: exists and is not a directory")
+    outcome = launch.run_profiled(
+        msprof, output, command, aic_metrics,
+        timeout_s=timeout_s or float(profile.get("prof.run_timeout_s", 86400)),
+        export_timeout_s=float(profile.get("prof.export_timeout_s", 1800)),
+        stdout_to_stderr=fmt != "text")  # machine formats keep stdout for the report
+    for problem in outcome.export_problems:
+        click.echo(f"npudoctor: warning: {problem}", err=True)
+    if outcome.interrupted:
+        click.echo("npudoctor: interrupted; analysing what the profiler wrote", err=True)
+    if outcome.timed_out:
+        click.echo("npudoctor: the command ran past its timeout and was stopped", err=True)
+    if not outcome.new_dirs:
+        raise fail_usage(f"{msprof} wrote no PROF_* folder under {output} (exit code {outcome.exit_code})")
+    code = _analyze_and_emit(tuple(outcome.new_dirs), profile_name, steps, logs_dirs, fmt, fail_on, verbose)
+    raise click.exceptions.Exit(outcome.exit_code if outcome.exit_code else code)

@@ -1,0 +1,261 @@
+"""Finding profiling data on disk: every layout msprof and the torch_npu profiler write.
+
+* torch_npu: ``<worker>_<ts>_ascend_pt/ASCEND_PROFILER_OUTPUT/{kernel_details,op_statistic,...}.csv`` plus
+  ``communication.json``; the CANN data of the same run sits in ``PROF_*/`` beside it (read for ``info.json``
+  only, so nothing is counted twice).
+* msprof, CANN 8.0.RC1 and later: ``PROF_*/mindstudio_profiler_output/<table>_<timestamp>.csv`` (all devices in
+  one file, told apart by ``Device_id``).
+* msprof, CANN 7.0 and older: ``PROF_*/device_<N>/summary/<table>_<dev>_<model>_<timestamp>.csv``, and the
+  ``timeline/task_time_*.json`` Chrome trace when no summary table is there.
+* a single CSV file given by path (its name says which table it is).
+
+Each place found is one :class:`Source`: one rank or device, or one msprof collection holding several devices.
+Symbolic links are not followed while walking (a loop or a link to ``/`` cannot run away with the walk).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Tuple
+
+from npudoctor.prof.columns import TABLES, column_map
+
+TORCH_OUTPUT = "ASCEND_PROFILER_OUTPUT"
+MSPROF_OUTPUT = "mindstudio_profiler_output"
+MAX_DEPTH = 8
+MAX_JSON_BYTES = 256 << 20
+# <table>[_slice_N][_<dev>][_<model>][_<timestamp>].csv
+TABLE_FILE = re.compile(r"^(?P<stem>[A-Za-z_]+?)(?:_slice_\d+)?(?:_\d+)*\.csv$")
+PROF_DIR = re.compile(r"^PROF_\d+_\d+_\w+$|^PROF_")
+DEVICE_DIR = re.compile(r"^device_(\d+)$")
+INFO_JSON = re.compile(r"^info\.json(?:\.\d+)?$")
+TIMELINE_TASKS = re.compile(r"^task_time_[\d_]*\.json$")
+# Whole-run Chrome traces: read for the device tasks only when no kernel table or task_time timeline is there.
+TRACE_FILE = re.compile(r"^trace_view\.json$|^msprof(?:_\d+)*\.json$")
+RANK_IN_NAME = re.compile(r"^profiler_info_(\d+)\.json$")
+
+
+@dataclass
+class Source:
+    """One place holding profiling tables: a torch_npu rank, an msprof collection, or a legacy device folder."""
+
+    label: str
+    root: str
+    layout: str  # "torch_npu" | "msprof" | "msprof-legacy" | "file"
+    tables: Dict[str, List[str]] = field(default_factory=dict)  # table -> CSV paths (slices in order)
+    communication: List[str] = field(default_factory=list)       # communication.json files
+    timelines: List[str] = field(default_factory=list)           # legacy task_time_*.json
+    traces: List[str] = field(default_factory=list)              # trace_view.json / msprof_*.json
+    devices: Dict[str, Dict[str, object]] = field(default_factory=dict)  # device id -> info.json facts
+    rank: Optional[int] = None
+    problems: List[str] = field(default_factory=list)
+
+    def core_count(self, device: Optional[str] = None) -> Tuple[Optional[int], Optional[int]]:
+        """(AI Core count, AI Vector core count) from info.json, for ``device`` or the only device known."""
+        infos = [self.devices[device]] if device in self.devices else list(self.devices.values())
+        if len(infos) != 1 and len({(i.get("ai_core_num"), i.get("aiv_num")) for i in infos}) != 1:
+            return None, None
+        info = infos[0]
+        return _int(info.get("ai_core_num")), _int(info.get("aiv_num"))
+
+
+def _int(value: object) -> Optional[int]:
+    try:
+        number = int(str(value))
+    except (TypeError, ValueError):
+        return None
+    return number if number > 0 else None
+
+
+_STEMS: Dict[str, str] = {}
+
+
+def table_of(file_name: str) -> Optional[str]:
+    """Which table a CSV file name holds (``op_summary_20240101123456.csv`` -> ``kernel_details``)."""
+    if not _STEMS:
+        for table in TABLES:
+            for stem in column_map(table).files:
+                _STEMS[stem.lower()] = table
+    match = TABLE_FILE.match(file_name)
+    if not match:
+        return None
+    return _STEMS.get(match.group("stem").lower())
+
+
+def _listdir(path: str, problems: List[str]) -> List[str]:
+    try:
+        return sorted(os.listdir(path))
+    except OSError as exc:
+        problems.append(f"{path}: {exc.strerror or exc}")
+        return []
+
+
+def _is_dir(path: str) -> bool:
+    return os.path.isdir(path) and not os.path.islink(path)
+
+
+def _add_tables(source: Source, folder: str, problems: List[str]) -> None:
+    for name in _listdir(folder, problems):
+        path = os.path.join(folder, name)
+        if name.endswith(".csv"):
+            table = table_of(name)
+            if table is not None:
+                source.tables.setdefault(table, []).append(path)
+        elif name in ("communication.json", "cluster_communication.json"):
+            source.communication.append(path)
+        elif TRACE_FILE.match(name):
+            source.traces.append(path)
+
+
+def _read_json(path: str, problems: List[str]) -> Optional[object]:
+    try:
+        if not os.path.isfile(path):
+            problems.append(f"{path}: not a regular file")
+            return None
+        if os.path.getsize(path) > MAX_JSON_BYTES:
+            problems.append(f"{path}: larger than {MAX_JSON_BYTES >> 20} MiB, not read")
+            return None
+        with open(path, "rb") as handle:
+            return json.loads(handle.read().decode("utf-8", errors="replace"))
+    except (OSError, ValueError) as exc:
+        problems.append(f"{path}: not readable JSON ({str(exc).splitlines()[0][:120]})")
+        return None
+
+
+def _add_device_info(source: Source, prof_dir: str, problems: List[str]) -> None:
+    """info.json.N of every device_N under a PROF_* folder: AI Core / vector core counts, rank id."""
+    for name in _listdir(prof_dir, problems):
+        match = DEVICE_DIR.match(name)
+        folder = os.path.join(prof_dir, name)
+        if not match or not _is_dir(folder):
+            continue
+        for entry in _listdir(folder, problems):
+            if INFO_JSON.match(entry):
+                data = _read_json(os.path.join(folder, entry), problems)
+                if isinstance(data, dict):
+                    facts: Dict[str, object] = {}
+                    device_info = data.get("DeviceInfo")
+                    if isinstance(device_info, list) and device_info and isinstance(device_info[0], dict):
+                        facts.update(device_info[0])
+                    if "rank_id" in data:
+                        facts["rank_id"] = data["rank_id"]
+                    source.devices[match.group(1)] = facts
+                break
+
+
+def _torch_source(root: str, problems: List[str]) -> Source:
+    source = Source(label=os.path.basename(root.rstrip("/")) or root, root=root, layout="torch_npu")
+    _add_tables(source, os.path.join(root, TORCH_OUTPUT), problems)
+    for name in _listdir(root, problems):
+        match = RANK_IN_NAME.match(name)
+        if match:
+            source.rank = int(match.group(1))
+        if PROF_DIR.match(name) and _is_dir(os.path.join(root, name)):
+            _add_device_info(source, os.path.join(root, name), problems)
+    if source.rank is None:
+        ranks = {_int(str(d.get("rank_id"))) for d in source.devices.values()} - {None}
+        if len(ranks) == 1:
+            source.rank = ranks.pop()
+    if source.rank is not None:
+        source.label = f"rank {source.rank}"
+    return source
+
+
+def _msprof_source(prof_dir: str, problems: List[str]) -> Source:
+    source = Source(label=os.path.basename(prof_dir.rstrip("/")), root=prof_dir, layout="msprof")
+    _add_tables(source, os.path.join(prof_dir, MSPROF_OUTPUT), problems)
+    analyze = os.path.join(prof_dir, "analyze")
+    if _is_dir(analyze):
+        _add_tables(source, analyze, problems)
+    _add_device_info(source, prof_dir, problems)
+    return source
+
+
+def _legacy_sources(prof_dir: str, problems: List[str]) -> List[Source]:
+    sources = []
+    for name in _listdir(prof_dir, problems):
+        match = DEVICE_DIR.match(name)
+        folder = os.path.join(prof_dir, name)
+        if not match or not _is_dir(folder):
+            continue
+        source = Source(label=f"{os.path.basename(prof_dir.rstrip('/'))}/{name}", root=folder,
+                        layout="msprof-legacy")
+        if _is_dir(os.path.join(folder, "summary")):
+            _add_tables(source, os.path.join(folder, "summary"), problems)
+        timeline = os.path.join(folder, "timeline")
+        if _is_dir(timeline):
+            names = _listdir(timeline, problems)
+            source.timelines = [os.path.join(timeline, n) for n in names if TIMELINE_TASKS.match(n)]
+            source.traces = [os.path.join(timeline, n) for n in names if TRACE_FILE.match(n)]
+        _add_device_info(source, prof_dir, problems)
+        source.devices = {k: v for k, v in source.devices.items() if k == match.group(1)}
+        rank = source.devices.get(match.group(1), {}).get("rank_id")
+        if _int(str(rank)) is not None or str(rank) == "0":
+            source.rank = int(str(rank))
+            source.label += f" (rank {source.rank})"
+        if source.tables or source.timelines or source.traces:
+            sources.append(source)
+    return sources
+
+
+def discover(paths: List[str]) -> Tuple[List[Source], List[str]]:
+    """Every profiling source under ``paths`` (files or directories), and the problems met on the way."""
+    sources: List[Source] = []
+    problems: List[str] = []
+    seen = set()
+    for path in paths:
+        if not os.path.exists(path):
+            problems.append(f"{path}: no such file or directory")
+            continue
+        if not os.path.isdir(path):
+            table = table_of(os.path.basename(path))
+            if table is None:
+                problems.append(f"{path}: not a known profiling table (kernel_details, op_summary, "
+                                "op_statistic, step_trace_time, memory_record, operator_memory, ...)")
+                continue
+            source = Source(label=os.path.basename(path), root=os.path.dirname(path) or ".", layout="file")
+            source.tables[table] = [path]
+            sources.append(source)
+            continue
+        top = os.path.abspath(path)
+        if os.path.basename(top) in (TORCH_OUTPUT, MSPROF_OUTPUT):
+            top = os.path.dirname(top)  # the folder the tool made, not its output subfolder
+        found = _walk(top, problems)
+        for source in found:
+            if source.root not in seen:
+                seen.add(source.root)
+                sources.append(source)
+    return sources, problems
+
+
+def _walk(top: str, problems: List[str]) -> List[Source]:
+    sources: List[Source] = []
+    stack = [(top, 0)]
+    while stack:
+        folder, depth = stack.pop()
+        names = _listdir(folder, problems)
+        if TORCH_OUTPUT in names and _is_dir(os.path.join(folder, TORCH_OUTPUT)):
+            sources.append(_torch_source(folder, problems))
+            continue  # its PROF_* holds the same run's raw data
+        if PROF_DIR.match(os.path.basename(folder)):
+            if MSPROF_OUTPUT in names and _is_dir(os.path.join(folder, MSPROF_OUTPUT)):
+                sources.append(_msprof_source(folder, problems))
+            else:
+                sources.extend(_legacy_sources(folder, problems))
+            continue
+        if any(name.endswith(".csv") and table_of(name) for name in names):
+            # Tables copied into a plain folder (or msprof-analyze's cluster_analysis_output).
+            source = Source(label=os.path.basename(folder) or folder, root=folder, layout="folder")
+            _add_tables(source, folder, problems)
+            sources.append(source)
+        if depth >= MAX_DEPTH:
+            continue
+        for name in reversed(names):
+            child = os.path.join(folder, name)
+            if _is_dir(child):
+                stack.append((child, depth + 1))
+    sources.sort(key=lambda s: (s.rank if s.rank is not None else 1 << 30, s.root))
+    return sources

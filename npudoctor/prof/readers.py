@@ -1,0 +1,292 @@
+"""Read one :class:`~npudoctor.prof.layout.Source` into :class:`~npudoctor.prof.engine.Rank` objects."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Dict, List, Mapping
+
+from npudoctor.prof.columns import column_map
+from npudoctor.prof.engine import Rank
+from npudoctor.prof.layout import MAX_JSON_BYTES, Source
+from npudoctor.prof.tables import ReadNotes, TableError, iter_frames, open_table, read_small
+
+
+def read_source(source: Source, settings: Mapping[str, Any], steps: int) -> List[Rank]:
+    from npudoctor.prof import kernels
+
+    min_task_us = float(settings.get("min_task_us", 20))
+    bound_ratio = float(settings.get("bound_ratio", 0.8))
+    base = Rank(label=source.label, source=source, problems=list(source.problems))
+    stats = None
+    if "kernel_details" in source.tables:
+        stats = kernels.aggregate_csv("kernel_details", source.tables["kernel_details"], min_task_us, bound_ratio)
+    elif "task_time" in source.tables:
+        stats = kernels.aggregate_csv("task_time", source.tables["task_time"], min_task_us, bound_ratio)
+    elif source.timelines:
+        stats = kernels.aggregate_timeline(source.timelines, min_task_us, bound_ratio)
+    elif source.traces:
+        stats = kernels.aggregate_timeline(source.traces, min_task_us, bound_ratio, table="trace_view")
+    elif "op_statistic" in source.tables:
+        stats = _op_statistic_stats(source.tables["op_statistic"], min_task_us, base.problems)
+    if stats is not None:
+        base.problems.extend(stats.problems)
+        if stats.rows or (stats.table == "op_statistic" and len(stats.groups)):
+            base.kernel = stats
+            base.tables_read[stats.table] = list(stats.files)
+            base.groups = kernels.last_steps(stats.groups, steps)
+    _read_step_trace(base, source, steps)
+    _read_memory(base, source)
+    _read_communication(base, source)
+    _read_utilization(base, source)
+    _read_api_statistic(base, source)
+    for table in ("op_statistic",):  # listed as read when it is a readable table (the kernel table rules)
+        if table in source.tables and table not in base.tables_read:
+            readable = []
+            for path in source.tables[table]:
+                try:
+                    open_table(path, column_map(table))
+                    readable.append(path)
+                except TableError as exc:
+                    base.problems.append(str(exc))
+            if readable:
+                base.tables_read[table] = readable
+    return _split_cluster(base) if base.kernel is None else _split_devices(base)
+
+
+def _split_cluster(base: Rank) -> List[Rank]:
+    """msprof-analyze's cluster output (one step_trace row per rank, ``Index``) becomes one rank per row."""
+    table = base.step_trace
+    if table is None or "row_index" not in table.columns or table["row_index"].nunique() <= 1:
+        return [base]
+    ranks = []
+    for index, part in table.groupby(table["row_index"].astype(str), sort=False):
+        rank = Rank(label=f"rank {index}", source=base.source, tables_read=dict(base.tables_read),
+                    step_trace=part, problems=list(base.problems))
+        rank.links = [link for link in base.links if link["path"] and link["path"][-1] == index]
+        ranks.append(rank)
+    return sorted(ranks, key=lambda r: (len(r.label), r.label))
+
+
+def _split_devices(base: Rank) -> List[Rank]:
+    """An msprof collection of several devices (``Device_id`` column) becomes one rank per device."""
+    if base.groups is None or "device" not in base.groups.columns:
+        return [base]
+    devices = sorted(d for d in set(base.groups["device"]) if d not in ("", "host"))
+    if len(devices) <= 1:
+        base.device = devices[0] if devices else ""
+        return [base]
+    ranks = []
+    for device in devices:
+        info = base.source.devices.get(str(device), {})
+        rank_id = info.get("rank_id")
+        label = f"{base.label} device {device}" + (f" (rank {rank_id})" if rank_id not in (None, -1, "-1") else "")
+        rank = Rank(label=label, source=base.source, device=str(device), kernel=base.kernel,
+                    groups=base.groups[base.groups["device"] == device], tables_read=dict(base.tables_read),
+                    problems=list(base.problems))
+        if base.step_trace is not None and "device_id" in base.step_trace.columns:
+            rank.step_trace = base.step_trace[base.step_trace["device_id"].astype(str) == str(device)]
+        ranks.append(rank)
+    return ranks
+
+
+def _op_statistic_stats(paths: List[str], min_task_us: float, problems: List[str]) -> Any:
+    """op_statistic rows (per operator type) as kernel groups, when no per-task table is there."""
+    import pandas as pd
+
+    from npudoctor.prof.kernels import KEYS, KernelStats, _combine
+
+    cmap = column_map("op_statistic")
+    frames = []
+    columns: Any = ()
+    for path in paths:
+        try:
+            resolved, frame = read_small(path, cmap, list(cmap.spellings), ["count", "total_us", "max_us"])
+        except TableError as exc:
+            problems.append(str(exc))
+            continue
+        if not resolved.has("core_type", "op_type", "count", "total_us"):
+            missing = resolved.missing(["core_type", "op_type", "count", "total_us"])
+            problems.append(f"{path}: op_statistic without {', '.join(missing)}")
+            continue
+        columns = tuple(resolved.found)
+        maximum = frame["max_us"] if "max_us" in frame.columns else frame["total_us"] / frame["count"]
+        groups = pd.DataFrame({
+            "device": frame["device_id"].astype(object).fillna("") if "device_id" in frame.columns else "",
+            "step": -1.0, "core": frame["core_type"].astype(object).fillna("UNKNOWN"),
+            "op_type": frame["op_type"].astype(object).fillna(""), "block_dim": -1.0, "mix_block_dim": -1.0,
+            "op_state": "", "long": maximum >= min_task_us, "nobound": -1, "dtypes": "",
+            "n": frame["count"].fillna(0), "dur_sum": frame["total_us"].fillna(0.0), "dur_max": maximum.fillna(0.0),
+            "cube_wsum": 0.0, "cube_dur": 0.0})
+        frames.append(groups[[*KEYS, "n", "dur_sum", "dur_max", "cube_wsum", "cube_dur"]])
+    combined = _combine(frames)
+    return KernelStats(table="op_statistic", files=list(paths), columns=columns, extra_columns=(),
+                       groups=combined, rows=int(combined["n"].sum()) if len(combined) else 0)
+
+
+def _read_step_trace(rank: Rank, source: Source, steps: int) -> None:
+    paths = source.tables.get("step_trace_time")
+    if not paths:
+        return
+    cmap = column_map("step_trace_time")
+    numeric = [c for c in cmap.spellings if c.endswith("_us")]
+    frames = []
+    for path in paths:
+        try:
+            _resolved, frame = read_small(path, cmap, list(cmap.spellings), numeric)
+        except TableError as exc:
+            rank.problems.append(str(exc))
+            continue
+        if "row_type" in frame.columns:  # msprof-analyze cluster_step_trace_time: one row per rank or stage
+            frame = frame[frame["row_type"].astype(str).str.lower() == "rank"]
+        frames.append(frame)
+    if not frames:
+        return
+    import pandas as pd
+
+    table = pd.concat(frames, ignore_index=True)
+    if steps and "step" in table.columns:
+        numbers = pd.to_numeric(table["step"], errors="coerce")
+        known = sorted(set(numbers.dropna()))
+        if known:
+            table = table[numbers.isin(known[-steps:])]
+    rank.step_trace = table
+    rank.tables_read["step_trace_time"] = list(paths)
+
+
+def _read_api_statistic(rank: Rank, source: Source) -> None:
+    """The host APIs (AscendCL, runtime, ...) taking the most time: where a host-bound step spends it."""
+    paths = source.tables.get("api_statistic", [])
+    if not paths:
+        return
+    cmap = column_map("api_statistic")
+    top: List[Dict[str, Any]] = []
+    for path in paths:
+        try:
+            resolved, frame = read_small(path, cmap, ["level", "api_name", "total_us", "count", "max_us"],
+                                         ["total_us", "count", "max_us"])
+        except TableError as exc:
+            rank.problems.append(str(exc))
+            continue
+        if resolved.has("api_name", "total_us"):
+            for record in frame.nlargest(5, "total_us").to_dict("records"):
+                top.append({"api": str(record.get("api_name")), "level": str(record.get("level", "")),
+                            "total_us": round(float(record["total_us"]), 3),
+                            "count": int(record["count"]) if record.get("count") == record.get("count") else None})
+        rank.tables_read.setdefault("api_statistic", []).append(path)
+    rank.host_apis = sorted(top, key=lambda r: -r["total_us"])[:5]
+
+
+def _read_utilization(rank: Rank, source: Source) -> None:
+    """Sample-based per-core PMU summaries: the pipe ratios of every core row and of the Average row."""
+    paths = source.tables.get("ai_core_utilization", [])
+    if not paths:
+        return
+    cmap = column_map("ai_core_utilization")
+    ratios = list(cmap.groups.get("pipe_ratios", ()))
+    rows: List[Dict[str, Any]] = []
+    columns: List[str] = []
+    for path in paths:
+        try:
+            resolved, frame = read_small(path, cmap, ["device_id", "core_id", *ratios], ratios)
+        except TableError as exc:
+            rank.problems.append(str(exc))
+            continue
+        columns.extend(c for c in resolved.extra if c not in columns)
+        kind = "AI_VECTOR_CORE" if os.path.basename(path).startswith("ai_vector") else "AI_CORE"
+        for record in frame.to_dict("records"):
+            values = {r: float(record[r]) for r in ratios if r in record and record[r] == record[r]}
+            rows.append({"kind": kind, "core": str(record.get("core_id", "")), "ratios": values})
+    rank.tables_read["ai_core_utilization"] = list(paths)
+    rank.utilization = {"rows": rows, "other_columns": columns[:12]}
+
+
+def _read_memory(rank: Rank, source: Source) -> None:
+    memory: Dict[str, Any] = {}
+    paths = source.tables.get("memory_record", [])
+    if paths:
+        cmap = column_map("memory_record")
+        peaks: Dict[str, Dict[str, float]] = {}
+        for path in paths:
+            try:
+                resolved = open_table(path, cmap)
+                notes = ReadNotes()
+                for frame in iter_frames(path, cmap, resolved, ["component", "allocated_mb", "reserved_mb"],
+                                         ["allocated_mb", "reserved_mb"], notes=notes):
+                    if "component" not in frame.columns:
+                        frame = frame.assign(component="")
+                    top = frame.groupby(frame["component"].astype(object).fillna(""), sort=False).max(
+                        numeric_only=True)
+                    for component, row in top.iterrows():
+                        peak = peaks.setdefault(str(component), {})
+                        for column in ("allocated_mb", "reserved_mb"):
+                            if column in row and row[column] == row[column]:  # not NaN
+                                peak[column] = max(peak.get(column, 0.0), float(row[column]))
+                if notes.describe(path):
+                    rank.problems.append(str(notes.describe(path)))
+            except TableError as exc:
+                rank.problems.append(str(exc))
+        if peaks:
+            memory["peaks"] = peaks
+            rank.tables_read["memory_record"] = list(paths)
+    paths = source.tables.get("operator_memory", [])
+    if paths:
+        cmap = column_map("operator_memory")
+        largest: List[Dict[str, Any]] = []
+        for path in paths:
+            try:
+                resolved = open_table(path, cmap)
+                for frame in iter_frames(path, cmap, resolved, ["name", "size_kb", "alloc_reserved_mb"],
+                                         ["size_kb", "alloc_reserved_mb"]):
+                    if "size_kb" in frame.columns:
+                        largest.extend(frame.nlargest(5, "size_kb").to_dict("records"))
+                        largest = sorted(largest, key=lambda r: -(r.get("size_kb") or 0))[:5]
+            except TableError as exc:
+                rank.problems.append(str(exc))
+        memory["largest_allocations"] = [
+            {"name": str(r.get("name", "")), "size_mb": round(float(r.get("size_kb") or 0) / 1024, 3)}
+            for r in largest]
+        rank.tables_read["operator_memory"] = list(paths)
+    rank.memory = memory
+
+
+def _read_communication(rank: Rank, source: Source) -> None:
+    for path in source.communication:
+        try:
+            if not os.path.isfile(path) or os.path.getsize(path) > MAX_JSON_BYTES:
+                rank.problems.append(f"{path}: not a regular file under {MAX_JSON_BYTES >> 20} MiB, not read")
+                continue
+            with open(path, "rb") as handle:
+                data = json.loads(handle.read().decode("utf-8", errors="replace"))
+        except (OSError, ValueError) as exc:
+            rank.problems.append(f"{path}: not readable JSON ({str(exc).splitlines()[0][:120]})")
+            continue
+        before = len(rank.links)
+        _walk_links(data, [], rank.links)
+        if len(rank.links) > before:
+            rank.tables_read.setdefault("communication", []).append(path)
+
+
+def _walk_links(node: Any, trail: List[str], out: List[Dict[str, Any]], depth: int = 0) -> None:
+    """Every ``Communication Bandwidth Info`` block, with the keys leading to it (step, group, op, rank)."""
+    if depth > 8 or not isinstance(node, dict):
+        return
+    bandwidth = node.get("Communication Bandwidth Info")
+    if isinstance(bandwidth, dict):
+        timing_info = node.get("Communication Time Info")
+        timing: Dict[str, Any] = timing_info if isinstance(timing_info, dict) else {}
+        for transport, values in bandwidth.items():
+            if not isinstance(values, dict):
+                continue
+            try:
+                size = float(values.get("Transit Size(MB)", 0) or 0)
+                speed = float(values.get("Bandwidth(GB/s)", 0) or 0)
+                time_ms = float(values.get("Transit Time(ms)", 0) or 0)
+            except (TypeError, ValueError):
+                continue
+            out.append({"path": list(trail), "transport": str(transport), "size_mb": size,
+                        "bandwidth_gbps": speed, "transit_ms": time_ms,
+                        "wait_ratio": timing.get("Wait Time Ratio"), "elapse_ms": timing.get("Elapse Time(ms)")})
+        return
+    for key, value in node.items():
+        _walk_links(value, [*trail, str(key)], out, depth + 1)

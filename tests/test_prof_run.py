@@ -1,0 +1,106 @@
+"""`npudoctor prof run`: a fake msprof (tests/data/constructed/fake_msprof.py) laying out a real PROF folder."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Dict
+
+import pytest
+
+from npudoctor.prof import launch
+from tests import profdirs
+from tests.samples import CONSTRUCTED
+
+FAKE = CONSTRUCTED / "fake_msprof.py"
+
+
+def fake_env(tmp_path: Path, name: str = "msprof", **extra: str) -> Dict[str, str]:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    script = bin_dir / name
+    script.write_text(f"#!{sys.executable}\n" + FAKE.read_text())
+    script.chmod(0o755)
+    template = profdirs.msprof_collection(tmp_path / "template")
+    env = dict(os.environ, PATH=f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
+               FAKE_MSPROF_TEMPLATE=str(template), NO_COLOR="1", **extra)
+    env.pop("ASCEND_HOME_PATH", None)
+    env.pop("ASCEND_TOOLKIT_HOME", None)
+    return env
+
+
+def npudoctor(args: list, env: Dict[str, str], cwd: Path, **kwargs: object) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "npudoctor", *args], env=env, cwd=cwd, capture_output=True,
+                          text=True, timeout=120, **kwargs)  # type: ignore[call-overload]
+
+
+def test_run_passes_output_and_exit_code_through_then_analyses(tmp_path: Path) -> None:
+    env = fake_env(tmp_path)
+    out = npudoctor(["prof", "run", "-o", "out", "--aic-metrics", "PipeUtilization", "--",
+                     sys.executable, "-c", "print('epoch 1 loss 2.49'); raise SystemExit(3)"], env, tmp_path)
+    assert out.returncode == 3, out.stderr
+    assert "epoch 1 loss 2.49" in out.stdout and "[INFO] Start profiling" in out.stdout
+    assert "PROF004" in out.stdout and "verdict:" in out.stdout
+    args = json.loads((tmp_path / "out" / "fake_msprof_args.json").read_text())
+    assert "--aic-metrics=PipeUtilization" in args and any(a.startswith("--application=") for a in args)
+    ok = npudoctor(["prof", "run", "-o", "out2", "--format", "json", "--", "true"], env, tmp_path)
+    assert ok.returncode == 0, ok.stderr
+    doc = json.loads(ok.stdout)  # msprof's and the command's own output went to stderr
+    assert "[INFO] Start profiling" in ok.stderr
+    assert doc["schema"] == "npudoctor.prof/1" and doc["ranks"][0]["by_core"] == {"AI_VECTOR_CORE": 20}
+
+
+def test_run_exports_what_the_collection_left_raw(tmp_path: Path) -> None:
+    env = fake_env(tmp_path, FAKE_MSPROF_NO_EXPORT="1")
+    out = npudoctor(["prof", "run", "-o", "out", "--", "true"], env, tmp_path)
+    assert out.returncode == 0, out.stderr
+    (prof,) = (tmp_path / "out").glob("PROF_*")
+    assert (prof / "mindstudio_profiler_output").is_dir() and "PROF001" in out.stdout
+
+
+def test_site_npu_prof_wrapper_is_preferred(tmp_path: Path) -> None:
+    env = fake_env(tmp_path, name="npu-prof")
+    assert launch.find_msprof(env).endswith("npu-prof")  # type: ignore[union-attr]
+
+
+def test_msprof_in_the_cann_install_is_found(tmp_path: Path) -> None:
+    tool = tmp_path / "Ascend" / "ascend-toolkit" / "latest" / "tools" / "profiler" / "bin" / "msprof"
+    tool.parent.mkdir(parents=True)
+    tool.write_text("#!/bin/sh\n")
+    tool.chmod(0o755)
+    assert launch.find_msprof({"PATH": str(tmp_path / "none")}, ascend_base=str(tmp_path / "Ascend")) == str(tool)
+
+
+def test_no_msprof_says_which_package_and_the_torch_npu_snippet(tmp_path: Path) -> None:
+    env = dict(os.environ, PATH=str(tmp_path))
+    env.pop("ASCEND_HOME_PATH", None)
+    env.pop("ASCEND_TOOLKIT_HOME", None)
+    if launch.find_msprof(env) is not None:
+        pytest.skip("this machine has msprof")
+    out = subprocess.run([sys.executable, "-m", "npudoctor", "prof", "run", "--", "true"], env=env,
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2
+    first = out.stderr.splitlines()[0]
+    assert first.startswith("npudoctor: error: msprof not found") and "toolkit" in first
+    assert "torch_npu.profiler.profile(" in out.stderr and "tensorboard_trace_handler" in out.stderr
+
+
+def test_ctrl_c_stops_the_child_and_still_analyses(tmp_path: Path) -> None:
+    env = fake_env(tmp_path)
+    marker = tmp_path / "started"
+    child = (f"import pathlib, time; pathlib.Path({str(marker)!r}).write_text('x'); time.sleep(60)")
+    process = subprocess.Popen([sys.executable, "-m", "npudoctor", "prof", "run", "-o", "out", "--",
+                                sys.executable, "-c", child], env=env, cwd=tmp_path, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not marker.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    process.send_signal(signal.SIGINT)
+    stdout, stderr = process.communicate(timeout=60)
+    assert process.returncode == 130, stderr
+    assert "interrupted" in stderr and "verdict:" in stdout
