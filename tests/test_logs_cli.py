@@ -115,8 +115,8 @@ def test_unreadable_file_is_reported_and_the_others_still_scanned(tmp_path) -> N
     assert result.exit_code == 1
     doc = json.loads(result.stdout)
     statuses = {os.path.basename(f["path"]): f["status"] for f in doc["files"]}
-    assert statuses == {"a.log": "ok", "missing.log": "unreadable", "b.log.gz": "unreadable"}
-    assert doc["summary"]["unreadable"] == 2
+    assert statuses == {"a.log": "ok", "missing.log": "unreadable", "b.log.gz": "partial"}
+    assert doc["summary"]["unreadable"] == 1
     assert doc["summary"]["codes"] == {}  # the vector core exception lines carry no code
     assert "missing.log: no such file or directory" in result.stderr
     assert "b.log.gz" in result.stderr
@@ -176,7 +176,7 @@ def test_human_output_explains_codes(logdir) -> None:
 
 
 def test_parallel_ranges_give_the_same_report_as_one_pass(tmp_path, monkeypatch) -> None:
-    from npudoctor.cli import logs as logs_cli
+    from npudoctor.logs import engine
 
     body = b"".join(sample_data(name) for name in (
         "plog_run_runtime_idedd_errors_2024.log", "plog_2021_acl_runtime_head.log",
@@ -186,7 +186,7 @@ def test_parallel_ranges_give_the_same_report_as_one_pass(tmp_path, monkeypatch)
     single = run([str(log), "--format", "json", "--jobs", "1"])
     from npudoctor.logs.scanner import Scanner
 
-    monkeypatch.setattr(logs_cli, "PARALLEL_MIN_BYTES", 1024)
+    monkeypatch.setattr(engine, "PARALLEL_MIN_BYTES", 1024)
     part_counts = []
     add_parts = Scanner.add_parts
     monkeypatch.setattr(Scanner, "add_parts", lambda self, parts: part_counts.append(len(parts))
@@ -201,31 +201,31 @@ def test_parallel_ranges_give_the_same_report_as_one_pass(tmp_path, monkeypatch)
 
 
 def test_line_boundaries_cut_after_newlines(tmp_path) -> None:
-    from npudoctor.cli.logs import _line_boundaries
+    from npudoctor.logs.engine import line_boundaries
 
     log = tmp_path / "a.log"
     log.write_bytes(b"".join(b"line %d\n" % i for i in range(1000)))
     data = log.read_bytes()
-    cuts = _line_boundaries(str(log), len(data), 4)
+    cuts = line_boundaries(str(log), len(data), 4)
     assert cuts[0] == 0 and cuts[-1] == len(data) and len(cuts) == 5
     assert all(data[cut - 1:cut] == b"\n" for cut in cuts[1:])
 
 
 def test_permission_denied_file_is_reported_and_others_scanned(tmp_path, monkeypatch) -> None:
-    from npudoctor.cli import logs as logs_cli
+    from npudoctor.logs import engine
 
     good = tmp_path / "a.log"
     good.write_bytes(sample_data("plog_runtime_ffts_vector_core_exception_3lines.log"))
     secret = tmp_path / "secret.log"
     secret.write_text("x\n", encoding="utf-8")
-    real_chunks = logs_cli._file_chunks
+    real_open = engine.open_input
 
-    def chunks(path, chunk_bytes):
+    def open_input(path, *args, **kwargs):
         if path.endswith("secret.log"):
             raise PermissionError(13, "Permission denied", path)
-        yield from real_chunks(path, chunk_bytes)
+        return real_open(path, *args, **kwargs)
 
-    monkeypatch.setattr(logs_cli, "_file_chunks", chunks)
+    monkeypatch.setattr(engine, "open_input", open_input)
     result = run([str(tmp_path), "--format", "json"])
     assert result.exit_code == 1
     files = {os.path.basename(f["path"]): f for f in json.loads(result.stdout)["files"]}

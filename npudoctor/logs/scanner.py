@@ -153,6 +153,8 @@ class ScanResult:
     modules: Counter[str]
     codes: Counter[str]
     findings: List[LogFinding]
+    # (path, reason) of what a folder walk passed over: "not logs", "not a regular file (fifo)", ...
+    skipped: List[Tuple[str, str]] = field(default_factory=list)
 
     @property
     def readable_files(self) -> List[FileSummary]:
@@ -418,7 +420,9 @@ class Scanner:
         for rule_index in sorted(candidates):
             rule = self.rules.rules[rule_index]
             for index in sorted(candidates[rule_index]):
-                match = rule.pattern.search(texts[index])
+                text = texts[index]
+                match = rule.pattern.search(text, 0, rule.max_chars) if rule.max_chars else \
+                    rule.pattern.search(text)
                 if match is not None:
                     hits[index].append(_rule_hit(rule, match))
 
