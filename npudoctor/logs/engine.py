@@ -143,16 +143,34 @@ def _walk(root: str, follow_symlinks: bool, cwd: Optional[str], inputs: List[Log
 
 
 def read_chunks(handle: IO[bytes], chunk_bytes: int = CHUNK_BYTES, limit: Optional[int] = None) -> Iterator[bytes]:
-    """The bytes of ``handle`` in chunks (at most ``limit`` bytes in all)."""
+    """The bytes of ``handle`` in chunks of about ``chunk_bytes`` (at most ``limit`` bytes in all).
+
+    Reads are single calls (``read1`` on buffered streams) gathered into a chunk, so that a read error
+    after some data (a dropped pipe) first yields what came before it, then raises.
+    """
+    read = getattr(handle, "read1", handle.read)
     left = limit
+    pending: List[bytes] = []
+    size = 0
     while left is None or left > 0:
-        want = chunk_bytes if left is None else min(chunk_bytes, left)
-        data = handle.read(want)
+        want = chunk_bytes - size if left is None else min(chunk_bytes - size, left)
+        try:
+            data = read(want)
+        except Exception:
+            if pending:
+                yield b"".join(pending)
+            raise
         if not data:
-            return
+            break
+        pending.append(data)
+        size += len(data)
         if left is not None:
             left -= len(data)
-        yield data
+        if size >= chunk_bytes:
+            yield b"".join(pending) if len(pending) > 1 else pending[0]
+            pending, size = [], 0
+    if pending:
+        yield b"".join(pending)
 
 
 def gunzip_chunks(raw: Iterable[bytes], chunk_bytes: int = CHUNK_BYTES) -> Iterator[bytes]:
