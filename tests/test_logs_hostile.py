@@ -89,7 +89,7 @@ def test_check_logs_skips_fifos_and_dev_zero(tmp_path) -> None:
     (plogs / "plog-3_20250101000000002.log").symlink_to("/dev/zero")
     code, out, err, seconds, rss = run_child(["check", "--root", str(root), "--logs", "/logs", "--only", "LOG001",
                                               "--format", "json"])
-    assert seconds < 10 and rss < 200, err
+    assert code == 1 and seconds < 10 and rss < 200, err
     doc = json.loads(out)
     (finding,) = [f for f in doc["findings"] if f["id"] == "LOG001"]
     assert finding["status"] == "fail" and "507011" in finding["detail"]
