@@ -141,7 +141,7 @@ def test_usage_errors_are_exit_2_with_one_line(tmp_path, args, message) -> None:
 
 
 def test_junit_output(logdir) -> None:
-    result = run([str(logdir), "--format", "junit"])
+    result = run([str(logdir), "--format", "junit", "--fail-on", "error,fallback"])
     root = ET.fromstring(result.stdout)
     suite = root.find("testsuite")
     assert suite is not None

@@ -118,15 +118,15 @@ def _emit(result: ScanResult, fmt: str, verbose: bool, criteria: Sequence[str], 
     elif fmt == "junit":
         from npudoctor.report import logs_junit
 
-        click.echo(logs_junit.render(result), nl=False)
+        click.echo(logs_junit.render(result, criteria), nl=False)
     elif fmt == "github":
         from npudoctor.report import logs_github
 
-        click.echo(logs_github.render(result), nl=False)
+        click.echo(logs_github.render(result, criteria, code), nl=False)
     else:
         from npudoctor.report import console, logs_console
 
-        logs_console.render(result, console.make_console(), verbose=verbose)
+        logs_console.render(result, console.make_console(), verbose=verbose, fail_on=criteria, exit_code=code)
 
 
 @logs.command("explain")

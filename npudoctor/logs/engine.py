@@ -55,7 +55,7 @@ class LogInput:
 def display_path(path: str, cwd: Optional[str] = None) -> str:
     """``path`` relative to the current folder when it lies below it, else as given."""
     if not os.path.isabs(path):
-        return path
+        return os.path.normpath(path)
     base = os.path.abspath(cwd or os.getcwd())
     if path == base or not path.startswith(base.rstrip(os.sep) + os.sep):
         return path

@@ -132,6 +132,7 @@ class FileSummary:
     bytes: int = 0
     cut_lines: int = 0  # over-long lines that were cut at MAX_LINE_BYTES
     examined_lines: int = 0  # lines the prefilter passed on to the full grammar
+    causes: Counter[Tuple[str, str]] = field(default_factory=collections.Counter)  # (kind, subject) -> lines
     _votes: Counter[str] = field(default_factory=collections.Counter)
     _binary: bool = False
 
@@ -296,6 +297,8 @@ class Scanner:
             summary.cut_lines += piece.cut_lines
             summary.examined_lines += piece.examined_lines
             summary._votes.update(piece._votes)
+            for (kind, subject), n in piece.causes.items():
+                summary.causes[self._capped_key(kind, subject)] += n
             self.levels.update(part.levels)
             self.modules.update(part.modules)
             for code, n in part.codes.items():
@@ -450,6 +453,7 @@ class Scanner:
 
     def _merge(self, summary: FileSummary, text: str, lineno: int, line_hits: List[LineHit]) -> None:
         where = Evidence(summary.path, lineno)
+        text = printable(text)
         for hit in line_hits:
             if hit.kind == "error_code":
                 self.codes[self._capped_code(hit.subject)] += 1
@@ -459,27 +463,31 @@ class Scanner:
                     summary._votes["cann-error"] += 1
             elif hit.rule and self._rule_format.get(hit.rule):
                 summary._votes[self._rule_format[hit.rule]] += 1
-            self._merge_finding(LogFinding(
-                kind=hit.kind, subject=hit.subject, severity=hit.severity, title=hit.title, count=1,
+            key = self._merge_finding(LogFinding(
+                kind=hit.kind, subject=printable(hit.subject), severity=hit.severity, title=hit.title, count=1,
                 first=where, last=where, sample=text.strip()[:SAMPLE_CHARS], fix=hit.fix, rule=hit.rule,
-                code=hit.code, details={name: {value} for name, value in hit.details}), _add_capped_values)
+                code=hit.code, details={name: {printable(value)} for name, value in hit.details}),
+                _add_capped_values)
+            summary.causes[key] += 1
 
     def _merge_finding(self, finding: LogFinding,
-                       add_values: Callable[[Set[str], Set[str]], None]) -> None:
-        """Merge ``finding`` into the one of its kind and subject (capped); ``add_values`` adds its details."""
+                       add_values: Callable[[Set[str], Set[str]], None]) -> Tuple[str, str]:
+        """Merge ``finding`` into the one of its kind and subject (capped); ``add_values`` adds its details.
+        Returns the (kind, subject) it was merged under."""
         key = self._capped_key(finding.kind, finding.subject)
         merged = self._merged.get(key)
         if merged is None:
             self._subjects_per_kind[key[0]] += 1
             details = {name: set(values) for name, values in finding.details.items()}
             self._merged[key] = dataclasses.replace(finding, subject=key[1], details=details)
-            return
+            return key
         merged.count += finding.count
         merged.last = finding.last
         if SEVERITY_RANK[finding.severity] < SEVERITY_RANK[merged.severity]:
             merged.severity = finding.severity
         for name, values in finding.details.items():
             add_values(merged.details.setdefault(name, set()), values)
+        return key
 
     def _capped_key(self, kind: str, subject: str) -> Tuple[str, str]:
         if (kind, subject) in self._merged or self._subjects_per_kind[kind] < MAX_SUBJECTS_PER_KIND:
@@ -607,6 +615,17 @@ def _file_format(summary: FileSummary) -> str:
         if votes[name]:
             return name
     return "text"
+
+
+# Terminal escape sequences (OSC title changes, CSI clear-screen and colours, other ESC sequences) and the
+# control characters left: log text is someone else's text, printed on our user's terminal and in XML.
+_CONTROL = re.compile(r"\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b\[[0-?]*[ -/]*[@-~]?|\x1b[@-_]?|"
+                      r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """``text`` without terminal escape sequences and control characters (tabs kept)."""
+    return _CONTROL.sub("", text) if not text.isprintable() else text
 
 
 def _one_line(exc: BaseException) -> str:
