@@ -43,8 +43,9 @@ def render(result: ScanResult, fail_on: Sequence[str] = ("error",), exit_code: i
                        f"{_data(f'{summary.status}: {summary.error}')}")
     for finding in result.findings:
         title = f"{finding.kind}: {finding.subject}"
-        message = (f"{finding.title or finding.kind} "
-                   f"(x{finding.count}, first {finding.first}, last {finding.last})")
+        first = f"{workspace_path(finding.first.file, workspace)}:{finding.first.line}"
+        last = f"{workspace_path(finding.last.file, workspace)}:{finding.last.line}"
+        message = f"{finding.title or finding.kind} (x{finding.count}, first {first}, last {last})"
         if finding.code is not None:
             message += f"\n{finding.code.meaning}"
         if finding.fix:
