@@ -231,3 +231,40 @@ def test_engine_is_pure_and_light() -> None:
             "if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert out.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("line", [
+    "[ERROR] RUNTIME(1,python):2025-01-01-00:00:00.000.001 [api.cc:1]1 launch failed, ERRCODE=507011",
+    "RuntimeError: Error Code Is 507011 (see EZ9999 above)",
+    "EZ9999: Inner Error! ... errNo[0x0000000005010009] ... result[207008] ... EI0006",
+    "torch_npu ERR00100 then error code is 507035 then EE8888",
+])
+def test_the_scanner_reads_codes_like_find_codes(line: str) -> None:
+    """One reader of error codes: the scan and LIB005 (codes.find_codes) see the same codes in one order."""
+    from npudoctor.logs.codes import find_codes
+
+    scanned = [hit.subject for hit in Scanner().analyze_line(line) if hit.kind == "error_code"]
+    assert scanned == find_codes(line) and scanned
+
+
+def test_records_glued_by_concurrent_writers_are_counted_and_read() -> None:
+    glued = (b"[INFO] HCCL(17528,python3):2026-03-18-10:33:52.113.960 [transport.cc:88] send ret[9]"
+             b"[ERROR] HCCL(17528,python3): 2026-03-18-10:33:52.113.964 [transport_manager.cc:1402] link EI0006\n"
+             b"[INFO] GE(1,python):2026-03-18-10:33:52.113.970 [a.cc:1] ok\n")
+    scanner = Scanner()
+    summary = scanner.scan_bytes("plog", glued)
+    result = scanner.result()
+    assert (summary.lines, summary.records) == (2, 3)
+    assert result.levels == {"INFO": 2, "ERROR": 1}
+    assert [(f.kind, f.subject, f.first.line) for f in result.findings] == [("error_code", "EI0006", 1)]
+
+
+def test_a_site_rule_format_cannot_turn_text_into_a_plog(tmp_path) -> None:
+    """The format vote counts plog records once (summary.records), not again under a vote key."""
+    rules = tmp_path / "site.yaml"
+    rules.write_text('rules:\n- {id: r, kind: k, pattern: "step", hints: [step], format: records, '
+                     'severity: info}\n', encoding="utf-8")
+    scanner = Scanner(load_rules([str(rules)]))
+    summary = scanner.scan_bytes("train.out", b"step 1\nstep 2\nstep 3\n"
+                                 b"[ERROR] GE(1,p):2025-01-01-00:00:00.000.000 [a.cc:1]1 x\n")
+    assert summary.format == "text"

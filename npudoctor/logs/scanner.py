@@ -63,21 +63,26 @@ PLOG_MARKERS: Tuple[bytes, ...] = (b"[ERROR]", b"[WARNING]")
 
 # The same grammar on decoded text, with all fields.
 RECORD = re.compile(
-    r"\[(?P<level>[A-Z]+|\d{1,2})\] ?(?P<module>[A-Z][A-Z0-9_]*|\d+)\((?P<pid>-?\d+),(?P<pname>[^)]*)\):"
+    r"\[(?P<level>[A-Z]+|\d{1,2})\] ?(?P<module>[A-Z][A-Z0-9_]*|\d+)\((?P<pid>-?\d+),(?P<pname>[^)]*)\): ?"
     r"(?P<ts>\d{4}-\d\d-\d\d-\d\d:\d\d:\d\d(?:\.\d{3}\.\d{3})?)")
 SLOGD_RECORD = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}\[(?P<level>[A-Z]+)\] ")
 # Error codes: CANN error-message codes (EZ9999, EI0006, E19010, W11001), torch_npu ERR codes, numeric
 # AscendCL/runtime results after the words that introduce them, HCCL errNo.
 # (Each pattern starts with a literal or a small class so that the regex engine can skip ahead.)
 # How codes look in text (CODE, NUMERIC_CODE, HCCL_ERRNO) is defined once, in npudoctor.logs.codes.
-NUMERIC_CODE_GUARDS = ("ode is", "ode=", "esult", "rrorNo")  # literals in front of every NUMERIC_CODE match
+# Lower-cased literals in front of every NUMERIC_CODE and HCCL_ERRNO match.
+NUMERIC_CODE_GUARDS = ("ode is", "ode=", "esult", "rrorno", "errno[")
 # The bytes twin of codes.CODE, for the prefilter over raw chunks (which only needs where each match starts).
 CODE_BYTES = re.compile(codebase.CODE.pattern.encode())
 # Literals that put a line of free text (console output) in front of the full grammar, besides the rules'
 # hints and the E/W/ERR code pattern: record levels and the words before numeric codes.
 TEXT_MARKERS: Tuple[bytes, ...] = (
-    b"[ERROR]", b"[WARNING]", b"rror code is", b"rrorCode", b"rrCode", b"rrcode", b"esult[", b"esult = ",
-    b"rrorNo: ", b"errNo[")
+    b"[ERROR]", b"[WARNING]", b"rror code is", b"rror Code", b"RROR CODE", b"rrorCode", b"rrCode", b"rrcode",
+    b"RRCODE", b"RRORCODE", b"esult[", b"esult = ", b"rrorNo: ", b"errNo[")
+
+_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+# A second record glued onto a line by a concurrent writer that lost a newline: `...ret[9][ERROR] HCCL(...`.
+GLUED_RECORD = re.compile(r"(?<=.)(?=\[(?:ERROR|WARNING|INFO|DEBUG|EVENT|TRACE)\] ?[A-Z][A-Z0-9_]*\(-?\d+,)")
 
 SEVERITY_RANK = {name: rank for rank, name in enumerate(SEVERITIES)}  # error=0 is the worst
 # The finding kinds the scanner gives itself (see _code_hit, _bare_record); the rules give all the others.
@@ -353,7 +358,6 @@ class Scanner:
             self.levels[level.decode()] += n
             self.modules[module.strip().decode()] += n
         summary.records += records
-        summary._votes["records"] += records
         summary.examined_lines += len(located)
         if located:
             raws = []
@@ -365,10 +369,33 @@ class Scanner:
                 texts = [t[:MAX_MATCH_CHARS].rstrip("\r") for t in decoded.split("\n")]
             except UnicodeDecodeError:
                 texts = [decode_text(raw)[:MAX_MATCH_CHARS].rstrip("\r\n") for raw in raws]
-            for (_, lineno), text, line_hits in zip(located, texts, self.analyze_lines(texts)):
+            linenos = [lineno for _, lineno in located]
+            if any(GLUED_RECORD.search(text) for text in texts):
+                linenos, texts = self._unglue(summary, linenos, texts, plog_mode)
+            for lineno, text, line_hits in zip(linenos, texts, self.analyze_lines(texts)):
                 if line_hits:
                     self._merge(summary, text, lineno, line_hits)
         return line_base + newlines
+
+    def _unglue(self, summary: FileSummary, linenos: List[int], texts: List[str],
+                plog_mode: bool) -> Tuple[List[int], List[str]]:
+        """Split lines holding several records into one text per record (same line number); in plog mode
+        the records after the first were not counted yet: count them."""
+        out_linenos: List[int] = []
+        out_texts: List[str] = []
+        for lineno, text in zip(linenos, texts):
+            pieces = GLUED_RECORD.split(text)
+            if plog_mode:
+                for piece in pieces[1:]:
+                    record = RECORD_FIRST_LINE.match(piece.encode("utf-8", "replace"))
+                    if record is not None:
+                        level, _, module = record.group(1).partition(b"]")
+                        self.levels[level.decode()] += 1
+                        self.modules[module.strip().decode()] += 1
+                        summary.records += 1
+            out_linenos.extend([lineno] * len(pieces))
+            out_texts.extend(pieces)
+        return out_linenos, out_texts
 
     def _text_candidates(self, data: bytes, begin: int, end: int) -> Set[int]:
         """Starts of the free-text lines holding an anchor of any marker or hint, or an E/W/ERR code."""
@@ -429,20 +456,18 @@ class Scanner:
                 if match is not None:
                     hits[index].append(_rule_hit(rule, match))
 
-        codes_by_line: Dict[int, List[str]] = {}
-        for match in codebase.CODE.finditer(block):
-            index = bisect.bisect_right(offsets, match.start()) - 1
-            codes_by_line.setdefault(index, []).append(match.group(1) + match.group(2))
-        guarded: Set[int] = set()
+        # Codes are read by codes.find_codes, the one reader (LIB005 uses it too); lines are picked by the
+        # E/W/ERR pattern or by a lower-cased literal that every numeric code context holds.
+        code_lines: Set[int] = {bisect.bisect_right(offsets, m.start()) - 1 for m in codebase.CODE.finditer(block)}
+        lowered = block.translate(_ASCII_LOWER)  # str.lower() may change the length of non-ASCII text
         for guard in NUMERIC_CODE_GUARDS:
-            guarded.update(lines_with(guard))
-        for index in sorted(guarded):
-            codes_by_line.setdefault(index, []).extend(codebase.NUMERIC_CODE.findall(texts[index]))
-        for index in set(lines_with("errNo[")):
-            codes_by_line.setdefault(index, []).extend(
-                codebase.normalize(errno) for errno in codebase.HCCL_ERRNO.findall(texts[index]))
-        for index, found in codes_by_line.items():
-            hits[index].extend(_code_hit(code) for code in dict.fromkeys(found))
+            at = lowered.find(guard)
+            while at >= 0:
+                index = bisect.bisect_right(offsets, at) - 1
+                code_lines.add(index)
+                at = lowered.find(guard, offsets[index + 1]) if index + 1 < len(offsets) else -1
+        for index in sorted(code_lines):
+            hits[index].extend(_code_hit(code) for code in codebase.find_codes(texts[index]))
 
         for index, line_hits in enumerate(hits):
             if not line_hits:
@@ -609,7 +634,7 @@ def _file_format(summary: FileSummary) -> str:
         return "binary"
     if votes["slogd"] >= PLOG_SHARE * summary.lines / 2:
         return "slogd"
-    if votes["records"] >= summary.lines / 2:
+    if summary.records >= summary.lines / 2:
         return "plog"
     for name in ("atc", "torch_npu", "cann-error"):
         if votes[name]:
