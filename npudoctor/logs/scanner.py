@@ -80,9 +80,13 @@ TEXT_MARKERS: Tuple[bytes, ...] = (
     b"[ERROR]", b"[WARNING]", b"rror code is", b"rror Code", b"RROR CODE", b"rrorCode", b"rrCode", b"rrcode",
     b"RRCODE", b"RRORCODE", b"esult[", b"esult = ", b"rrorNo: ", b"errNo[")
 
+# What changes between repeats of one record: the pid, process name and timestamp of its header.
+RECORD_VARYING = re.compile(r"\(-?\d+,[^)\n]*\): ?\d{4}-\d\d-\d\d-\d\d:\d\d:\d\d(?:\.\d{3}\.\d{3})?")
+# Distinct message shapes whose analysis is kept (then the cache starts over).
+MAX_SHAPES = 8192
 _ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
 # A second record glued onto a line by a concurrent writer that lost a newline: `...ret[9][ERROR] HCCL(...`.
-GLUED_RECORD = re.compile(r"(?<=.)(?=\[(?:ERROR|WARNING|INFO|DEBUG|EVENT|TRACE)\] ?[A-Z][A-Z0-9_]*\(-?\d+,)")
+RECORD_HEADER = re.compile(r"\[(?:ERROR|WARNING|INFO|DEBUG|EVENT|TRACE)\] ?[A-Z][A-Z0-9_]*\(-?\d+,")
 
 SEVERITY_RANK = {name: rank for rank, name in enumerate(SEVERITIES)}  # error=0 is the worst
 # The finding kinds the scanner gives itself (see _code_hit, _bare_record); the rules give all the others.
@@ -218,6 +222,7 @@ class Scanner:
             for hint in rule.hints:
                 self._rules_by_hint.setdefault(hint, []).append(index)
         self._rule_format = {r.id: r.format for r in self.rules.rules if r.format}
+        self._shape_hits: Dict[str, List[LineHit]] = {}
 
     @property
     def plog_markers(self) -> Tuple[bytes, ...]:
@@ -370,29 +375,57 @@ class Scanner:
             except UnicodeDecodeError:
                 texts = [decode_text(raw)[:MAX_MATCH_CHARS].rstrip("\r\n") for raw in raws]
             linenos = [lineno for _, lineno in located]
-            if any(GLUED_RECORD.search(text) for text in texts):
-                linenos, texts = self._unglue(summary, linenos, texts, plog_mode)
-            for lineno, text, line_hits in zip(linenos, texts, self.analyze_lines(texts)):
+            block = "\n".join(texts)
+            glued = [m.start() for m in RECORD_HEADER.finditer(block) if m.start() and block[m.start() - 1] != "\n"]
+            if glued:
+                linenos, texts = self._unglue(summary, linenos, texts, glued, plog_mode)
+            for lineno, text, line_hits in zip(linenos, texts, self._analyze_shapes(texts)):
                 if line_hits:
                     self._merge(summary, text, lineno, line_hits)
         return line_base + newlines
 
-    def _unglue(self, summary: FileSummary, linenos: List[int], texts: List[str],
+    def _analyze_shapes(self, texts: List[str]) -> List[List[LineHit]]:
+        """:meth:`analyze_lines`, done once per message shape: a job looping on an error writes the same
+        record again and again with a new pid, timestamp and nothing else. The shape is the line with the
+        record header's pid/process and timestamp blanked (rules read the message, not those)."""
+        shapes = RECORD_VARYING.sub("(0,):", "\n".join(texts)).split("\n")
+        cache = self._shape_hits
+        missing = [index for index, shape in enumerate(shapes) if shape not in cache]
+        if missing:
+            if len(cache) + len(missing) > MAX_SHAPES:
+                cache.clear()  # bounded memory: a log of all-distinct lines gains nothing from the cache
+            for index, line_hits in zip(missing, self.analyze_lines([texts[i] for i in missing])):
+                cache[shapes[index]] = line_hits
+        return [cache[shape] for shape in shapes]
+
+    def _unglue(self, summary: FileSummary, linenos: List[int], texts: List[str], glued: List[int],
                 plog_mode: bool) -> Tuple[List[int], List[str]]:
-        """Split lines holding several records into one text per record (same line number); in plog mode
-        the records after the first were not counted yet: count them."""
+        """Split the lines holding records glued after their start (``glued``: offsets in the joined texts)
+        into one text per record, same line number; in plog mode those records were not counted yet."""
+        offsets: List[int] = []
+        position = 0
+        for text in texts:
+            offsets.append(position)
+            position += len(text) + 1
+        cuts: Dict[int, List[int]] = {}
+        for at in glued:
+            index = bisect.bisect_right(offsets, at) - 1
+            cuts.setdefault(index, []).append(at - offsets[index])
         out_linenos: List[int] = []
         out_texts: List[str] = []
-        for lineno, text in zip(linenos, texts):
-            pieces = GLUED_RECORD.split(text)
+        for index, (lineno, text) in enumerate(zip(linenos, texts)):
+            bounds = cuts.get(index)
+            if not bounds:
+                out_linenos.append(lineno)
+                out_texts.append(text)
+                continue
+            pieces = [text[a:b] for a, b in zip([0, *bounds], [*bounds, len(text)])]
             if plog_mode:
                 for piece in pieces[1:]:
-                    record = RECORD_FIRST_LINE.match(piece.encode("utf-8", "replace"))
-                    if record is not None:
-                        level, _, module = record.group(1).partition(b"]")
-                        self.levels[level.decode()] += 1
-                        self.modules[module.strip().decode()] += 1
-                        summary.records += 1
+                    level, _, module = piece[1:piece.index("(")].partition("]")
+                    self.levels[level] += 1
+                    self.modules[module.strip()] += 1
+                    summary.records += 1
             out_linenos.extend([lineno] * len(pieces))
             out_texts.extend(pieces)
         return out_linenos, out_texts
@@ -478,7 +511,7 @@ class Scanner:
 
     def _merge(self, summary: FileSummary, text: str, lineno: int, line_hits: List[LineHit]) -> None:
         where = Evidence(summary.path, lineno)
-        text = printable(text)
+        cleaned = ""
         for hit in line_hits:
             if hit.kind == "error_code":
                 self.codes[self._capped_code(hit.subject)] += 1
@@ -488,9 +521,17 @@ class Scanner:
                     summary._votes["cann-error"] += 1
             elif hit.rule and self._rule_format.get(hit.rule):
                 summary._votes[self._rule_format[hit.rule]] += 1
+            merged = self._merged.get((hit.kind, hit.subject))
+            if merged is not None and not hit.details and merged.severity == hit.severity:
+                merged.count += 1  # the common case of a repeated cause: no new finding to build
+                merged.last = where
+                summary.causes[hit.kind, hit.subject] += 1
+                continue
+            if not cleaned:
+                cleaned = printable(text)
             key = self._merge_finding(LogFinding(
                 kind=hit.kind, subject=printable(hit.subject), severity=hit.severity, title=hit.title, count=1,
-                first=where, last=where, sample=text.strip()[:SAMPLE_CHARS], fix=hit.fix, rule=hit.rule,
+                first=where, last=where, sample=cleaned.strip()[:SAMPLE_CHARS], fix=hit.fix, rule=hit.rule,
                 code=hit.code, details={name: {printable(value)} for name, value in hit.details}),
                 _add_capped_values)
             summary.causes[key] += 1
