@@ -135,3 +135,25 @@ def test_fail_on_warn_includes_errors(tmp_path) -> None:
     log.write_bytes(b"[ERROR] GE(1,x):2025-01-01-00:00:00.000.000 [a.cc:1]1 graph failed\n")
     assert run([str(log), "--fail-on", "warn"]).exit_code == 1
     assert run([str(log), "--fail-on", "error_record"]).exit_code == 1
+
+
+def test_progress_is_drawn_on_a_terminal_and_cleared(tmp_path) -> None:
+    import io
+
+    from npudoctor.cli.logs import StderrProgress
+    from npudoctor.logs.engine import scan_paths
+
+    log = tmp_path / "plog-1_1.log"
+    log.write_bytes(ERRORS * 1000)
+    stream = io.StringIO()
+    progress = StderrProgress(stream, delay_s=0.0)
+    calls = []
+    scan_paths([str(log)], progress=lambda *a: (calls.append(a), progress(*a)))
+    progress.close()
+    assert calls[-1] == (len(ERRORS) * 1000, len(ERRORS) * 1000, 1, 1)
+    assert "scanning: 1/1 files" in stream.getvalue() and stream.getvalue().endswith("\r")
+
+
+def test_piped_output_has_no_progress(workspace) -> None:
+    result = run(["logs", "--format", "json"], cwd=workspace)
+    assert "scanning:" not in result.stderr and result.stderr == ""
