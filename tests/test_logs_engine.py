@@ -80,11 +80,23 @@ def test_binary_input_is_scanned_and_reported_as_binary() -> None:
     assert any(f.subject == "507011" for f in result.findings)
 
 
-def test_a_line_without_newline_is_cut_to_keep_memory_bounded() -> None:
-    data = b"x" * (MAX_LINE_BYTES * 2 + 10) + b"\n" + ERROR_507011
-    summary, result = scan(data, chunk=1 << 20)
-    assert summary.cut_lines >= 1
-    assert [f.subject for f in result.findings] == ["507011"]
+def test_a_line_without_newline_is_read_in_pieces_and_keeps_its_number() -> None:
+    """A log whose newlines were lost is read in full, in bounded pieces that all carry the line's number:
+    a code 2 MiB into the line is found on line 1, and the next line is still line 2."""
+    long_line = b"x" * (2 << 20) + b" rtModelExecute:ErrCode=507035 " + b"y" * (MAX_LINE_BYTES * 3) + b"\n"
+    summary, result = scan(long_line + ERROR_507011, chunk=1 << 20)
+    assert summary.cut_lines == 1 and summary.lines == 2
+    found = {f.subject: (f.first.line, f.last.line) for f in result.findings}
+    assert found == {"507035": (1, 1), "507011": (2, 2)}
+
+
+def test_records_whose_newlines_were_lost_are_counted_like_lines() -> None:
+    record = b"[ERROR] RUNTIME(1,python):2025-01-01-00:00:00.000.001 [api_c.cc:9]1 rtModelExecute:ErrCode=507011 "
+    info = b"[INFO] GE(1,python):2025-01-01-00:00:00.000.000 [a.cc:1]1 all fine "
+    flat = (info * 9 + record) * 2000
+    summary, result = scan(flat, chunk=1 << 16)
+    assert summary.lines == 1 and summary.records == 20000
+    assert [(f.subject, f.count) for f in result.findings] == [("507011", 2000)]
 
 
 def test_read_error_midway_marks_the_file_partial_and_keeps_what_was_read() -> None:

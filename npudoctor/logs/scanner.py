@@ -34,8 +34,10 @@ from npudoctor.logs.rules import SEVERITIES, Rule, RuleSet, default_rules
 from npudoctor.parsers.text import decode_text
 
 CHUNK_BYTES = 8 * 1024 * 1024
-# A "line" without a newline for this long (binary junk, one-line dumps) is cut, to keep memory constant.
-MAX_LINE_BYTES = 4 * 1024 * 1024
+# A "line" without a newline for this long (binary junk, one-line dumps, a log whose newlines were lost) is
+# scanned in pieces of this size, each with the line's own number: memory stays constant, every byte is read.
+LONG_LINE_PIECE = 16 * 1024
+MAX_LINE_BYTES = LONG_LINE_PIECE  # the name older callers use
 # Only this much of one line is decoded and matched (the interesting part of a record is at its start).
 MAX_MATCH_CHARS = 16 * 1024
 SAMPLE_CHARS = 300
@@ -56,6 +58,8 @@ RECORD_FIRST_LINE = re.compile(
     rb"\[((?:ERROR|WARNING|INFO|DEBUG|EVENT|TRACE|NULL|\d{1,2})\] ?(?:[A-Z][A-Z0-9_]*|\d+))\(")
 RECORD_AT_LINE_START = re.compile(b"\n" + RECORD_FIRST_LINE.pattern)
 RECORD_ANYWHERE = re.compile(RECORD_FIRST_LINE.pattern + rb"-?\d+,")
+# The opening bracket of a record header (replaced by a newline and itself: a literal replacement is C-fast).
+RECORD_BRACKET = re.compile(rb"\[(?=" + RECORD_ANYWHERE.pattern[2:] + rb")")
 # slogd's own log: `2025-05-07 19:54:54.608[INFO] log_path_mgr.c:123: msg`.
 SLOGD_FIRST_LINE = re.compile(rb"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}\[(ERROR|WARNING|INFO|DEBUG|EVENT)\] ")
 SLOGD_AT_LINE_START = re.compile(b"\n" + SLOGD_FIRST_LINE.pattern)
@@ -144,6 +148,7 @@ class FileSummary:
     causes: Counter[Tuple[str, str]] = field(default_factory=collections.Counter)  # (kind, subject) -> lines
     _votes: Counter[str] = field(default_factory=collections.Counter)
     _binary: bool = False
+    _in_long_line: bool = False  # the line being read has been cut into pieces already
 
     def to_dict(self) -> Dict[str, Any]:
         out: Dict[str, Any] = {"path": self.path, "status": self.status, "format": self.format,
@@ -264,28 +269,45 @@ class Scanner:
             if carry:  # complete the line left over from the previous chunk
                 newline = chunk.find(b"\n")
                 if newline < 0:
-                    carry += chunk
-                    if len(carry) > MAX_LINE_BYTES:  # no newline for too long: cut it, memory stays bounded
-                        summary.cut_lines += 1
-                        line_base = self.scan_lines(summary, carry + b"\n", line_base)
-                        carry = b""
+                    carry = self._scan_long_line(summary, carry + chunk, line_base)
                     continue
                 line_base = self.scan_lines(summary, carry + chunk[:newline + 1], line_base)
                 begin = newline + 1
+                summary._in_long_line = False
             cut = chunk.rfind(b"\n", begin) + 1
             if cut > begin:
+                summary._in_long_line = False
                 line_base = self.scan_lines(summary, chunk, line_base, begin, cut)
-            carry = chunk[max(cut, begin):]
-            if len(carry) > MAX_LINE_BYTES:
-                summary.cut_lines += 1
-                line_base = self.scan_lines(summary, carry + b"\n", line_base)
-                carry = b""
+            carry = self._scan_long_line(summary, chunk[max(cut, begin):], line_base)
             del chunk  # hold at most one chunk while the next one is read
         if carry:  # a last line without its newline (truncated file)
             line_base = self.scan_lines(summary, carry + b"\n", line_base)
         summary.lines = line_base
         summary.format = _file_format(summary)
         return summary
+
+    def _scan_long_line(self, summary: FileSummary, carry: bytes, line_base: int) -> bytes:
+        """Scan the start of a line that has no newline yet in pieces of LONG_LINE_PIECE bytes, all with
+        the line's own number (a 1 GB log without newlines is read in full, at the speed of normal lines,
+        in bounded memory); return the rest, shorter than a piece, to be completed by the next chunk."""
+        if len(carry) <= LONG_LINE_PIECE:
+            return carry
+        if not summary._in_long_line:
+            summary._in_long_line = True
+            summary.cut_lines += 1
+        # Records whose newlines were lost start a piece each (the plog fast path applies again), cut before
+        # the last record header so that none is split; text without headers is cut every LONG_LINE_PIECE.
+        last = None
+        for last in RECORD_BRACKET.finditer(carry, max(0, len(carry) - 4 * LONG_LINE_PIECE)):
+            pass
+        if last is not None and last.start() > 0:
+            stop = last.start()
+            pieces = RECORD_BRACKET.sub(b"\n[", carry[:stop]) + b"\n"
+        else:
+            stop = len(carry) - len(carry) % LONG_LINE_PIECE
+            pieces = b"\n".join(carry[at:at + LONG_LINE_PIECE] for at in range(0, stop, LONG_LINE_PIECE)) + b"\n"
+        self.scan_lines(summary, pieces, line_base, one_line=True)  # one call: pieces cost like lines
+        return carry[stop:]
 
     def export_part(self) -> ScanPart:
         """This scanner's state after scanning exactly one input (a byte range of a file)."""
@@ -331,9 +353,10 @@ class Scanner:
 
     # ---- the engine ---------------------------------------------------------------------------------------
     def scan_lines(self, summary: FileSummary, data: bytes, line_base: int, begin: int = 0,
-                   end: Optional[int] = None) -> int:
+                   end: Optional[int] = None, one_line: bool = False) -> int:
         """Scan the complete lines ``data[begin:end]`` (ending with a newline) of the input ``summary``,
-        whose first line is line ``line_base + 1``; return the line count after them."""
+        whose first line is line ``line_base + 1``; return the line count after them. With ``one_line``
+        the "lines" are pieces of one over-long line: all of them are line ``line_base + 1``."""
         end = len(data) if end is None else end
         first = RECORD_FIRST_LINE.match(data, begin, end)
         headers = RECORD_AT_LINE_START.findall(data, begin, end)
@@ -374,14 +397,24 @@ class Scanner:
                 texts = [t[:MAX_MATCH_CHARS].rstrip("\r") for t in decoded.split("\n")]
             except UnicodeDecodeError:
                 texts = [decode_text(raw)[:MAX_MATCH_CHARS].rstrip("\r\n") for raw in raws]
-            linenos = [lineno for _, lineno in located]
+            linenos = [line_base + 1] * len(located) if one_line else [lineno for _, lineno in located]
             block = "\n".join(texts)
             glued = [m.start() for m in RECORD_HEADER.finditer(block) if m.start() and block[m.start() - 1] != "\n"]
             if glued:
                 linenos, texts = self._unglue(summary, linenos, texts, glued, plog_mode)
-            for lineno, text, line_hits in zip(linenos, texts, self._analyze_shapes(texts)):
+            # Lines of one shape share one hits list: merge them once, with their count and last line.
+            groups: Dict[int, List[int]] = {}  # id(hits) -> [first index, last index, lines]
+            all_hits = self._analyze_shapes(texts)
+            for index, line_hits in enumerate(all_hits):
                 if line_hits:
-                    self._merge(summary, text, lineno, line_hits)
+                    group = groups.get(id(line_hits))
+                    if group is None:
+                        groups[id(line_hits)] = [index, index, 1]
+                    else:
+                        group[1] = index
+                        group[2] += 1
+            for first, last, times in groups.values():
+                self._merge(summary, texts[first], linenos[first], all_hits[first], times, linenos[last])
         return line_base + newlines
 
     def _analyze_shapes(self, texts: List[str]) -> List[List[LineHit]]:
@@ -509,32 +542,36 @@ class Scanner:
                     line_hits.append(bare)
         return hits
 
-    def _merge(self, summary: FileSummary, text: str, lineno: int, line_hits: List[LineHit]) -> None:
+    def _merge(self, summary: FileSummary, text: str, lineno: int, line_hits: List[LineHit], times: int = 1,
+               last_lineno: int = 0) -> None:
+        """Merge the hits of ``times`` lines of one shape: the first at ``lineno`` (its ``text`` is the
+        sample), the last at ``last_lineno``."""
         where = Evidence(summary.path, lineno)
+        last = Evidence(summary.path, last_lineno) if times > 1 else where
         cleaned = ""
         for hit in line_hits:
             if hit.kind == "error_code":
-                self.codes[self._capped_code(hit.subject)] += 1
+                self.codes[self._capped_code(hit.subject)] += times
                 if hit.subject.startswith("ERR"):
-                    summary._votes["torch_npu"] += 1
+                    summary._votes["torch_npu"] += times
                 else:
-                    summary._votes["cann-error"] += 1
+                    summary._votes["cann-error"] += times
             elif hit.rule and self._rule_format.get(hit.rule):
-                summary._votes[self._rule_format[hit.rule]] += 1
+                summary._votes[self._rule_format[hit.rule]] += times
             merged = self._merged.get((hit.kind, hit.subject))
             if merged is not None and not hit.details and merged.severity == hit.severity:
-                merged.count += 1  # the common case of a repeated cause: no new finding to build
-                merged.last = where
-                summary.causes[hit.kind, hit.subject] += 1
+                merged.count += times  # the common case of a repeated cause: no new finding to build
+                merged.last = _later(merged.last, last)
+                summary.causes[hit.kind, hit.subject] += times
                 continue
             if not cleaned:
                 cleaned = printable(text)
             key = self._merge_finding(LogFinding(
-                kind=hit.kind, subject=printable(hit.subject), severity=hit.severity, title=hit.title, count=1,
-                first=where, last=where, sample=cleaned.strip()[:SAMPLE_CHARS], fix=hit.fix, rule=hit.rule,
-                code=hit.code, details={name: {printable(value)} for name, value in hit.details}),
+                kind=hit.kind, subject=printable(hit.subject), severity=hit.severity, title=hit.title,
+                count=times, first=where, last=last, sample=cleaned.strip()[:SAMPLE_CHARS], fix=hit.fix,
+                rule=hit.rule, code=hit.code, details={name: {printable(value)} for name, value in hit.details}),
                 _add_capped_values)
-            summary.causes[key] += 1
+            summary.causes[key] += times
 
     def _merge_finding(self, finding: LogFinding,
                        add_values: Callable[[Set[str], Set[str]], None]) -> Tuple[str, str]:
@@ -548,7 +585,7 @@ class Scanner:
             self._merged[key] = dataclasses.replace(finding, subject=key[1], details=details)
             return key
         merged.count += finding.count
-        merged.last = finding.last
+        merged.last = _later(merged.last, finding.last)
         if SEVERITY_RANK[finding.severity] < SEVERITY_RANK[merged.severity]:
             merged.severity = finding.severity
         for name, values in finding.details.items():
@@ -567,6 +604,11 @@ class Scanner:
         findings = sorted(self._merged.values(),
                           key=lambda f: (SEVERITY_RANK[f.severity], f.kind, -f.count, f.subject))
         return ScanResult(list(self.files), self.levels, self.modules, self.codes, findings)
+
+
+def _later(current: Evidence, new: Evidence) -> Evidence:
+    """The later of two evidence lines (inputs are scanned in order, so another file is a later one)."""
+    return new if new.file != current.file or new.line > current.line else current
 
 
 def _add_capped_values(values: Set[str], new: Set[str]) -> None:
