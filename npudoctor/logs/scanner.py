@@ -297,11 +297,9 @@ class Scanner:
             summary.cut_lines += 1
         # Records whose newlines were lost start a piece each (the plog fast path applies again), cut before
         # the last record header so that none is split; text without headers is cut every LONG_LINE_PIECE.
-        last = None
-        for last in RECORD_BRACKET.finditer(carry, max(0, len(carry) - 4 * LONG_LINE_PIECE)):
-            pass
-        if last is not None and last.start() > 0:
-            stop = last.start()
+        headers = [m.start() for m in RECORD_BRACKET.finditer(carry, max(0, len(carry) - 4 * LONG_LINE_PIECE))]
+        if headers and headers[-1] > 0:
+            stop = headers[-1]
             pieces = RECORD_BRACKET.sub(b"\n[", carry[:stop]) + b"\n"
         else:
             stop = len(carry) - len(carry) % LONG_LINE_PIECE
