@@ -411,8 +411,9 @@ class Scanner:
                     else:
                         group[1] = index
                         group[2] += 1
-            for first, last, times in groups.values():
-                self._merge(summary, texts[first], linenos[first], all_hits[first], times, linenos[last])
+            for first_index, last_index, times in groups.values():
+                self._merge(summary, texts[first_index], linenos[first_index], all_hits[first_index], times,
+                            linenos[last_index])
         return line_base + newlines
 
     def _analyze_shapes(self, texts: List[str]) -> List[List[LineHit]]:
