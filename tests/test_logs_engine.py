@@ -280,3 +280,20 @@ def test_a_site_rule_format_cannot_turn_text_into_a_plog(tmp_path) -> None:
     summary = scanner.scan_bytes("train.out", b"step 1\nstep 2\nstep 3\n"
                                  b"[ERROR] GE(1,p):2025-01-01-00:00:00.000.000 [a.cc:1]1 x\n")
     assert summary.format == "text"
+
+
+def test_pastes_from_issue_trackers_still_read() -> None:
+    """Quote prefixes and lines hard-wrapped at ~80 columns, as a bug report or a mail reply holds them: a
+    code cut from its context by the wrap is found, on the line where its record starts, and the line
+    numbers after it stay right."""
+    paste = (b"> We see this on every rank:\n"
+             b"> [ERROR] RUNTIME(2955986,python):2024-07-04-13:26:17.411.126\n"
+             b"> [stream.cc:1100]2955986 Synchronize: Stream synchronize failed, error code is\n"
+             b"> 507035\n"
+             b"> > [ERROR] GE(1,python):2024-07-04-13:26:17.411.200 [graph.cc:1]1 run graph failed, ErrorNo:\n"
+             b"> > 1343225857(Parameter's invalid!)\n"
+             b"> [ERROR] HCCL(1,x):2024-07-04-13:26:18.000.000 [a.cc:1]1 EI0006\n")
+    summary, result = scan(paste)
+    found = {f.subject: f.first.line for f in result.findings if f.kind == "error_code"}
+    assert found == {"507035": 2, "1343225857": 5, "EI0006": 7}
+    assert summary.lines == 7 and summary.records == 3

@@ -370,6 +370,9 @@ class Scanner:
             plog_mode = False
         if not plog_mode:
             # Not (only) plog records at line starts: console output, prefixed or indented records, slogd.
+            if data.startswith(b">", begin) or data.count(b"\n>", begin, end) * 3 > data.count(b"\n", begin, end):
+                data, begin, end = unwrap_paste(data[begin:end]), 0, None  # a paste from an issue tracker
+                end = len(data)
             headers = RECORD_ANYWHERE.findall(data, begin, end)
             slogd = SLOGD_AT_LINE_START.findall(data, begin, end)
             first_slogd = SLOGD_FIRST_LINE.match(data, begin, end)
@@ -603,6 +606,29 @@ class Scanner:
         findings = sorted(self._merged.values(),
                           key=lambda f: (SEVERITY_RANK[f.severity], f.kind, -f.count, f.subject))
         return ScanResult(list(self.files), self.levels, self.modules, self.codes, findings)
+
+
+# A paste from an issue tracker or a mail: quote prefixes (`> `, `> > `) and lines hard-wrapped at ~72-80
+# columns. After a line that long, a line goes on the previous one unless it starts like a line of its own
+# (a record, an indented frame, a date, a traceback) or is empty.
+QUOTE_PREFIX = re.compile(rb"^(?:[ \t]*>)+ ?", re.MULTILINE)
+WRAP_WIDTH = 50
+OWN_LINE_START = re.compile(rb"$|\s|\[(?:ERROR|WARNING|INFO|DEBUG|EVENT|TRACE)\]|\d{4}-\d\d-\d\d|Traceback|File \"|"
+                            rb"During handling|The above exception")
+
+
+def unwrap_paste(region: bytes) -> bytes:
+    """``region`` (whole lines) without quote prefixes, wrapped lines joined again. The newline count stays
+    (a joined line is followed by an empty one), so line numbers still point at the paste's lines."""
+    logical: List[List[Any]] = []  # [text, extra newlines]
+    for line in QUOTE_PREFIX.sub(b"", region).split(b"\n")[:-1]:
+        previous = logical[-1] if logical else None
+        if previous is not None and len(previous[0]) >= WRAP_WIDTH and not OWN_LINE_START.match(line):
+            previous[0] = previous[0].rstrip() + b" " + line
+            previous[1] += 1
+        else:
+            logical.append([line, 0])
+    return b"".join(text + b"\n" * (1 + extra) for text, extra in logical)
 
 
 def _later(current: Evidence, new: Evidence) -> Evidence:
