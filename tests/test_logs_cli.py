@@ -249,3 +249,22 @@ def test_explain_codes() -> None:
     assert "507777: AscendCL internal error  (known only by its family)" in result.stdout
     bad = cli_runner().invoke(main, ["logs", "explain", "hello"])
     assert bad.exit_code == 2 and "not a known error code: hello" in bad.stderr
+
+
+def test_folders_give_rotated_and_zipped_logs_and_slogdlog(tmp_path) -> None:
+    """What a walk takes: plog-*.log, rotated copies (.log.1), zipped ones (.log.gz, .log.2.gz), slogdlog,
+    .txt/.out console captures; what it leaves: everything else, counted as skipped."""
+    data = sample_data("plog_runtime_ffts_vector_core_exception_3lines.log")
+    (tmp_path / "plog-1.log").write_bytes(data)
+    (tmp_path / "plog-1.log.1").write_bytes(data)
+    (tmp_path / "plog-1.log.gz").write_bytes(gzip.compress(data))
+    (tmp_path / "plog-1.log.2.gz").write_bytes(gzip.compress(data))
+    (tmp_path / "slogdlog").write_bytes(data)
+    (tmp_path / "train.out").write_bytes(data)
+    (tmp_path / "model.om").write_bytes(b"\x00" * 10)
+    result = run([str(tmp_path), "--format", "json"])
+    doc = json.loads(result.stdout)
+    assert sorted(os.path.basename(f["path"]) for f in doc["files"]) == [
+        "plog-1.log", "plog-1.log.1", "plog-1.log.2.gz", "plog-1.log.gz", "slogdlog", "train.out"]
+    assert all(f["records"] == 3 for f in doc["files"])
+    assert [os.path.basename(s["path"]) for s in doc["skipped"]] == ["model.om"]

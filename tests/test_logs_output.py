@@ -157,3 +157,26 @@ def test_progress_is_drawn_on_a_terminal_and_cleared(tmp_path) -> None:
 def test_piped_output_has_no_progress(workspace) -> None:
     result = run(["logs", "--format", "json"], cwd=workspace)
     assert "scanning:" not in result.stderr and result.stderr == ""
+
+
+def test_progress_only_on_a_terminal() -> None:
+    import io
+
+    from npudoctor.cli.logs import StderrProgress, progress_for
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    assert progress_for(io.StringIO()) is None
+    assert isinstance(progress_for(Terminal()), StderrProgress)
+
+
+def test_junit_stays_valid_with_control_characters_in_file_names(tmp_path) -> None:
+    log = tmp_path / "rank\x01\x1b[2J.log"
+    log.write_bytes(ERRORS)
+    result = run([str(tmp_path), "--format", "junit"])
+    assert result.exit_code == 1
+    names = [case.get("name", "") for case in ET.fromstring(result.stdout).iter("testcase")]
+    assert any(name.endswith("rank[2J.log") for name in names)
+    assert not any("\x01" in name or "\x1b" in name for name in names)

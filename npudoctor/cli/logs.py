@@ -49,6 +49,12 @@ class StderrProgress:
             self._stream.flush()
 
 
+def progress_for(stream: Any) -> Optional[StderrProgress]:
+    """Progress on ``stream`` when it is a terminal; none when piped (output stays byte-identical)."""
+    isatty = getattr(stream, "isatty", None)
+    return StderrProgress(stream) if isatty is not None and isatty() else None
+
+
 def _mb(count: float) -> str:
     return f"{count / 1e6:,.0f} MB" if count >= 1e7 else f"{count / 1e6:.1f} MB"
 
@@ -88,9 +94,7 @@ def scan(paths: Tuple[str, ...], fmt: str, fail_on: Tuple[str, ...], rule_files:
         criteria = parse_fail_on(split_list(fail_on), known_kinds(rules))
     except (RulesError, ValueError) as exc:
         raise fail_usage(str(exc)) from None
-    progress: Optional[StderrProgress] = None
-    if sys.stderr.isatty():
-        progress = StderrProgress(sys.stderr)
+    progress = progress_for(sys.stderr)
     try:
         result = scan_paths(paths, rules=rules, rule_files=rule_files, jobs=jobs or default_jobs(),
                             progress=progress, stdin=sys.stdin.buffer, follow_symlinks=follow_symlinks)

@@ -46,5 +46,5 @@ def finding_fails(finding: LogFinding, criteria: Sequence[str]) -> bool:
 
 
 def matches_fail_on(result: ScanResult, criteria: Sequence[str]) -> bool:
-    """True when any finding (or counted code) of ``result`` matches one of the criteria."""
-    return any(finding_fails(f, criteria) for f in result.findings) or any(c in result.codes for c in criteria)
+    """True when any finding of ``result`` matches one of the criteria (a code is an error_code finding)."""
+    return any(finding_fails(f, criteria) for f in result.findings)
