@@ -64,6 +64,8 @@ RECORD_BRACKET = re.compile(rb"\[(?=" + RECORD_ANYWHERE.pattern[2:] + rb")")
 SLOGD_FIRST_LINE = re.compile(rb"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}\[(ERROR|WARNING|INFO|DEBUG|EVENT)\] ")
 SLOGD_AT_LINE_START = re.compile(b"\n" + SLOGD_FIRST_LINE.pattern)
 PLOG_MARKERS: Tuple[bytes, ...] = (b"[ERROR]", b"[WARNING]")
+# A plog chunk whose ERROR records are more than this share of its records is error-dense.
+DENSE_SHARE = 0.05
 
 # The same grammar on decoded text, with all fields.
 RECORD = re.compile(
@@ -221,6 +223,7 @@ class Scanner:
         self._merged: Dict[Tuple[str, str], LogFinding] = {}
         self._subjects_per_kind: Counter[str] = collections.Counter()
         self._plog_finds = PLOG_MARKERS + _shared_prefixes(self.rules.any_level_hints)
+        self._plog_marker = re.compile(b"|".join(re.escape(m) for m in self._plog_finds))
         self._text_anchors = _anchors(TEXT_MARKERS + self.rules.all_hints)
         self._rules_by_hint: Dict[str, List[int]] = {}
         for index, rule in enumerate(self.rules.rules):
@@ -364,7 +367,18 @@ class Scanner:
         if records:
             # Assume plog; the exact line count comes out of locating the candidates (one pass over the
             # newlines), and if fewer than PLOG_SHARE of the lines are records the chunk is redone as text.
-            located, newlines = _locate(data, begin, end, self._plog_candidates(data, begin, end), line_base)
+            if data.count(PLOG_MARKERS[0], begin, end) > records * DENSE_SHARE:
+                # Error-dense (a job looping on an error): one split and a test per line beat finding each.
+                lines = data[begin:end].split(b"\n")
+                newlines = len(lines) - 1
+                search = self._plog_marker.search
+                picked = [index for index, line in enumerate(lines) if search(line)]
+                raws = [lines[index][:MAX_MATCH_CHARS * 2] for index in picked]
+                linenos = [line_base + index + 1 for index in picked]
+                del lines
+            else:
+                located, newlines = _locate(data, begin, end, self._plog_candidates(data, begin, end), line_base)
+                raws, linenos = _line_texts(data, end, located)
             plog_mode = records >= PLOG_SHARE * newlines
         else:
             plog_mode = False
@@ -382,23 +396,21 @@ class Scanner:
             summary._votes["slogd"] += len(slogd)
             records = len(headers)
             located, newlines = _locate(data, begin, end, self._text_candidates(data, begin, end), line_base)
+            raws, linenos = _line_texts(data, end, located)
         for header, n in collections.Counter(headers).items():
             level, _, module = header.partition(b"]")
             self.levels[level.decode()] += n
             self.modules[module.strip().decode()] += n
         summary.records += records
-        summary.examined_lines += len(located)
-        if located:
-            raws = []
-            for start, _ in located:
-                stop = data.find(b"\n", start, end)
-                raws.append(data[start:min(stop, start + MAX_MATCH_CHARS * 2)])
+        summary.examined_lines += len(raws)
+        if raws:
             try:  # one decode for the whole lot; a line that is not UTF-8 makes us decode line by line
                 decoded = b"\n".join(raws).decode("utf-8")
                 texts = [t[:MAX_MATCH_CHARS].rstrip("\r") for t in decoded.split("\n")]
             except UnicodeDecodeError:
                 texts = [decode_text(raw)[:MAX_MATCH_CHARS].rstrip("\r\n") for raw in raws]
-            linenos = [line_base + 1] * len(located) if one_line else [lineno for _, lineno in located]
+            if one_line:
+                linenos = [line_base + 1] * len(raws)
             block = "\n".join(texts)
             glued = [m.start() for m in RECORD_HEADER.finditer(block) if m.start() and block[m.start() - 1] != "\n"]
             if glued:
@@ -448,12 +460,13 @@ class Scanner:
             cuts.setdefault(index, []).append(at - offsets[index])
         out_linenos: List[int] = []
         out_texts: List[str] = []
-        for index, (lineno, text) in enumerate(zip(linenos, texts)):
-            bounds = cuts.get(index)
-            if not bounds:
-                out_linenos.append(lineno)
-                out_texts.append(text)
-                continue
+        done = 0
+        for index in sorted(cuts):  # lines without a glued record are copied a slice at a time
+            out_linenos.extend(linenos[done:index])
+            out_texts.extend(texts[done:index])
+            done = index + 1
+            text = texts[index]
+            bounds = cuts[index]
             pieces = [text[a:b] for a, b in zip([0, *bounds], [*bounds, len(text)])]
             if plog_mode:
                 for piece in pieces[1:]:
@@ -461,8 +474,10 @@ class Scanner:
                     self.levels[level] += 1
                     self.modules[module.strip()] += 1
                     summary.records += 1
-            out_linenos.extend([lineno] * len(pieces))
+            out_linenos.extend([linenos[index]] * len(pieces))
             out_texts.extend(pieces)
+        out_linenos.extend(linenos[done:])
+        out_texts.extend(texts[done:])
         return out_linenos, out_texts
 
     def _text_candidates(self, data: bytes, begin: int, end: int) -> Set[int]:
@@ -694,6 +709,17 @@ def _shared_prefixes(hints: Sequence[bytes], least: int = 16) -> Tuple[bytes, ..
 
 def _line_start(data: bytes, begin: int, at: int) -> int:
     return data.rfind(b"\n", begin, at) + 1 or begin
+
+
+def _line_texts(data: bytes, end: int, located: List[Tuple[int, int]]) -> Tuple[List[bytes], List[int]]:
+    """The bytes (at most what is matched, twice over) and line numbers of the ``located`` lines."""
+    raws = []
+    find = data.find
+    limit = MAX_MATCH_CHARS * 2
+    for start, _ in located:
+        stop = find(b"\n", start, end)
+        raws.append(data[start:min(stop, start + limit)])
+    return raws, [lineno for _, lineno in located]
 
 
 def _locate(data: bytes, begin: int, end: int, starts: Iterable[int],
