@@ -230,7 +230,7 @@ class Scanner:
             for hint in rule.hints:
                 self._rules_by_hint.setdefault(hint, []).append(index)
         self._rule_format = {r.id: r.format for r in self.rules.rules if r.format}
-        self._shape_hits: Dict[str, List[LineHit]] = {}
+        self._shape_hits: Dict[str, Tuple[List[LineHit], Tuple[Tuple[str, str], ...]]] = {}
 
     @property
     def plog_markers(self) -> Tuple[bytes, ...]:
@@ -411,74 +411,58 @@ class Scanner:
                 texts = [decode_text(raw)[:MAX_MATCH_CHARS].rstrip("\r\n") for raw in raws]
             if one_line:
                 linenos = [line_base + 1] * len(raws)
-            block = "\n".join(texts)
-            glued = [m.start() for m in RECORD_HEADER.finditer(block) if m.start() and block[m.start() - 1] != "\n"]
-            if glued:
-                linenos, texts = self._unglue(summary, linenos, texts, glued, plog_mode)
-            # Lines of one shape share one hits list: merge them once, with their count and last line.
-            groups: Dict[int, List[int]] = {}  # id(hits) -> [first index, last index, lines]
-            all_hits = self._analyze_shapes(texts)
-            for index, line_hits in enumerate(all_hits):
-                if line_hits:
-                    group = groups.get(id(line_hits))
+            # Lines of one shape share one analysis: merge them once, with their count and last line.
+            groups: Dict[int, List[int]] = {}  # id(analysis) -> [first index, last index, lines]
+            analyses = self._analyze_shapes(texts)
+            for index, analysis in enumerate(analyses):
+                if analysis[0] or analysis[1]:
+                    group = groups.get(id(analysis))
                     if group is None:
-                        groups[id(line_hits)] = [index, index, 1]
+                        groups[id(analysis)] = [index, index, 1]
                     else:
                         group[1] = index
                         group[2] += 1
             for first_index, last_index, times in groups.values():
-                self._merge(summary, texts[first_index], linenos[first_index], all_hits[first_index], times,
-                            linenos[last_index])
+                line_hits, glued = analyses[first_index]
+                if glued and plog_mode:  # records glued after the first were not counted yet
+                    for level, module in glued:
+                        self.levels[level] += times
+                        self.modules[module] += times
+                    summary.records += len(glued) * times
+                if line_hits:
+                    self._merge(summary, texts[first_index], linenos[first_index], line_hits, times,
+                                linenos[last_index])
         return line_base + newlines
 
-    def _analyze_shapes(self, texts: List[str]) -> List[List[LineHit]]:
-        """:meth:`analyze_lines`, done once per message shape: a job looping on an error writes the same
-        record again and again with a new pid, timestamp and nothing else. The shape is the line with the
-        record header's pid/process and timestamp blanked (rules read the message, not those)."""
+    def _analyze_shapes(self, texts: List[str]) -> List[Tuple[List[LineHit], Tuple[Tuple[str, str], ...]]]:
+        """(hits, glued records) of each line, worked out once per message shape: a job looping on an error
+        writes the same record again and again with a new pid, timestamp and nothing else. The shape is the
+        line with the record header's pid/process and timestamp blanked (rules read the message, not those).
+
+        A line holding records glued after its start (a concurrent writer lost a newline) is read record by
+        record; "glued records" are their (level, module) for counting."""
         shapes = RECORD_VARYING.sub("(0,):", "\n".join(texts)).split("\n")
         cache = self._shape_hits
-        missing = [index for index, shape in enumerate(shapes) if shape not in cache]
+        missing = {shape: index for index, shape in enumerate(shapes) if shape not in cache}
         if missing:
             if len(cache) + len(missing) > MAX_SHAPES:
                 cache.clear()  # bounded memory: a log of all-distinct lines gains nothing from the cache
-            for index, line_hits in zip(missing, self.analyze_lines([texts[i] for i in missing])):
-                cache[shapes[index]] = line_hits
+                missing = {shape: index for index, shape in enumerate(shapes)}
+            pieces: List[str] = []
+            spans: List[Tuple[str, int, int, Tuple[Tuple[str, str], ...]]] = []
+            for shape, index in missing.items():
+                text = texts[index]
+                cuts = [m.start() for m in RECORD_HEADER.finditer(text, 1)]
+                parts = [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)])] if cuts else [text]
+                glued = tuple(_level_module(part) for part in parts[1:])
+                spans.append((shape, len(pieces), len(parts), glued))
+                pieces.extend(parts)
+            analyzed = self.analyze_lines(pieces)
+            for shape, start, count, glued in spans:
+                hits = analyzed[start] if count == 1 else [hit for part in analyzed[start:start + count]
+                                                           for hit in part]
+                cache[shape] = (hits, glued)
         return [cache[shape] for shape in shapes]
-
-    def _unglue(self, summary: FileSummary, linenos: List[int], texts: List[str], glued: List[int],
-                plog_mode: bool) -> Tuple[List[int], List[str]]:
-        """Split the lines holding records glued after their start (``glued``: offsets in the joined texts)
-        into one text per record, same line number; in plog mode those records were not counted yet."""
-        offsets: List[int] = []
-        position = 0
-        for text in texts:
-            offsets.append(position)
-            position += len(text) + 1
-        cuts: Dict[int, List[int]] = {}
-        for at in glued:
-            index = bisect.bisect_right(offsets, at) - 1
-            cuts.setdefault(index, []).append(at - offsets[index])
-        out_linenos: List[int] = []
-        out_texts: List[str] = []
-        done = 0
-        for index in sorted(cuts):  # lines without a glued record are copied a slice at a time
-            out_linenos.extend(linenos[done:index])
-            out_texts.extend(texts[done:index])
-            done = index + 1
-            text = texts[index]
-            bounds = cuts[index]
-            pieces = [text[a:b] for a, b in zip([0, *bounds], [*bounds, len(text)])]
-            if plog_mode:
-                for piece in pieces[1:]:
-                    level, _, module = piece[1:piece.index("(")].partition("]")
-                    self.levels[level] += 1
-                    self.modules[module.strip()] += 1
-                    summary.records += 1
-            out_linenos.extend([linenos[index]] * len(pieces))
-            out_texts.extend(pieces)
-        out_linenos.extend(linenos[done:])
-        out_texts.extend(texts[done:])
-        return out_linenos, out_texts
 
     def _text_candidates(self, data: bytes, begin: int, end: int) -> Set[int]:
         """Starts of the free-text lines holding an anchor of any marker or hint, or an E/W/ERR code."""
@@ -644,6 +628,12 @@ def unwrap_paste(region: bytes) -> bytes:
         else:
             logical.append([line, 0])
     return b"".join(text + b"\n" * (1 + extra) for text, extra in logical)
+
+
+def _level_module(record: str) -> Tuple[str, str]:
+    """(level, module) of a text starting with a record header (``[ERROR] HCCL(``)."""
+    level, _, module = record[1:record.index("(")].partition("]")
+    return level, module.strip()
 
 
 def _later(current: Evidence, new: Evidence) -> Evidence:
