@@ -209,7 +209,7 @@ def read_rules_file(path: str) -> Any:
     except FileNotFoundError:
         raise RulesError(f"{path}: no such file") from None
     except OSError as exc:
-        raise RulesError(f"{path}: cannot read ({exc.strerror or exc})") from None
+        raise RulesError(f"{path}: {exc.strerror or exc}; a rules file must be a regular file") from None
     except UnicodeDecodeError:
         raise RulesError(f"{path}: not UTF-8 text") from None
     try:

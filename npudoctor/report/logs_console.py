@@ -30,7 +30,12 @@ def _finding_lines(finding: LogFinding, verbose: bool) -> Text:
     text.append(f" {finding.kind} ", style="bold")
     text.append(finding.subject, style="cyan")
     text.append(f"  {finding.count:,} line{'s' if finding.count != 1 else ''}  ")
-    where = str(finding.first) if finding.count == 1 else f"{finding.first} … {finding.last}"
+    if finding.count == 1:
+        where = str(finding.first)
+    elif finding.first.file == finding.last.file:
+        where = f"{finding.first} … {finding.last.line}"  # lines 98 … 102 of one file
+    else:
+        where = f"{finding.first} … {finding.last}"
     text.append(where, style="dim")
     if finding.title and finding.kind != "error_code":
         text.append(f"\n      {finding.title}")
@@ -47,17 +52,19 @@ def _finding_lines(finding: LogFinding, verbose: bool) -> Text:
     return text
 
 
-def _skipped_line(skipped: Sequence[Tuple[str, str]]) -> str:
+def _skipped_lines(skipped: Sequence[Tuple[str, str]], verbose: bool) -> List[str]:
+    """One line per reason: "25 files skipped: not logs (a.md, b.yaml, c.ckpt, +22 more)"."""
     by_reason: Dict[str, List[str]] = collections.defaultdict(list)
     for path, reason in skipped:
         by_reason[reason].append(path)
-    parts = []
+    lines = []
+    shown = None if verbose else SKIPPED_NAMES_SHOWN
     for reason, paths in by_reason.items():
-        names = ", ".join(printable(p) for p in paths[:SKIPPED_NAMES_SHOWN])
-        more = f", +{len(paths) - SKIPPED_NAMES_SHOWN} more" if len(paths) > SKIPPED_NAMES_SHOWN else ""
+        names = ", ".join(printable(p) for p in paths[:shown])
+        more = f", +{len(paths) - len(paths[:shown])} more" if len(paths) > len(paths[:shown]) else ""
         noun = "file" if len(paths) == 1 else "files"
-        parts.append(f"{len(paths)} {noun} skipped: {reason} ({names}{more})")
-    return "; ".join(parts)
+        lines.append(f"{len(paths)} {noun} skipped: {reason} ({names}{more})")
+    return lines
 
 
 def render(result: ScanResult, console: Console, verbose: bool = False, fail_on: Sequence[str] = ("error",),
@@ -94,8 +101,8 @@ def render(result: ScanResult, console: Console, verbose: bool = False, fail_on:
     if unreadable:
         files_line += f"; {len(unreadable)} unreadable ({', '.join(printable(f.path) for f in unreadable[:3])})"
     console.print(Text(files_line))
-    if result.skipped:
-        console.print(Text(_skipped_line(result.skipped), style="dim"))
+    for line in _skipped_lines(result.skipped, verbose):
+        console.print(Text(line, style="dim"))
 
     counts = result.severity_counts()
     failing = sum(1 for f in result.findings if finding_fails(f, fail_on))
