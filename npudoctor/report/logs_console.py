@@ -101,8 +101,8 @@ def render(result: ScanResult, console: Console, verbose: bool = False, fail_on:
     if unreadable:
         files_line += f"; {len(unreadable)} unreadable ({', '.join(printable(f.path) for f in unreadable[:3])})"
     console.print(Text(files_line))
-    for line in _skipped_lines(result.skipped, verbose):
-        console.print(Text(line, style="dim"))
+    for skipped_line in _skipped_lines(result.skipped, verbose):
+        console.print(Text(skipped_line, style="dim"))
 
     counts = result.severity_counts()
     failing = sum(1 for f in result.findings if finding_fails(f, fail_on))
