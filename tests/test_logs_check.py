@@ -31,13 +31,26 @@ def test_newest_plogs_fail_on_errors_and_warn_on_fallbacks(node) -> None:
               text_of("plog_debug_engine_placement_constructed.log"))
     findings = log001(node)
     by_subject = {f.subject: f for f in findings}
-    assert by_subject["aicore_exception:-1_0_1_trans_TransData_170"].status is Status.FAIL
-    assert by_subject["error_code:507011"].status is Status.FAIL
-    assert "Model/stream execution failed" in by_subject["error_code:507011"].detail
-    assert by_subject["aicpu_placed:DropOutGenMask"].status is Status.WARN
-    assert by_subject["aicpu_placed:DropOutGenMask"].evidence["count"] == 2
+    aicore = by_subject["aicore_exception"]
+    assert aicore.status is Status.FAIL and "-1_0_1_trans_TransData_170" in aicore.detail
+    codes = by_subject["error_code"]
+    assert codes.status is Status.FAIL and "507011" in codes.detail
+    assert "507011" in {s["subject"] for s in codes.evidence["subjects"]}
+    placed = by_subject["aicpu_placed"]
+    assert placed.status is Status.WARN and "DropOutGenMask x2" in placed.detail
     scan = findings[0].evidence["scan"]
     assert len(scan["files_scanned"]) == 2 and scan["files_cut_at_max_bytes"] == []
+
+
+def test_findings_merge_per_cause_with_counts(node) -> None:
+    """check --logs gives one finding per kind of problem (like logs scan's merged causes), not one per
+    subject: three error records of three modules are one line with counts."""
+    lines = "".join(f"[ERROR] {module}(1,python):2025-01-01-00:00:0{i}.000.000 [a.cc:1]1 failed\n"
+                    for i, module in enumerate(["RUNTIME", "GE", "HCCL", "RUNTIME"]))
+    node.file("/logs/plog/plog-1_20250101000000000.log", lines)
+    (finding,) = log001(node, dirs=("/logs",))
+    assert finding.subject == "error_record" and finding.status is Status.FAIL
+    assert "RUNTIME x2, GE x1, HCCL x1" in finding.detail and "4 line(s)" in finding.detail
 
 
 def test_only_the_newest_files_and_at_most_max_bytes_are_read(node) -> None:

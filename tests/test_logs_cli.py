@@ -115,8 +115,8 @@ def test_unreadable_file_is_reported_and_the_others_still_scanned(tmp_path) -> N
     assert result.exit_code == 1
     doc = json.loads(result.stdout)
     statuses = {os.path.basename(f["path"]): f["status"] for f in doc["files"]}
-    assert statuses == {"a.log": "ok", "missing.log": "unreadable", "b.log.gz": "unreadable"}
-    assert doc["summary"]["unreadable"] == 2
+    assert statuses == {"a.log": "ok", "missing.log": "unreadable", "b.log.gz": "partial"}
+    assert doc["summary"]["unreadable"] == 1
     assert doc["summary"]["codes"] == {}  # the vector core exception lines carry no code
     assert "missing.log: no such file or directory" in result.stderr
     assert "b.log.gz" in result.stderr
@@ -141,7 +141,7 @@ def test_usage_errors_are_exit_2_with_one_line(tmp_path, args, message) -> None:
 
 
 def test_junit_output(logdir) -> None:
-    result = run([str(logdir), "--format", "junit"])
+    result = run([str(logdir), "--format", "junit", "--fail-on", "error,fallback"])
     root = ET.fromstring(result.stdout)
     suite = root.find("testsuite")
     assert suite is not None
@@ -176,7 +176,7 @@ def test_human_output_explains_codes(logdir) -> None:
 
 
 def test_parallel_ranges_give_the_same_report_as_one_pass(tmp_path, monkeypatch) -> None:
-    from npudoctor.cli import logs as logs_cli
+    from npudoctor.logs import engine
 
     body = b"".join(sample_data(name) for name in (
         "plog_run_runtime_idedd_errors_2024.log", "plog_2021_acl_runtime_head.log",
@@ -186,7 +186,7 @@ def test_parallel_ranges_give_the_same_report_as_one_pass(tmp_path, monkeypatch)
     single = run([str(log), "--format", "json", "--jobs", "1"])
     from npudoctor.logs.scanner import Scanner
 
-    monkeypatch.setattr(logs_cli, "PARALLEL_MIN_BYTES", 1024)
+    monkeypatch.setattr(engine, "PARALLEL_MIN_BYTES", 1024)
     part_counts = []
     add_parts = Scanner.add_parts
     monkeypatch.setattr(Scanner, "add_parts", lambda self, parts: part_counts.append(len(parts))
@@ -201,31 +201,31 @@ def test_parallel_ranges_give_the_same_report_as_one_pass(tmp_path, monkeypatch)
 
 
 def test_line_boundaries_cut_after_newlines(tmp_path) -> None:
-    from npudoctor.cli.logs import _line_boundaries
+    from npudoctor.logs.engine import line_boundaries
 
     log = tmp_path / "a.log"
     log.write_bytes(b"".join(b"line %d\n" % i for i in range(1000)))
     data = log.read_bytes()
-    cuts = _line_boundaries(str(log), len(data), 4)
+    cuts = line_boundaries(str(log), len(data), 4)
     assert cuts[0] == 0 and cuts[-1] == len(data) and len(cuts) == 5
     assert all(data[cut - 1:cut] == b"\n" for cut in cuts[1:])
 
 
 def test_permission_denied_file_is_reported_and_others_scanned(tmp_path, monkeypatch) -> None:
-    from npudoctor.cli import logs as logs_cli
+    from npudoctor.logs import engine
 
     good = tmp_path / "a.log"
     good.write_bytes(sample_data("plog_runtime_ffts_vector_core_exception_3lines.log"))
     secret = tmp_path / "secret.log"
     secret.write_text("x\n", encoding="utf-8")
-    real_chunks = logs_cli._file_chunks
+    real_open = engine.open_input
 
-    def chunks(path, chunk_bytes):
+    def open_input(path, *args, **kwargs):
         if path.endswith("secret.log"):
             raise PermissionError(13, "Permission denied", path)
-        yield from real_chunks(path, chunk_bytes)
+        return real_open(path, *args, **kwargs)
 
-    monkeypatch.setattr(logs_cli, "_file_chunks", chunks)
+    monkeypatch.setattr(engine, "open_input", open_input)
     result = run([str(tmp_path), "--format", "json"])
     assert result.exit_code == 1
     files = {os.path.basename(f["path"]): f for f in json.loads(result.stdout)["files"]}
@@ -249,3 +249,22 @@ def test_explain_codes() -> None:
     assert "507777: AscendCL internal error  (known only by its family)" in result.stdout
     bad = cli_runner().invoke(main, ["logs", "explain", "hello"])
     assert bad.exit_code == 2 and "not a known error code: hello" in bad.stderr
+
+
+def test_folders_give_rotated_and_zipped_logs_and_slogdlog(tmp_path) -> None:
+    """What a walk takes: plog-*.log, rotated copies (.log.1), zipped ones (.log.gz, .log.2.gz), slogdlog,
+    .txt/.out console captures; what it leaves: everything else, counted as skipped."""
+    data = sample_data("plog_runtime_ffts_vector_core_exception_3lines.log")
+    (tmp_path / "plog-1.log").write_bytes(data)
+    (tmp_path / "plog-1.log.1").write_bytes(data)
+    (tmp_path / "plog-1.log.gz").write_bytes(gzip.compress(data))
+    (tmp_path / "plog-1.log.2.gz").write_bytes(gzip.compress(data))
+    (tmp_path / "slogdlog").write_bytes(data)
+    (tmp_path / "train.out").write_bytes(data)
+    (tmp_path / "model.om").write_bytes(b"\x00" * 10)
+    result = run([str(tmp_path), "--format", "json"])
+    doc = json.loads(result.stdout)
+    assert sorted(os.path.basename(f["path"]) for f in doc["files"]) == [
+        "plog-1.log", "plog-1.log.1", "plog-1.log.2.gz", "plog-1.log.gz", "slogdlog", "train.out"]
+    assert all(f["records"] == 3 for f in doc["files"])
+    assert [os.path.basename(s["path"]) for s in doc["skipped"]] == ["model.om"]

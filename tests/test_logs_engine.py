@@ -80,11 +80,23 @@ def test_binary_input_is_scanned_and_reported_as_binary() -> None:
     assert any(f.subject == "507011" for f in result.findings)
 
 
-def test_a_line_without_newline_is_cut_to_keep_memory_bounded() -> None:
-    data = b"x" * (MAX_LINE_BYTES * 2 + 10) + b"\n" + ERROR_507011
-    summary, result = scan(data, chunk=1 << 20)
-    assert summary.cut_lines >= 1
-    assert [f.subject for f in result.findings] == ["507011"]
+def test_a_line_without_newline_is_read_in_pieces_and_keeps_its_number() -> None:
+    """A log whose newlines were lost is read in full, in bounded pieces that all carry the line's number:
+    a code 2 MiB into the line is found on line 1, and the next line is still line 2."""
+    long_line = b"x" * (2 << 20) + b" rtModelExecute:ErrCode=507035 " + b"y" * (MAX_LINE_BYTES * 3) + b"\n"
+    summary, result = scan(long_line + ERROR_507011, chunk=1 << 20)
+    assert summary.cut_lines == 1 and summary.lines == 2
+    found = {f.subject: (f.first.line, f.last.line) for f in result.findings}
+    assert found == {"507035": (1, 1), "507011": (2, 2)}
+
+
+def test_records_whose_newlines_were_lost_are_counted_like_lines() -> None:
+    record = b"[ERROR] RUNTIME(1,python):2025-01-01-00:00:00.000.001 [api_c.cc:9]1 rtModelExecute:ErrCode=507011 "
+    info = b"[INFO] GE(1,python):2025-01-01-00:00:00.000.000 [a.cc:1]1 all fine "
+    flat = (info * 9 + record) * 2000
+    summary, result = scan(flat, chunk=1 << 16)
+    assert summary.lines == 1 and summary.records == 20000
+    assert [(f.subject, f.count) for f in result.findings] == [("507011", 2000)]
 
 
 def test_read_error_midway_marks_the_file_partial_and_keeps_what_was_read() -> None:
@@ -231,3 +243,57 @@ def test_engine_is_pure_and_light() -> None:
             "if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert out.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("line", [
+    "[ERROR] RUNTIME(1,python):2025-01-01-00:00:00.000.001 [api.cc:1]1 launch failed, ERRCODE=507011",
+    "RuntimeError: Error Code Is 507011 (see EZ9999 above)",
+    "EZ9999: Inner Error! ... errNo[0x0000000005010009] ... result[207008] ... EI0006",
+    "torch_npu ERR00100 then error code is 507035 then EE8888",
+])
+def test_the_scanner_reads_codes_like_find_codes(line: str) -> None:
+    """One reader of error codes: the scan and LIB005 (codes.find_codes) see the same codes in one order."""
+    from npudoctor.logs.codes import find_codes
+
+    scanned = [hit.subject for hit in Scanner().analyze_line(line) if hit.kind == "error_code"]
+    assert scanned == find_codes(line) and scanned
+
+
+def test_records_glued_by_concurrent_writers_are_counted_and_read() -> None:
+    glued = (b"[INFO] HCCL(17528,python3):2026-03-18-10:33:52.113.960 [transport.cc:88] send ret[9]"
+             b"[ERROR] HCCL(17528,python3): 2026-03-18-10:33:52.113.964 [transport_manager.cc:1402] link EI0006\n"
+             b"[INFO] GE(1,python):2026-03-18-10:33:52.113.970 [a.cc:1] ok\n")
+    scanner = Scanner()
+    summary = scanner.scan_bytes("plog", glued)
+    result = scanner.result()
+    assert (summary.lines, summary.records) == (2, 3)
+    assert result.levels == {"INFO": 2, "ERROR": 1}
+    assert [(f.kind, f.subject, f.first.line) for f in result.findings] == [("error_code", "EI0006", 1)]
+
+
+def test_a_site_rule_format_cannot_turn_text_into_a_plog(tmp_path) -> None:
+    """The format vote counts plog records once (summary.records), not again under a vote key."""
+    rules = tmp_path / "site.yaml"
+    rules.write_text('rules:\n- {id: r, kind: k, pattern: "step", hints: [step], format: records, '
+                     'severity: info}\n', encoding="utf-8")
+    scanner = Scanner(load_rules([str(rules)]))
+    summary = scanner.scan_bytes("train.out", b"step 1\nstep 2\nstep 3\n"
+                                 b"[ERROR] GE(1,p):2025-01-01-00:00:00.000.000 [a.cc:1]1 x\n")
+    assert summary.format == "text"
+
+
+def test_pastes_from_issue_trackers_still_read() -> None:
+    """Quote prefixes and lines hard-wrapped at ~80 columns, as a bug report or a mail reply holds them: a
+    code cut from its context by the wrap is found, on the line where its record starts, and the line
+    numbers after it stay right."""
+    paste = (b"> We see this on every rank:\n"
+             b"> [ERROR] RUNTIME(2955986,python):2024-07-04-13:26:17.411.126\n"
+             b"> [stream.cc:1100]2955986 Synchronize: Stream synchronize failed, error code is\n"
+             b"> 507035\n"
+             b"> > [ERROR] GE(1,python):2024-07-04-13:26:17.411.200 [graph.cc:1]1 run graph failed, ErrorNo:\n"
+             b"> > 1343225857(Parameter's invalid!)\n"
+             b"> [ERROR] HCCL(1,x):2024-07-04-13:26:18.000.000 [a.cc:1]1 EI0006\n")
+    summary, result = scan(paste)
+    found = {f.subject: f.first.line for f in result.findings if f.kind == "error_code"}
+    assert found == {"507035": 2, "1343225857": 5, "EI0006": 7}
+    assert summary.lines == 7 and summary.records == 3

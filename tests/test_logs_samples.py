@@ -144,6 +144,9 @@ EXPECTED: Dict[str, Expected] = {
         ("plog", [
             ('device_oom', 'device memory'),
             ('error_code', 'E30008'),
+            # records glued by a concurrent writer (`length=4096.[ERROR] RUNTIME(...`) are read one by one:
+            # the second, an SDMA error no rule names, is an ERROR record of its own
+            ('error_record', 'RUNTIME'),
         ]),
     "plog_hccl_link_error_table_debug.log": ("plog", [('error_record', 'HCCL'), ('hccl_link', 'link setup')]),
     "plog_hccl_run_info_setupagent.log": ("plog", []),

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import posixpath
 import re
-from typing import TYPE_CHECKING, Iterable, List, Tuple
+from typing import TYPE_CHECKING, Dict, Iterable, List, Tuple
 
 from npudoctor.checks.registry import CheckContext, Outcome, error, passed, skip
 from npudoctor.checks.registry import check as register
@@ -20,10 +21,12 @@ PLOG_SUBDIRS = ("", "plog", "run/plog", "debug/plog")
 PLOG_NAME = re.compile(r"^plog[-_](?:\d+_)?(\d{14,17})\.log$|^plog[-_].*\.log$")
 
 
-def _plog_files(ctx: CheckContext, root: str) -> Tuple[List[str], List[str]]:
-    """(plog paths newest first, problems) under ``root``; names carry their start time."""
+def _plog_files(ctx: CheckContext, root: str) -> Tuple[List[str], List[str], List[Tuple[str, str]]]:
+    """(plog paths newest first, problems, skipped) under ``root``; names carry their start time. What is
+    not a regular file (a FIFO, a link to /dev/zero) or links out of ``root`` is skipped, never opened."""
     found: List[Tuple[str, str]] = []
     problems: List[str] = []
+    skipped: List[Tuple[str, str]] = []
     for sub in PLOG_SUBDIRS:
         folder = f"{root.rstrip('/')}/{sub}" if sub else root
         listing = ctx.runner.list_dir(folder)
@@ -33,26 +36,62 @@ def _plog_files(ctx: CheckContext, root: str) -> Tuple[List[str], List[str]]:
             continue
         for name in listing.entries:
             match = PLOG_NAME.match(name)
-            if match:
-                found.append((match.group(1) or "", f"{folder.rstrip('/')}/{name}"))
+            if not match:
+                continue
+            path = f"{folder.rstrip('/')}/{name}"
+            reason = _unsafe(ctx, root, path)
+            if reason:
+                skipped.append((path, reason))
+            else:
+                found.append((match.group(1) or "", path))
     found.sort(reverse=True)
-    return [path for _, path in found], problems
+    return [path for _, path in found], problems, skipped
 
 
-def _outcome(finding: LogFinding) -> Outcome:
+def _unsafe(ctx: CheckContext, root: str, path: str) -> str:
+    """Why ``path`` must not be opened ("" when it may): only regular files inside ``root`` are read."""
+    info = ctx.runner.path_info(path)
+    if info.error == "not-recorded":  # a bundle made before file types were recorded: its text is safe
+        return ""
+    if info.link_target is not None:
+        target = posixpath.normpath(posixpath.join(posixpath.dirname(path), info.link_target))
+        top = posixpath.normpath(root)
+        if target != top and not target.startswith(top.rstrip("/") + "/"):
+            return "symlink out of the log folder"
+    if info.exists and info.kind != "file":
+        return f"not a regular file ({info.kind})"
+    return ""
+
+
+# How the finding kinds the scanner gives itself read in a merged LOG001 line.
+KIND_LABELS = {"error_code": "error codes", "error_record": "ERROR records no rule or code explains",
+               "warning_record": "WARNING records no rule or code explains"}
+
+
+def _merged_outcome(kind: str, findings: List[LogFinding]) -> Outcome:
+    """One outcome per cause (finding kind): its subjects with their line counts, worst first."""
     from npudoctor.logs.rules import SEVERITY_STATUS  # loaded with the scanner anyway, only with --logs
 
-    detail = (f"{finding.title or finding.kind}: {finding.count} line(s), "
-              f"first {finding.first}, last {finding.last}")
-    if finding.code is not None:
-        detail += f". {finding.code.meaning}"
-    evidence = {"count": finding.count, "first": str(finding.first), "last": str(finding.last),
-                "sample": finding.sample, "kind": finding.kind}
-    subject = f"{finding.kind}:{finding.subject}"
-    status = SEVERITY_STATUS[finding.severity]
+    findings = sorted(findings, key=lambda f: (SEVERITY_STATUS[f.severity] is not Status.FAIL, -f.count))
+    worst = findings[0]
+    lines = sum(f.count for f in findings)
+    titles = {f.title for f in findings}
+    label = KIND_LABELS.get(kind) or (worst.title if len(titles) == 1 and worst.title else kind.replace("_", " "))
+    shown = ", ".join(f"{f.subject} x{f.count}" for f in findings[:MAX_SUBJECTS_SHOWN])
+    more = f", {len(findings) - MAX_SUBJECTS_SHOWN} more" if len(findings) > MAX_SUBJECTS_SHOWN else ""
+    detail = f"{label}: {shown}{more} ({lines} line(s), first {worst.first})"
+    if worst.code is not None:
+        detail += f". {worst.subject}: {worst.code.meaning}"
+    evidence = {"kind": kind, "count": lines,
+                "subjects": [{"subject": f.subject, "count": f.count, "first": str(f.first), "last": str(f.last),
+                              "sample": f.sample} for f in findings[:20]]}
+    status = SEVERITY_STATUS[worst.severity]
     if status is Status.PASS:
-        return passed(subject, detail, evidence)
-    return Outcome(status, subject, detail, evidence, finding.fix)
+        return passed(kind, detail, evidence)
+    return Outcome(status, kind, detail, evidence, worst.fix)
+
+
+MAX_SUBJECTS_SHOWN = 4
 
 
 @register("LOG001", stage="logs", title="Newest CANN plogs")
@@ -62,9 +101,11 @@ def newest_plogs(ctx: CheckContext) -> Iterable[Outcome]:
     When a job dies, the reason is in ``~/ascend/log/{run,debug}/plog/plog-<pid>_<time>.log`` among
     thousands of INFO lines. This check reads the newest plogs of each directory given with
     ``npudoctor check --logs DIR`` (``logs.newest_files`` per directory, at most ``logs.max_bytes_per_file``
-    bytes from the end of each: the evidence says when a file was cut), merges what they say per cause and explains
-    error codes (EZ9999, EI0006, 507011, ...). It reports FAIL for errors (device exceptions, HCCL timeouts,
-    error codes, ERROR records) and WARN for warnings and operators that fall back from the AI Core.
+    bytes from the end of each: the evidence says when a file was cut), merges what they say per cause (one
+    finding per kind of problem, with its subjects and line counts) and explains error codes (EZ9999,
+    EI0006, 507011, ...). It reports FAIL for errors (device exceptions, HCCL timeouts, error codes, ERROR
+    records) and WARN for warnings and operators that fall back from the AI Core. Only regular files inside
+    the directory are read (FIFOs, devices and links out of it are skipped).
 
     Fix: follow the fix printed with each finding; `npudoctor logs scan DIR` gives the full report, with
     every file and line.
@@ -75,36 +116,44 @@ def newest_plogs(ctx: CheckContext) -> Iterable[Outcome]:
         return
     newest = int(ctx.profile.get("logs.newest_files", 5))
     max_bytes = int(ctx.profile.get("logs.max_bytes_per_file", 16 * 1024 * 1024))
-    from npudoctor.logs.scanner import Scanner  # only with --logs: the scanner's patterns cost start-up time
+    from npudoctor.logs import scan_paths  # only with --logs: the scanner's patterns cost start-up time
 
-    scanner = Scanner()
     problems: List[str] = []
     cut: List[str] = []
-    scanned: List[str] = []
+    chosen: List[str] = []
+    skipped: List[Tuple[str, str]] = []
     for root in roots:
-        paths, root_problems = _plog_files(ctx, root)
+        paths, root_problems, root_skipped = _plog_files(ctx, root)
         problems.extend(root_problems)
-        for path in paths[:newest]:
-            # The news of a dying job is at the end of its plog.
-            content = ctx.runner.read_text(path, max_bytes=max_bytes, tail=True)
-            if content.text is None:
-                problems.append(f"{path}: {content.error}")
-                scanner.add_unreadable(path, content.error or "unreadable")
-                continue
-            scanner.scan_bytes(path, content.text.encode("utf-8"))
-            scanned.append(path)
-            if content.truncated:
-                cut.append(path)
+        skipped.extend(root_skipped)
+        chosen.extend(paths[:newest])
+
+    def read_tail(path: str) -> List[bytes]:
+        # The news of a dying job is at the end of its plog.
+        content = ctx.runner.read_text(path, max_bytes=max_bytes, tail=True)
+        if content.text is None:
+            problems.append(f"{path}: {content.error}")
+            raise OSError(0, content.error or "unreadable", path)
+        if content.truncated:
+            cut.append(path)
+        return [content.text.encode("utf-8")]
+
+    result = scan_paths(chosen, opener=read_tail)
+    scanned = [f.path for f in result.files if f.status == "ok"]
     evidence = {"files_scanned": scanned, "max_bytes_per_file": max_bytes, "files_cut_at_max_bytes": cut,
-                "problems": problems}
+                "problems": problems, "skipped": [f"{path}: {reason}" for path, reason in skipped]}
     if not scanned:
         if problems:
             yield error("no plog could be read: " + "; ".join(problems[:5]), evidence=evidence)
         else:
-            yield skip(f"no plog-*.log files under {', '.join(roots)}", evidence=evidence)
+            where = ", ".join(roots)
+            extra = f" ({len(skipped)} skipped: {skipped[0][1]})" if skipped else ""
+            yield skip(f"no plog-*.log files under {where}{extra}", evidence=evidence)
         return
-    result = scanner.result()
-    outcomes = [_outcome(f) for f in result.findings]
+    by_kind: Dict[str, List[LogFinding]] = {}
+    for finding in result.findings:
+        by_kind.setdefault(finding.kind, []).append(finding)
+    outcomes = [_merged_outcome(kind, findings) for kind, findings in by_kind.items()]
     if not outcomes:
         records = sum(f.records for f in result.files)
         yield passed(detail=f"{len(scanned)} plog(s), {records} records: no errors, warnings or fallbacks",

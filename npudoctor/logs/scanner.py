@@ -34,8 +34,10 @@ from npudoctor.logs.rules import SEVERITIES, Rule, RuleSet, default_rules
 from npudoctor.parsers.text import decode_text
 
 CHUNK_BYTES = 8 * 1024 * 1024
-# A "line" without a newline for this long (binary junk, one-line dumps) is cut, to keep memory constant.
-MAX_LINE_BYTES = 4 * 1024 * 1024
+# A "line" without a newline for this long (binary junk, one-line dumps, a log whose newlines were lost) is
+# scanned in pieces of this size, each with the line's own number: memory stays constant, every byte is read.
+LONG_LINE_PIECE = 16 * 1024
+MAX_LINE_BYTES = LONG_LINE_PIECE  # the name older callers use
 # Only this much of one line is decoded and matched (the interesting part of a record is at its start).
 MAX_MATCH_CHARS = 16 * 1024
 SAMPLE_CHARS = 300
@@ -56,28 +58,41 @@ RECORD_FIRST_LINE = re.compile(
     rb"\[((?:ERROR|WARNING|INFO|DEBUG|EVENT|TRACE|NULL|\d{1,2})\] ?(?:[A-Z][A-Z0-9_]*|\d+))\(")
 RECORD_AT_LINE_START = re.compile(b"\n" + RECORD_FIRST_LINE.pattern)
 RECORD_ANYWHERE = re.compile(RECORD_FIRST_LINE.pattern + rb"-?\d+,")
+# The opening bracket of a record header (replaced by a newline and itself: a literal replacement is C-fast).
+RECORD_BRACKET = re.compile(rb"\[(?=" + RECORD_ANYWHERE.pattern[2:] + rb")")
 # slogd's own log: `2025-05-07 19:54:54.608[INFO] log_path_mgr.c:123: msg`.
 SLOGD_FIRST_LINE = re.compile(rb"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}\[(ERROR|WARNING|INFO|DEBUG|EVENT)\] ")
 SLOGD_AT_LINE_START = re.compile(b"\n" + SLOGD_FIRST_LINE.pattern)
 PLOG_MARKERS: Tuple[bytes, ...] = (b"[ERROR]", b"[WARNING]")
+# A plog chunk whose ERROR records are more than this share of its records is error-dense.
+DENSE_SHARE = 0.05
 
 # The same grammar on decoded text, with all fields.
 RECORD = re.compile(
-    r"\[(?P<level>[A-Z]+|\d{1,2})\] ?(?P<module>[A-Z][A-Z0-9_]*|\d+)\((?P<pid>-?\d+),(?P<pname>[^)]*)\):"
+    r"\[(?P<level>[A-Z]+|\d{1,2})\] ?(?P<module>[A-Z][A-Z0-9_]*|\d+)\((?P<pid>-?\d+),(?P<pname>[^)]*)\): ?"
     r"(?P<ts>\d{4}-\d\d-\d\d-\d\d:\d\d:\d\d(?:\.\d{3}\.\d{3})?)")
 SLOGD_RECORD = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}\[(?P<level>[A-Z]+)\] ")
 # Error codes: CANN error-message codes (EZ9999, EI0006, E19010, W11001), torch_npu ERR codes, numeric
 # AscendCL/runtime results after the words that introduce them, HCCL errNo.
 # (Each pattern starts with a literal or a small class so that the regex engine can skip ahead.)
 # How codes look in text (CODE, NUMERIC_CODE, HCCL_ERRNO) is defined once, in npudoctor.logs.codes.
-NUMERIC_CODE_GUARDS = ("ode is", "ode=", "esult", "rrorNo")  # literals in front of every NUMERIC_CODE match
+# Lower-cased literals in front of every NUMERIC_CODE and HCCL_ERRNO match.
+NUMERIC_CODE_GUARDS = ("ode is", "ode=", "esult", "rrorno", "errno[")
 # The bytes twin of codes.CODE, for the prefilter over raw chunks (which only needs where each match starts).
 CODE_BYTES = re.compile(codebase.CODE.pattern.encode())
 # Literals that put a line of free text (console output) in front of the full grammar, besides the rules'
 # hints and the E/W/ERR code pattern: record levels and the words before numeric codes.
 TEXT_MARKERS: Tuple[bytes, ...] = (
-    b"[ERROR]", b"[WARNING]", b"rror code is", b"rrorCode", b"rrCode", b"rrcode", b"esult[", b"esult = ",
-    b"rrorNo: ", b"errNo[")
+    b"[ERROR]", b"[WARNING]", b"rror code is", b"rror Code", b"RROR CODE", b"rrorCode", b"rrCode", b"rrcode",
+    b"RRCODE", b"RRORCODE", b"esult[", b"esult = ", b"rrorNo: ", b"errNo[")
+
+# What changes between repeats of one record: the pid, process name and timestamp of its header.
+RECORD_VARYING = re.compile(r"\(-?\d+,[^)\n]*\): ?\d{4}-\d\d-\d\d-\d\d:\d\d:\d\d(?:\.\d{3}\.\d{3})?")
+# Distinct message shapes whose analysis is kept (then the cache starts over).
+MAX_SHAPES = 8192
+_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+# A second record glued onto a line by a concurrent writer that lost a newline: `...ret[9][ERROR] HCCL(...`.
+RECORD_HEADER = re.compile(r"\[(?:ERROR|WARNING|INFO|DEBUG|EVENT|TRACE)\] ?[A-Z][A-Z0-9_]*\(-?\d+,")
 
 SEVERITY_RANK = {name: rank for rank, name in enumerate(SEVERITIES)}  # error=0 is the worst
 # The finding kinds the scanner gives itself (see _code_hit, _bare_record); the rules give all the others.
@@ -132,8 +147,10 @@ class FileSummary:
     bytes: int = 0
     cut_lines: int = 0  # over-long lines that were cut at MAX_LINE_BYTES
     examined_lines: int = 0  # lines the prefilter passed on to the full grammar
+    causes: Counter[Tuple[str, str]] = field(default_factory=collections.Counter)  # (kind, subject) -> lines
     _votes: Counter[str] = field(default_factory=collections.Counter)
     _binary: bool = False
+    _in_long_line: bool = False  # the line being read has been cut into pieces already
 
     def to_dict(self) -> Dict[str, Any]:
         out: Dict[str, Any] = {"path": self.path, "status": self.status, "format": self.format,
@@ -153,6 +170,8 @@ class ScanResult:
     modules: Counter[str]
     codes: Counter[str]
     findings: List[LogFinding]
+    # (path, reason) of what a folder walk passed over: "not logs", "not a regular file (fifo)", ...
+    skipped: List[Tuple[str, str]] = field(default_factory=list)
 
     @property
     def readable_files(self) -> List[FileSummary]:
@@ -204,12 +223,14 @@ class Scanner:
         self._merged: Dict[Tuple[str, str], LogFinding] = {}
         self._subjects_per_kind: Counter[str] = collections.Counter()
         self._plog_finds = PLOG_MARKERS + _shared_prefixes(self.rules.any_level_hints)
+        self._plog_marker = re.compile(b"|".join(re.escape(m) for m in self._plog_finds))
         self._text_anchors = _anchors(TEXT_MARKERS + self.rules.all_hints)
         self._rules_by_hint: Dict[str, List[int]] = {}
         for index, rule in enumerate(self.rules.rules):
             for hint in rule.hints:
                 self._rules_by_hint.setdefault(hint, []).append(index)
         self._rule_format = {r.id: r.format for r in self.rules.rules if r.format}
+        self._shape_hits: Dict[str, Tuple[List[LineHit], Tuple[Tuple[str, str], ...]]] = {}
 
     @property
     def plog_markers(self) -> Tuple[bytes, ...]:
@@ -251,28 +272,43 @@ class Scanner:
             if carry:  # complete the line left over from the previous chunk
                 newline = chunk.find(b"\n")
                 if newline < 0:
-                    carry += chunk
-                    if len(carry) > MAX_LINE_BYTES:  # no newline for too long: cut it, memory stays bounded
-                        summary.cut_lines += 1
-                        line_base = self.scan_lines(summary, carry + b"\n", line_base)
-                        carry = b""
+                    carry = self._scan_long_line(summary, carry + chunk, line_base)
                     continue
                 line_base = self.scan_lines(summary, carry + chunk[:newline + 1], line_base)
                 begin = newline + 1
+                summary._in_long_line = False
             cut = chunk.rfind(b"\n", begin) + 1
             if cut > begin:
+                summary._in_long_line = False
                 line_base = self.scan_lines(summary, chunk, line_base, begin, cut)
-            carry = chunk[max(cut, begin):]
-            if len(carry) > MAX_LINE_BYTES:
-                summary.cut_lines += 1
-                line_base = self.scan_lines(summary, carry + b"\n", line_base)
-                carry = b""
+            carry = self._scan_long_line(summary, chunk[max(cut, begin):], line_base)
             del chunk  # hold at most one chunk while the next one is read
         if carry:  # a last line without its newline (truncated file)
             line_base = self.scan_lines(summary, carry + b"\n", line_base)
         summary.lines = line_base
         summary.format = _file_format(summary)
         return summary
+
+    def _scan_long_line(self, summary: FileSummary, carry: bytes, line_base: int) -> bytes:
+        """Scan the start of a line that has no newline yet in pieces of LONG_LINE_PIECE bytes, all with
+        the line's own number (a 1 GB log without newlines is read in full, at the speed of normal lines,
+        in bounded memory); return the rest, shorter than a piece, to be completed by the next chunk."""
+        if len(carry) <= LONG_LINE_PIECE:
+            return carry
+        if not summary._in_long_line:
+            summary._in_long_line = True
+            summary.cut_lines += 1
+        # Records whose newlines were lost start a piece each (the plog fast path applies again), cut before
+        # the last record header so that none is split; text without headers is cut every LONG_LINE_PIECE.
+        headers = [m.start() for m in RECORD_BRACKET.finditer(carry, max(0, len(carry) - 4 * LONG_LINE_PIECE))]
+        if headers and headers[-1] > 0:
+            stop = headers[-1]
+            pieces = RECORD_BRACKET.sub(b"\n[", carry[:stop]) + b"\n"
+        else:
+            stop = len(carry) - len(carry) % LONG_LINE_PIECE
+            pieces = b"\n".join(carry[at:at + LONG_LINE_PIECE] for at in range(0, stop, LONG_LINE_PIECE)) + b"\n"
+        self.scan_lines(summary, pieces, line_base, one_line=True)  # one call: pieces cost like lines
+        return carry[stop:]
 
     def export_part(self) -> ScanPart:
         """This scanner's state after scanning exactly one input (a byte range of a file)."""
@@ -294,6 +330,8 @@ class Scanner:
             summary.cut_lines += piece.cut_lines
             summary.examined_lines += piece.examined_lines
             summary._votes.update(piece._votes)
+            for (kind, subject), n in piece.causes.items():
+                summary.causes[self._capped_key(kind, subject)] += n
             self.levels.update(part.levels)
             self.modules.update(part.modules)
             for code, n in part.codes.items():
@@ -316,9 +354,10 @@ class Scanner:
 
     # ---- the engine ---------------------------------------------------------------------------------------
     def scan_lines(self, summary: FileSummary, data: bytes, line_base: int, begin: int = 0,
-                   end: Optional[int] = None) -> int:
+                   end: Optional[int] = None, one_line: bool = False) -> int:
         """Scan the complete lines ``data[begin:end]`` (ending with a newline) of the input ``summary``,
-        whose first line is line ``line_base + 1``; return the line count after them."""
+        whose first line is line ``line_base + 1``; return the line count after them. With ``one_line``
+        the "lines" are pieces of one over-long line: all of them are line ``line_base + 1``."""
         end = len(data) if end is None else end
         first = RECORD_FIRST_LINE.match(data, begin, end)
         headers = RECORD_AT_LINE_START.findall(data, begin, end)
@@ -328,12 +367,26 @@ class Scanner:
         if records:
             # Assume plog; the exact line count comes out of locating the candidates (one pass over the
             # newlines), and if fewer than PLOG_SHARE of the lines are records the chunk is redone as text.
-            located, newlines = _locate(data, begin, end, self._plog_candidates(data, begin, end), line_base)
+            if data.count(PLOG_MARKERS[0], begin, end) > records * DENSE_SHARE:
+                # Error-dense (a job looping on an error): one split and a test per line beat finding each.
+                lines = data[begin:end].split(b"\n")
+                newlines = len(lines) - 1
+                search = self._plog_marker.search
+                picked = [index for index, line in enumerate(lines) if search(line)]
+                raws = [lines[index][:MAX_MATCH_CHARS * 2] for index in picked]
+                linenos = [line_base + index + 1 for index in picked]
+                del lines
+            else:
+                located, newlines = _locate(data, begin, end, self._plog_candidates(data, begin, end), line_base)
+                raws, linenos = _line_texts(data, end, located)
             plog_mode = records >= PLOG_SHARE * newlines
         else:
             plog_mode = False
         if not plog_mode:
             # Not (only) plog records at line starts: console output, prefixed or indented records, slogd.
+            if data.startswith(b">", begin) or data.count(b"\n>", begin, end) * 3 > data.count(b"\n", begin, end):
+                data, begin, end = unwrap_paste(data[begin:end]), 0, None  # a paste from an issue tracker
+                end = len(data)
             headers = RECORD_ANYWHERE.findall(data, begin, end)
             slogd = SLOGD_AT_LINE_START.findall(data, begin, end)
             first_slogd = SLOGD_FIRST_LINE.match(data, begin, end)
@@ -343,27 +396,73 @@ class Scanner:
             summary._votes["slogd"] += len(slogd)
             records = len(headers)
             located, newlines = _locate(data, begin, end, self._text_candidates(data, begin, end), line_base)
+            raws, linenos = _line_texts(data, end, located)
         for header, n in collections.Counter(headers).items():
             level, _, module = header.partition(b"]")
             self.levels[level.decode()] += n
             self.modules[module.strip().decode()] += n
         summary.records += records
-        summary._votes["records"] += records
-        summary.examined_lines += len(located)
-        if located:
-            raws = []
-            for start, _ in located:
-                stop = data.find(b"\n", start, end)
-                raws.append(data[start:min(stop, start + MAX_MATCH_CHARS * 2)])
+        summary.examined_lines += len(raws)
+        if raws:
             try:  # one decode for the whole lot; a line that is not UTF-8 makes us decode line by line
                 decoded = b"\n".join(raws).decode("utf-8")
                 texts = [t[:MAX_MATCH_CHARS].rstrip("\r") for t in decoded.split("\n")]
             except UnicodeDecodeError:
                 texts = [decode_text(raw)[:MAX_MATCH_CHARS].rstrip("\r\n") for raw in raws]
-            for (_, lineno), text, line_hits in zip(located, texts, self.analyze_lines(texts)):
+            if one_line:
+                linenos = [line_base + 1] * len(raws)
+            # Lines of one shape share one analysis: merge them once, with their count and last line.
+            groups: Dict[int, List[int]] = {}  # id(analysis) -> [first index, last index, lines]
+            analyses = self._analyze_shapes(texts)
+            for index, analysis in enumerate(analyses):
+                if analysis[0] or analysis[1]:
+                    group = groups.get(id(analysis))
+                    if group is None:
+                        groups[id(analysis)] = [index, index, 1]
+                    else:
+                        group[1] = index
+                        group[2] += 1
+            for first_index, last_index, times in groups.values():
+                line_hits, glued = analyses[first_index]
+                if glued and plog_mode:  # records glued after the first were not counted yet
+                    for level, module in glued:
+                        self.levels[level] += times
+                        self.modules[module] += times
+                    summary.records += len(glued) * times
                 if line_hits:
-                    self._merge(summary, text, lineno, line_hits)
+                    self._merge(summary, texts[first_index], linenos[first_index], line_hits, times,
+                                linenos[last_index])
         return line_base + newlines
+
+    def _analyze_shapes(self, texts: List[str]) -> List[Tuple[List[LineHit], Tuple[Tuple[str, str], ...]]]:
+        """(hits, glued records) of each line, worked out once per message shape: a job looping on an error
+        writes the same record again and again with a new pid, timestamp and nothing else. The shape is the
+        line with the record header's pid/process and timestamp blanked (rules read the message, not those).
+
+        A line holding records glued after its start (a concurrent writer lost a newline) is read record by
+        record; "glued records" are their (level, module) for counting."""
+        shapes = RECORD_VARYING.sub("(0,):", "\n".join(texts)).split("\n")
+        cache = self._shape_hits
+        missing = {shape: index for index, shape in enumerate(shapes) if shape not in cache}
+        if missing:
+            if len(cache) + len(missing) > MAX_SHAPES:
+                cache.clear()  # bounded memory: a log of all-distinct lines gains nothing from the cache
+                missing = {shape: index for index, shape in enumerate(shapes)}
+            pieces: List[str] = []
+            spans: List[Tuple[str, int, int, Tuple[Tuple[str, str], ...]]] = []
+            for shape, index in missing.items():
+                text = texts[index]
+                cuts = [m.start() for m in RECORD_HEADER.finditer(text, 1)]
+                parts = [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)])] if cuts else [text]
+                glued = tuple(_level_module(part) for part in parts[1:])
+                spans.append((shape, len(pieces), len(parts), glued))
+                pieces.extend(parts)
+            analyzed = self.analyze_lines(pieces)
+            for shape, start, count, glued in spans:
+                hits = analyzed[start] if count == 1 else [hit for part in analyzed[start:start + count]
+                                                           for hit in part]
+                cache[shape] = (hits, glued)
+        return [cache[shape] for shape in shapes]
 
     def _text_candidates(self, data: bytes, begin: int, end: int) -> Set[int]:
         """Starts of the free-text lines holding an anchor of any marker or hint, or an E/W/ERR code."""
@@ -418,24 +517,24 @@ class Scanner:
         for rule_index in sorted(candidates):
             rule = self.rules.rules[rule_index]
             for index in sorted(candidates[rule_index]):
-                match = rule.pattern.search(texts[index])
+                text = texts[index]
+                match = rule.pattern.search(text, 0, rule.max_chars) if rule.max_chars else \
+                    rule.pattern.search(text)
                 if match is not None:
                     hits[index].append(_rule_hit(rule, match))
 
-        codes_by_line: Dict[int, List[str]] = {}
-        for match in codebase.CODE.finditer(block):
-            index = bisect.bisect_right(offsets, match.start()) - 1
-            codes_by_line.setdefault(index, []).append(match.group(1) + match.group(2))
-        guarded: Set[int] = set()
+        # Codes are read by codes.find_codes, the one reader (LIB005 uses it too); lines are picked by the
+        # E/W/ERR pattern or by a lower-cased literal that every numeric code context holds.
+        code_lines: Set[int] = {bisect.bisect_right(offsets, m.start()) - 1 for m in codebase.CODE.finditer(block)}
+        lowered = block.translate(_ASCII_LOWER)  # str.lower() may change the length of non-ASCII text
         for guard in NUMERIC_CODE_GUARDS:
-            guarded.update(lines_with(guard))
-        for index in sorted(guarded):
-            codes_by_line.setdefault(index, []).extend(codebase.NUMERIC_CODE.findall(texts[index]))
-        for index in set(lines_with("errNo[")):
-            codes_by_line.setdefault(index, []).extend(
-                codebase.normalize(errno) for errno in codebase.HCCL_ERRNO.findall(texts[index]))
-        for index, found in codes_by_line.items():
-            hits[index].extend(_code_hit(code) for code in dict.fromkeys(found))
+            at = lowered.find(guard)
+            while at >= 0:
+                index = bisect.bisect_right(offsets, at) - 1
+                code_lines.add(index)
+                at = lowered.find(guard, offsets[index + 1]) if index + 1 < len(offsets) else -1
+        for index in sorted(code_lines):
+            hits[index].extend(_code_hit(code) for code in codebase.find_codes(texts[index]))
 
         for index, line_hits in enumerate(hits):
             if not line_hits:
@@ -444,38 +543,55 @@ class Scanner:
                     line_hits.append(bare)
         return hits
 
-    def _merge(self, summary: FileSummary, text: str, lineno: int, line_hits: List[LineHit]) -> None:
+    def _merge(self, summary: FileSummary, text: str, lineno: int, line_hits: List[LineHit], times: int = 1,
+               last_lineno: int = 0) -> None:
+        """Merge the hits of ``times`` lines of one shape: the first at ``lineno`` (its ``text`` is the
+        sample), the last at ``last_lineno``."""
         where = Evidence(summary.path, lineno)
+        last = Evidence(summary.path, last_lineno) if times > 1 else where
+        cleaned = ""
         for hit in line_hits:
             if hit.kind == "error_code":
-                self.codes[self._capped_code(hit.subject)] += 1
+                self.codes[self._capped_code(hit.subject)] += times
                 if hit.subject.startswith("ERR"):
-                    summary._votes["torch_npu"] += 1
+                    summary._votes["torch_npu"] += times
                 else:
-                    summary._votes["cann-error"] += 1
+                    summary._votes["cann-error"] += times
             elif hit.rule and self._rule_format.get(hit.rule):
-                summary._votes[self._rule_format[hit.rule]] += 1
-            self._merge_finding(LogFinding(
-                kind=hit.kind, subject=hit.subject, severity=hit.severity, title=hit.title, count=1,
-                first=where, last=where, sample=text.strip()[:SAMPLE_CHARS], fix=hit.fix, rule=hit.rule,
-                code=hit.code, details={name: {value} for name, value in hit.details}), _add_capped_values)
+                summary._votes[self._rule_format[hit.rule]] += times
+            merged = self._merged.get((hit.kind, hit.subject))
+            if merged is not None and not hit.details and merged.severity == hit.severity:
+                merged.count += times  # the common case of a repeated cause: no new finding to build
+                merged.last = _later(merged.last, last)
+                summary.causes[hit.kind, hit.subject] += times
+                continue
+            if not cleaned:
+                cleaned = printable(text)
+            key = self._merge_finding(LogFinding(
+                kind=hit.kind, subject=printable(hit.subject), severity=hit.severity, title=hit.title,
+                count=times, first=where, last=last, sample=cleaned.strip()[:SAMPLE_CHARS], fix=hit.fix,
+                rule=hit.rule, code=hit.code, details={name: {printable(value)} for name, value in hit.details}),
+                _add_capped_values)
+            summary.causes[key] += times
 
     def _merge_finding(self, finding: LogFinding,
-                       add_values: Callable[[Set[str], Set[str]], None]) -> None:
-        """Merge ``finding`` into the one of its kind and subject (capped); ``add_values`` adds its details."""
+                       add_values: Callable[[Set[str], Set[str]], None]) -> Tuple[str, str]:
+        """Merge ``finding`` into the one of its kind and subject (capped); ``add_values`` adds its details.
+        Returns the (kind, subject) it was merged under."""
         key = self._capped_key(finding.kind, finding.subject)
         merged = self._merged.get(key)
         if merged is None:
             self._subjects_per_kind[key[0]] += 1
             details = {name: set(values) for name, values in finding.details.items()}
             self._merged[key] = dataclasses.replace(finding, subject=key[1], details=details)
-            return
+            return key
         merged.count += finding.count
-        merged.last = finding.last
+        merged.last = _later(merged.last, finding.last)
         if SEVERITY_RANK[finding.severity] < SEVERITY_RANK[merged.severity]:
             merged.severity = finding.severity
         for name, values in finding.details.items():
             add_values(merged.details.setdefault(name, set()), values)
+        return key
 
     def _capped_key(self, kind: str, subject: str) -> Tuple[str, str]:
         if (kind, subject) in self._merged or self._subjects_per_kind[kind] < MAX_SUBJECTS_PER_KIND:
@@ -489,6 +605,40 @@ class Scanner:
         findings = sorted(self._merged.values(),
                           key=lambda f: (SEVERITY_RANK[f.severity], f.kind, -f.count, f.subject))
         return ScanResult(list(self.files), self.levels, self.modules, self.codes, findings)
+
+
+# A paste from an issue tracker or a mail: quote prefixes (`> `, `> > `) and lines hard-wrapped at ~72-80
+# columns. After a line that long, a line goes on the previous one unless it starts like a line of its own
+# (a record, an indented frame, a date, a traceback) or is empty.
+QUOTE_PREFIX = re.compile(rb"^(?:[ \t]*>)+ ?", re.MULTILINE)
+WRAP_WIDTH = 50
+OWN_LINE_START = re.compile(rb"$|\s|\[(?:ERROR|WARNING|INFO|DEBUG|EVENT|TRACE)\]|\d{4}-\d\d-\d\d|Traceback|File \"|"
+                            rb"During handling|The above exception")
+
+
+def unwrap_paste(region: bytes) -> bytes:
+    """``region`` (whole lines) without quote prefixes, wrapped lines joined again. The newline count stays
+    (a joined line is followed by an empty one), so line numbers still point at the paste's lines."""
+    logical: List[List[Any]] = []  # [text, extra newlines]
+    for line in QUOTE_PREFIX.sub(b"", region).split(b"\n")[:-1]:
+        previous = logical[-1] if logical else None
+        if previous is not None and len(previous[0]) >= WRAP_WIDTH and not OWN_LINE_START.match(line):
+            previous[0] = previous[0].rstrip() + b" " + line
+            previous[1] += 1
+        else:
+            logical.append([line, 0])
+    return b"".join(text + b"\n" * (1 + extra) for text, extra in logical)
+
+
+def _level_module(record: str) -> Tuple[str, str]:
+    """(level, module) of a text starting with a record header (``[ERROR] HCCL(``)."""
+    level, _, module = record[1:record.index("(")].partition("]")
+    return level, module.strip()
+
+
+def _later(current: Evidence, new: Evidence) -> Evidence:
+    """The later of two evidence lines (inputs are scanned in order, so another file is a later one)."""
+    return new if new.file != current.file or new.line > current.line else current
 
 
 def _add_capped_values(values: Set[str], new: Set[str]) -> None:
@@ -551,6 +701,17 @@ def _line_start(data: bytes, begin: int, at: int) -> int:
     return data.rfind(b"\n", begin, at) + 1 or begin
 
 
+def _line_texts(data: bytes, end: int, located: List[Tuple[int, int]]) -> Tuple[List[bytes], List[int]]:
+    """The bytes (at most what is matched, twice over) and line numbers of the ``located`` lines."""
+    raws = []
+    find = data.find
+    limit = MAX_MATCH_CHARS * 2
+    for start, _ in located:
+        stop = find(b"\n", start, end)
+        raws.append(data[start:min(stop, start + limit)])
+    return raws, [lineno for _, lineno in located]
+
+
 def _locate(data: bytes, begin: int, end: int, starts: Iterable[int],
             line_base: int) -> Tuple[List[Tuple[int, int]], int]:
     """(line start, line number) for each of ``starts``, and the newline count of ``data[begin:end]``, in
@@ -597,12 +758,23 @@ def _file_format(summary: FileSummary) -> str:
         return "binary"
     if votes["slogd"] >= PLOG_SHARE * summary.lines / 2:
         return "slogd"
-    if votes["records"] >= summary.lines / 2:
+    if summary.records >= summary.lines / 2:
         return "plog"
     for name in ("atc", "torch_npu", "cann-error"):
         if votes[name]:
             return name
     return "text"
+
+
+# Terminal escape sequences (OSC title changes, CSI clear-screen and colours, other ESC sequences) and the
+# control characters left: log text is someone else's text, printed on our user's terminal and in XML.
+_CONTROL = re.compile(r"\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b\[[0-?]*[ -/]*[@-~]?|\x1b[@-_]?|"
+                      r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """``text`` without terminal escape sequences and control characters (tabs kept)."""
+    return _CONTROL.sub("", text) if not text.isprintable() else text
 
 
 def _one_line(exc: BaseException) -> str:

@@ -1,14 +1,26 @@
-"""Human output of ``logs scan``: what was read, then one line per merged cause with its explanation."""
+"""Human output of ``logs scan``, read like a report: the merged causes first (each with its explanation),
+then one line about the files read (the per-file list with ``-v``), what was skipped, and a verdict line.
+
+Record counts (how many ERROR records the files hold) and findings (merged causes) are labelled apart.
+Text taken from logs is printed without terminal escape sequences (the scanner strips them).
+"""
 
 from __future__ import annotations
+
+import collections
+from typing import Dict, List, Sequence, Tuple
 
 from rich.console import Console
 from rich.text import Text
 
+from npudoctor.logs.failon import finding_fails
 from npudoctor.logs.rules import SEVERITY_STATUS
-from npudoctor.logs.scanner import LogFinding, ScanResult
+from npudoctor.logs.scanner import LogFinding, ScanResult, printable
 from npudoctor.model.finding import Status
 from npudoctor.report.symbols import STYLE, SYMBOL
+
+# Skipped inputs named per reason before the rest are counted.
+SKIPPED_NAMES_SHOWN = 3
 
 
 def _finding_lines(finding: LogFinding, verbose: bool) -> Text:
@@ -17,8 +29,13 @@ def _finding_lines(finding: LogFinding, verbose: bool) -> Text:
     text.append(SYMBOL[status], style=STYLE[status])
     text.append(f" {finding.kind} ", style="bold")
     text.append(finding.subject, style="cyan")
-    text.append(f"  ×{finding.count}  ")
-    where = str(finding.first) if finding.count == 1 else f"{finding.first} … {finding.last}"
+    text.append(f"  {finding.count:,} line{'s' if finding.count != 1 else ''}  ")
+    if finding.count == 1:
+        where = str(finding.first)
+    elif finding.first.file == finding.last.file:
+        where = f"{finding.first} … {finding.last.line}"  # lines 98 … 102 of one file
+    else:
+        where = f"{finding.first} … {finding.last}"
     text.append(where, style="dim")
     if finding.title and finding.kind != "error_code":
         text.append(f"\n      {finding.title}")
@@ -35,29 +52,62 @@ def _finding_lines(finding: LogFinding, verbose: bool) -> Text:
     return text
 
 
-def render(result: ScanResult, console: Console, verbose: bool = False) -> None:
-    lines = sum(f.lines for f in result.files)
-    records = sum(f.records for f in result.files)
-    console.print(Text.assemble(("npudoctor logs scan", "bold"),
-                                f": {len(result.files)} file(s), {lines:,} lines, {records:,} records"))
-    if result.levels:
-        console.print(Text("  levels: " + ", ".join(f"{k} {v:,}" for k, v in result.levels.most_common()),
-                           style="dim"))
-    console.print(Text("\nfiles", style="bold underline"))
-    for summary in result.files:
-        status = Status.ERROR if summary.status == "unreadable" else (
-            Status.WARN if summary.status == "partial" else Status.PASS)
-        line = Text("  ")
-        line.append(SYMBOL[status], style=STYLE[status])
-        line.append(f" {summary.path}  ")
-        line.append(f"{summary.format}, {summary.records:,} records, {summary.lines:,} lines", style="dim")
-        if summary.error:
-            line.append(f"  {summary.status}: {summary.error}", style=STYLE[status])
-        console.print(line)
-    console.print(Text("\nfindings", style="bold underline"))
+def _skipped_lines(skipped: Sequence[Tuple[str, str]], verbose: bool) -> List[str]:
+    """One line per reason: "25 files skipped: not logs (a.md, b.yaml, c.ckpt, +22 more)"."""
+    by_reason: Dict[str, List[str]] = collections.defaultdict(list)
+    for path, reason in skipped:
+        by_reason[reason].append(path)
+    lines = []
+    shown = None if verbose else SKIPPED_NAMES_SHOWN
+    for reason, paths in by_reason.items():
+        names = ", ".join(printable(p) for p in paths[:shown])
+        more = f", +{len(paths) - len(paths[:shown])} more" if len(paths) > len(paths[:shown]) else ""
+        noun = "file" if len(paths) == 1 else "files"
+        lines.append(f"{len(paths)} {noun} skipped: {reason} ({names}{more})")
+    return lines
+
+
+def render(result: ScanResult, console: Console, verbose: bool = False, fail_on: Sequence[str] = ("error",),
+           exit_code: int = 0) -> None:
+    console.print(Text("findings", style="bold underline"))
     if not result.findings:
         console.print(Text("  nothing found that needs attention"))
     for finding in result.findings:
         console.print(_finding_lines(finding, verbose))
+
+    readable = result.readable_files
+    if verbose:
+        console.print(Text("\nfiles", style="bold underline"))
+        for summary in result.files:
+            status = Status.ERROR if summary.status == "unreadable" else (
+                Status.WARN if summary.status == "partial" else Status.PASS)
+            line = Text("  ")
+            line.append(SYMBOL[status], style=STYLE[status])
+            line.append(f" {printable(summary.path)}  ")
+            line.append(f"{summary.format}, {summary.records:,} records, {summary.lines:,} lines", style="dim")
+            if summary.error:
+                line.append(f"  {summary.status}: {printable(summary.error)}", style=STYLE[status])
+            console.print(line)
+    lines = sum(f.lines for f in readable)
+    records = sum(f.records for f in readable)
+    levels = ", ".join(f"{level} {n:,}" for level, n in result.levels.most_common())
+    files_line = f"\nfiles: {len(readable)} read, {lines:,} lines, {records:,} records"
+    if levels:
+        files_line += f" ({levels})"
+    unreadable = [f for f in result.files if f.status == "unreadable"]
+    partial = [f for f in result.files if f.status == "partial"]
+    if partial:
+        files_line += f"; {len(partial)} partial ({', '.join(printable(f.path) for f in partial[:3])})"
+    if unreadable:
+        files_line += f"; {len(unreadable)} unreadable ({', '.join(printable(f.path) for f in unreadable[:3])})"
+    console.print(Text(files_line))
+    for skipped_line in _skipped_lines(result.skipped, verbose):
+        console.print(Text(skipped_line, style="dim"))
+
     counts = result.severity_counts()
-    console.print(Text("\nsummary: " + ", ".join(f"{n} {name}" for name, n in counts.items())))
+    failing = sum(1 for f in result.findings if finding_fails(f, fail_on))
+    by_severity = ", ".join(f"{n} {name}" for name, n in counts.items() if n)
+    causes = len(result.findings)
+    verdict = f"{causes} cause{'s' if causes != 1 else ''} found" + (f" ({by_severity})" if by_severity else "")
+    verdict += f"; {failing} match --fail-on {','.join(fail_on)}: exit {exit_code}"
+    console.print(Text("\nsummary: " + verdict))

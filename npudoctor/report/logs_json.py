@@ -20,6 +20,7 @@ def to_dict(result: ScanResult, fail_on: Sequence[str] = ("error",), exit_code: 
         "summary": {
             "files": len(files),
             "unreadable": sum(1 for f in files if f.status == "unreadable"),
+            "skipped": len(result.skipped),
             "lines": sum(f.lines for f in files),
             "records": sum(f.records for f in files),
             "levels": dict(result.levels.most_common()),
@@ -28,6 +29,7 @@ def to_dict(result: ScanResult, fail_on: Sequence[str] = ("error",), exit_code: 
             "findings": result.severity_counts(),
         },
         "findings": [f.to_dict() for f in result.findings],
+        "skipped": [{"path": path, "reason": reason} for path, reason in result.skipped],
         "fail_on": list(fail_on),
         "exit_code": exit_code,
     }

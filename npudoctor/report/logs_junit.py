@@ -1,10 +1,26 @@
-"""``logs scan --format junit``: one testcase per input file and per merged finding, for CI dashboards."""
+"""``logs scan --format junit``: one testcase per input file and per merged finding, for CI dashboards.
+
+A testcase fails by the same ``--fail-on`` rule as the exit code: a finding that matches is a failure, one
+that does not is a passing testcase with its text in ``system-out``; a file fails when it holds a failing
+finding (a file full of errors is not a passing testcase). Unreadable files are errors. Text from logs and
+file names may hold control characters that XML 1.0 cannot carry: they are removed.
+"""
 
 from __future__ import annotations
 
+import re
+from typing import Dict, Sequence, Tuple
 from xml.etree import ElementTree as ET
 
-from npudoctor.logs.scanner import LogFinding, ScanResult
+from npudoctor.logs.failon import finding_fails
+from npudoctor.logs.scanner import FileSummary, LogFinding, ScanResult
+
+# Characters XML 1.0 does not allow (even escaped): C0 controls but tab/newline/CR, surrogates, U+FFFE/F.
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+
+
+def _xml(text: str) -> str:
+    return _NOT_XML.sub("", text)
 
 
 def _body(finding: LogFinding) -> str:
@@ -16,32 +32,47 @@ def _body(finding: LogFinding) -> str:
             parts.append(f"cause: {finding.code.cause}")
     if finding.fix:
         parts.append(f"fix: {finding.fix}")
-    return "\n".join(p for p in parts if p)
+    return _xml("\n".join(p for p in parts if p))
 
 
-def render(result: ScanResult) -> str:
+def _file_failures(summary: FileSummary, failing: Dict[Tuple[str, str], LogFinding]) -> Tuple[int, int]:
+    """(failing causes, their lines) of one file."""
+    keys = [key for key in summary.causes if key in failing]
+    return len(keys), sum(summary.causes[key] for key in keys)
+
+
+def render(result: ScanResult, fail_on: Sequence[str] = ("error",)) -> str:
+    failing = {(f.kind, f.subject): f for f in result.findings if finding_fails(f, fail_on)}
     root = ET.Element("testsuites", {"name": "npudoctor.logs"})
-    failures = sum(1 for f in result.findings if f.severity != "info")
+    file_failures = {id(s): _file_failures(s, failing) for s in result.files}
+    failures = len(failing) + sum(1 for causes, _ in file_failures.values() if causes)
     errors = sum(1 for f in result.files if f.status != "ok")
     suite = ET.SubElement(root, "testsuite", {
         "name": "npudoctor.logs", "tests": str(len(result.findings) + len(result.files)),
         "failures": str(failures), "errors": str(errors), "skipped": "0"})
+    ET.SubElement(suite, "properties").extend([ET.Element("property", {"name": "fail_on", "value": ",".join(fail_on)})])
     for summary in result.files:
-        case = ET.SubElement(suite, "testcase", {"classname": "npudoctor.logs.file", "name": summary.path})
+        case = ET.SubElement(suite, "testcase", {"classname": "npudoctor.logs.file", "name": _xml(summary.path)})
+        causes, lines = file_failures[id(summary)]
         if summary.status != "ok":
-            message = f"{summary.status}: {summary.error}"
-            error = ET.SubElement(case, "error", {"message": message, "type": "error"})
-            error.text = summary.error
+            message = _xml(f"{summary.status}: {summary.error}")
+            error = ET.SubElement(case, "error", {"message": message, "type": summary.status})
+            error.text = message
+        elif causes:
+            names = sorted(f"{kind} {subject}" for kind, subject in summary.causes if (kind, subject) in failing)
+            failure = ET.SubElement(case, "failure", {
+                "message": _xml(f"{causes} cause(s) matching --fail-on {','.join(fail_on)} in {lines} line(s)"),
+                "type": "fail-on"})
+            failure.text = _xml("\n".join(names))
     for finding in result.findings:
         case = ET.SubElement(suite, "testcase", {"classname": f"npudoctor.logs.{finding.kind}",
-                                                 "name": f"{finding.kind} {finding.subject}"})
-        if finding.severity == "info":
-            ET.SubElement(case, "system-out").text = _body(finding)
-        else:
-            # warn/fallback are failures (type warn/fallback) so that CI shows them; the exit code decides.
-            element = ET.SubElement(case, "failure", {"message": f"{finding.title or finding.kind} "
-                                                                 f"({finding.subject}) x{finding.count}",
-                                                      "type": finding.severity})
+                                                 "name": _xml(f"{finding.kind} {finding.subject}")})
+        if (finding.kind, finding.subject) in failing:
+            element = ET.SubElement(case, "failure", {
+                "message": _xml(f"{finding.title or finding.kind} ({finding.subject}) x{finding.count}"),
+                "type": finding.severity})
             element.text = _body(finding)
+        else:
+            ET.SubElement(case, "system-out").text = _body(finding)
     ET.indent(root)
     return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
