@@ -109,45 +109,6 @@ def load_yaml_file(path: Path) -> Any:
     return load_yaml_text(text, str(path))
 
 
-# Nodes after aliases are expanded: a 1 KB "billion laughs" file expands to 10**9 nodes.
-MAX_YAML_NODES = 200_000
-
-
-def load_yaml_text(text: str, source: str) -> Any:
-    """Parse YAML someone else wrote (a site rules file): safe types only; a document whose aliases expand
-    beyond :data:`MAX_YAML_NODES` nodes is refused with a KnowledgeError naming ``source``. The events are
-    counted before anything is built (the parser does not expand aliases)."""
-    import yaml
-
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    try:
-        if "&" in text:  # no anchor, no alias
-            sizes: Dict[str, int] = {}
-            stack: List[List[Any]] = [[None, 0]]  # per open collection: its anchor, its expanded size
-            for event in yaml.parse(text, Loader=loader):
-                if isinstance(event, (yaml.ScalarEvent, yaml.AliasEvent)):
-                    size = 1 if isinstance(event, yaml.ScalarEvent) else sizes.get(event.anchor or "", 1)
-                    if isinstance(event, yaml.ScalarEvent) and event.anchor:
-                        sizes[event.anchor] = 1
-                    stack[-1][1] += size
-                elif isinstance(event, yaml.CollectionStartEvent):
-                    stack.append([event.anchor, 1])
-                elif isinstance(event, yaml.CollectionEndEvent):
-                    anchor, size = stack.pop()
-                    if anchor:
-                        sizes[anchor] = size
-                    stack[-1][1] += size
-                if stack[-1][1] > MAX_YAML_NODES:
-                    raise KnowledgeError(f"{source}: YAML aliases expand to more than {MAX_YAML_NODES:,} "
-                                         f"nodes (an alias bomb?); refused")
-        return yaml.load(text, Loader=loader)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark is not None else ""
-        raise KnowledgeError(f"{source}:{where} not valid YAML ({getattr(exc, 'problem', None) or exc})") from None
-    except RecursionError:
-        raise KnowledgeError(f"{source}: nested too deeply; refused") from None
-
 
 @functools.cache
 def load(name: str) -> Any:
