@@ -166,7 +166,6 @@ def aicpu_hint(op_type: str, dtypes: Sequence[str]) -> str:
     return "\n".join(parts)
 
 
-FALLBACK_KINDS = ("cpu_fallback", "op_rejected", "aicpu_placed", "host_cpu_placed")
 
 
 def _log_fallbacks(ctx: ProfContext) -> Dict[str, List[Dict[str, Any]]]:

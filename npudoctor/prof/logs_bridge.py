@@ -1,59 +1,22 @@
 """``prof analyze --logs DIR``: the log doctor's CPU-fallback findings, by operator type, for PROF001.
 
-The log engine (:class:`npudoctor.logs.scanner.Scanner`) does the reading and matching; this module only picks
-the files the same way ``logs scan DIR`` does and keeps the fallback kinds.
+The log engine (:func:`npudoctor.logs.scan_paths`) walks, opens and reads the logs exactly as ``logs scan DIR``
+does (regular files only, no symlink out of the folder, ``.gz`` included); this module only keeps the fallback
+kinds.
 """
 
 from __future__ import annotations
 
-import os
-from typing import Any, Dict, Iterator, List, Sequence
+from typing import Any, Dict, List, Sequence
 
 FALLBACK_KINDS = ("cpu_fallback", "op_rejected", "aicpu_placed", "host_cpu_placed")
-LOG_SUFFIXES = (".log", ".txt", ".out")
-CHUNK_BYTES = 1 << 20
-MAX_FILES = 2000
-
-
-def _log_files(roots: Sequence[str]) -> Iterator[str]:
-    count = 0
-    for root in roots:
-        if os.path.isfile(root):
-            yield root
-            continue
-        for folder, dirs, files in os.walk(root):
-            dirs.sort()
-            for name in sorted(files):
-                path = os.path.join(folder, name)
-                if name.endswith(LOG_SUFFIXES) and os.path.isfile(path) and not os.path.islink(path):
-                    count += 1
-                    if count > MAX_FILES:
-                        return
-                    yield path
-
-
-def _chunks(path: str) -> Iterator[bytes]:
-    with open(path, "rb") as handle:
-        while True:
-            data = handle.read(CHUNK_BYTES)
-            if not data:
-                return
-            yield data
 
 
 def fallback_findings(roots: Sequence[str]) -> List[Dict[str, Any]]:
     """``[{op_type, kind, title, count, first, fix}]`` for every CPU/AI CPU fallback the logs under ``roots`` show."""
-    from npudoctor.logs.scanner import Scanner
+    from npudoctor.logs import scan_paths
 
-    scanner = Scanner()
-    for path in _log_files(roots):
-        try:
-            scanner.scan_stream(path, _chunks(path))
-        except OSError as exc:
-            scanner.add_unreadable(path, exc.strerror or str(exc))
-    out = []
-    for finding in scanner.result().findings:
-        if finding.kind in FALLBACK_KINDS:
-            out.append({"op_type": finding.subject, "kind": finding.kind, "title": finding.title or finding.kind,
-                        "count": finding.count, "first": str(finding.first), "fix": finding.fix})
-    return out
+    result = scan_paths(list(roots))
+    return [{"op_type": finding.subject, "kind": finding.kind, "title": finding.title or finding.kind,
+             "count": finding.count, "first": str(finding.first), "fix": finding.fix}
+            for finding in result.findings if finding.kind in FALLBACK_KINDS]
