@@ -166,8 +166,6 @@ def aicpu_hint(op_type: str, dtypes: Sequence[str]) -> str:
     return "\n".join(parts)
 
 
-
-
 def _log_fallbacks(ctx: ProfContext) -> Dict[str, List[Dict[str, Any]]]:
     """The log doctor's CPU-fallback findings under ``--logs`` directories, by operator type (lower case)."""
     if not ctx.logs_dirs:
