@@ -400,9 +400,12 @@ def test_installed_packages_reads_real_metadata_without_importing(node):
     if find_spec("torch") is None:
         pytest.skip("torch is not installed")
     import os
+    import shlex
     import sys
 
-    (node.bin / "python3").symlink_to(sys.executable)  # the python3 on the fake node PATH
+    # The python3 on the fake node PATH. A wrapper, not a symlink: a symlink to a venv's python starts the base
+    # interpreter (pyvenv.cfg is looked up beside the link), which may not have torch.
+    node.script("python3", f'exec {shlex.quote(sys.executable)} "$@"\n')
     node.setenv(PATH=f"{node.bin}:{os.path.dirname(sys.executable)}")
 
     found = installed_packages(CheckContext(node.runner(), NodeProfile("default", {})))

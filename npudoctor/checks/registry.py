@@ -115,6 +115,8 @@ class CheckContext:
         self._facts: Dict[str, Any] = {}
         self._fact_errors: Dict[str, str] = {}
         self.findings: List[Finding] = []
+        # Findings of required checks that --only/--skip left out: they decide blocking, nobody sees them.
+        self.unreported: Dict[str, List[Finding]] = {}
 
     def facts(self, name: str) -> Any:
         """The facts named ``name`` (see ``npudoctor.probes.FACTS``); gathered on first use and cached.
@@ -153,12 +155,27 @@ class FactsUnavailable(Exception):
 
 
 def _blocked_by(spec: CheckSpec, ctx: CheckContext) -> Optional[str]:
+    """Why ``spec`` cannot run (a required check did not pass), or None.
+
+    A required check left out by ``--only``/``--skip`` still decides: it runs unreported, so a check never
+    reads facts its requirement would have refused (``--only SMI002`` on a node where npu-smi fails).
+    """
     for required in spec.requires:
-        # A required check left out by --only/--skip does not block: the facts still speak for themselves.
         statuses = ctx.statuses(required)
-        if any(s in (Status.FAIL, Status.ERROR, Status.SKIP) for s in statuses):
-            return required
+        if any(s in _BLOCKING for s in statuses):
+            return f"blocked by {required}"
+        if statuses or required not in REGISTRY:
+            continue
+        if required not in ctx.unreported:
+            ctx.unreported[required] = run_check(REGISTRY[required], ctx)
+        for hidden in ctx.unreported[required]:
+            if hidden.status in _BLOCKING:
+                said = f": {hidden.detail}" if hidden.detail else ""
+                return f"requires {required} (not run; on its own it gives {hidden.status.name}{said})"
     return None
+
+
+_BLOCKING = (Status.FAIL, Status.ERROR, Status.SKIP)
 
 
 def run_check(spec: CheckSpec, ctx: CheckContext) -> List[Finding]:
@@ -172,7 +189,7 @@ def run_check(spec: CheckSpec, ctx: CheckContext) -> List[Finding]:
 
     blocker = _blocked_by(spec, ctx)
     if blocker is not None:
-        return [finding(skip(f"blocked by {blocker}"))]
+        return [finding(skip(blocker))]
     try:
         outcomes = list(spec.func(ctx))
     except FactsUnavailable as exc:
