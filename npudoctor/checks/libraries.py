@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Dict, Iterable, List, Optional, Sequence
 
-from npudoctor.checks.registry import CheckContext, Outcome, check, fail, passed, skip, warn
+from npudoctor.checks.registry import CheckContext, Outcome, check, error, fail, passed, skip, warn
 from npudoctor.logs.codes import explain, find_codes
 from npudoctor.probes.ascend_layout import SOURCED_INSTALL_VARIABLES
 
@@ -511,6 +511,9 @@ def import_works(ctx: CheckContext) -> Iterable[Outcome]:
                 evidence,
                 fix="look for a hung device (npu-smi info) or a lock; raise libraries.import_timeout_s",
             )
+        elif trial.error == "output-limit":
+            yield error(f"{trial.python} printed far more than the import trial does and was killed", "torch_npu",
+                        evidence)
         else:
             yield skip(f"cannot run {trial.python}: {trial.error}")
         return
