@@ -425,3 +425,13 @@ def test_install_with_only_version_cfg_has_its_public_cann_version(node):
     node.symlink("/usr/local/Ascend/ascend-toolkit/latest", "8.0.0")
     versions = {i.path: i.version for i in find_cann_installs(node.runner(), {})}
     assert versions["/usr/local/Ascend/ascend-toolkit/latest"] == "8.0.0"
+
+
+def test_exactly_one_missing_library_deep_in_the_chain_fails_lib002(node, built):
+    """libhccl.so alone missing, needed by libtorch_npu.so (itself needed by torch_npu's _C): LIB002 FAIL
+    naming it; one missing library is as fatal to `import torch_npu` as ten."""
+    sourced(make_node(node, built))
+    node.path("/usr/local/Ascend/ascend-toolkit/8.0.0/lib64/libhccl.so").unlink()
+    lib002 = findings(node)["LIB002"]
+    assert lib002.status == Status.FAIL
+    assert lib002.evidence["missing"] == [{"name": "libhccl.so", "needed_by": f"{SITE}/torch_npu/lib/libtorch_npu.so"}]
