@@ -15,14 +15,9 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence
 
 from npudoctor.checks.registry import CheckContext, Outcome, check, error, fail, passed, skip, warn
 from npudoctor.logs.codes import explain, find_codes
-from npudoctor.probes.ascend_layout import SOURCED_INSTALL_VARIABLES
+from npudoctor.probes.ascend_layout import CANN_LIBRARY_PATTERN, SOURCED_INSTALL_VARIABLES
 
-# Libraries shipped by CANN (toolkit/nnae) and the driver: missing ones mean CANN is absent or not sourced.
-CANN_LIBRARY = re.compile(
-    r"^lib(?:hccl|ascendcl|acl_\w+|ge_\w+|graph|runtime|register|c_sec|mmpa|opapi|"
-    r"nnopbase|profapi|msprofiler|ascend_\w+|tsdclient|drvdsmi_host|dcmi|hccl_\w+|"
-    r"platform|error_manager|aicpu_\w+|tiling_api|fmk_\w+|ascendalog|slog)\.so"
-)
+CANN_LIBRARY = re.compile(CANN_LIBRARY_PATTERN)
 TORCH_LIBRARY = re.compile(r"^lib(?:torch\w*|c10|shm)\.so")
 
 
