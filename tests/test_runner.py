@@ -197,11 +197,12 @@ def test_setsid_grandchild_holding_the_pipe_does_not_hang_a_timeout(node, tmp_pa
     assert _wait_gone(int(pid_file.read_text()))
 
 
-def test_child_that_exits_leaving_a_pipe_holder_behind_gives_its_answer(node, tmp_path):
+def test_child_that_exits_leaving_a_pipe_holder_behind_gives_its_answer(node, tmp_path, monkeypatch):
     """npu-smi printed its table and exited, but a `setsid` child it started keeps the pipe open: the answer
     comes shortly after the exit (not at the timeout, not never), and the leftover is killed."""
     pid_file = tmp_path / "grandchild.pid"
     node.script("npu-smi", f"setsid sleep 25 &\necho $! > {pid_file}\necho table\nexit 0\n")
+    monkeypatch.setattr("npudoctor.probes.runner._EXIT_GRACE_S", 0.3)
     started = time.monotonic()
     result = node.runner().run(Command(("npu-smi", "info"), timeout_s=15))
     assert (result.error, result.rc, result.stdout) == (None, 0, "table\n")
@@ -219,6 +220,7 @@ def test_child_that_survives_sigkill_costs_a_bounded_wait(node, monkeypatch, tmp
     node.script("npu-smi", f"echo $$ > {pid_file}\nexec sleep 20\n")
     runner = node.runner()
     real_kill = os.kill
+    monkeypatch.setattr("npudoctor.probes.runner._KILL_WAIT_S", 0.3)  # the bound, shortened for the test
     monkeypatch.setattr(os, "kill", lambda pid, sig: None)
     monkeypatch.setattr(os, "killpg", lambda pgid, sig: None)
     started = time.monotonic()
