@@ -171,7 +171,7 @@ def _blocked_by(spec: CheckSpec, ctx: CheckContext) -> Optional[str]:
         for hidden in ctx.unreported[required]:
             if hidden.status in _BLOCKING:
                 said = f": {hidden.detail}" if hidden.detail else ""
-                return f"requires {required} (not run; on its own it gives {hidden.status.name}{said})"
+                return f"requires {required} (not run: it would give {hidden.status.name}{said})"
     return None
 
 
