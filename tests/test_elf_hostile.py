@@ -148,3 +148,36 @@ def test_special_files_on_the_search_path_and_as_ld_so_cache_are_skipped(tmp_pat
     assert "NOT FOUND  libdep.so" in proc.stdout
     assert stat.S_ISFIFO((root / "etc/ld.so.cache").stat().st_mode)  # looked at, never opened for writing
 
+
+
+def _set_dynamic_entry(data: bytes, tag: int, value: int) -> bytes:
+    """``data`` (a 64-bit little-endian ELF file) with the value of its dynamic entry ``tag`` replaced."""
+    import struct
+
+    out = bytearray(data)
+    phoff, (phentsize, phnum) = struct.unpack_from("<Q", out, 32)[0], struct.unpack_from("<HH", out, 54)
+    for i in range(phnum):
+        p_type, _, p_offset, _, _, p_filesz = struct.unpack_from("<IIQQQQ", out, phoff + i * phentsize)
+        if p_type == 2:
+            for at in range(p_offset, p_offset + p_filesz, 16):
+                if struct.unpack_from("<q", out, at)[0] == tag:
+                    struct.pack_into("<Q", out, at + 8, value)
+                    return bytes(out)
+    raise AssertionError(f"no dynamic entry {tag}")
+
+
+@pytest.mark.parametrize("path_kind", PATHS)
+def test_gnu_hashed_library_with_its_symbol_table_outside_the_file(cases, tmp_path, monkeypatch, path_kind):
+    """A gcc-built library (GNU hash table, viewed in place) whose DT_SYMTAB points nowhere: the views taken
+    before the error are released, so the one-line error comes out (it was BufferError: cannot close
+    exported pointers exist)."""
+    from tests.test_libs_cli import run
+
+    _use(path_kind, monkeypatch)
+    target = tmp_path / "libuser.so"
+    target.write_bytes(_set_dynamic_entry(cases["user"].read_bytes(), DT_SYMTAB, 0x7FFF0000))
+    result = run(str(target), "--ld-library-path", str(cases["new"]))
+    assert result.exit_code == 2, result.output
+    assert result.output.strip().splitlines() == [
+        f"npudoctor: error: {target}: corrupt ELF (symbol table at address 0x7fff0000 is outside every loaded "
+        "segment)"]
