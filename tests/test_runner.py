@@ -242,3 +242,25 @@ def test_runaway_npu_smi_is_an_error_finding(node):
     [finding] = api.run_checks(node.runner(), only=("SMI001",)).findings
     assert finding.status is Status.ERROR and "killed" in finding.detail
     assert time.monotonic() - started < 10
+
+
+def test_child_that_closes_its_output_and_hangs_is_timed_out(node, monkeypatch, tmp_path):
+    """A child that closes stdout and stderr, then hangs (and, simulated, survives SIGKILL): its end of the
+    pipes says nothing more, so the wait for its exit is what must be bounded."""
+    import os
+    import signal
+
+    pid_file = tmp_path / "child.pid"
+    node.script("npu-smi", f"echo $$ > {pid_file}\nexec >&- 2>&-\nexec sleep 20\n")
+    runner = node.runner()
+    real_kill = os.kill
+    monkeypatch.setattr("npudoctor.probes.runner._KILL_WAIT_S", 0.3)
+    monkeypatch.setattr(os, "kill", lambda pid, sig: None)
+    monkeypatch.setattr(os, "killpg", lambda pgid, sig: None)
+    started = time.monotonic()
+    result = runner.run(Command(("npu-smi", "info"), timeout_s=0.5))
+    elapsed = time.monotonic() - started
+    monkeypatch.undo()
+    real_kill(int(pid_file.read_text()), signal.SIGKILL)
+    assert result.error == "timeout" and result.rc is None
+    assert elapsed < 3

@@ -629,7 +629,7 @@ class ElfFile:
         while index:
             # A chain visits each symbol at most once (the compiled resolver counts to `longest` instead:
             # the same verdict, as every index is below nchain and readable).
-            if index in visited or index >= longest:
+            if index in visited or index >= longest or len(found) >= longest:
                 raise ElfError(f"{self.path}: corrupt ELF (SysV hash table: a chain loops or leaves the table)")
             visited.add(index)
             found.append(index)
