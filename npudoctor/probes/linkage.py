@@ -157,17 +157,29 @@ def analyse_libs(runner: Any, path: str, search: SearchEnv, preload: Sequence[st
     return LibsAnalysis(report, context, left, cann_fix(runner, report))
 
 
+def find_set_env(runner: Any, install: str) -> Optional[str]:
+    """set_env.sh sits in the install (cann-<ver>) or one level up (ascend-toolkit/set_env.sh for latest)."""
+    for candidate in (f"{install}/set_env.sh", f"{os.path.dirname(install)}/set_env.sh", f"{install}/bin/setenv.bash"):
+        info = runner.path_info(candidate)
+        if info.exists and info.kind == "file":
+            return candidate
+    return None
+
+
 def cann_fix(runner: Any, report: LinkReport) -> Optional[str]:
     """For CANN libraries that are not found: source the set_env.sh of the CANN install on the node, or
-    install CANN when there is none."""
-    from npudoctor.probes.ascend_layout import CANN_LIBRARY_PATTERN
+    install CANN when there is none. Looks only where set_env.sh points and at the default installs (the
+    libraries probe's find_cann_installs knows more places, at an import cost `libs` does not pay)."""
+    from npudoctor.probes.ascend_layout import ASCEND, CANN_LIBRARY_PATTERN, HOME_VARIABLES
 
     if not any(re.match(CANN_LIBRARY_PATTERN, need.name) for need in report.missing_libraries):
         return None
-    from npudoctor.probes.libraries import find_cann_installs
-
-    installs = [i for i in find_cann_installs(runner, runner.environ()) if i.set_env]
-    if installs:
-        return f"source {installs[0].set_env}   # puts CANN's lib64 on LD_LIBRARY_PATH, then run again"
+    env = runner.environ()
+    installs = [env[var].rstrip("/") for var in HOME_VARIABLES if env.get(var)]
+    installs += [f"{ASCEND}/ascend-toolkit/latest", f"{ASCEND}/nnae/latest", f"{ASCEND}/cann"]
+    for install in dict.fromkeys(installs):
+        set_env = find_set_env(runner, install)
+        if set_env:
+            return f"source {set_env}   # puts CANN's lib64 on LD_LIBRARY_PATH, then run again"
     return ("install the CANN toolkit (Ascend-cann-toolkit_<version>_linux-<arch>.run --install), then "
             "source its set_env.sh")
