@@ -48,8 +48,8 @@ def _libs(*args: str, env_extra: Dict[str, str], limit_s: float = 30) -> subproc
     """`npudoctor libs ARGS` in a child with 1 GiB of address space: a runaway fails, it does not swap."""
     code = ("import resource, sys; resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30)); "
             "from npudoctor.cli import main; sys.argv = ['npudoctor', *sys.argv[1:]]; main()")
-    env = {**os.environ, **env_extra}
-    env.pop(PURE_PYTHON_VARIABLE, None) if PURE_PYTHON_VARIABLE not in env_extra else None
+    env = {key: value for key, value in os.environ.items() if key != PURE_PYTHON_VARIABLE}
+    env.update(env_extra)
     return subprocess.run([sys.executable, "-c", code, "libs", *args], capture_output=True, text=True,
                           timeout=limit_s, env=env)
 
