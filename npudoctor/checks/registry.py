@@ -167,6 +167,7 @@ def _blocked_by(spec: CheckSpec, ctx: CheckContext) -> Optional[str]:
         if statuses or required not in REGISTRY:
             continue
         if required not in ctx.unreported:
+            ctx.unreported[required] = []  # a requirement cycle ends here instead of recursing
             ctx.unreported[required] = run_check(REGISTRY[required], ctx)
         for hidden in ctx.unreported[required]:
             if hidden.status in _BLOCKING:
