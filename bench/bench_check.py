@@ -1,11 +1,18 @@
 #!/usr/bin/env python3
-"""Wall time of `npudoctor check` against `python -m torch.utils.collect_env`, measured in one run.
+"""Wall time of `npudoctor check` against `python -m torch.utils.collect_env`, measured in one run, and on a
+fake 8-NPU node against its slowest probe.
 
-collect_env is what people run today to describe a PyTorch node; npudoctor must answer much more in at most a
-tenth of its time. Both run as fresh processes (start-up included), alternately, N times each; medians and
-their ratio are printed.
+1. This machine: collect_env is what people run today to describe a PyTorch node; npudoctor must answer much
+   more in at most a tenth of its time. Here (no NPU) most checks skip, so this is the friendly case.
+2. A fake Atlas 800T A2 (8x910B3, tests/nodes.py: real npu-smi capture, sysfs, driver, CANN, python) under
+   ``--root``, whose npu-smi answers after ``--npu-smi-latency`` seconds (a real 8x910B3 takes about 5 s;
+   the default is scaled down to 1 s to keep the bench short: npu-smi runs beside the other probes, so the
+   overhead does not depend on it). Every check runs; what counts is npudoctor's time beyond its slowest
+   probe (the fake npu-smi run alone), printed as overhead in ms.
 
-    python bench/bench_check.py [--runs 5] [--root DIR]
+Both sides run as fresh processes (start-up included), alternately, N times each; medians are compared.
+
+    python bench/bench_check.py [--runs 5] [--root DIR] [--npu-smi-latency 1.0] [--skip-reference]
 """
 
 from __future__ import annotations
@@ -49,11 +56,53 @@ def _run_on_terminal(argv: Sequence[str]) -> None:
     proc.wait(timeout=600)
 
 
+def fake_node_overhead(runs: int, latency_s: float) -> None:
+    """Case 2: `check --root` on a fake 8x910B3 node whose npu-smi sleeps ``latency_s``, against that npu-smi
+    alone (the slowest probe)."""
+    import os
+    import tempfile
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/ builds the node
+    from tests.fakenode import FakeNode
+    from tests.nodes import B3_8CARD, healthy_910b_node
+    from tests.samples import sample_text
+
+    with tempfile.TemporaryDirectory(prefix="bench-check-node-") as folder:
+        node = healthy_910b_node(FakeNode(Path(folder)))
+        node.command("npu-smi", stdout=sample_text(B3_8CARD), sleep_s=latency_s)
+        env = {**os.environ, **node.env}
+        check = [sys.executable, "-m", "npudoctor", "check", "--root", str(node.root), "--format", "json"]
+        probe = [str(node.bin / "npu-smi"), "info"]
+
+        def timed(argv: List[str]) -> float:
+            started = time.perf_counter()
+            subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=600,
+                           check=False)
+            return time.perf_counter() - started
+
+        timed(check), timed(probe)  # warm-up
+        ours, slowest = [], []
+        for _ in range(runs):
+            ours.append(timed(check))
+            slowest.append(timed(probe))
+    ours_median, slowest_median = statistics.median(ours), statistics.median(slowest)
+    print(f"fake 8x910B3 node (--root), npu-smi latency {latency_s:g} s (a real one: ~5 s)")
+    print(f"  npudoctor check (every check runs)  median {ours_median * 1000:8.1f} ms  (runs: {runs})")
+    print(f"  its slowest probe, npu-smi alone    median {slowest_median * 1000:8.1f} ms")
+    print(f"  overhead beyond the slowest probe   {(ours_median - slowest_median) * 1000:8.1f} ms")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--root", help="run npudoctor check --root DIR (a fake node) instead of this machine")
+    parser.add_argument("--npu-smi-latency", type=float, default=1.0, help="seconds the fake npu-smi takes")
+    parser.add_argument("--skip-reference", action="store_true", help="only the fake-node case")
     args = parser.parse_args()
+    if args.skip_reference:
+        fake_node_overhead(args.runs, args.npu_smi_latency)
+        return 0
     try:
         import torch  # noqa: F401  (only to say clearly when the reference cannot run)
     except ImportError:
@@ -84,6 +133,7 @@ def main() -> int:
     print(f"torch.utils.collect_env                   median {theirs_median * 1000:8.1f} ms")
     print(f"ratio npudoctor/collect_env = {ours_median / theirs_median:.3f} piped, "
           f"{terminal_median / theirs_median:.3f} on a terminal  (target <= 0.100)")
+    fake_node_overhead(args.runs, args.npu_smi_latency)
     return 0
 
 

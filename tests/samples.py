@@ -8,12 +8,24 @@ covers live in ``tests/data/constructed/`` and say so in their header.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Dict, List
 
 DATA = Path(__file__).resolve().parent / "data"
 SAMPLES = DATA / "samples"
 CONSTRUCTED = DATA / "constructed"
-# The full shared collection beside the checkout, when present (tests that walk every sample use it).
+# The full shared collection beside the checkout, when present. Tests never need it: the samples they walk
+# are copied (with their headers) into tests/data/samples; see real_samples().
 SHARED_SAMPLES = Path(__file__).resolve().parents[2] / "shared" / "samples"
+
+
+def real_samples(pattern: str) -> List[Path]:
+    """Every real sample in tests/data/samples (any folder) whose file name matches ``pattern``, one per
+    name, sorted by name: what the walk-every-sample tests read, shared collection beside or not."""
+    by_name: Dict[str, Path] = {}
+    for path in sorted(SAMPLES.rglob(pattern)):
+        if path.is_file() and path.name != "INDEX.md":
+            by_name.setdefault(path.name, path)
+    return [by_name[name] for name in sorted(by_name)]
 
 
 def strip_header(text: str) -> str:

@@ -135,3 +135,11 @@ def test_startup_imports_no_heavy_modules():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == ""
+
+
+def test_error_finding_exits_one(node):
+    """An ERROR (the check could not finish) fails a CI gate like a FAIL: exit 1, never a silent 0."""
+    node.mkdir("/usr/local/Ascend/driver/version.info")  # unreadable as a file
+    result = invoke("check", "--root", str(node.root), "--only", "VER001")
+    assert "E VER001" in result.output, result.output
+    assert result.exit_code == 1

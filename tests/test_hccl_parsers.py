@@ -22,7 +22,7 @@ from npudoctor.parsers.hccn_tool import (
     parse_link_status,
     parse_net_health,
 )
-from tests.samples import SHARED_SAMPLES, sample_text
+from tests.samples import real_samples, sample_text
 
 
 # -- hccn_tool answers ---------------------------------------------------------------------------------------
@@ -75,12 +75,11 @@ def test_hccn_conf_ignores_comments_and_junk():
     assert conf == {12: {"address": "10.0.0.12"}}
 
 
-@pytest.mark.skipif(not SHARED_SAMPLES.is_dir(), reason="shared sample collection not present")
-def test_every_shared_link_and_net_health_sample_parses():
+def test_every_real_link_and_net_health_sample_parses():
     from tests.samples import strip_header
 
     seen = 0
-    for path in sorted(SHARED_SAMPLES.rglob("hccn_tool_*")):
+    for path in real_samples("hccn_tool_*"):
         text = strip_header(path.read_text(encoding="utf-8"))
         if "_link-g_" in path.name:
             assert parse_link_status(text) in ("UP", "DOWN"), path.name

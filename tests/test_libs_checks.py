@@ -400,9 +400,12 @@ def test_installed_packages_reads_real_metadata_without_importing(node):
     if find_spec("torch") is None:
         pytest.skip("torch is not installed")
     import os
+    import shlex
     import sys
 
-    (node.bin / "python3").symlink_to(sys.executable)  # the python3 on the fake node PATH
+    # The python3 on the fake node PATH. A wrapper, not a symlink: a symlink to a venv's python starts the base
+    # interpreter (pyvenv.cfg is looked up beside the link), which may not have torch.
+    node.script("python3", f'exec {shlex.quote(sys.executable)} "$@"\n')
     node.setenv(PATH=f"{node.bin}:{os.path.dirname(sys.executable)}")
 
     found = installed_packages(CheckContext(node.runner(), NodeProfile("default", {})))
@@ -436,3 +439,13 @@ def test_level2_bundle_replays_the_import_trial_on_its_own(node, built, tmp_path
     assert replayed.tool["level"] == 2
     assert [(f.id, f.status) for f in replayed.findings] == [
         (f.id, f.status) for f in collected.findings if f.id == "LIB005"] == [("LIB005", Status.PASS)]
+
+
+def test_exactly_one_missing_library_deep_in_the_chain_fails_lib002(node, built):
+    """libhccl.so alone missing, needed by libtorch_npu.so (itself needed by torch_npu's _C): LIB002 FAIL
+    naming it; one missing library is as fatal to `import torch_npu` as ten."""
+    sourced(make_node(node, built))
+    node.path("/usr/local/Ascend/ascend-toolkit/8.0.0/lib64/libhccl.so").unlink()
+    lib002 = findings(node)["LIB002"]
+    assert lib002.status == Status.FAIL
+    assert lib002.evidence["missing"] == [{"name": "libhccl.so", "needed_by": f"{SITE}/torch_npu/lib/libtorch_npu.so"}]

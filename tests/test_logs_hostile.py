@@ -7,15 +7,13 @@ import gzip
 import io
 import json
 import os
-import resource
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
 from npudoctor.cli import main
+from tests.bounded import run_npudoctor
 from tests.clirunner import cli_runner
 
 REPO = Path(__file__).resolve().parents[1]
@@ -28,18 +26,11 @@ def run(args, stdin=None):
 
 def run_child(args, timeout=20.0, cwd=None):
     """(exit code, stdout, stderr, seconds, peak RSS MiB) of ``python -m npudoctor ARGS`` in a child."""
-    start = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "npudoctor", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, cwd=cwd or REPO,
-                            env=dict(os.environ, PYTHONPATH=str(REPO), COLUMNS="100"))
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.communicate()
+    result = run_npudoctor(args, kill_after_s=timeout, cwd=str(cwd or REPO),
+                           env=dict(os.environ, PYTHONPATH=str(REPO), COLUMNS="100"))
+    if result.seconds >= timeout:
         pytest.fail(f"npudoctor {' '.join(args)} hung for {timeout} s")
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return proc.returncode, out.decode(), err.decode(), time.perf_counter() - start, usage.ru_maxrss / 1024
+    return result.rc, result.stdout, result.stderr, result.seconds, result.peak_mib
 
 
 @pytest.fixture

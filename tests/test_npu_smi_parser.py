@@ -12,7 +12,7 @@ from npudoctor.parsers.npu_smi import (
     parse_npu_smi_info,
     recognise_failure,
 )
-from tests.samples import SHARED_SAMPLES, smi, strip_header
+from tests.samples import real_samples, smi, strip_header
 
 _HEADER = re.compile(r"^\s*\|\s*NPU\s+Name\s*\|\s*Health\s*\|")
 _PROCESS_HEADER = re.compile(r"\|\s*Process id\s*\|", re.IGNORECASE)
@@ -20,10 +20,7 @@ _INT_ROW = re.compile(r"^\s*\|\s*\d+\s")
 
 
 def _main_table_samples():
-    if not SHARED_SAMPLES.is_dir():
-        return []
-    found = sorted((SHARED_SAMPLES / "system").glob("npu-smi-info_*"))
-    found += sorted((SHARED_SAMPLES / "logs").glob("*npu_smi_info*"))
+    found = real_samples("npu-smi-info_*") + real_samples("*npu_smi_info*")
     return [path for path in found if any(map(_HEADER.match, path.read_text("utf-8").splitlines()))]
 
 
@@ -44,7 +41,6 @@ def _expected_chips(text: str) -> int:
 MAIN_TABLES = _main_table_samples()
 
 
-@pytest.mark.skipif(not MAIN_TABLES, reason="shared samples (../shared/samples) are not beside this checkout")
 @pytest.mark.parametrize("path", MAIN_TABLES, ids=lambda p: p.name[:60])
 def test_every_shared_main_table_parses_with_its_own_chip_count(path):
     text = strip_header(path.read_text("utf-8"))
@@ -58,8 +54,6 @@ def test_every_shared_main_table_parses_with_its_own_chip_count(path):
 
 
 def test_the_walk_covers_the_layout_families():
-    if not MAIN_TABLES:
-        pytest.skip("shared samples absent")
     names = " ".join(p.name for p in MAIN_TABLES)
     for family in ("910B3", "910A", "310P3", "310B4", "310_Atlas200DK", "partial-ellipsis", "with-processes"):
         assert family in names

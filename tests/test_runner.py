@@ -137,3 +137,131 @@ def test_another_environment_always_gets_a_child(node):
     node.setenv(PYTHONPATH="/opt/site")  # not this process's environment: in-process would be wrong
     runner = node.runner()
     assert not runner._runs_in_process(Command((sys.executable, "-c", "pass"), in_process_ok=True))
+
+
+# -- children are bounded: memory, time, no orphans ---------------------------------------------------------
+
+_ENDLESS_CHILD = """
+import resource, sys, time
+resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))  # on a regression: MemoryError, not a swapping box
+from npudoctor.probes.runner import MAX_OUTPUT_BYTES, LiveRunner
+from npudoctor.probes.sources import Command
+started = time.monotonic()
+result = LiveRunner(environ={"PATH": sys.argv[1]}).run(Command(("npu-smi", "info"), timeout_s=20))
+# VmHWM, not ru_maxrss: that one carries the test process's high-water mark across the vfork+exec.
+peak_kib = next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM:"))
+print(result.error, len(result.stdout) <= MAX_OUTPUT_BYTES, round(time.monotonic() - started, 1), peak_kib // 1024)
+"""
+
+
+def test_endless_output_is_cut_at_the_cap_and_the_child_killed(node):
+    """An npu-smi printing without end: cut at the output cap and killed at once, not buffered until the
+    timeout (it reached 9.7 GB in 21 s), in bounded memory."""
+    import subprocess
+    import sys
+
+    node.script("npu-smi", "exec yes 'NPU 0 | 910B3 | OK | 93.6 0 / 0 3396 / 65536'\n")
+    proc = subprocess.run([sys.executable, "-c", _ENDLESS_CHILD, f"{node.bin}:/usr/bin:/bin"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    error, capped, seconds, peak_mib = proc.stdout.split()
+    assert (error, capped) == ("output-limit", "True")
+    assert float(seconds) < 10  # killed at the cap, not at the 20 s timeout
+    assert int(peak_mib) < 200
+
+
+def _alive(pid: int) -> bool:
+    """The process exists and is not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            return handle.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except OSError:
+        return False
+
+
+def _wait_gone(pid: int, within_s: float = 3.0) -> bool:
+    end = time.monotonic() + within_s
+    while _alive(pid) and time.monotonic() < end:
+        time.sleep(0.05)
+    return not _alive(pid)
+
+
+def test_setsid_grandchild_holding_the_pipe_does_not_hang_a_timeout(node, tmp_path):
+    """A hung npu-smi that started a `setsid` child holding its stdout: killed at the timeout, the wait after
+    the kill is bounded, and the grandchild (outside the process group) is killed too."""
+    pid_file = tmp_path / "grandchild.pid"
+    node.script("npu-smi", f"setsid sleep 25 &\necho $! > {pid_file}\nsleep 25\n")
+    started = time.monotonic()
+    result = node.runner().run(Command(("npu-smi", "info"), timeout_s=0.5))
+    assert result.error == "timeout" and result.rc is None
+    assert time.monotonic() - started < 5
+    assert _wait_gone(int(pid_file.read_text()))
+
+
+def test_child_that_exits_leaving_a_pipe_holder_behind_gives_its_answer(node, tmp_path, monkeypatch):
+    """npu-smi printed its table and exited, but a `setsid` child it started keeps the pipe open: the answer
+    comes shortly after the exit (not at the timeout, not never), and the leftover is killed."""
+    pid_file = tmp_path / "grandchild.pid"
+    node.script("npu-smi", f"setsid sleep 25 &\necho $! > {pid_file}\necho table\nexit 0\n")
+    monkeypatch.setattr("npudoctor.probes.runner._EXIT_GRACE_S", 0.3)
+    started = time.monotonic()
+    result = node.runner().run(Command(("npu-smi", "info"), timeout_s=15))
+    assert (result.error, result.rc, result.stdout) == (None, 0, "table\n")
+    assert time.monotonic() - started < 5
+    assert _wait_gone(int(pid_file.read_text()))
+
+
+def test_child_that_survives_sigkill_costs_a_bounded_wait(node, monkeypatch, tmp_path):
+    """A child stuck in the driver (uninterruptible sleep) does not die on SIGKILL: `check` goes on after a
+    bounded wait with a timeout error. (Simulated: the kill is made to have no effect.)"""
+    import os
+    import signal
+
+    pid_file = tmp_path / "child.pid"
+    node.script("npu-smi", f"echo $$ > {pid_file}\nexec sleep 20\n")
+    runner = node.runner()
+    real_kill = os.kill
+    monkeypatch.setattr("npudoctor.probes.runner._KILL_WAIT_S", 0.3)  # the bound, shortened for the test
+    monkeypatch.setattr(os, "kill", lambda pid, sig: None)
+    monkeypatch.setattr(os, "killpg", lambda pgid, sig: None)
+    started = time.monotonic()
+    result = runner.run(Command(("npu-smi", "info"), timeout_s=0.5))
+    elapsed = time.monotonic() - started
+    monkeypatch.undo()
+    real_kill(int(pid_file.read_text()), signal.SIGKILL)
+    assert result.error == "timeout" and result.rc is None
+    assert elapsed < 5
+
+
+def test_runaway_npu_smi_is_an_error_finding(node):
+    """The check reads the killed runaway as ERROR (the tool misbehaved), not as a FAIL of the node."""
+    from npudoctor import api
+    from npudoctor.model.finding import Status
+
+    node.script("npu-smi", "exec yes '| 0     910B3      | OK     | 93.6        40         0    / 0 |'\n")
+    started = time.monotonic()
+    [finding] = api.run_checks(node.runner(), only=("SMI001",)).findings
+    assert finding.status is Status.ERROR and "killed" in finding.detail
+    assert time.monotonic() - started < 10
+
+
+def test_child_that_closes_its_output_and_hangs_is_timed_out(node, monkeypatch, tmp_path):
+    """A child that closes stdout and stderr, then hangs (and, simulated, survives SIGKILL): its end of the
+    pipes says nothing more, so the wait for its exit is what must be bounded."""
+    import os
+    import signal
+
+    pid_file = tmp_path / "child.pid"
+    node.script("npu-smi", f"echo $$ > {pid_file}\nexec >&- 2>&-\nexec sleep 20\n")
+    runner = node.runner()
+    real_kill = os.kill
+    monkeypatch.setattr("npudoctor.probes.runner._KILL_WAIT_S", 0.3)
+    monkeypatch.setattr(os, "kill", lambda pid, sig: None)
+    monkeypatch.setattr(os, "killpg", lambda pgid, sig: None)
+    started = time.monotonic()
+    result = runner.run(Command(("npu-smi", "info"), timeout_s=0.5))
+    elapsed = time.monotonic() - started
+    monkeypatch.undo()
+    real_kill(int(pid_file.read_text()), signal.SIGKILL)
+    assert result.error == "timeout" and result.rc is None
+    assert elapsed < 3

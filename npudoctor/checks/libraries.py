@@ -13,16 +13,22 @@ import re
 from dataclasses import dataclass
 from typing import Any, Dict, Iterable, List, Optional, Sequence
 
-from npudoctor.checks.registry import NO_CANN, CheckContext, Outcome, check, fail, not_installed, passed, skip, warn
-from npudoctor.logs.codes import explain, find_codes
-from npudoctor.probes.ascend_layout import SOURCED_INSTALL_VARIABLES
-
-# Libraries shipped by CANN (toolkit/nnae) and the driver: missing ones mean CANN is absent or not sourced.
-CANN_LIBRARY = re.compile(
-    r"^lib(?:hccl|ascendcl|acl_\w+|ge_\w+|graph|runtime|register|c_sec|mmpa|opapi|"
-    r"nnopbase|profapi|msprofiler|ascend_\w+|tsdclient|drvdsmi_host|dcmi|hccl_\w+|"
-    r"platform|error_manager|aicpu_\w+|tiling_api|fmk_\w+|ascendalog|slog)\.so"
+from npudoctor.checks.registry import (
+    NO_CANN,
+    CheckContext,
+    Outcome,
+    check,
+    error,
+    fail,
+    not_installed,
+    passed,
+    skip,
+    warn,
 )
+from npudoctor.logs.codes import explain, find_codes
+from npudoctor.probes.ascend_layout import CANN_LIBRARY_PATTERN, SOURCED_INSTALL_VARIABLES
+
+CANN_LIBRARY = re.compile(CANN_LIBRARY_PATTERN)
 TORCH_LIBRARY = re.compile(r"^lib(?:torch\w*|c10|shm)\.so")
 
 
@@ -540,6 +546,9 @@ def import_works(ctx: CheckContext) -> Iterable[Outcome]:
                 evidence,
                 fix="look for a hung device (npu-smi info) or a lock; raise libraries.import_timeout_s",
             )
+        elif trial.error == "output-limit":
+            yield error(f"{trial.python} printed far more than the import trial does and was killed", "torch_npu",
+                        evidence)
         else:
             yield skip(f"cannot run {trial.python}: {trial.error}")
         return

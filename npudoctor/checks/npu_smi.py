@@ -92,6 +92,10 @@ def npu_smi_runs(ctx: CheckContext) -> Iterable[Outcome]:
                     "profile if the node is just slow)",
                     subject="npu-smi", evidence={**evidence, "timeout_s": facts.timeout_s})
         return
+    if facts.error == "output-limit":
+        yield error("`npu-smi info` printed more output than any npu-smi table holds and was killed (a "
+                    "runaway npu-smi or driver)", subject="npu-smi", evidence=evidence)
+        return
     if facts.error is not None:
         yield fail("npu-smi", f"npu-smi at {facts.path} could not be started: {facts.error}", evidence,
                    fix=f"ls -l {facts.path}   # must be executable by this user (root or HwHiAiUser)")

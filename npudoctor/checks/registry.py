@@ -8,7 +8,7 @@ touch the system: they read facts through ``ctx.facts(NAME)``, which probes gath
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from npudoctor.model.finding import Finding, Status
 from npudoctor.model.profile import NodeProfile
@@ -145,6 +145,8 @@ class CheckContext:
         self._facts: Dict[str, Any] = {}
         self._fact_errors: Dict[str, str] = {}
         self.findings: List[Finding] = []
+        # Findings of required checks that --only/--skip left out: they decide blocking, nobody sees them.
+        self.unreported: Dict[str, List[Finding]] = {}
 
     def facts(self, name: str) -> Any:
         """The facts named ``name`` (see ``npudoctor.probes.FACTS``); gathered on first use and cached.
@@ -182,22 +184,45 @@ class FactsUnavailable(Exception):
         self.reason = reason
 
 
-def _blocked_by(spec: CheckSpec, ctx: CheckContext) -> Optional[str]:
+def _blocked_by(spec: CheckSpec, ctx: CheckContext) -> Optional[Tuple[str, str]]:
+    """Why ``spec`` cannot run (a required check did not pass) and which check that is, or None.
+
+    A required check left out by ``--only``/``--skip`` still decides: it runs unreported, so a check never
+    reads facts its requirement would have refused (``--only SMI002`` on a node where npu-smi fails).
+    """
     for required in spec.requires:
-        # A required check left out by --only/--skip does not block: the facts still speak for themselves.
         statuses = ctx.statuses(required)
-        if any(s in (Status.FAIL, Status.ERROR, Status.SKIP) for s in statuses):
-            return required
+        if any(s in _BLOCKING for s in statuses):
+            return f"blocked by {required}", required
+        if statuses or required not in REGISTRY:
+            continue
+        if required not in ctx.unreported:
+            ctx.unreported[required] = []  # a requirement cycle ends here instead of recursing
+            ctx.unreported[required] = run_check(REGISTRY[required], ctx)
+        for hidden in ctx.unreported[required]:
+            if hidden.status in _BLOCKING:
+                said = f": {hidden.detail}" if hidden.detail else ""
+                return f"requires {required} (not run: it would give {hidden.status.name}{said})", required
     return None
+
+
+_BLOCKING = (Status.FAIL, Status.ERROR, Status.SKIP)
+
+
+def _decided(ctx: CheckContext) -> Iterable[Finding]:
+    """Every finding so far, the unreported ones of left-out requirements included."""
+    yield from ctx.findings
+    for hidden in ctx.unreported.values():
+        yield from hidden
 
 
 def cause_of(check_id: str, ctx: CheckContext) -> str:
     """The root cause an earlier check named (a check blocked by PCI001 shares PCI001's cause)."""
-    return next((f.cause for f in ctx.findings if f.id == check_id and f.cause), "")
+    return next((f.cause for f in _decided(ctx) if f.id == check_id and f.cause), "")
 
 
 def _not_an_ascend_node(ctx: CheckContext) -> bool:
-    return any(f.cause == NOT_AN_ASCEND_NODE for f in ctx.findings)
+    return any(f.cause == NOT_AN_ASCEND_NODE for f in _decided(ctx))
 
 
 def run_check(spec: CheckSpec, ctx: CheckContext) -> List[Finding]:
@@ -211,7 +236,8 @@ def run_check(spec: CheckSpec, ctx: CheckContext) -> List[Finding]:
 
     blocker = _blocked_by(spec, ctx)
     if blocker is not None:
-        return [finding(skip(f"blocked by {blocker}", cause=cause_of(blocker, ctx)))]
+        reason, required = blocker
+        return [finding(skip(reason, cause=cause_of(required, ctx)))]
     if spec.needs_npu and _not_an_ascend_node(ctx):
         return [finding(skip(f"{NOT_AN_ASCEND_NODE} (no Ascend NPU on the PCI bus)",
                              cause=NOT_AN_ASCEND_NODE))]

@@ -16,7 +16,7 @@ import click
 from npudoctor.cli import EXIT_FINDINGS, EXIT_OK, fail_usage
 
 if TYPE_CHECKING:  # the ELF modules load when the command runs, not for `npudoctor --help`
-    from npudoctor.elf.summary import LinkReport
+    from npudoctor.probes.linkage import LibsAnalysis
 
 NO_PROVIDER = "no known provider"
 
@@ -38,6 +38,12 @@ NO_PROVIDER = "no known provider"
     help="Objects loaded before PATH.so, as after `import torch`: the python binary (so Py* symbols "
     "resolve), torch/_C*.so. Repeatable.",
 )
+@click.option(
+    "--alone",
+    is_flag=True,
+    help="Analyse the file by itself, not as its Python package's import loads it (by default a file in "
+    "site-packages/torch_npu is analysed with the interpreter and torch's _C loaded first).",
+)
 @click.option("-v", "--verbose", is_flag=True, help="List every resolved library, not only problems.")
 def libs(
     path: str,
@@ -45,12 +51,13 @@ def libs(
     root: Optional[str],
     ld_library_path: Optional[str],
     preload: Tuple[str, ...],
+    alone: bool,
     verbose: bool,
 ) -> None:
     """Resolve PATH.so's libraries and symbols as ld.so would (exit 1 when something is missing)."""
     # Only what this command needs (not npudoctor.api, which loads every check module): start-up counts.
     from npudoctor.elf.reader import ElfError
-    from npudoctor.probes.linkage import analyse_file, search_env
+    from npudoctor.probes.linkage import analyse_libs, search_env
     from npudoctor.probes.runner import LiveRunner
 
     if root is None:
@@ -65,23 +72,33 @@ def libs(
         # A spinner on a terminal's stderr when the analysis is slow (a 93 MiB libtorch_npu.so on a cold cache).
         with Progress() as progress:
             progress.update(f"resolving the libraries and symbols of {os.path.basename(path)}")
-            report = analyse_file(runner, path, search_env(runner, ld_library_path), preload)
+            result = analyse_libs(runner, path, search_env(runner, ld_library_path), preload, alone)
     except ElfError as exc:
         raise fail_usage(str(exc)) from None
+    report = result.report
     if fmt == "json":
         from npudoctor.report.json_layout import dumps
 
-        click.echo(dumps({"schema": "npudoctor.libs/1", **report.to_dict(), "clean": report.clean}))
+        context = result.context
+        click.echo(dumps({
+            "schema": "npudoctor.libs/1", **report.to_dict(), "clean": report.clean,
+            "context": None if context is None else {"package": context.package, "preloaded": list(context.preload),
+                                                     "said": context.said},
+            "left_to_interpreter": result.left_to_interpreter, "cann_fix": result.cann_fix,
+        }))
     else:
-        _text(report, verbose)
+        _text(result, verbose)
     raise click.exceptions.Exit(EXIT_OK if report.clean else EXIT_FINDINGS)
 
 
-def _text(report: LinkReport, verbose: bool) -> None:
+def _text(result: LibsAnalysis, verbose: bool) -> None:
     from npudoctor.elf.summary import PYTHON_PROVIDER
 
+    report = result.report
     echo = click.echo
     echo(f"{report.root}: {report.kind}, {len(report.loaded)} objects loaded")
+    if result.context is not None:
+        echo(f"context: {result.context.said} (--alone: the file by itself)")
     echo(f"LD_LIBRARY_PATH={report.ld_library_path}")
     if verbose:
         for need in report.needed:
@@ -93,21 +110,25 @@ def _text(report: LinkReport, verbose: bool) -> None:
             )
     for need in report.missing_libraries:
         echo(click.style(f"NOT FOUND  {need.name}", fg="red") + f"  (needed by {need.requester})")
+    if result.cann_fix:
+        echo(f"  fix: {result.cann_fix}")
     for version, file, obj in report.missing_versions:
         echo(
             click.style(f"VERSION    {file}: version `{version}' not found", fg="red")
             + f"  (required by {obj})"
         )
-    # Grouped by the library that should provide them, biggest group first: hundreds of symbols usually have
-    # two or three causes (a missing CANN library, a torch mismatch, no Python loaded).
+    # Grouped by the library that should provide them: hundreds of symbols usually have two or three causes (a
+    # missing CANN library, a torch mismatch, no Python loaded). First the decisive groups, whose provider is
+    # loaded but lacks them (a build for another version), then the biggest; the interpreter's last (they
+    # only mean the file was analysed without python loaded).
     groups = Counter(sym.provider or NO_PROVIDER for sym in report.missing_symbols)
-    # The interpreter's symbols come last: they only mean the file was analysed without python loaded.
-    ordered = sorted(groups, key=lambda provider: (provider == PYTHON_PROVIDER, -groups[provider], provider))
+    loaded = {os.path.basename(str(path)) for path in report.loaded}
+    ordered = sorted(groups, key=lambda provider: (provider == PYTHON_PROVIDER, provider not in loaded,
+                                                   -groups[provider], provider))
     if groups:
         count = len(report.missing_symbols)
         echo(f"{count} undefined symbol{'' if count == 1 else 's'}, by the library that should provide them:")
         missing = {need.name for need in report.missing_libraries}
-        loaded = {os.path.basename(str(path)) for path in report.loaded}
         for provider in ordered:
             note = ""
             if provider in missing:
@@ -133,6 +154,10 @@ def _text(report: LinkReport, verbose: bool) -> None:
         echo(click.style(line, fg="red"))
     if len(shown) < len(report.missing_symbols):
         echo(f"... {len(report.missing_symbols) - len(shown)} more undefined symbols (-v lists all)")
+    if result.left_to_interpreter:
+        count = result.left_to_interpreter
+        echo(f"{count} Py* symbol{'' if count == 1 else 's'} left to the Python interpreter that imports this "
+             "extension (--preload PYTHON to check them)")
     for shadow in report.shadowed:
         echo(
             click.style(f"SHADOWED   {shadow.name}", fg="yellow")

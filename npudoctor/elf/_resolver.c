@@ -21,7 +21,6 @@
 #define STB_WEAK 2
 #define STT_TLS 6
 #define VERSYM_HIDDEN 0x8000
-#define MAX_SYSV_CHAIN 1000000
 
 typedef struct {
     const char *name; /* NULL: no entry at this index */
@@ -43,7 +42,7 @@ typedef struct {
     Py_ssize_t bloom, buckets, chains;
     int has_sysv;
     uint32_t nbucket;
-    Py_ssize_t sysv_buckets, sysv_chains;
+    Py_ssize_t sysv_longest, sysv_buckets, sysv_chains; /* longest: no valid chain is longer */
     Version *verdefs; /* definitions: index -> name */
     Py_ssize_t n_verdefs;
     Version *verneeds; /* references: index -> (name, file) */
@@ -227,7 +226,10 @@ static int defines(const Object *o, Reference *ref) {
             ref->sysv_done = 1;
         }
         if (!read_u32(o, o->sysv_buckets + 4 * (Py_ssize_t)(ref->sysv % o->nbucket), &index)) return 0;
-        while (index && seen < MAX_SYSV_CHAIN) {
+        while (index) {
+            /* Longer than any chain of distinct, readable indexes below nchain: it loops (the Python code
+             * finds the repeated index; the verdict is the same: this lookup fails). */
+            if ((Py_ssize_t)index >= o->sysv_longest || seen >= o->sysv_longest) goto done;
             if (!push_candidate(&c, index)) goto done;
             if (!read_u32(o, o->sysv_chains + 4 * (Py_ssize_t)index, &index)) goto done;
             seen++;
@@ -322,7 +324,8 @@ static int read_object(PyObject *layout, Object *o) {
         o->has_gnu = 1;
     }
     if (sysv != Py_None) {
-        if (!PyArg_ParseTuple(sysv, "Inn", &o->nbucket, &o->sysv_buckets, &o->sysv_chains)) return 0;
+        if (!PyArg_ParseTuple(sysv, "Innn", &o->nbucket, &o->sysv_longest, &o->sysv_buckets, &o->sysv_chains))
+            return 0;
         o->has_sysv = 1;
     }
     if (!read_versions(verdefs, 0, &o->verdefs, &o->n_verdefs)) return 0;

@@ -30,7 +30,15 @@ from typing import Callable, Dict, Iterator, List, NamedTuple, Optional, Sequenc
 
 from npudoctor.elf.compiled import compiled_resolver
 from npudoctor.elf.ldcache import LdCache, parse_ld_cache
-from npudoctor.elf.reader import DF_1_NODEFLIB, ElfError, ElfFile, gnu_hashes, open_elf, string_past_end
+from npudoctor.elf.reader import (
+    DF_1_NODEFLIB,
+    ElfError,
+    ElfFile,
+    gnu_hashes,
+    open_elf,
+    open_regular,
+    string_past_end,
+)
 
 LocalPath = Callable[[str], Optional[str]]
 # An undefined-symbol reference: (name, version asked for, the file of that version, hidden).
@@ -40,6 +48,8 @@ MissingRow = Tuple[int, bytes, Optional[str], Optional[str]]
 # Records are NamedTuples, and the one mutable record a plain class: each dataclass costs a third of a
 # millisecond of start-up, and `npudoctor libs` is timed against `ldd -r` start-up included.
 
+# ld.so.cache is read whole; real ones are well under 1 MiB.
+MAX_LD_CACHE_BYTES = 64 * 1024 * 1024
 # Multiarch triplets of Debian-style default directories, by e_machine.
 TRIPLETS = {62: "x86_64-linux-gnu", 183: "aarch64-linux-gnu", 3: "i386-linux-gnu"}
 PLATFORMS = {62: "x86_64", 183: "aarch64", 3: "i686"}
@@ -149,8 +159,9 @@ def load_cache(local_path: LocalPath, path: str = "/etc/ld.so.cache") -> Optiona
     if local is None:
         return None
     try:
-        with open(local, "rb") as handle:
-            return LdCache(parse_ld_cache(handle.read()))
+        with open(open_regular(local), "rb") as handle:
+            # The real cache is a few hundred KiB; a hostile one (a link to /dev/zero) must not fill memory.
+            return LdCache(parse_ld_cache(handle.read(MAX_LD_CACHE_BYTES)))
     except (OSError, ElfError):
         return None
 
@@ -159,9 +170,9 @@ def _read_ident(local: str) -> Optional[Tuple[int, bool, int]]:
     """:attr:`ElfFile.ident` (class, little-endian, machine) of a file, from its first 20 bytes alone, or None
     when it is not a readable ELF file."""
     try:
-        with open(local, "rb") as handle:
+        with open(open_regular(local), "rb") as handle:
             head = handle.read(20)
-    except OSError:
+    except (OSError, ElfError):
         return None
     if len(head) < 20 or head[:4] != b"\x7fELF":
         return None
@@ -340,7 +351,7 @@ def _analyse(root_path: str, env: SearchEnv, preload: Sequence[str]) -> Analysis
     _add(resolver, root, resolver.realpath(local), os.path.basename(root_path))
     reachable = _load_tree(resolver, root, needed, errors)
     missing_versions = [v for v in _check_versions(resolver) if v.object in reachable]
-    missing_symbols = _resolve_symbols(resolver.objects, errors, reachable)
+    missing_symbols = _resolve_symbols(resolver.objects, errors, reachable, root)
     analysis = Analysis(
         root_path,
         root_elf.describe_kind,
@@ -453,10 +464,11 @@ def _check_versions(resolver: _Resolver) -> List[MissingVersion]:
 
 
 def _resolve_symbols(
-    objects: List[LoadedObject], errors: List[str], report: Sequence[str]
+    objects: List[LoadedObject], errors: List[str], report: Sequence[str], root: LoadedObject
 ) -> List[MissingSymbol]:
     """Every non-weak undefined symbol of the objects in ``report``, looked up in the scope of every
-    loaded object in load order."""
+    loaded object in load order. Raises :class:`ElfError` when the root's own tables are corrupt: then there
+    is nothing to report about it (a dependency's are listed in ``errors``)."""
     wanted = set(report)
     referrers = [i for i, obj in enumerate(objects) if obj.path in wanted]
     compiled = compiled_resolver()
@@ -464,7 +476,10 @@ def _resolve_symbols(
         missing, part_errors = _resolve_compiled(compiled, objects, referrers)
     else:
         missing, part_errors = _resolve_python(objects, referrers)
-    errors += part_errors
+    for index, message in part_errors:
+        if objects[index] is root:
+            raise ElfError(message)
+    errors += [message for _, message in part_errors]
     return [
         MissingSymbol(name.decode("utf-8", errors="surrogateescape"), objects[index].path, version, file)
         for index, name, version, file in missing
@@ -473,10 +488,10 @@ def _resolve_symbols(
 
 def _resolve_compiled(
     resolver: ModuleType, objects: List[LoadedObject], referrers: List[int]
-) -> Tuple[List[MissingRow], List[str]]:
+) -> Tuple[List[MissingRow], List[Tuple[int, str]]]:
     """What :func:`_resolve_python` answers, from the compiled resolver (all objects in this machine's byte
     order)."""
-    errors: List[str] = []
+    errors: List[Tuple[int, str]] = []
     wanted = set(referrers)
     layouts = []
     readable = []
@@ -487,18 +502,20 @@ def _resolve_compiled(
                 readable.append(index)
                 continue
             except ElfError as exc:
-                errors.append(str(exc))
+                errors.append((index, str(exc)))
         layouts.append(obj.elf.resolver_layout(references=False))
     rows, unreadable = resolver.unresolved(layouts, readable)
     for index, offset in unreadable:
-        errors.append(str(string_past_end(objects[index].path, offset)))
+        errors.append((index, str(string_past_end(objects[index].path, offset))))
     return rows, errors
 
 
-def _resolve_python(objects: List[LoadedObject], part: List[int]) -> Tuple[List[MissingRow], List[str]]:
+def _resolve_python(
+    objects: List[LoadedObject], part: List[int]
+) -> Tuple[List[MissingRow], List[Tuple[int, str]]]:
     """(object index, name, version, version file) of each unresolved strong reference of the objects in
-    ``part`` (indexes into ``objects``, the lookup scope), and the errors met."""
-    errors: List[str] = []
+    ``part`` (indexes into ``objects``, the lookup scope), and the errors met (object index, message)."""
+    errors: List[Tuple[int, str]] = []
     # A reference is (name, version, version file, hidden); each distinct one is looked up once, however
     # many objects make it. Per-reference work is mapped over whole columns (C loops).
     references: List[Tuple[int, List[Reference]]] = []
@@ -506,7 +523,7 @@ def _resolve_python(objects: List[LoadedObject], part: List[int]) -> Tuple[List[
         try:
             undefined = objects[index].elf.undefined_references()
         except ElfError as exc:
-            errors.append(str(exc))
+            errors.append((index, str(exc)))
             continue
         rows = zip(undefined.names, undefined.versions, undefined.files, undefined.hidden)
         references.append((index, list(compress(rows, map(not_, undefined.weak)))))

@@ -12,6 +12,7 @@ from __future__ import annotations
 import array
 import mmap
 import os
+import stat
 import struct
 import sys
 from itertools import repeat
@@ -54,6 +55,8 @@ STT_TLS = 6
 BINDABLE = frozenset((STB_GLOBAL, STB_WEAK, STB_GNU_UNIQUE))  # bindings a reference can bind to
 VERSYM_HIDDEN = 0x8000
 VER_FLG_WEAK = 0x2
+# For messages about a table a file lacks or holds corrupt.
+TABLE_NAMES = {DT_STRTAB: "string table", DT_SYMTAB: "symbol table", DT_VERSYM: "version table"}
 
 
 class ElfError(Exception):
@@ -68,8 +71,10 @@ def string_past_end(path: str, offset: int) -> ElfError:
 def c_string(data: Union[bytes, mmap.mmap], offset: int) -> Optional[str]:
     """The NUL-terminated string at ``offset`` (undecodable bytes kept as surrogates), or None when it does
     not end inside ``data``."""
+    if offset < 0 or offset >= len(data):
+        return None
     end = data.find(b"\0", offset)
-    if offset < 0 or offset >= len(data) or end < 0:
+    if end < 0:
         return None
     return data[offset:end].decode("utf-8", errors="surrogateescape")
 
@@ -104,7 +109,7 @@ ResolverLayout = Tuple[
     int,  # file offset of the dynamic string table
     int,  # file offset of the version table, -1 without one
     Optional[Tuple[int, int, int, int, int, int, int]],  # DT_GNU_HASH: see ElfFile._gnu_at
-    Optional[Tuple[int, int, int]],  # DT_HASH: nbucket, file offsets of the buckets and chains
+    Optional[Tuple[int, int, int, int]],  # DT_HASH: nbucket, longest chain, file offsets of buckets and chains
     Dict[int, bytes],  # version definitions: index -> name
     Dict[int, Tuple[bytes, str, str]],  # version needs: index -> (name, name, file) (with references only)
 ]
@@ -215,7 +220,8 @@ class ElfFile:
         self._version_names: Optional[Set[str]] = None
         # (nbuckets, symoffset, bloom words, shift, buckets, chains), tables as arrays in native byte order.
         self._gnu: Optional[Tuple[int, int, array.array[int], int, array.array[int], Sequence[int]]] = None
-        self._sysv: Optional[Tuple[int, int, int]] = None
+        # DT_HASH: (nbucket, longest possible chain, file offsets of the buckets and chains)
+        self._sysv: Optional[Tuple[int, int, int, int]] = None
         # (nbuckets, symoffset, bloom words, shift, and the file offsets of the bloom filter, buckets, chains)
         self._gnu_at: Optional[Tuple[int, int, int, int, int, int, int]] = None
         self._views: List[memoryview] = []
@@ -287,13 +293,16 @@ class ElfFile:
     def _offset(self, vaddr: int) -> int:
         for start, offset, size in self._loads:
             if start <= vaddr < start + size:
-                return offset + (vaddr - start)
+                at = offset + (vaddr - start)
+                if at > len(self.data):  # a segment said to lie past the end of the file
+                    break
+                return at
         raise ElfError(f"{self.path}: address {vaddr:#x} is outside every loaded segment (corrupt ELF)")
 
     def _unpack(self, fmt: str, offset: int) -> Tuple[int, ...]:
         try:
             return struct.unpack_from(self.endian + fmt, self.data, offset)
-        except struct.error:
+        except (struct.error, OverflowError):
             raise ElfError(f"{self.path}: truncated ELF (needs data at offset {offset:#x})") from None
 
     def _array(self, code: str, offset: int, count: int) -> array.array[int]:
@@ -333,7 +342,15 @@ class ElfFile:
         """File offset of the table the dynamic entry ``tag`` points at (kept: looked up per symbol)."""
         at = self._table_offsets.get(tag)
         if at is None:
-            at = self._table_offsets[tag] = self._offset(self._dyn[tag])
+            name = TABLE_NAMES.get(tag, f"table {tag:#x}")
+            if tag not in self._dyn:
+                raise ElfError(f"{self.path}: corrupt ELF (dynamic section has no {name})")
+            try:
+                at = self._offset(self._dyn[tag])
+            except ElfError:
+                raise ElfError(f"{self.path}: corrupt ELF ({name} at address {self._dyn[tag]:#x} is outside every "
+                               "loaded segment)") from None
+            self._table_offsets[tag] = at
         return at
 
     @property
@@ -447,11 +464,17 @@ class ElfFile:
             return []
         needs = []
         at = self._offset(self._dyn[DT_VERNEED])
+        # Each entry and each aux entry is read once: entries that share or loop are corrupt (work and
+        # memory stay bounded by the file's size).
+        seen: Set[int] = set()
         for _ in range(self._dyn.get(DT_VERNEEDNUM, 0)):
             _, count, file_off, aux, nxt = self._unpack("HHIII", at)
             filename = self._dynstr(file_off)
             aux_at = at + aux
             for _ in range(count):
+                if aux_at in seen:
+                    raise ElfError(f"{self.path}: corrupt ELF (version needs: entries share or loop)")
+                seen.add(aux_at)
                 vhash, flags, other, name_off, aux_next = self._unpack("IHHII", aux_at)
                 needs.append(
                     VersionNeed(
@@ -464,6 +487,9 @@ class ElfFile:
             if not nxt:
                 break
             at += nxt
+            if at in seen:
+                raise ElfError(f"{self.path}: corrupt ELF (version needs: entries share or loop)")
+            seen.add(at)
         return needs
 
     def version_definitions(self) -> Dict[int, Tuple[str, int]]:
@@ -472,6 +498,7 @@ class ElfFile:
             self._versions = {}
             if DT_VERDEF in self._dyn:
                 at = self._offset(self._dyn[DT_VERDEF])
+                # vd_next only moves forward, and a read past the end stops the walk: bounded by the file.
                 for _ in range(self._dyn.get(DT_VERDEFNUM, 0)):
                     _, _, ndx, cnt, vhash, aux, nxt = self._unpack("HHHHIII", at)
                     if cnt:
@@ -588,7 +615,7 @@ class ElfFile:
         keeps each name's hash for the next such file."""
         if self._sysv is None:
             return []
-        nbucket, buckets_at, chains_at = self._sysv
+        nbucket, longest, buckets_at, chains_at = self._sysv
         if not nbucket:
             return []
         hashed = sysv_hashes.get(encoded) if sysv_hashes is not None else None
@@ -596,13 +623,17 @@ class ElfFile:
             hashed = sysv_hash(encoded)
             if sysv_hashes is not None:
                 sysv_hashes[encoded] = hashed
-        found = []
+        found: List[int] = []
+        visited: Set[int] = set()
         index = self._unpack("I", buckets_at + 4 * (hashed % nbucket))[0]
-        seen = 0
-        while index and seen < 1_000_000:
+        while index:
+            # A chain visits each symbol at most once (the compiled resolver counts to `longest` instead:
+            # the same verdict, as every index is below nchain and readable).
+            if index in visited or index >= longest or len(found) >= longest:
+                raise ElfError(f"{self.path}: corrupt ELF (SysV hash table: a chain loops or leaves the table)")
+            visited.add(index)
             found.append(index)
             index = self._unpack("I", chains_at + 4 * index)[0]
-            seen += 1
         return found
 
     def lookup(
@@ -633,11 +664,12 @@ class ElfFile:
             return results
         try:
             columns = self._symbols()
+            strtab = self._strtab
         except ElfError:
             return results
         names, infos, sections, values = columns.names, columns.infos, columns.sections, columns.values
         versyms = columns.versyms if DT_VERSYM in dyn else None
-        data, strtab = self.data, self._strtab
+        data = self.data
         if gnu is not None:
             nbuckets, symoffset, bloom, shift, buckets, chains = gnu
             bits, words = 64 if self.is64 else 32, len(bloom)
@@ -768,33 +800,55 @@ class _SwappedWords(Sequence[int]):
         )
 
 
+_FILE_KINDS = ((stat.S_ISDIR, "is a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+               (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+def open_regular(path: str) -> int:
+    """A descriptor to read ``path`` from, for regular files only. Never blocks: a FIFO's open would wait for a
+    writer, and /dev/zero never ends. Raises :class:`ElfError` ("is a directory", "not a regular file (a FIFO)")
+    or OSError."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    mode = os.fstat(fd).st_mode
+    if stat.S_ISREG(mode):
+        return fd
+    os.close(fd)
+    kind = next((name for test, name in _FILE_KINDS if test(mode)), "a special file")
+    raise ElfError(f"{path}: {kind}" if kind == "is a directory" else f"{path}: not a regular file ({kind})")
+
+
 def open_elf(path: str) -> ElfFile:
     """Map ``path`` read-only and parse what ld.so reads. Raises :class:`ElfError` with a one-line reason."""
     try:
-        with open(path, "rb") as handle:
+        fd = open_regular(path)
+        with open(fd, "rb") as handle:
             size = os.fstat(handle.fileno()).st_size
             if size < 16:
                 raise ElfError(f"{path}: not an ELF file ({size} bytes)")
-            data: mmap.mmap | bytes = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+            data = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
     except IsADirectoryError:
         raise ElfError(f"{path}: is a directory") from None
     except OSError as exc:
         raise ElfError(f"{path}: {exc.strerror or exc}") from None
-    try:
-        return _parse(path, data)
-    except ElfError:
-        if isinstance(data, mmap.mmap):
-            data.close()
-        raise
-
-
-def _parse(path: str, data: mmap.mmap | bytes) -> ElfFile:
     if data[:4] != b"\x7fELF":
+        data.close()
         raise ElfError(f"{path}: not an ELF file")
     elf_class, encoding = data[4], data[5]
     if elf_class not in (1, 2) or encoding not in (1, 2):
+        data.close()
         raise ElfError(f"{path}: corrupt ELF header (class {elf_class}, data encoding {encoding})")
     elf = ElfFile(path, data, elf_class, encoding == 1, 0)
+    try:
+        _parse(elf)
+    except ElfError:
+        elf.close()  # the views taken so far first, then the mapping
+        raise
+    return elf
+
+
+def _parse(elf: ElfFile) -> None:
+    """Read what ld.so reads into ``elf``: program headers, dynamic section, hash tables."""
+    path, data = elf.path, elf.data
     if elf.is64:
         _, elf.machine, _, _, phoff, _, _, _, phentsize, phnum = elf._unpack("HHIQQQIHHH", 16)
     else:
@@ -813,7 +867,7 @@ def _parse(path: str, data: mmap.mmap | bytes) -> ElfFile:
         elif p_type == PT_DYNAMIC:
             dynamic = (p_offset, p_filesz)
     if dynamic is None:
-        return elf  # a static binary: nothing for ld.so to do
+        raise ElfError(f"{path}: not a dynamic object (no PT_DYNAMIC: statically linked, nothing for ld.so to load)")
     offset, size = dynamic
     if offset + size > len(data):
         raise ElfError(f"{path}: truncated ELF (dynamic section runs past the end of the file)")
@@ -853,8 +907,10 @@ def _parse(path: str, data: mmap.mmap | bytes) -> ElfFile:
         elf._gnu_at = (nbuckets, symoffset, bloom_size, shift, at + 16, buckets_at, chains_at)
     elif DT_HASH in elf._dyn:
         at = elf._offset(elf._dyn[DT_HASH])
-        nbucket, _ = elf._unpack("II", at)
-        elf._sysv = (nbucket, at + 8, at + 8 + 4 * nbucket)
+        nbucket, nchain = elf._unpack("II", at)
+        chains_at = at + 8 + 4 * nbucket
+        # A chain holds distinct symbol indexes below nchain whose entries lie in the file: no longer than this.
+        longest = max(0, min(nchain, (len(data) - chains_at) // 4))
+        elf._sysv = (nbucket, longest, at + 8, chains_at)
     if DT_SYMTAB in elf._dyn:
         elf._symtab  # noqa: B018  (validates the address now, so a corrupt file fails here, not later)
-    return elf

@@ -14,3 +14,9 @@ HOME_VARIABLES = ("ASCEND_HOME_PATH", "ASCEND_TOOLKIT_HOME")
 # What set_env.sh exports that points at the sourced install (ASCEND_OPP_PATH at <install>/opp), in the
 # order the libraries checks trust them to say which install was sourced.
 SOURCED_INSTALL_VARIABLES = ("ASCEND_TOOLKIT_HOME", "ASCEND_HOME_PATH", "ASCEND_OPP_PATH")
+# Libraries shipped by CANN (toolkit/nnae) and the driver: missing ones mean CANN is absent or not sourced.
+CANN_LIBRARY_PATTERN = (
+    r"^lib(?:hccl|ascendcl|acl_\w+|ge_\w+|graph|runtime|register|c_sec|mmpa|opapi|"
+    r"nnopbase|profapi|msprofiler|ascend_\w+|tsdclient|drvdsmi_host|dcmi|hccl_\w+|"
+    r"platform|error_manager|aicpu_\w+|tiling_api|fmk_\w+|ascendalog|slog)\.so"
+)

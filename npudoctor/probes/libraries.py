@@ -31,7 +31,7 @@ from npudoctor.probes.ascend_layout import (
     INFO_FILES,
     SOURCED_INSTALL_VARIABLES,
 )
-from npudoctor.probes.linkage import analyse_file, search_env
+from npudoctor.probes.linkage import analyse_file, find_set_env, search_env
 from npudoctor.probes.sources import Command
 from npudoctor.probes.versions import read_version_file
 
@@ -93,13 +93,6 @@ def _install_version(runner: Any, path: str) -> Optional[str]:
     return cann_version_from_cfg(read_version_file(runner, f"{path}/version.cfg").values)
 
 
-def _find_set_env(runner: Any, path: str) -> Optional[str]:
-    """set_env.sh sits in the install (cann-<ver>) or one level up (ascend-toolkit/set_env.sh for latest)."""
-    for candidate in (f"{path}/set_env.sh", f"{os.path.dirname(path)}/set_env.sh", f"{path}/bin/setenv.bash"):
-        info = runner.path_info(candidate)
-        if info.exists and info.kind == "file":
-            return candidate
-    return None
 
 
 def find_cann_installs(runner: Any, env: Mapping[str, str]) -> Tuple[CannInstall, ...]:
@@ -139,7 +132,7 @@ def find_cann_installs(runner: Any, env: Mapping[str, str]) -> Tuple[CannInstall
         if not (info_path.exists and info_path.kind == "dir"):
             continue
         installs.append(
-            CannInstall(path, _find_set_env(runner, path), _install_version(runner, path), found_by)
+            CannInstall(path, find_set_env(runner, path), _install_version(runner, path), found_by)
         )
     return tuple(installs)
 

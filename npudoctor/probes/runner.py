@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import stat
 import time
-from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Mapping, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Mapping, Optional, Set, Tuple
 
 from npudoctor.parsers.text import decode_text
 from npudoctor.probes import sources
@@ -213,28 +213,18 @@ class LiveRunner(Runner):
         except OSError as exc:
             return CommandResult(argv, None, error=f"os-error: {exc.strerror or exc}", resolved_path=resolved)
         self._children[proc.pid] = proc
-        timed_out = False
         try:
-            out, err = proc.communicate(timeout=command.timeout_s)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            _kill_group(proc)
-            out, err = proc.communicate()
+            out, err, rc, stopped = _collect(proc, command.timeout_s)
         finally:
             self._children.pop(proc.pid, None)
         return CommandResult(
-            argv,
-            None if timed_out else proc.returncode,
-            decode_text(out[:MAX_OUTPUT_BYTES]),
-            decode_text(err[:MAX_OUTPUT_BYTES]),
-            time.monotonic() - started,
-            error="timeout" if timed_out else None,
+            argv, rc, decode_text(out), decode_text(err), time.monotonic() - started, error=stopped,
             resolved_path=resolved,
         )
 
     def close(self) -> None:
         for proc in list(self._children.values()):
-            _kill_group(proc)
+            _kill_tree(proc, set())
         for worker, _answer in self._started.values():
             worker.join()
         self._started.clear()
@@ -300,13 +290,131 @@ def _run_script_in_process(command: Command, resolved: str) -> CommandResult:
                          resolved_path=resolved)
 
 
-def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+# After the child exits, how long a process it left behind may keep our pipes open before it is killed.
+_EXIT_GRACE_S = 1.0
+# After SIGKILL, how long to wait for the child to go: one stuck in the driver (uninterruptible sleep) never
+# does, and must not hang `check`.
+_KILL_WAIT_S = 2.0
+
+
+def _collect(proc: subprocess.Popen[bytes], timeout_s: float) -> Tuple[bytes, bytes, Optional[int], Optional[str]]:
+    """Stream the child's stdout and stderr, each kept up to ``MAX_OUTPUT_BYTES``, within ``timeout_s``.
+
+    Returns (stdout, stderr, exit code or None, error): error is None when it finished, "timeout" or
+    "output-limit" when it was killed (its process group, its descendants and whatever holds its pipes).
+    Memory and time stay bounded whatever the child does: an endless printer is cut at the cap, a child that
+    leaves a ``setsid`` grandchild holding the pipe or ignores SIGKILL (uninterruptible sleep) costs at most
+    ``timeout_s`` plus a few seconds.
+    """
+    import contextlib
+    import selectors
+    import subprocess
+
+    assert proc.stdout is not None and proc.stderr is not None
+    out_fd, err_fd = proc.stdout.fileno(), proc.stderr.fileno()
+    kept = {out_fd: bytearray(), err_fd: bytearray()}
+    pipes = {fd: os.fstat(fd).st_ino for fd in kept}
+    selector = selectors.DefaultSelector()
+    for fd in kept:
+        selector.register(fd, selectors.EVENT_READ)
+    deadline = time.monotonic() + timeout_s
+    exited_at: Optional[float] = None
+    stopped: Optional[str] = None
+    open_fds = set(kept)
+    while open_fds:
+        now = time.monotonic()
+        if now >= deadline:
+            stopped = "timeout"
+            break
+        if exited_at is None and proc.poll() is not None:
+            exited_at = now
+        if exited_at is not None and now - exited_at >= _EXIT_GRACE_S:
+            break  # the child is gone; something it left behind holds the pipe
+        # Wake up now and then to notice the child's exit while a descendant keeps the pipe open.
+        for key, _events in selector.select(min(deadline - now, 0.25)):
+            fd = int(key.fd)
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                selector.unregister(fd)
+                open_fds.discard(fd)
+                continue
+            room = MAX_OUTPUT_BYTES - len(kept[fd])
+            kept[fd] += chunk[:room]
+            if len(chunk) > room:
+                stopped = "output-limit"
+        if stopped:
+            break
+    selector.close()
+    if open_fds or stopped:
+        _kill_tree(proc, set(pipes.values()))
+    for stream in (proc.stdout, proc.stderr):
+        stream.close()
+    rc: Optional[int] = None
+    try:
+        rc = proc.wait(timeout=max(deadline - time.monotonic(), 0) if not stopped else _KILL_WAIT_S)
+    except subprocess.TimeoutExpired:
+        if not stopped:  # closed its output but kept running past the timeout
+            stopped = "timeout"
+            _kill_tree(proc, set())
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=_KILL_WAIT_S)
+    if stopped:
+        rc = None
+    return bytes(kept[out_fd]), bytes(kept[err_fd]), rc, stopped
+
+
+def _kill_tree(proc: subprocess.Popen[bytes], pipe_inodes: Set[int]) -> None:
+    """SIGKILL the child's process group, its descendants (a ``setsid`` child leaves the group) and any process
+    still holding one of its pipes (a grandchild whose parent already exited)."""
+    import contextlib
     import signal
 
-    try:
+    victims = _descendants_and_pipe_holders(proc.pid, pipe_inodes)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        proc.kill()
+    for pid in victims | {proc.pid}:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def _descendants_and_pipe_holders(root_pid: int, pipe_inodes: Set[int]) -> Set[int]:
+    """From /proc: the descendants of ``root_pid`` and the processes with one of ``pipe_inodes`` open."""
+    parents: Dict[int, int] = {}
+    holders: Set[int] = set()
+    wanted = {f"pipe:[{inode}]" for inode in pipe_inodes}
+    try:
+        pids = [int(name) for name in os.listdir("/proc") if name.isdigit()]
+    except OSError:
+        return set()
+    own = os.getpid()
+    for pid in pids:
+        if pid == own:
+            continue
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as handle:
+                # pid (comm) state ppid ...: comm may hold spaces and parentheses, so split after the last ')'.
+                parents[pid] = int(handle.read().rsplit(b")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        if wanted:
+            try:
+                for fd in os.listdir(f"/proc/{pid}/fd"):
+                    if os.readlink(f"/proc/{pid}/fd/{fd}") in wanted:
+                        holders.add(pid)
+                        break
+            except OSError:
+                continue
+    children: Dict[int, List[int]] = {}
+    for pid, ppid in parents.items():
+        children.setdefault(ppid, []).append(pid)
+    found: Set[int] = set()
+    frontier = [root_pid]
+    while frontier:
+        for child in children.get(frontier.pop(), ()):
+            if child not in found:
+                found.add(child)
+                frontier.append(child)
+    return found | holders
 
 
 class RecordingRunner(Runner):

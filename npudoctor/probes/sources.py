@@ -56,7 +56,8 @@ class CommandResult(NamedTuple):
     stdout: str = ""
     stderr: str = ""
     duration_s: float = 0.0
-    # None when it ran; "not-found", "timeout", "permission" or "os-error: ..." when it did not.
+    # None when it ran; "not-found", "timeout", "permission" or "os-error: ..." when it did not;
+    # "output-limit" when it printed more than the runner keeps and was killed.
     error: Optional[str] = None
     resolved_path: Optional[str] = None
 

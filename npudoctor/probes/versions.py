@@ -370,6 +370,9 @@ def python_facts(ctx: Any) -> PythonFacts:
     result = ctx.runner.run(command)
     if result.error == "timeout":
         return PythonFacts(interpreter, error=f"{interpreter} did not answer within {command.timeout_s:g} s")
+    if result.error == "output-limit":
+        return PythonFacts(interpreter, error=f"{interpreter} printed far more than the package report and was "
+                                              "killed")
     if result.error:
         return PythonFacts(interpreter, error=f"cannot run {interpreter}: {result.error}")
     try:
