@@ -77,6 +77,9 @@ def run_checks(
     options: Optional[Mapping[str, Any]] = None,
 ) -> Report:
     """Run the selected checks in stage order and return the report."""
+    import time
+
+    started, clock = time.time(), time.perf_counter()
     profile = profile or load_profile()
     ctx = CheckContext(runner, profile, options)
     if not only:
@@ -90,6 +93,7 @@ def run_checks(
     try:
         for spec in specs:
             ctx.findings.extend(run_check(spec, ctx))
+        inventory = _inventory(ctx)
     finally:
         runner.close()
     return Report(
@@ -98,7 +102,20 @@ def run_checks(
               "profile": profile.name, "level": level},
         host=_host(runner),
         source=runner.description,
+        inventory=inventory,
+        run={"started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
+             "duration_s": round(time.perf_counter() - clock, 3)},
     )
+
+
+def _inventory(ctx: CheckContext) -> Dict[str, Any]:
+    """The report's inventory from the facts the checks gathered (nothing slow is started for it)."""
+    from npudoctor.probes.inventory import build_inventory
+
+    try:
+        return build_inventory(ctx)
+    except Exception as exc:  # the inventory is a summary; never lose a report over it
+        return {"error": f"{exc.__class__.__name__}: {exc}"}
 
 
 def _host(runner: Runner) -> Dict[str, Any]:

@@ -32,6 +32,8 @@ def report(node):
     result.source = "root:<root>"
     result.tool["version"] = "<version>"
     result.tool["python"] = "<python>"
+    result.run["started"] = "<started>"
+    result.inventory.update(hostname="node-a2-01", kernel="5.10.0", arch="aarch64", os="<os>")
     return result
 
 

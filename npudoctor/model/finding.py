@@ -77,6 +77,11 @@ class Report:
     tool: Dict[str, Any] = field(default_factory=dict)
     host: Dict[str, Any] = field(default_factory=dict)
     source: Optional[str] = None  # "live", "root:/mnt/img", "bundle:node.tar.gz"
+    # What the node is: chips, driver/firmware/CANN/Python/torch versions, kernel, OS, host name
+    # (npudoctor.probes.inventory); the fleet view compares it across nodes.
+    inventory: Dict[str, Any] = field(default_factory=dict)
+    # When the run started (ISO 8601, UTC) and how long it took: {"started": ..., "duration_s": ...}.
+    run: Dict[str, Any] = field(default_factory=dict)
 
     SCHEMA = "npudoctor.report/1"
 
@@ -99,6 +104,8 @@ class Report:
             "tool": dict(self.tool),
             "host": dict(self.host),
             "source": self.source,
+            "run": dict(self.run),
+            "inventory": dict(self.inventory),
             "findings": [f.to_dict() for f in self.findings],
             "summary": self.summary.to_dict(),
         }
