@@ -48,7 +48,7 @@ def main() -> None:
     """Find, explain and fix what breaks training on Huawei Ascend NPU nodes."""
 
 
-FORMATS = click.Choice(["text", "json", "junit"])
+FORMATS = click.Choice(["text", "json", "junit", "prometheus", "npd"])
 
 
 @main.command()
@@ -67,9 +67,13 @@ FORMATS = click.Choice(["text", "json", "junit"])
 @click.option("--logs", "logs_dirs", multiple=True, metavar="DIR",
               help="Also scan the newest CANN plogs under DIR (e.g. ~/ascend/log).")
 @click.option("-v", "--verbose", is_flag=True, help="Show evidence and passing details.")
+@click.option("--textfile", metavar="PATH",
+              help="Also write the Prometheus text (node_exporter textfile collector) to PATH, atomically.")
+@click.option("--demo", metavar="SCENARIO", is_flag=False, flag_value="healthy", default=None,
+              help="Replay a scenario shipped with npudoctor (healthy, chip-warning, ...; `--demo list`).")
 def check(level: int, profile_name: Optional[str], bundle: Optional[str], root: Optional[str],
           only: Tuple[str, ...], skip_ids: Tuple[str, ...], fmt: str, fail_on: str, python: Optional[str],
-          logs_dirs: Tuple[str, ...], verbose: bool) -> None:
+          logs_dirs: Tuple[str, ...], verbose: bool, textfile: Optional[str], demo: Optional[str]) -> None:
     """Run the ordered node checks and say how to fix what is wrong."""
     from npudoctor import api
 
@@ -77,12 +81,31 @@ def check(level: int, profile_name: Optional[str], bundle: Optional[str], root: 
     skip_ids = split_list(skip_ids)
     options = {"python": python, "logs_dirs": logs_dirs}
     try:
+        if demo is not None:
+            from npudoctor.fleet import demo as demos
+
+            if demo == "list":
+                click.echo(demos.describe())
+                return
+            bundle, profile_name = demos.check_arguments(demo, bundle, root, profile_name)
         runner = api.make_runner(root=root, bundle=bundle)
         profile = api.load_profile(profile_name)
         report = api.run_checks(runner, profile, only=only, skip=skip_ids, level=level, options=options)
     except api.UsageError as exc:
         raise fail_usage(str(exc)) from None
-    _emit(report, fmt, verbose)
+    if textfile:
+        from npudoctor.fleet.textfile import TextfileError, write_atomically
+        from npudoctor.report import prometheus
+
+        try:
+            write_atomically(textfile, prometheus.render(report, fail_on))
+        except TextfileError as exc:
+            raise fail_usage(str(exc)) from None
+    _emit(report, fmt, verbose, fail_on)
+    if fmt == "npd":
+        from npudoctor.report import npd
+
+        raise click.exceptions.Exit(npd.verdict(report, fail_on)[0])
     raise click.exceptions.Exit(report.exit_code(fail_on))
 
 
@@ -91,8 +114,12 @@ def split_list(values: Sequence[str]) -> Tuple[str, ...]:
     return tuple(part.strip() for value in values for part in value.split(",") if part.strip())
 
 
-def _emit(report: Any, fmt: str, verbose: bool) -> None:
-    if fmt == "json":
+def _emit(report: Any, fmt: str, verbose: bool, fail_on: str = "fail") -> None:
+    if fmt in ("prometheus", "npd"):
+        from npudoctor.report import npd, prometheus
+
+        click.echo((prometheus if fmt == "prometheus" else npd).render(report, fail_on), nl=False)
+    elif fmt == "json":
         from npudoctor.report import json_report
 
         click.echo(json_report.render(report), nl=False)

@@ -1,0 +1,61 @@
+"""Demo scenarios shipped with npudoctor: bundles assembled from real captures (``check --demo NAME``) and a
+demo fleet made from them (``fleet --demo``), so a newcomer sees on any laptop what the doctor says on a node.
+
+The bundles live in ``npudoctor/fleet/scenarios/<name>.tar.gz`` (ordinary bundles, as ``collect`` writes them);
+``tests/demo_scenarios.py`` builds them, and each manifest's ``demo`` entry says what it was assembled from.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Tuple
+
+SCENARIO_DIR = Path(__file__).resolve().parent / "scenarios"
+DEMO_PROFILE = "atlas800t-a2-8x910b"
+SUFFIX = ".tar.gz"
+
+
+class DemoError(Exception):
+    """An unknown scenario or a conflicting option: one line for the user."""
+
+
+def names() -> List[str]:
+    if not SCENARIO_DIR.is_dir():
+        return []
+    return sorted(p.name[: -len(SUFFIX)] for p in SCENARIO_DIR.glob(f"*{SUFFIX}"))
+
+
+def about(name: str) -> Dict[str, Any]:
+    """The manifest's ``demo`` entry: description, samples it was assembled from, a note."""
+    from npudoctor.probes.bundle import read_bundle
+
+    manifest = json.loads(read_bundle(scenario_path(name))["manifest.json"])
+    return dict(manifest.get("demo", {}))
+
+
+def describe() -> str:
+    lines = ["Demo scenarios (npudoctor check --demo NAME), assembled from real captures:"]
+    lines += [f"  {name:<20} {about(name).get('description', '')}" for name in names()]
+    return "\n".join(lines)
+
+
+def scenario_path(name: str) -> str:
+    if name not in names():
+        raise DemoError(f"unknown demo scenario {name!r}; choose one of: {', '.join(names()) or '(none shipped)'}")
+    return str(SCENARIO_DIR / f"{name}{SUFFIX}")
+
+
+def check_arguments(name: str, bundle: Optional[str], root: Optional[str],
+                    profile: Optional[str]) -> Tuple[str, str]:
+    """The bundle and profile ``check --demo NAME`` replays (the demo node's own profile unless one is given).
+
+    Raises the API's UsageError so the CLI reports it like any bad argument."""
+    from npudoctor.api import UsageError
+
+    if bundle or root:
+        raise UsageError("--demo replays a shipped scenario; it cannot be combined with --from or --root")
+    try:
+        return scenario_path(name), profile or DEMO_PROFILE
+    except DemoError as exc:
+        raise UsageError(str(exc)) from None
