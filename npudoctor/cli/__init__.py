@@ -24,6 +24,7 @@ class LazyGroup(click.Group):
         "libs": "npudoctor.cli.libs:libs",
         "logs": "npudoctor.cli.logs:logs",
         "parse": "npudoctor.cli.parse:parse",
+        "fleet": "npudoctor.cli.fleet:fleet",
     }
 
     def list_commands(self, ctx: click.Context) -> List[str]:

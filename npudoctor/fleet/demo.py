@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 SCENARIO_DIR = Path(__file__).resolve().parent / "scenarios"
 DEMO_PROFILE = "atlas800t-a2-8x910b"
@@ -59,3 +59,39 @@ def check_arguments(name: str, bundle: Optional[str], root: Optional[str],
         return scenario_path(name), profile or DEMO_PROFILE
     except DemoError as exc:
         raise UsageError(str(exc)) from None
+
+
+# The demo fleet: mostly healthy nodes, every scenario somewhere, and a few nodes whose versions drifted.
+FLEET_PATTERN = ("healthy",) * 14 + ("chip-warning", "version-mismatch", "setenv-not-sourced", "unbound-device",
+                                     "dcmi-8005", "no-dev-davinci", "whitelist-no-file")
+DRIFT = (  # (every Nth node, offset, inventory field, value): deterministic, so the demo reads the same each run
+    (50, 7, "driver", "24.1.0"),
+    (50, 7, "firmware", "7.5.0.1.129"),
+    (97, 3, "torch_npu", "2.1.0.post8"),
+    (200, 11, "kernel", "5.10.0-216.0.0.115.oe2203sp4.x86_64"),
+    (9, 4, "cann_toolkit", "8.0.RC3"),
+)
+
+
+def scenario_reports() -> Dict[str, Dict[str, Any]]:
+    """Each scenario's report document, replayed once."""
+    from npudoctor import api
+
+    return {name: api.run_checks(api.make_runner(bundle=scenario_path(name)),
+                                 api.load_profile(DEMO_PROFILE)).to_dict() for name in names()}
+
+
+def fleet_documents(count: int, reports: Optional[Dict[str, Dict[str, Any]]] = None
+                    ) -> Iterator[Tuple[Dict[str, Any], str]]:
+    """``count`` node reports made from the scenarios, with host names ``atlas-00000``... and varied versions.
+
+    Documents share their findings lists (read-only); only the inventory and host are copied per node."""
+    reports = reports or scenario_reports()
+    for index in range(count):
+        base = reports[FLEET_PATTERN[index % len(FLEET_PATTERN)]]
+        name = f"atlas-{index:05d}"
+        inventory = dict(base["inventory"], hostname=name)
+        for every, offset, key, value in DRIFT:
+            if index % every == offset:
+                inventory[key] = value
+        yield dict(base, inventory=inventory, host=dict(base["host"], hostname=name)), f"demo:{name}"

@@ -7,12 +7,13 @@ compares inventories across nodes (version drift) and site profiles pin expected
 The shape (``None`` where a fact was not gathered or could not be read)::
 
     {"hostname": "node-a2-01", "os": "Ubuntu 22.04.4 LTS", "kernel": "5.10.0", "arch": "aarch64",
-     "chips": {"model": "910B3", "count": 8, "hbm_mib": 65536, "bus_ids": [...],
+     "chips": {"model": "910B3", "family": "910B", "count": 8, "hbm_mib": 65536, "bus_ids": [...],
                "link_width": 16, "link_speed_gts": 16.0, "source": "npu-smi"},
      "driver": "23.0.7", "firmware": "7.1.0.11.220", "cann_toolkit": "8.0.0", "nnae": None,
      "python": "3.10.14", "torch": "2.1.0+cpu", "torch_npu": "2.1.0.post10"}
 
-``hbm_mib``, ``link_width`` and ``link_speed_gts`` are one number when every chip agrees, else the sorted list
+``model`` is npu-smi's chip name, ``family`` the PCI device id's; ``hbm_mib``, ``link_width`` and
+``link_speed_gts`` are one number when every chip agrees, else the sorted list
 of the values seen (a node whose chips disagree is itself worth a look).
 """
 
@@ -29,7 +30,7 @@ SOURCES = ("npu_smi", "pci", "ascend_driver", "cann", "python")
 # Fields in the order reports and profiles list them.
 SOFTWARE_FIELDS = ("driver", "firmware", "cann_toolkit", "nnae", "python", "torch", "torch_npu")
 SYSTEM_FIELDS = ("os", "kernel", "arch")
-CHIP_FIELDS = ("model", "count", "hbm_mib", "bus_ids", "link_width", "link_speed_gts")
+CHIP_FIELDS = ("model", "family", "count", "hbm_mib", "bus_ids", "link_width", "link_speed_gts")
 
 
 @provides("os_release")
@@ -81,10 +82,11 @@ def chips_inventory(npu_smi: Any, pci: Any) -> Dict[str, Any]:
             source="npu-smi",
         )
     elif devices:
-        chips.update(model=_one_or_list(d.family for d in devices), count=len(devices), source="pci")
+        chips.update(count=len(devices), source="pci")
     elif pci is not None and not pci.error:
         chips.update(count=0, source="pci")  # the bus was read and holds no NPU
     if devices:
+        chips["family"] = _one_or_list(d.family for d in devices)
         chips["bus_ids"] = chips["bus_ids"] or sorted(_short_bdf(d.bdf) for d in devices)
         chips["link_width"] = _one_or_list(d.current_link_width for d in devices)
         chips["link_speed_gts"] = _one_or_list(d.current_link_speed_gts for d in devices)
