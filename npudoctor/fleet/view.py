@@ -18,7 +18,7 @@ import stat
 import tarfile
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 from npudoctor.probes.inventory import flatten
 
@@ -32,8 +32,9 @@ NOT_DRIFT = frozenset({"hostname", "chips.source"})
 FAILING = ("fail", "error")
 
 
-@dataclass
-class NodeRecord:
+class NodeRecord(NamedTuple):
+    """One node, reduced to what the view shows (a NamedTuple: 50,000 of them stay small)."""
+
     name: str
     source: str
     started: str
@@ -110,6 +111,15 @@ class FleetInputError(Exception):
     """No input could be read at all: one line for the user."""
 
 
+def _mapping(document: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    value = document.get(key)
+    return value if isinstance(value, dict) else {}
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
 class _Builder:
     def __init__(self, replay: Optional[Callable[[str], Dict[str, Any]]]) -> None:
         self.view = FleetView()
@@ -137,12 +147,11 @@ class _Builder:
                 warning[check_id] = None
             if check_id not in self.view.titles and (status in FAILING or status == "warn"):
                 self.view.titles[check_id] = str(finding.get("title", ""))
-        summary = document.get("summary") or {}
-        counts = tuple(int(summary.get(k, 0) or 0) for k in ("pass", "warn", "fail", "skip", "error"))
-        inventory = document.get("inventory") if isinstance(document.get("inventory"), dict) else {}
-        host = document.get("host") if isinstance(document.get("host"), dict) else {}
+        summary = _mapping(document, "summary")
+        counts = tuple(_count(summary.get(k)) for k in ("pass", "warn", "fail", "skip", "error"))
+        inventory, host = _mapping(document, "inventory"), _mapping(document, "host")
         name = str(inventory.get("hostname") or host.get("hostname") or source)
-        started = str((document.get("run") or {}).get("started") or "")
+        started = str(_mapping(document, "run").get("started") or "")
         record = NodeRecord(name, source, started, tuple(failing), tuple(warning),
                             counts, self._inventory_tuple(inventory))  # type: ignore[arg-type]
         previous = self.by_name.get(name)
