@@ -46,7 +46,11 @@ def compare_pins(ctx: CheckContext, fields: Sequence[str], prefix: str, what: st
                            fix=_fix(key, expected))
     if matched:
         yield passed("profile", f"{len(matched)} pinned value(s) as expected: "
-                     + ", ".join(f"{k}={v}" for k, v in matched.items()), evidence=matched)
+                     + ", ".join(f"{k}={_short(v)}" for k, v in matched.items()), evidence=matched)
+
+
+def _short(value: Any) -> str:
+    return f"[{len(value)} values]" if isinstance(value, (list, tuple)) else str(value)
 
 
 def _fix(key: str, expected: Any) -> str:

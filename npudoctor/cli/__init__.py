@@ -25,6 +25,7 @@ class LazyGroup(click.Group):
         "logs": "npudoctor.cli.logs:logs",
         "parse": "npudoctor.cli.parse:parse",
         "fleet": "npudoctor.cli.fleet:fleet",
+        "profile": "npudoctor.cli.fleet:profile",
     }
 
     def list_commands(self, ctx: click.Context) -> List[str]:
