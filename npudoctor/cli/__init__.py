@@ -26,6 +26,7 @@ class LazyGroup(click.Group):
         "parse": "npudoctor.cli.parse:parse",
         "fleet": "npudoctor.cli.fleet:fleet",
         "profile": "npudoctor.cli.fleet:profile",
+        "collective": "npudoctor.cli.fleet:collective",
     }
 
     def list_commands(self, ctx: click.Context) -> List[str]:

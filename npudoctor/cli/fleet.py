@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Optional, Tuple
 
 import click
@@ -69,3 +70,65 @@ def derive(source: str, output: str, base: Optional[str], name: Optional[str]) -
     pins = sum(1 for line in text.splitlines() if line.startswith("  ") and not line.strip().startswith("#"))
     click.echo(f"wrote {output}: {pins} pinned value(s) from {described}; "
                f"check another node with: npudoctor check --profile {output}")
+
+
+@click.command()
+@click.option("--backend", type=click.Choice(["auto", "hccl", "nccl", "gloo"]), default="auto", show_default=True,
+              help="auto: hccl when torch_npu imports, else nccl with CUDA, else gloo on the CPU.")
+@click.option("--sizes", metavar="LIST", help="Message sizes [default: 1K,1M,64M,1G; gloo: 1K,1M,16M].")
+@click.option("--ops", default="all_reduce,all_gather,broadcast", show_default=True, metavar="LIST")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--nproc-per-node", type=click.IntRange(1, 128), metavar="N",
+              help="Start torchrun with N processes on this node (default for gloo: 2).")
+@click.option("--iters", type=click.IntRange(1, 100000), default=20, show_default=True)
+@click.option("--warmup", type=click.IntRange(0, 10000), default=5, show_default=True)
+@click.option("--profile", "profile_name", metavar="NAME|PATH", help="Expected bus bandwidth (fleet.collective).")
+@click.option("--timeout", "timeout_s", type=click.FloatRange(1, 86400), default=600, show_default=True,
+              help="Seconds before the run is stopped.")
+@click.option("--result-file", hidden=True, help="(internal) rank 0 writes its raw results here.")
+def collective(backend: str, sizes: Optional[str], ops: str, fmt: str, nproc_per_node: Optional[int], iters: int,
+               warmup: int, profile_name: Optional[str], timeout_s: float, result_file: Optional[str]) -> None:
+    """Measure all_reduce / all_gather / broadcast like nccl-tests: latency, algbw, busbw, correctness.
+
+    On one node: `npudoctor collective --nproc-per-node 8`. Across nodes, under your own torchrun:
+    `torchrun --nnodes 2 --nproc-per-node 8 ... -m npudoctor.collective [OPTIONS]`.
+    """
+    import os
+
+    from npudoctor import api
+    from npudoctor.fleet import collective as probe
+    from npudoctor.model.finding import Report
+
+    try:
+        op_list = probe.parse_ops(ops)
+        profile = api.load_profile(profile_name)
+        if probe.under_torchrun(os.environ):
+            size_list = probe.parse_sizes(sizes or probe.DEFAULT_SIZES.get(backend, probe.DEFAULT_SIZES["hccl"]))
+        else:
+            backend = probe.pick_backend(backend)
+            size_list = probe.parse_sizes(sizes or probe.DEFAULT_SIZES[backend])
+            if nproc_per_node is None and backend != "gloo":
+                raise probe.CollectiveError(f"--nproc-per-node N is needed for {backend} (how many devices to use)")
+    except (probe.CollectiveError, api.UsageError) as exc:
+        raise fail_usage(str(exc)) from None
+    if probe.under_torchrun(os.environ):
+        try:
+            document = probe.run_worker(backend, size_list, op_list, iters, warmup, timeout_s)
+        except Exception as exc:  # HCCL/NCCL failures: torchrun reports the rank; the launcher explains codes
+            click.echo(f"npudoctor collective: rank {os.environ.get('RANK')}: {exc.__class__.__name__}: {exc}",
+                       err=True)
+            raise click.exceptions.Exit(1) from None
+        if document is None:  # not rank 0
+            return
+        if result_file:
+            with open(result_file, "w", encoding="utf-8") as handle:
+                json.dump(document, handle)
+            return
+    else:
+        worker_args = ["--backend", backend, "--sizes", ",".join(map(str, size_list)), "--ops", ",".join(op_list),
+                       "--iters", str(iters), "--warmup", str(warmup), "--timeout", str(timeout_s)]
+        document = probe.launch(nproc_per_node or 2, worker_args, timeout_s + 60)
+    found = (probe.failed_run(document["error"], document.get("output", "")) if "error" in document
+             else probe.findings(document, profile))
+    click.echo(probe.to_json(document, found) if fmt == "json" else probe.render_text(document, found), nl=False)
+    raise click.exceptions.Exit(Report(list(found)).exit_code())
