@@ -126,7 +126,8 @@ def _host(runner: Runner) -> Dict[str, Any]:
 
 
 def collect(output: str, root: Optional[str] = None, level: int = 1,
-            environ: Optional[Mapping[str, str]] = None, options: Optional[Mapping[str, Any]] = None) -> Report:
+            environ: Optional[Mapping[str, str]] = None, options: Optional[Mapping[str, Any]] = None,
+            profile: Optional[NodeProfile] = None) -> Report:
     """Run every check against the live node, recording each raw answer, and write the bundle to ``output``.
 
     The file is written under a temporary name and renamed, and an existing ``output`` is never replaced.
@@ -140,7 +141,7 @@ def collect(output: str, root: Optional[str] = None, level: int = 1,
         raise UsageError(f"{parent}: no such directory")
     recorder = RecordingRunner(make_runner(root=root, environ=environ))
     recorder.environ()  # always recorded: the replay needs the environment even if no check asked
-    report = run_checks(recorder, level=level, options=options)
+    report = run_checks(recorder, profile, level=level, options=options)
     write_bundle(output, build_bundle(recorder.records, _host(recorder)))
     return report
 

@@ -27,6 +27,7 @@ class LazyGroup(click.Group):
         "fleet": "npudoctor.cli.fleet:fleet",
         "profile": "npudoctor.cli.fleet:profile",
         "collective": "npudoctor.cli.fleet:collective",
+        "onboard": "npudoctor.cli.fleet:onboard",
     }
 
     def list_commands(self, ctx: click.Context) -> List[str]:

@@ -9,6 +9,7 @@ from typing import Optional, Tuple
 import click
 
 from npudoctor.cli import fail_usage
+from npudoctor.model.finding import Status
 
 
 @click.command()
@@ -132,3 +133,47 @@ def collective(backend: str, sizes: Optional[str], ops: str, fmt: str, nproc_per
              else probe.findings(document, profile))
     click.echo(probe.to_json(document, found) if fmt == "json" else probe.render_text(document, found), nl=False)
     raise click.exceptions.Exit(Report(list(found)).exit_code())
+
+
+@click.command()
+@click.option("--profile", "profile_name", required=True, metavar="NAME|PATH", help="What this node must be.")
+@click.option("-o", "--output", required=True, metavar="DIR", help="New or empty folder for the results.")
+@click.option("--python", "python", metavar="PATH", help="The interpreter training runs with.")
+@click.option("--root", metavar="DIR", help="Read system files under DIR.")
+@click.option("--collective-backend", type=click.Choice(["auto", "hccl", "nccl", "gloo"]), default="auto",
+              show_default=True)
+@click.option("--nproc-per-node", type=click.IntRange(1, 128), metavar="N",
+              help="Processes for the collective probe (default: the node's NPU count).")
+@click.option("--sizes", metavar="LIST", help="Collective message sizes (default 1K,1M,64M,1G).")
+@click.option("--no-collective", is_flag=True, help="Do not run the collective probe.")
+@click.option("--memlog", metavar="FILE.jsonl", help="Plot memory over steps from this npudoctor.memlog/1 file.")
+@click.option("--fail-on", type=click.Choice(["warn", "fail"]), default="fail", show_default=True)
+def onboard(profile_name: str, output: str, python: Optional[str], root: Optional[str], collective_backend: str,
+            nproc_per_node: Optional[int], sizes: Optional[str], no_collective: bool, memlog: Optional[str],
+            fail_on: str) -> None:
+    """Acceptance run: checks, import probe, training step, collective probe; report.json, bundle, report.html.
+
+    Exit codes as `check`: 0 accepted, 1 a FAIL or ERROR (or WARN under --fail-on warn), 2 usage error.
+    """
+    from npudoctor import api
+    from npudoctor.fleet import onboard as engine
+    from npudoctor.fleet.collective import CollectiveError
+
+    collective_options = engine.CollectiveOptions(not no_collective, collective_backend, nproc_per_node, sizes)
+    try:
+        memory = engine.read_memory(memlog) if memlog else None
+        result = engine.onboard(output, profile_name, collective_options, {"python": python, "logs_dirs": ()},
+                                root=root, memory=memory)
+    except (api.UsageError, CollectiveError) as exc:
+        raise fail_usage(str(exc)) from None
+    report = result.report
+    code = report.exit_code(fail_on)
+    counts = ", ".join(f"{v} {k}" for k, v in report.summary.to_dict().items())
+    click.echo(f"{'ACCEPTED' if code == 0 else 'NOT ACCEPTED'}: {report.inventory.get('hostname') or '?'} "
+               f"({counts})")
+    for finding in report.findings:
+        if finding.status in (Status.FAIL, Status.ERROR) or (fail_on == "warn" and finding.status is Status.WARN):
+            click.echo(f"  {finding.status.value.upper():<5} {finding.id:<8} {finding.subject}: {finding.detail}")
+    for path in result.paths.values():
+        click.echo(f"wrote {path}")
+    raise click.exceptions.Exit(code)

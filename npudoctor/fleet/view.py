@@ -29,6 +29,8 @@ MAX_REPORT_BYTES = 16 * 1024 * 1024
 BUNDLE_SUFFIXES = (".tar.gz", ".tgz", ".tar")
 # Fields that name a node or say where a value came from rather than describe the node: never "drift".
 NOT_DRIFT = frozenset({"hostname", "chips.source"})
+# Per-chip rows (health, temperature): state for chip tables, not an inventory value to compare or keep.
+NOT_KEPT = frozenset({"chips.devices"})
 FAILING = ("fail", "error")
 
 
@@ -165,7 +167,7 @@ class _Builder:
         flat = flatten(inventory)
         slots: List[Any] = [None] * len(self.field_index)
         for key, value in flat.items():
-            if value is None:
+            if value is None or key in NOT_KEPT:
                 continue
             index = self.field_index.get(key)
             if index is None:

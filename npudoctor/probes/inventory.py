@@ -12,7 +12,8 @@ The shape (``None`` where a fact was not gathered or could not be read)::
      "driver": "23.0.7", "firmware": "7.1.0.11.220", "cann_toolkit": "8.0.0", "nnae": None,
      "python": "3.10.14", "torch": "2.1.0+cpu", "torch_npu": "2.1.0.post10"}
 
-``model`` is npu-smi's chip name, ``family`` the PCI device id's; ``hbm_mib``, ``link_width`` and
+``devices`` lists every chip (npu-smi row and PCIe link) for chip tables; it is never compared between
+nodes. ``model`` is npu-smi's chip name, ``family`` the PCI device id's; ``hbm_mib``, ``link_width`` and
 ``link_speed_gts`` are one number when every chip agrees, else the sorted list
 of the values seen (a node whose chips disagree is itself worth a look).
 """
@@ -85,12 +86,32 @@ def chips_inventory(npu_smi: Any, pci: Any) -> Dict[str, Any]:
         chips.update(count=len(devices), source="pci")
     elif pci is not None and not pci.error:
         chips.update(count=0, source="pci")  # the bus was read and holds no NPU
+    chips["devices"] = _device_rows(table, devices)
     if devices:
         chips["family"] = _one_or_list(d.family for d in devices)
         chips["bus_ids"] = chips["bus_ids"] or sorted(_short_bdf(d.bdf) for d in devices)
         chips["link_width"] = _one_or_list(d.current_link_width for d in devices)
         chips["link_speed_gts"] = _one_or_list(d.current_link_speed_gts for d in devices)
     return chips
+
+
+def _device_rows(table: Any, devices: List[Any]) -> List[Dict[str, Any]]:
+    """One row per chip (npu-smi), with its PCIe link from sysfs, for the chip tables of reports; PCI
+    functions alone when npu-smi gave no table."""
+    links = {_short_bdf(d.bdf): d for d in devices}
+    rows: List[Dict[str, Any]] = []
+    for chip in table.chips if table is not None else ():
+        bus = _short_bdf(chip.bus_id) if chip.bus_id else None
+        device = links.get(bus) if bus else None
+        rows.append({"npu": chip.npu_id, "chip": chip.chip_id, "name": chip.name, "health": chip.health,
+                     "bus_id": bus, "hbm_mib": _memory_mib(chip), "temp_c": chip.temp_c, "power_w": chip.power_w,
+                     "link_width": device.current_link_width if device else None,
+                     "link_speed_gts": device.current_link_speed_gts if device else None})
+    if not rows:
+        rows = [{"npu": None, "chip": None, "name": d.family, "health": None, "bus_id": _short_bdf(d.bdf),
+                 "hbm_mib": None, "temp_c": None, "power_w": None, "link_width": d.current_link_width,
+                 "link_speed_gts": d.current_link_speed_gts} for d in devices]
+    return rows
 
 
 def software_inventory(driver: Any, cann: Any, python: Any) -> Dict[str, Optional[str]]:
