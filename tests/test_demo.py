@@ -56,7 +56,9 @@ def test_scenario_replays_to_what_it_shows(name):
 
 def test_demo_exit_codes_follow_check():
     runner = cli_runner()
-    assert runner.invoke(main, ["check", "--demo"]).exit_code == 0  # healthy by default
+    healthy = runner.invoke(main, ["check", "--demo"])
+    assert healthy.exit_code == 0  # healthy by default
+    assert healthy.stderr.startswith("demo scenario healthy: ") and "assembled from real captures" in healthy.stderr
     result = runner.invoke(main, ["check", "--demo", "unbound-device", "--format", "json"])
     assert result.exit_code == 1 and json.loads(result.output)["inventory"]["hostname"] == "atlas-unbound-device"
     bad = runner.invoke(main, ["check", "--demo", "nope"])

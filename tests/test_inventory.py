@@ -28,6 +28,9 @@ def test_inventory_of_a_healthy_node_names_chips_and_every_version(node, tmp_pat
     assert (inventory["python"], inventory["torch"], inventory["torch_npu"]) == ("3.10.14", "2.1.0+cpu",
                                                                                 "2.1.0.post10")
     assert inventory["os"] == "Ubuntu 22.04.4 LTS" and inventory["nnae"] is None
+    first = inventory["chips"]["devices"][0]  # one row per chip: npu-smi's columns and the PCIe link of its bus id
+    assert len(inventory["chips"]["devices"]) == 8 and first["health"] == "OK" and first["hbm_mib"] == 65536
+    assert first["bus_id"] in inventory["chips"]["bus_ids"] and first["link_width"] == 16
     # The bundle replays to the same inventory on another machine.
     assert reports.replayed.inventory == inventory
     assert reports.live.to_dict()["inventory"] == inventory

@@ -92,6 +92,8 @@ def check(level: int, profile_name: Optional[str], bundle: Optional[str], root: 
                 click.echo(demos.describe())
                 return
             bundle, profile_name = demos.check_arguments(demo, bundle, root, profile_name)
+            if fmt == "text":
+                click.echo(demos.banner(demo), err=True)
         runner = api.make_runner(root=root, bundle=bundle)
         profile = api.load_profile(profile_name)
         report = api.run_checks(runner, profile, only=only, skip=skip_ids, level=level, options=options)

@@ -40,6 +40,12 @@ def describe() -> str:
     return "\n".join(lines)
 
 
+def banner(name: str) -> str:
+    """One line for people: this is a replayed demo, and what it was made from."""
+    return (f"demo scenario {name}: {about(name).get('description', '')} (assembled from real captures, "
+            "not this machine; `--demo list` shows all)")
+
+
 def scenario_path(name: str) -> str:
     if name not in names():
         raise DemoError(f"unknown demo scenario {name!r}; choose one of: {', '.join(names()) or '(none shipped)'}")
