@@ -93,6 +93,9 @@ def test_cli_formats_and_exit_codes(tmp_path, documents):
     rows = list(csv.DictReader(io.StringIO(runner.invoke(main, ["fleet", str(tmp_path), "--format", "csv"]).output)))
     assert [(r["node"], r["verdict"], r["torch_npu"], r["chips.count"]) for r in rows] == [
         ("a", "ok", "2.1.0.post10", "8"), ("b", "ok", "2.1.0.post8", "8")]
+    (tmp_path / "broken.json").write_text("{")
+    partial = runner.invoke(main, ["fleet", str(tmp_path), "--format", "csv"])
+    assert partial.exit_code == 0 and partial.stderr.startswith("npudoctor: warning: 1 input(s) could not be read")
     missing = runner.invoke(main, ["fleet", str(tmp_path / "nothing")])
     assert missing.exit_code == 2 and missing.stderr.startswith("npudoctor: error: no readable npudoctor report")
     assert runner.invoke(main, ["fleet"]).exit_code == 2

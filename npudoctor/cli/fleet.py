@@ -38,6 +38,10 @@ def fleet(paths: Tuple[str, ...], fmt: str, demo: bool, demo_nodes: int) -> None
             raise fail_usage(str(exc)) from None
     render = {"json": view.render_json, "csv": view.render_csv}.get(fmt, view.render_text)
     click.echo(render(result), nl=False)
+    if result.errors and fmt != "text":  # the text lists them itself; say so where a script's output would not
+        first_path, first_reason = result.errors[0]
+        click.echo(f"npudoctor: warning: {len(result.errors)} input(s) could not be read, first {first_path}: "
+                   f"{first_reason}", err=True)
     raise click.exceptions.Exit(result.exit_code())
 
 
