@@ -72,3 +72,19 @@ def test_scenarios_ship_in_the_wheel(tmp_path, monkeypatch):
     wheel = next(iter(builders.WheelBuilder(str(root)).build(directory=str(tmp_path), versions=["standard"])))
     names = set(zipfile.ZipFile(wheel).namelist())
     assert {f"npudoctor/fleet/scenarios/{name}.tar.gz" for name in EXPECTED} <= names
+
+
+def test_shipped_scenarios_are_what_the_generator_builds_today(tmp_path):
+    """A probe that starts asking something new makes the shipped bundles stale (the new question reads as
+    not-recorded on replay): regenerate with `python -m tests.demo_scenarios` when this fails."""
+    from tests.demo_scenarios import SCENARIOS, build
+
+    for name in SCENARIOS:
+        build(name, tmp_path / "work", tmp_path)
+        fresh = api.run_checks(api.make_runner(bundle=str(tmp_path / f"{name}.tar.gz")),
+                               api.load_profile(demo.DEMO_PROFILE))
+        shipped = api.run_checks(api.make_runner(bundle=demo.scenario_path(name)),
+                                 api.load_profile(demo.DEMO_PROFILE))
+        assert [(f.id, f.status, f.subject, f.detail) for f in fresh.findings] == [
+            (f.id, f.status, f.subject, f.detail) for f in shipped.findings], name
+        assert fresh.inventory == shipped.inventory
