@@ -62,7 +62,7 @@ def test_textfile_is_written_atomically_and_replaced(tmp_path):
 
 @pytest.mark.parametrize("where", ["missing/dir/x.prom", "."])
 def test_textfile_that_cannot_be_written_is_one_line_and_exit_2(tmp_path, where):
-    result = cli_runner().invoke(main, ["check", "--demo", "--textfile", str(tmp_path / where)])
+    result = cli_runner().invoke(main, ["check", "--demo", "--format", "npd", "--textfile", str(tmp_path / where)])
     assert result.exit_code == 2 and result.stderr.startswith("npudoctor: error: --textfile")
     assert len(result.stderr.strip().splitlines()) == 1
 

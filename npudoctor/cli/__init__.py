@@ -85,6 +85,13 @@ def check(level: int, profile_name: Optional[str], bundle: Optional[str], root: 
     skip_ids = split_list(skip_ids)
     options = {"python": python, "logs_dirs": logs_dirs}
     try:
+        if textfile:
+            from npudoctor.fleet.textfile import TextfileError, check_target
+
+            try:
+                check_target(textfile)
+            except TextfileError as exc:
+                raise api.UsageError(str(exc)) from None
         if demo is not None:
             from npudoctor.fleet import demo as demos
 

@@ -15,17 +15,23 @@ class TextfileError(Exception):
     """The textfile cannot be written: one line for the user."""
 
 
+def check_target(path: str) -> None:
+    """Refuse a target that can never be written, before any work is done."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise TextfileError(f"--textfile {path}: no such directory {folder}")
+    if os.path.lexists(path) and (os.path.islink(path) or not os.path.isfile(path)):
+        raise TextfileError(f"--textfile {path}: exists and is not a regular file (refusing to replace it)")
+
+
 def write_atomically(path: str, text: str) -> None:
     """Replace ``path`` with ``text`` in one step (temp file in the same folder, fsync, rename, mode 0644).
 
     Replacing is the point here (the collector wants the newest run), unlike bundles and onboarding
     folders, which are never overwritten. A ``path`` that is a folder, a FIFO or a device is refused.
     """
+    check_target(path)
     folder = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(folder):
-        raise TextfileError(f"--textfile {path}: no such directory {folder}")
-    if os.path.lexists(path) and (os.path.islink(path) or not os.path.isfile(path)):
-        raise TextfileError(f"--textfile {path}: exists and is not a regular file (refusing to replace it)")
     fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=folder)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
