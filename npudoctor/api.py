@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from npudoctor import __version__
 from npudoctor.checks.registry import STAGES, CheckContext, CheckSpec, ordered_specs, run_check, select
 from npudoctor.knowledge import KnowledgeError, data_dir, load_yaml_file, profile_names, profile_path
 from npudoctor.model.finding import Finding, Report
+from npudoctor.model.listener import RunListener, SilentListener
 from npudoctor.model.profile import NodeProfile, deep_merge
 from npudoctor.probes import prefetch
 from npudoctor.probes.runner import LiveRunner, RecordingRunner, Runner
@@ -36,6 +38,12 @@ def make_runner(root: Optional[str] = None, bundle: Optional[str] = None,
     if root is not None and not os.path.isdir(root):
         raise UsageError(f"--root {root}: not a directory")
     return LiveRunner(root or "/", environ)
+
+
+def check_python_option(runner: Runner, python: Optional[str]) -> None:
+    """``--python PATH`` must name an interpreter that can be run, like ``--root DIR`` a directory."""
+    if python and runner.description.startswith(("live", "root:")) and runner.which(python) is None:
+        raise UsageError(f"--python {python}: no such interpreter (not found on PATH, or not executable)")
 
 
 def load_profile(name_or_path: Optional[str] = None) -> NodeProfile:
@@ -68,6 +76,17 @@ def find_check(check_id: str) -> Optional[CheckSpec]:
     return next((spec for spec in ordered_specs() if spec.id == wanted), None)
 
 
+def explain_topic(topic: str) -> Optional[Any]:
+    """What ``npudoctor explain TOPIC`` shows: the check with that ID (a CheckSpec), else the error code's
+    entry (a CodeInfo: ``EZ9999``, ``507011``, ``0x05000004``), else None."""
+    spec = find_check(topic)
+    if spec is not None:
+        return spec
+    from npudoctor.logs.codes import explain
+
+    return explain(topic)
+
+
 def run_checks(
     runner: Runner,
     profile: Optional[NodeProfile] = None,
@@ -75,37 +94,94 @@ def run_checks(
     skip: Sequence[str] = (),
     level: int = 1,
     options: Optional[Mapping[str, Any]] = None,
+    listener: Optional[RunListener] = None,
 ) -> Report:
-    """Run the selected checks in stage order and return the report."""
-    import time
-
-    started, clock = time.time(), time.perf_counter()
+    """Run the selected checks in stage order and return the report; ``listener`` hears each stage as it ends."""
     profile = profile or load_profile()
-    ctx = CheckContext(runner, profile, options)
+    listener = listener or SilentListener()
+    running = getattr(listener, "running", None)
+    ctx = CheckContext(_Announcing(runner, running) if running else runner, profile, options)
     if not only:
         # Slow commands start before the check modules load; narrowed runs start only their own.
         prefetch([stage for stage in STAGES if stage not in skip], ctx)
     specs = select(ordered_specs(), only, skip, level)
+    if not only and not profile.get("inventory"):
+        # The site stage compares the node with a site profile's pins; like a level-2 check at level 1, it
+        # is left out where there is nothing to compare (`--only site` still runs it and says so).
+        specs = [spec for spec in specs if spec.stage != "site"]
     if only and not specs:
         raise UsageError(f"--only {' '.join(only)} matches no check; see `npudoctor list-checks`")
     if only:
         prefetch(dict.fromkeys(spec.stage for spec in specs), ctx)
-    try:
-        for spec in specs:
-            ctx.findings.extend(run_check(spec, ctx))
-        inventory = _inventory(ctx)
-    finally:
-        runner.close()
-    return Report(
-        findings=list(ctx.findings),
+    report = Report(
+        findings=[],
         tool={"name": "npudoctor", "version": __version__, "python": ".".join(map(str, sys.version_info[:3])),
               "profile": profile.name, "level": level},
         host=_host(runner),
         source=runner.description,
-        inventory=inventory,
-        run={"started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
-             "duration_s": round(time.perf_counter() - clock, 3)},
+        started=time.time(),
+        expects=_expectations(profile),
+        recorded=str((getattr(runner, "manifest", None) or {}).get("created", "")),
     )
+    listener.started(report)
+    try:
+        stage_start = 0
+        for index, spec in enumerate(specs):
+            listener.checking(spec)
+            ctx.findings.extend(_explain_replay_gap(spec, run_check(spec, ctx), runner))
+            if index + 1 == len(specs) or specs[index + 1].stage != spec.stage:
+                listener.stage_done(spec.stage, ctx.findings[stage_start:])
+                stage_start = len(ctx.findings)
+        report.inventory = _inventory(ctx)
+    finally:
+        runner.close()
+    report.findings = list(ctx.findings)
+    report.duration_s = round(time.time() - (report.started or time.time()), 3)
+    return report
+
+
+def _explain_replay_gap(spec: CheckSpec, findings: List[Finding], runner: Runner) -> List[Finding]:
+    """A level-2 check replayed from a bundle collected at level 1 finds its command not recorded: say so,
+    and how to get a bundle that has it, instead of "cannot run python3: not-recorded"."""
+    if spec.level < 2 or not runner.description.startswith("bundle:"):
+        return findings
+    if not any("not-recorded" in f.detail for f in findings):
+        return findings
+    bundle = runner.description.split(":", 1)[1]
+    from dataclasses import replace
+
+    from npudoctor.model.finding import Status
+
+    return [replace(f, status=Status.SKIP, detail=f"{bundle} holds no level-{spec.level} run (collected "
+                    f"without --level {spec.level}): {f.detail}",
+                    fix=f"re-collect on the node with --level {spec.level}: "
+                        f"npudoctor collect --level {spec.level} -o NEW-BUNDLE.tar.gz")
+            for f in findings]
+
+
+class _Announcing:
+    """The runner as checks see it, telling the listener which command they wait for (a spinner names it)."""
+
+    def __init__(self, runner: Runner, running: Any) -> None:
+        self._runner = runner
+        self._running = running
+
+    def run(self, command: Any) -> Any:
+        self._running(command.argv)
+        return self._runner.run(command)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._runner, name)
+
+
+def _expectations(profile: NodeProfile) -> str:
+    """What the profile expects of the node, for people ("8x 910B"); empty when it expects nothing."""
+    count, family = profile.get("node.npu_count"), profile.get("node.chip_family")
+    if count and family:
+        return f"{count}x {family}"
+    if count:
+        return f"{count} NPUs"
+    return f"{family} NPUs" if family else ""
 
 
 def _inventory(ctx: CheckContext) -> Dict[str, Any]:
@@ -127,10 +203,13 @@ def _host(runner: Runner) -> Dict[str, Any]:
 
 def collect(output: str, root: Optional[str] = None, level: int = 1,
             environ: Optional[Mapping[str, str]] = None, options: Optional[Mapping[str, Any]] = None,
+            listener: Optional[RunListener] = None, samples: int = 0, interval_s: float = 1.0,
             profile: Optional[NodeProfile] = None) -> Report:
     """Run every check against the live node, recording each raw answer, and write the bundle to ``output``.
 
-    The file is written under a temporary name and renamed, and an existing ``output`` is never replaced.
+    With ``samples``, ``npu-smi info`` is also recorded that many times, ``interval_s`` apart, for
+    ``npudoctor dashboard --replay``. The file is written under a temporary name and renamed, and an existing
+    ``output`` is never replaced.
     """
     from npudoctor.probes.bundle import build_bundle, write_bundle
 
@@ -141,7 +220,11 @@ def collect(output: str, root: Optional[str] = None, level: int = 1,
         raise UsageError(f"{parent}: no such directory")
     recorder = RecordingRunner(make_runner(root=root, environ=environ))
     recorder.environ()  # always recorded: the replay needs the environment even if no check asked
-    report = run_checks(recorder, profile, level=level, options=options)
+    report = run_checks(recorder, profile, level=level, options=options, listener=listener)
+    if samples > 0:
+        from npudoctor.probes.timeline import record_samples
+
+        recorder.records.extend(record_samples(recorder.inner, samples, interval_s))
     write_bundle(output, build_bundle(recorder.records, _host(recorder)))
     return report
 

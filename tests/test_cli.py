@@ -21,7 +21,7 @@ def test_healthy_pcie_exits_zero_and_prints_summary(node):
     result = invoke("check", "--root", str(node.root), "--only", "pcie")
     assert result.exit_code == 0, result.output
     assert "✓ PCI001" in result.output
-    assert "summary: 28 pass, 0 warn, 0 fail, 0 skip, 0 error" in result.output
+    assert "28 findings in 4 checks: 28 pass\nNo problems found on 8x Ascend 910B\n" in result.output
 
 
 def test_fail_exits_one_and_shows_fix(node):
@@ -43,23 +43,26 @@ def test_json_report_schema(node):
     result = invoke("check", "--root", str(node.root), "--only", "pcie", "--format", "json")
     document = json.loads(result.output)
     assert document["schema"] == "npudoctor.report/1"
-    assert set(document) == {"schema", "tool", "host", "source", "run", "inventory", "findings", "summary"}
+    assert set(document) == {"schema", "tool", "host", "source", "inventory", "findings", "summary"}
     assert document["summary"] == {"pass": len(document["findings"]), "warn": 0, "fail": 0, "skip": 0, "error": 0}
     first = document["findings"][0]
     assert set(first) == {"id", "status", "stage", "title", "subject", "detail", "evidence", "fix"}
     assert first["id"] == "PCI001" and first["evidence"]["npus"] == 2
 
 
-def test_junit_has_one_testcase_per_finding(node):
+def test_junit_has_one_testcase_per_check(node):
     node.npu_node(1)
     node.pci_device("0000:c9:00.0", driver=None)
     result = invoke("check", "--root", str(node.root), "--only", "pcie", "--format", "junit")
     root = ET.fromstring(result.output)
     cases = root.findall(".//testcase")
-    assert len(cases) == len(json.loads(invoke("check", "--root", str(node.root), "--only", "pcie",
-                                                "--format", "json").output)["findings"])
-    failed = [c.get("name") for c in cases if c.find("failure") is not None]
-    assert failed == ["PCI002 0000:c9:00.0"]
+    findings = json.loads(invoke("check", "--root", str(node.root), "--only", "pcie", "--format", "json").output)
+    assert [c.get("name") for c in cases] == list(dict.fromkeys(f["id"] for f in findings["findings"]))
+    failed = [c for c in cases if c.find("failure") is not None]
+    assert [c.get("name") for c in failed] == ["PCI002"]
+    # Which subject failed is in the message and the properties, not in the name.
+    assert "1 of 2 subjects: fail: 0000:c9:00.0:" in failed[0].find("failure").get("message")
+    assert {p.get("name"): p.get("value") for p in failed[0].iter("property")}["subject 0000:c9:00.0"] == "fail"
 
 
 def test_skip_and_only_select_by_id_and_stage(node):
@@ -114,7 +117,8 @@ def test_check_on_this_machine_has_no_traceback():
     proc = subprocess.run([sys.executable, "-m", "npudoctor", "check"], capture_output=True, text=True, timeout=120)
     assert proc.returncode in (0, 1), proc.stderr
     assert "Traceback" not in proc.stdout + proc.stderr
-    assert "PCI001" in proc.stdout and "summary:" in proc.stdout
+    assert "PCI001" in proc.stdout
+    assert proc.stdout.splitlines()[-1].startswith("1 problem in 1 stage; "), proc.stdout
 
 
 def test_startup_imports_no_heavy_modules():

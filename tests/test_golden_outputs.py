@@ -9,16 +9,38 @@ from __future__ import annotations
 import io
 import os
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from npudoctor import api
 from npudoctor.report import console, json_report, junit
-from tests.nodes import WARNING_TABLE, healthy_910b_node
+from tests.nodes import WARNING_TABLE, healthy_910b_node, target_python
 from tests.samples import sample_text
 
 GOLDEN = Path(__file__).parent / "data" / "golden"
+
+
+def _fixed_context(result, node):
+    """What differs between machines and runs, made stable for the golden files (before rendering: the
+    length of the temporary folder's name must not change where lines wrap)."""
+    result.tool["version"] = "<version>"
+    result.tool["python"] = "<python>"
+    result.started = 1796121600.0  # 2026-12-01 10:40 UTC
+    # The inventory names this machine (host facts, /etc/os-release) where the report's host is fixed below.
+    result.inventory.update(hostname=(result.host or {}).get("hostname"), kernel="<kernel>", arch="<arch>",
+                            os="<os>")
+
+    def short(text):
+        return text.replace(str(node.base), "/node")
+
+    def steady(evidence):
+        return {key: 0 if key == "duration_s" else value for key, value in evidence.items()}
+
+    result.findings = [replace(f, detail=short(f.detail), cause=short(f.cause), evidence=steady(f.evidence))
+                       for f in result.findings]
+    return result
 
 
 @pytest.fixture
@@ -30,11 +52,18 @@ def report(node):
     result = api.run_checks(node.runner(), api.load_profile("atlas800t-a2-8x910b"), only=("pcie", "npu-smi"))
     result.host = {"hostname": "node-a2-01", "kernel": "5.10.0", "arch": "aarch64", "root": "<root>"}
     result.source = "root:<root>"
-    result.tool["version"] = "<version>"
-    result.tool["python"] = "<python>"
-    result.run["started"] = "<started>"
-    result.inventory.update(hostname="node-a2-01", kernel="5.10.0", arch="aarch64", os="<os>")
-    return result
+    return _fixed_context(result, node)
+
+
+@pytest.fixture
+def cpu_box(node):
+    """A machine without NPUs, as a new user first runs npudoctor: torch CPU only, no Ascend software."""
+    node.pci_device("0000:00:01.0", vendor_id="8086", device_id="7010", class_code="0x010100")
+    target_python(node, "3.11.7", torch="2.13.0+cpu")
+    result = api.run_checks(node.runner())
+    result.host = {"hostname": "laptop", "kernel": "6.1.0", "arch": "x86_64", "root": "<root>"}
+    result.source = "live"
+    return _fixed_context(result, node)
 
 
 @pytest.fixture
@@ -64,8 +93,37 @@ def test_junit_golden(report, stable):
     check_golden("check_warning_unbound.junit.xml", stable(junit.render(report)))
 
 
-@pytest.mark.parametrize("verbose", [False, True])
-def test_text_golden(report, stable, verbose):
+def render_text(report, width, color=False, verbose=False):
     buffer = io.StringIO()
-    console.render(report, console.make_console(file=buffer, color=False), verbose=verbose)
-    check_golden(f"check_warning_unbound{'.verbose' if verbose else ''}.txt", stable(buffer.getvalue()))
+    console.render(report, console.make_console(file=buffer, color=color, width=width), verbose=verbose)
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize("width", [80, 120])
+@pytest.mark.parametrize("color", [False, True])
+def test_text_golden(report, stable, width, color):
+    text = stable(render_text(report, width, color))
+    check_golden(f"check_warning_unbound.{width}{'.color' if color else ''}.txt", text)
+    if not color:
+        assert max(len(line) for line in text.splitlines()) <= width
+
+
+def test_text_verbose_golden(report, stable):
+    check_golden("check_warning_unbound.verbose.txt", stable(render_text(report, 80, verbose=True)))
+
+
+@pytest.mark.parametrize("width", [80, 120])
+def test_cpu_box_golden(cpu_box, stable, width):
+    """The first thing a user on a machine without NPUs sees: short, one line per shared cause, a verdict."""
+    text = stable(render_text(cpu_box, width))
+    check_golden(f"check_cpu_box.{width}.txt", text)
+    lines = text.splitlines()
+    assert len(lines) <= 40
+    assert lines[-1].startswith("1 problem in 1 stage; ")
+    assert "not an Ascend node" in lines[-1]
+    assert max(len(line) for line in lines) <= width
+
+
+def test_cpu_box_json_and_junit_golden(cpu_box, stable):
+    check_golden("check_cpu_box.json", stable(json_report.render(cpu_box)))
+    check_golden("check_cpu_box.junit.xml", stable(junit.render(cpu_box)))

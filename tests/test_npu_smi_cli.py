@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 
@@ -82,12 +85,48 @@ def test_gb18030_paste_with_a_table_still_parses(tmp_path):
     (smi("t-board_card").encode(),
      "not an npu-smi info table"),
     ("\n".join(sample_text(B3_8CARD).splitlines()[:6]).encode(), "no chip row (truncated?)"),
-    (smi("dcmi-8020_device").encode(), "ret is -8020"),
 ])
 def test_bad_input_is_one_line_and_exit_2(tmp_path, data, message):
     result = invoke(["parse", "npu-smi", write(tmp_path, "bad.txt", data)])
     assert result.exit_code == 2
     assert message in result.stderr and result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+
+
+def test_dcmi_failure_is_explained_as_check_does(tmp_path):
+    """A pasted npu-smi failure is npu-smi output: explained (meaning, cause, fix as SMI001 says), exit 1."""
+    from npudoctor.checks.npu_smi import explain_failure
+    from npudoctor.parsers.npu_smi import recognise_failure
+
+    text = smi("dcmi-8020_device")
+    result = invoke(["parse", "npu-smi", write(tmp_path, "bad.txt", text.encode())])
+    assert result.exit_code == 1 and result.stderr == ""
+    assert "npu-smi failed: dcmi model initialized failed, because the device is used. ret is -8020" in result.stdout
+    explained = explain_failure(recognise_failure(text))
+    flat = " ".join(result.stdout.split())
+    for label in ("meaning", "cause", "fix"):
+        assert f"{label}: " + " ".join(explained[label].split())[:40] in flat
+    assert "1  the text is npu-smi failing" in invoke(["parse", "npu-smi", "--help"]).stdout
+
+
+def test_wide_table_is_stacked_on_a_narrow_terminal(tmp_path, monkeypatch):
+    path = write(tmp_path, "t.txt", sample_text(B3_8CARD).encode())
+    monkeypatch.setenv("COLUMNS", "80")
+    narrow = invoke(["parse", "npu-smi", path]).stdout
+    assert max(len(line) for line in narrow.splitlines()) <= 80
+    assert "NPU 3 chip 0  910B3  OK" in narrow and "HBM(MiB) 3393 / 65536" in narrow
+    monkeypatch.setenv("COLUMNS", "160")
+    wide = invoke(["parse", "npu-smi", path]).stdout
+    assert "┃ NPU ┃" in wide and "NPU 3 chip 0" not in wide
+
+
+def test_closed_stdout_exits_quietly(tmp_path):
+    path = write(tmp_path, "t.txt", sample_text(B3_8CARD).encode())
+    read, write_end = os.pipe()
+    os.close(read)
+    proc = subprocess.run([sys.executable, "-m", "npudoctor", "parse", "npu-smi", path], stdout=write_end,
+                          stderr=subprocess.PIPE, timeout=60)
+    os.close(write_end)
+    assert proc.returncode == 0 and proc.stderr == b""
 
 
 def test_oversize_and_missing_files_exit_2(tmp_path):

@@ -99,3 +99,19 @@ def test_collective_is_skipped_with_a_reason_where_it_cannot_run(monkeypatch):
     results, (finding,) = engine.run_collective(engine.CollectiveOptions(), {"chips": {"count": 0}},
                                                 api.load_profile())
     assert results is None and finding.status is Status.SKIP and "no NPU or GPU backend" in finding.detail
+
+
+def test_memlog_is_plotted_and_a_bad_one_is_a_usage_error(node, tmp_path):
+    from npudoctor.workload import memlog
+
+    log = tmp_path / "train.jsonl"
+    log.write_text("".join(json.dumps(memlog.make_record(step, "run1", allocated_bytes=(100 + step) * 2 ** 20,
+                                                          reserved_bytes=400 * 2 ** 20)) + "\n"
+                           for step in range(30)))
+    records = engine.read_memory(str(log))
+    page = html.render({"schema": "npudoctor.report/1", "findings": []}, records)
+    assert "Memory over training steps" in page and page.count("<polyline") == 2
+    bad = cli_runner().invoke(main, ["onboard", "--profile", "default", "-o", str(tmp_path / "o"),
+                                     "--memlog", str(tmp_path / "missing.jsonl")])
+    assert bad.exit_code == 2 and bad.stderr.startswith("npudoctor: error: --memlog")
+    assert not (tmp_path / "o").exists()

@@ -53,7 +53,7 @@ def _suggested_address(interfaces: HostInterfaces) -> str:
 
 
 # -- HCCL001 .. HCCL005: environment ----------------------------------------------------------------------
-@check("HCCL001", stage=STAGE, title="HCCL whitelist switch (HCCL_WHITELIST_DISABLE)")
+@check("HCCL001", stage=STAGE, needs_npu=True, title="HCCL whitelist switch (HCCL_WHITELIST_DISABLE)")
 def whitelist_switch(ctx) -> Iterator[Outcome]:
     """HCCL_WHITELIST_DISABLE is 0 (whitelist on) or 1 (whitelist off); unset means 1.
 
@@ -86,7 +86,7 @@ def whitelist_switch(ctx) -> Iterator[Outcome]:
         )
 
 
-@check("HCCL002", stage=STAGE, title="HCCL whitelist file (HCCL_WHITELIST_FILE)")
+@check("HCCL002", stage=STAGE, needs_npu=True, title="HCCL whitelist file (HCCL_WHITELIST_FILE)")
 def whitelist_file(ctx) -> Iterator[Outcome]:
     """With the whitelist on, HCCL_WHITELIST_FILE names a readable JSON ``{"host_ip": [...]}`` of valid IPs.
 
@@ -179,7 +179,7 @@ def whitelist_file(ctx) -> Iterator[Outcome]:
     )
 
 
-@check("HCCL003", stage=STAGE, title="HCCL_IF_IP is an address of this host")
+@check("HCCL003", stage=STAGE, needs_npu=True, title="HCCL_IF_IP is an address of this host")
 def if_ip(ctx) -> Iterator[Outcome]:
     """HCCL_IF_IP, when set, is one IPv4/IPv6 address that an interface of this host carries.
 
@@ -233,7 +233,7 @@ def if_ip(ctx) -> Iterator[Outcome]:
         yield passed(subject, f"{value} is on {', '.join(owners)}", evidence)
 
 
-@check("HCCL004", stage=STAGE, title="HCCL_SOCKET_IFNAME matches an interface of this host")
+@check("HCCL004", stage=STAGE, needs_npu=True, title="HCCL_SOCKET_IFNAME matches an interface of this host")
 def socket_ifname(ctx) -> Iterator[Outcome]:
     """HCCL_SOCKET_IFNAME selects at least one interface of this host that has an IP address.
 
@@ -327,7 +327,7 @@ def _default_interface(interfaces: HostInterfaces, subject: str, fix: str) -> It
         )
 
 
-@check("HCCL005", stage=STAGE, title="HCCL_CONNECT_TIMEOUT within HCCL's range")
+@check("HCCL005", stage=STAGE, needs_npu=True, title="HCCL_CONNECT_TIMEOUT within HCCL's range")
 def connect_timeout(ctx) -> Iterator[Outcome]:
     """HCCL_CONNECT_TIMEOUT, when set, is an integer number of seconds in HCCL's range [120, 7200].
 
@@ -378,7 +378,7 @@ def _tool_missing_reason(facts: HccnFacts) -> str:
     return f"hccn_tool not found on PATH nor in {', '.join(facts.searched)}"
 
 
-@check("HCCL006", stage=STAGE, title="hccn_tool is available for the RoCE port checks")
+@check("HCCL006", stage=STAGE, needs_npu=True, title="hccn_tool is available for the RoCE port checks")
 def hccn_tool_present(ctx) -> Iterator[Outcome]:
     """hccn_tool, the NPU driver's RoCE port tool, is installed, so HCCL010-HCCL013 can query each NPU.
 
@@ -480,7 +480,7 @@ def _npus(ids: Sequence[int]) -> str:
     return "npu:" + ",".join(str(i) for i in ids)
 
 
-@check("HCCL010", stage=STAGE, title="NPU RoCE link is UP (hccn_tool -link -g)")
+@check("HCCL010", stage=STAGE, needs_npu=True, title="NPU RoCE link is UP (hccn_tool -link -g)")
 def roce_link(ctx) -> Iterator[Outcome]:
     """Each NPU's RoCE port reports ``link status: UP`` (``hccn_tool -i N -link -g``).
 
@@ -507,7 +507,7 @@ def roce_link(ctx) -> Iterator[Outcome]:
     yield from _per_npu(ctx, "link", "link status", judge, "link status: UP")
 
 
-@check("HCCL011", stage=STAGE, title="NPU network health is Success (hccn_tool -net_health -g)")
+@check("HCCL011", stage=STAGE, needs_npu=True, title="NPU network health is Success (hccn_tool -net_health -g)")
 def net_health(ctx) -> Iterator[Outcome]:
     """Each NPU's RoCE port reports ``net health status: Success`` (``hccn_tool -i N -net_health -g``).
 
@@ -553,7 +553,7 @@ def _set_ip_fix(device_id: int, conf_entry: Mapping[str, str]) -> str:
     return f"hccn_tool -i {device_id} -ip -s address {address} netmask {netmask}"
 
 
-@check("HCCL012", stage=STAGE, title="NPU RoCE port has an IP (hccn_tool -ip -g)")
+@check("HCCL012", stage=STAGE, needs_npu=True, title="NPU RoCE port has an IP (hccn_tool -ip -g)")
 def device_ip_set(ctx) -> Iterator[Outcome]:
     """Each NPU's RoCE port has an IP address (``hccn_tool -i N -ip -g`` prints ``ipaddr:<ip>``).
 
@@ -584,7 +584,7 @@ def device_ip_set(ctx) -> Iterator[Outcome]:
     yield from _per_npu(ctx, "ip", "ipaddr", judge, "RoCE IP set")
 
 
-@check("HCCL013", stage=STAGE, title="NPU RoCE IP matches /etc/hccn.conf")
+@check("HCCL013", stage=STAGE, needs_npu=True, title="NPU RoCE IP matches /etc/hccn.conf")
 def device_ip_matches_conf(ctx) -> Iterator[Outcome]:
     """Each NPU's live RoCE address and netmask equal ``address_N``/``netmask_N`` in /etc/hccn.conf.
 

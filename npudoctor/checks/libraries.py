@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Dict, Iterable, List, Optional, Sequence
 
-from npudoctor.checks.registry import CheckContext, Outcome, check, fail, passed, skip, warn
+from npudoctor.checks.registry import NO_CANN, CheckContext, Outcome, check, fail, not_installed, passed, skip, warn
 from npudoctor.logs.codes import explain, find_codes
 from npudoctor.probes.ascend_layout import SOURCED_INSTALL_VARIABLES
 
@@ -197,6 +197,26 @@ def _facts(ctx: CheckContext) -> Any:
     return ctx.facts("libraries")
 
 
+def install_torch_npu_fix(ctx: CheckContext) -> str:
+    """How to get torch_npu, from the facts: nothing to install on a machine without NPUs; CANN first where
+    none is installed (torch_npu without CANN breaks even ``import torch``, through torch's backend autoload);
+    else the torch_npu built for the installed torch."""
+    from npudoctor.checks.npu_smi import npus_on_bus
+
+    npus = npus_on_bus(ctx)
+    if npus is not None and not npus:
+        return ""  # not an Ascend node: installing torch_npu here only breaks `import torch`
+    facts = ctx.facts_or_none("libraries")
+    python = ctx.facts_or_none("python")
+    torch = python.package("torch") if python is not None and not python.error else None
+    wanted = f'pip install "torch_npu=={torch.version.split("+")[0]}.*"' if torch else (
+        "pip install torch and the torch_npu built for it (the same release)")
+    if facts is not None and not facts.installs:
+        return ("install CANN first (Ascend-cann-toolkit_<version>_linux-$(uname -m).run --install, in a version "
+                "the torch_npu release supports), source its set_env.sh, then: " + wanted)
+    return wanted
+
+
 @check("LIB001", stage="libraries", title="CANN installed and set_env.sh sourced")
 def cann_environment(ctx: CheckContext) -> Iterable[Outcome]:
     """CANN is installed and its set_env.sh has been sourced in this environment.
@@ -221,7 +241,7 @@ def cann_environment(ctx: CheckContext) -> Iterable[Outcome]:
     }
     if not installs:
         if npu is None:
-            yield skip("no CANN install and no torch_npu: not an Ascend training environment")
+            yield skip("no CANN install and no torch_npu: not an Ascend training environment", cause=NO_CANN)
             return
         yield fail(
             "cann",
@@ -253,7 +273,11 @@ def cann_environment(ctx: CheckContext) -> Iterable[Outcome]:
 def _needs_report(ctx: CheckContext) -> Any:
     facts = _facts(ctx)
     if facts.report is None:
-        return facts, skip(facts.analysis_error or "no analysis")
+        python = ctx.facts_or_none("python")
+        cause = ""
+        if facts.packages.torch_npu is None and python is not None and not python.error:
+            cause = not_installed("torch_npu", python.where)  # shared with VER003/VER004
+        return facts, skip(facts.analysis_error or "no analysis", cause=cause)
     return facts, None
 
 
@@ -501,6 +525,11 @@ def import_works(ctx: CheckContext) -> Iterable[Outcome]:
 
     Fix: the one the diagnosis names; for CANN error codes, read the plog under ~/ascend/log.
     """
+    python = ctx.facts_or_none("python")
+    if python is not None and not python.error and python.package("torch_npu") is None:
+        missing = not_installed("torch_npu", python.where)
+        yield skip(f"{missing}: nothing to import", cause=missing, fix=install_torch_npu_fix(ctx))
+        return
     trial = ctx.facts("torch_npu_import")
     evidence: Dict[str, Any] = {"python": trial.python, "stage": trial.last_stage}
     if not trial.ran:
@@ -530,6 +559,8 @@ def import_works(ctx: CheckContext) -> Iterable[Outcome]:
         evidence["error_code_meaning"] = explained
     found = classify_import_error(text)
     fix = found.fix if found else ""
+    if found and found.kind == "not-installed":
+        fix = install_torch_npu_fix(ctx) or "run on a node with Ascend NPUs"
     detail = f"{trial.last_stage} failed" + (f": {found.detail}" if found else f" (exit {trial.rc})")
     if found and found.kind in ("library-not-found", "undefined-symbol"):
         # The static analysis knows why: reuse its diagnosis and fix.

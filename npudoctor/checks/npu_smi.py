@@ -13,6 +13,7 @@ from typing import Any, Dict, Iterable, Optional, Sequence
 
 from npudoctor import knowledge
 from npudoctor.checks.registry import (
+    NOT_AN_ASCEND_NODE,
     CheckContext,
     Outcome,
     check,
@@ -40,8 +41,9 @@ def npus_on_bus(ctx: CheckContext) -> Optional[Sequence[Any]]:
     return pci.physical_npus
 
 
-def _explain(failure: NpuSmiFailure) -> Dict[str, str]:
-    """Meaning, cause and fix of a recognised failure, from checks/npu_smi_errors.yaml."""
+def explain_failure(failure: NpuSmiFailure) -> Dict[str, str]:
+    """Meaning, cause and fix of a recognised failure, from checks/npu_smi_errors.yaml (SMI001 and
+    `npudoctor parse npu-smi` say the same)."""
     known = knowledge.load("npu_smi_errors")
     if failure.kind == "dcmi":
         return dict(known["dcmi_codes"].get(str(failure.code), known["dcmi_unknown"]))
@@ -79,7 +81,7 @@ def npu_smi_runs(ctx: CheckContext) -> Iterable[Outcome]:
                        "NPUs", subject="npu-smi", evidence=searched, fix=NOT_FOUND_FIX)
         elif not npus:
             yield skip("npu-smi not found and no Ascend NPU on the PCI bus: not an NPU node",
-                       subject="npu-smi", evidence=searched)
+                       subject="npu-smi", evidence=searched, cause=NOT_AN_ASCEND_NODE)
         else:
             yield fail("npu-smi", f"npu-smi not found, but {len(npus)} Ascend NPU(s) are on the PCI bus",
                        evidence={**searched, "npus_on_pci": len(npus)}, fix=NOT_FOUND_FIX)
@@ -105,7 +107,7 @@ def npu_smi_runs(ctx: CheckContext) -> Iterable[Outcome]:
                                          "partial": table.partial})
         return
     if facts.failure is not None:
-        explained = _explain(facts.failure)
+        explained = explain_failure(facts.failure)
         yield fail("npu-smi", f"{facts.failure.line}: {explained['meaning']} ({explained['cause']})",
                    evidence={**evidence, "failure": facts.failure.kind, "code": facts.failure.code,
                              "library": facts.failure.library, "output": facts.output_head},

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Iterable, List
 
 from npudoctor import knowledge
-from npudoctor.checks.registry import CheckContext, Outcome, check, fail, passed, skip, warn
+from npudoctor.checks.registry import NOT_AN_ASCEND_NODE, CheckContext, Outcome, check, fail, passed, skip, warn
 from npudoctor.parsers.sysfs import pcie_generation
 
 CONTAINER_DEVICES_FIX = (
@@ -40,7 +40,8 @@ def npus_on_pci_bus(ctx: CheckContext) -> Iterable[Outcome]:
         yield fail("pci", f"no Ascend NPU on the PCI bus ({facts.scanned} PCI functions scanned)",
                    evidence={"pci_functions": facts.scanned, "npus": 0},
                    fix="if this should be an Ascend node: check `lspci -d 19e5:` on the host; in a container or "
-                       "VM the NPU must be passed through; otherwise this machine cannot run NPU training")
+                       "VM the NPU must be passed through; otherwise this machine cannot run NPU training",
+                   cause=NOT_AN_ASCEND_NODE)
         return
     families = sorted({d.family for d in physical})
     evidence = {"npus": len(physical), "families": families, "bus_ids": [d.bdf for d in physical]}
@@ -149,7 +150,8 @@ def device_nodes(ctx: CheckContext) -> Iterable[Outcome]:
     facts = ctx.facts("device_nodes")
     physical = ctx.facts("pci").physical_npus
     if not facts.chips and not physical:
-        yield skip("no /dev/davinci* device and no Ascend NPU on the PCI bus: nothing to open", subject="/dev")
+        yield skip("no /dev/davinci* device and no Ascend NPU on the PCI bus: nothing to open", subject="/dev",
+                   cause=NOT_AN_ASCEND_NODE)
         return
     if not facts.chips:
         yield fail("/dev", f"no /dev/davinci<N> nodes although {len(physical)} NPU(s) are on the PCI bus",

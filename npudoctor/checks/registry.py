@@ -17,6 +17,16 @@ from npudoctor.model.profile import NodeProfile
 # "site" compares the node with the values a site profile pins (`npudoctor profile derive`): last, it sums up.
 STAGES: Sequence[str] = ("pcie", "npu-smi", "versions", "libraries", "hccl", "logs", "workload", "site")
 
+# The cause shared by every check that cannot apply on a machine without Ascend NPUs.
+NOT_AN_ASCEND_NODE = "not an Ascend node"
+# The cause shared by the checks that compare or load an installed CANN.
+NO_CANN = "no CANN installed"
+
+
+def not_installed(package: str, where: str) -> str:
+    """The cause shared by the checks that need ``package`` in the interpreter ``where``."""
+    return f"{package} not installed in {where}"
+
 
 @dataclass(frozen=True)
 class Outcome:
@@ -27,6 +37,7 @@ class Outcome:
     detail: str = ""
     evidence: Mapping[str, Any] = field(default_factory=dict)
     fix: str = ""
+    cause: str = ""  # see Finding.cause
 
 
 def passed(subject: str = "", detail: str = "", evidence: Optional[Mapping[str, Any]] = None) -> Outcome:
@@ -37,13 +48,17 @@ def warn(subject: str = "", detail: str = "", evidence: Optional[Mapping[str, An
     return Outcome(Status.WARN, subject, detail, evidence or {}, fix)
 
 
-def fail(subject: str = "", detail: str = "", evidence: Optional[Mapping[str, Any]] = None, fix: str = "") -> Outcome:
-    return Outcome(Status.FAIL, subject, detail, evidence or {}, fix)
+def fail(subject: str = "", detail: str = "", evidence: Optional[Mapping[str, Any]] = None, fix: str = "",
+         cause: str = "") -> Outcome:
+    """``cause``: set when this failure makes other checks inapplicable (PCI001 on a machine without NPUs)."""
+    return Outcome(Status.FAIL, subject, detail, evidence or {}, fix, cause)
 
 
-def skip(detail: str, subject: str = "", evidence: Optional[Mapping[str, Any]] = None, fix: str = "") -> Outcome:
-    """The check could not apply; ``detail`` says why. Never reads as passed."""
-    return Outcome(Status.SKIP, subject, detail, evidence or {}, fix)
+def skip(detail: str, subject: str = "", evidence: Optional[Mapping[str, Any]] = None, fix: str = "",
+         cause: str = "") -> Outcome:
+    """The check could not apply; ``detail`` says why, ``cause`` names a root cause shared with other
+    checks (``NOT_AN_ASCEND_NODE``). Never reads as passed."""
+    return Outcome(Status.SKIP, subject, detail, evidence or {}, fix, cause)
 
 
 def error(detail: str, subject: str = "", evidence: Optional[Mapping[str, Any]] = None) -> Outcome:
@@ -63,6 +78,9 @@ class CheckSpec:
     level: int = 1
     # Check IDs whose failure makes this check meaningless: then it reports SKIP "blocked by ...".
     requires: Sequence[str] = ()
+    # The check means nothing without Ascend NPUs (HCCL settings): it skips when an earlier check found
+    # that this is not an Ascend node.
+    needs_npu: bool = False
 
     @property
     def doc(self) -> str:
@@ -79,7 +97,7 @@ REGISTRY: Dict[str, CheckSpec] = {}
 
 
 def check(
-    id: str, stage: str, title: str, level: int = 1, requires: Sequence[str] = ()
+    id: str, stage: str, title: str, level: int = 1, requires: Sequence[str] = (), needs_npu: bool = False
 ) -> Callable[[CheckFunc], CheckFunc]:
     """Register a check under a stable ``id`` (e.g. ``PCI001``). IDs are never reused or renumbered."""
     if stage not in STAGES:
@@ -90,7 +108,7 @@ def check(
             raise ValueError(f"check id {id} registered twice")
         if not func.__doc__:
             raise ValueError(f"check {id} needs a docstring: it is the check's user documentation")
-        REGISTRY[id] = CheckSpec(id, stage, title, func, level, tuple(requires))
+        REGISTRY[id] = CheckSpec(id, stage, title, func, level, tuple(requires), needs_npu)
         return func
 
     return register
@@ -167,18 +185,30 @@ def _blocked_by(spec: CheckSpec, ctx: CheckContext) -> Optional[str]:
     return None
 
 
+def cause_of(check_id: str, ctx: CheckContext) -> str:
+    """The root cause an earlier check named (a check blocked by PCI001 shares PCI001's cause)."""
+    return next((f.cause for f in ctx.findings if f.id == check_id and f.cause), "")
+
+
+def _not_an_ascend_node(ctx: CheckContext) -> bool:
+    return any(f.cause == NOT_AN_ASCEND_NODE for f in ctx.findings)
+
+
 def run_check(spec: CheckSpec, ctx: CheckContext) -> List[Finding]:
     """Run one check; a broken check becomes an ERROR finding, never a crash of the whole report."""
 
     def finding(outcome: Outcome) -> Finding:
         return Finding(
             id=spec.id, status=outcome.status, title=spec.title, subject=outcome.subject, detail=outcome.detail,
-            evidence=dict(outcome.evidence), fix=outcome.fix, stage=spec.stage,
+            evidence=dict(outcome.evidence), fix=outcome.fix, stage=spec.stage, cause=outcome.cause,
         )
 
     blocker = _blocked_by(spec, ctx)
     if blocker is not None:
-        return [finding(skip(f"blocked by {blocker}"))]
+        return [finding(skip(f"blocked by {blocker}", cause=cause_of(blocker, ctx)))]
+    if spec.needs_npu and _not_an_ascend_node(ctx):
+        return [finding(skip(f"{NOT_AN_ASCEND_NODE} (no Ascend NPU on the PCI bus)",
+                             cause=NOT_AN_ASCEND_NODE))]
     try:
         outcomes = list(spec.func(ctx))
     except FactsUnavailable as exc:

@@ -23,12 +23,12 @@ def _as_texts(value: Any) -> List[str]:
     return sorted(str(item) for item in (value if isinstance(value, (list, tuple)) else [value]))
 
 
-def compare_pins(ctx: CheckContext, fields: Sequence[str], prefix: str, what: str) -> Iterable[Outcome]:
+def compare_pins(ctx: CheckContext, fields: Sequence[str]) -> Iterable[Outcome]:
     pins: Mapping[str, Any] = flatten(ctx.profile.get("inventory", {}) or {})
-    pinned: List[Tuple[str, Any]] = [(f"{prefix}{name}", pins[f"{prefix}{name}"]) for name in fields
-                                     if f"{prefix}{name}" in pins and pins[f"{prefix}{name}"] is not None]
+    pinned: List[Tuple[str, Any]] = [(name, pins[name]) for name in fields if pins.get(name) is not None]
     if not pinned:
-        yield skip(f"profile {ctx.profile.name} pins no {what} (see `npudoctor profile derive`)", subject="profile")
+        yield skip(f"profile {ctx.profile.name} pins no inventory values (see `npudoctor profile derive`)",
+                   subject="profile")
         return
     seen = flatten(ctx.facts("inventory"))
     severity = warn if str(ctx.profile.get("fleet.pin_mismatch", "fail")).lower() == "warn" else fail
@@ -45,8 +45,9 @@ def compare_pins(ctx: CheckContext, fields: Sequence[str], prefix: str, what: st
                            f"{expected!r}", evidence={"expected": expected, "actual": actual},
                            fix=_fix(key, expected))
     if matched:
-        yield passed("profile", f"{len(matched)} pinned value(s) as expected: "
-                     + ", ".join(f"{k}={_short(v)}" for k, v in matched.items()), evidence=matched)
+        shown = ", ".join(f"{k}={_short(v)}" for k, v in list(matched.items())[:4])
+        more = ", ..." if len(matched) > 4 else ""
+        yield passed("profile", f"{len(matched)} pinned value(s) as expected ({shown}{more})", evidence=matched)
 
 
 def _short(value: Any) -> str:
@@ -65,36 +66,19 @@ def _fix(key: str, expected: Any) -> str:
     return "bring the node in line with the reference node, or update the site profile if this is intended"
 
 
-@check("SITE001", stage="site", title="Chips as the site profile pins them")
-def pinned_chips(ctx: CheckContext) -> Iterable[Outcome]:
-    """The chips match the site profile's ``inventory.chips``: model, count, HBM per chip, bus ids, PCIe link
-    width and speed.
+@check("SITE001", stage="site", title="Node as the site profile pins it")
+def pinned_inventory(ctx: CheckContext) -> Iterable[Outcome]:
+    """The node matches the values its site profile pins under ``inventory:``: chip model, family, count, HBM
+    per chip, bus ids, PCIe link width and speed; driver, firmware, CANN toolkit and nnae, Python, torch,
+    torch_npu; OS release, kernel and architecture.
 
-    A node that is one card short, a card in another slot, or a link trained at x8 instead of x16 still
-    "works" and drags the whole job down; a site profile derived from a known-good node
-    (``npudoctor profile derive``) pins what a good node of this site looks like. Each difference is a
-    finding (FAIL, or WARN with ``fleet.pin_mismatch: warn``). Without pinned values: SKIP.
+    A node that is one card short, has a card in another slot or a link trained at x8 still "works" and drags
+    the whole job down; version drift between the nodes of one job is a classic cause of HCCL hangs and of
+    results that differ by node. The compatibility checks (VER*) say whether a combination can work; this
+    one says whether it is what the site validated. ``npudoctor profile derive BUNDLE -o site.yaml`` writes
+    such a profile from a known-good node; each difference is a finding of its own (FAIL, or WARN with
+    ``fleet.pin_mismatch: warn``), with the value to install. Delete a pin from the profile to stop checking
+    it. Without pinned values: SKIP.
     """
-    yield from compare_pins(ctx, CHIP_FIELDS, "chips.", "chips")
-
-
-@check("SITE002", stage="site", title="Software versions as the site profile pins them")
-def pinned_versions(ctx: CheckContext) -> Iterable[Outcome]:
-    """Driver, firmware, CANN toolkit and nnae, Python, torch and torch_npu match the site profile's
-    ``inventory`` versions.
-
-    Version drift between nodes of one job is a classic cause of HCCL hangs and of results that differ by
-    node; the compatibility checks (VER*) say whether a combination can work, this one says whether it is
-    the combination the site validated. Each difference is a finding with the version to install.
-    """
-    yield from compare_pins(ctx, SOFTWARE_FIELDS, "", "versions")
-
-
-@check("SITE003", stage="site", title="OS and kernel as the site profile pins them")
-def pinned_system(ctx: CheckContext) -> Iterable[Outcome]:
-    """The OS release, kernel and architecture match the site profile's ``inventory.os/kernel/arch``.
-
-    The Ascend driver is built against specific kernels; a node that booted another kernel may load the
-    driver only partly.
-    """
-    yield from compare_pins(ctx, SYSTEM_FIELDS, "", "OS or kernel")
+    fields = [f"chips.{name}" for name in CHIP_FIELDS] + [*SOFTWARE_FIELDS, *SYSTEM_FIELDS]
+    yield from compare_pins(ctx, fields)

@@ -16,11 +16,15 @@ from typing import Any, Dict, Iterable, List, Mapping, NamedTuple, Optional, Seq
 from npudoctor import knowledge
 from npudoctor.checks.npu_smi import npus_on_bus
 from npudoctor.checks.registry import (
+    NO_CANN,
+    NOT_AN_ASCEND_NODE,
     CheckContext,
     Outcome,
+    cause_of,
     check,
     error,
     fail,
+    not_installed,
     passed,
     skip,
     warn,
@@ -173,8 +177,10 @@ def _packages(ctx: CheckContext, *names: str) -> Tuple[Any, List[Version], Optio
     for name in names:
         info = facts.package(name)
         if info is None:
-            reason = facts.errors.get(name) or "not installed"
-            return facts, [], skip(f"{name} {reason} in {facts.where}", subject=f"python:{name}")
+            if name in facts.errors:
+                return facts, [], skip(f"{name} {facts.errors[name]} in {facts.where}", subject=f"python:{name}")
+            missing = not_installed(name, facts.where)
+            return facts, [], skip(missing, subject=f"python:{name}", cause=missing)
         version = parse_version(info.version)
         if version is None:
             return facts, [], error(
@@ -257,6 +263,7 @@ def driver_and_firmware(ctx: CheckContext) -> Iterable[Outcome]:
             yield skip(
                 f"no Ascend driver installed ({driver.path} not found) and no NPU on the PCI bus",
                 subject="driver",
+                cause=NOT_AN_ASCEND_NODE,
             )
         return
     if not driver.readable:
@@ -377,6 +384,7 @@ def cann_installed(ctx: CheckContext) -> Iterable[Outcome]:
                 "no CANN toolkit or nnae installed (no Ascend software on this machine)",
                 subject="cann",
                 evidence=evidence,
+                cause=NO_CANN,
             )
         return
     if facts.environment_broken:
@@ -660,7 +668,8 @@ def known_bad_versions(ctx: CheckContext) -> Iterable[Outcome]:
     names = sorted({known.package for known in known_bad()})
     installed = {name: info for name in names if (info := facts.package(name)) is not None}
     if not installed:
-        yield skip(f"none of {', '.join(names)} is installed in {facts.where}", subject="python")
+        cause = not_installed(names[0], facts.where) if len(names) == 1 else ""
+        yield skip(f"none of {', '.join(names)} is installed in {facts.where}", subject="python", cause=cause)
         return
     bad_found = False
     for known in known_bad():
@@ -722,10 +731,11 @@ def cann_and_driver(ctx: CheckContext) -> Iterable[Outcome]:
         yield skip(
             f"driver version not available ({driver.driver.path}: {driver.driver.error}); see VER001",
             subject="driver",
+            cause=cause_of("VER001", ctx),
         )
         return
     if cann is None:
-        yield skip("no CANN installed (see VER002)", subject="cann")
+        yield skip("no CANN installed (see VER002)", subject="cann", cause=NO_CANN)
         return
     driver_inner, cann_inner = driver.driver_inner, cann.inner
     if driver_inner is None or cann_inner is None:

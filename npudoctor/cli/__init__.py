@@ -8,19 +8,55 @@ from __future__ import annotations
 
 import importlib
 import sys
-from typing import Any, ClassVar, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, ClassVar, Dict, List, Optional, Sequence, Tuple, TypeVar
 
 import click
 
 from npudoctor import __version__
+from npudoctor.report import terminal
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
 
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _set_color(ctx: click.Context, param: click.Parameter, value: Optional[str]) -> None:
+    if value is not None:
+        terminal.set_color_choice(value)
+
+
+_COLOR_DECLS = ["--color"]
+_COLOR_ATTRS: Dict[str, Any] = {
+    "type": click.Choice(terminal.COLOR_CHOICES), "default": None, "metavar": "WHEN", "expose_value": False,
+    "is_eager": True, "callback": _set_color,
+    "help": "Colour: auto (a terminal, unless NO_COLOR is set; FORCE_COLOR forces it), always, never.",
+}
+
+
+def color_option(command: F) -> F:
+    """``--color auto|always|never`` on a command (LazyGroup adds it to every subcommand by itself)."""
+    return click.option(*_COLOR_DECLS, **_COLOR_ATTRS)(command)
+
+
+def with_terminal_options(command: click.Command) -> click.Command:
+    """Give ``command`` (and, for a group, each subcommand) the shared ``--color`` option once."""
+    if not any(param.name == "color" for param in command.params):
+        command.params.append(click.Option(_COLOR_DECLS, **_COLOR_ATTRS))
+    for sub in getattr(command, "commands", {}).values():
+        with_terminal_options(sub)
+    return command
+
 
 class LazyGroup(click.Group):
-    """Subcommands in their own modules, imported only when used (keeps `npudoctor --help` fast)."""
+    """Subcommands in their own modules, imported only when used (keeps `npudoctor --help` fast).
+
+    Every subcommand gets the terminal manners of the house style: ``--color``, characters the output
+    encoding cannot show replaced rather than a traceback, and a closed stdout (``| head -1``) ending the
+    command quietly with exit code 0.
+    """
 
     lazy: ClassVar[Dict[str, str]] = {
+        "dashboard": "npudoctor.cli.dashboard:dashboard",
         "libs": "npudoctor.cli.libs:libs",
         "logs": "npudoctor.cli.logs:logs",
         "parse": "npudoctor.cli.parse:parse",
@@ -36,8 +72,28 @@ class LazyGroup(click.Group):
     def get_command(self, ctx: click.Context, name: str) -> Optional[click.Command]:
         if name in self.lazy:
             module, attr = self.lazy[name].split(":")
-            return getattr(importlib.import_module(module), attr)
-        return super().get_command(ctx, name)
+            command = getattr(importlib.import_module(module), attr)
+        else:
+            command = super().get_command(ctx, name)
+        return with_terminal_options(command) if command is not None else None
+
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        terminal.set_color_choice(None)  # each run starts from auto (tests run many in one process)
+        terminal.tolerate_encodings()
+        try:
+            return super().main(*args, **kwargs)
+        except BrokenPipeError:  # outside click's own handler (standalone_mode=False, the final flush)
+            terminal.quiet_broken_pipe()
+            sys.exit(EXIT_OK)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError:
+            # The reader went away (`npudoctor list-checks | head -1`): what it wanted, it has. Click would
+            # exit 1 here; a pipeline under `set -o pipefail` must not fail because head stopped reading.
+            terminal.quiet_broken_pipe()
+            raise click.exceptions.Exit(EXIT_OK) from None
 
 
 def fail_usage(message: str) -> click.exceptions.Exit:
@@ -48,6 +104,7 @@ def fail_usage(message: str) -> click.exceptions.Exit:
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="npudoctor")
+@color_option
 def main() -> None:
     """Find, explain and fix what breaks training on Huawei Ascend NPU nodes."""
 
@@ -80,42 +137,35 @@ def check(level: int, profile_name: Optional[str], bundle: Optional[str], root: 
           logs_dirs: Tuple[str, ...], verbose: bool, textfile: Optional[str], demo: Optional[str]) -> None:
     """Run the ordered node checks and say how to fix what is wrong."""
     from npudoctor import api
+    from npudoctor.report.progress import Progress
 
     only = split_list(only)
     skip_ids = split_list(skip_ids)
+    if python and bundle:
+        click.echo(f"npudoctor: note: --python {python} is not used with --from: a bundle replays the "
+                   "interpreter it recorded", err=True)
+        python = None
     options = {"python": python, "logs_dirs": logs_dirs}
-    try:
-        if textfile:
-            from npudoctor.fleet.textfile import TextfileError, check_target
+    if demo is not None or textfile:
+        from npudoctor.cli.fleet import check_fleet_options
 
-            try:
-                check_target(textfile)
-            except TextfileError as exc:
-                raise api.UsageError(str(exc)) from None
-        if demo is not None:
-            from npudoctor.fleet import demo as demos
-
-            if demo == "list":
-                click.echo(demos.describe())
-                return
-            bundle, profile_name = demos.check_arguments(demo, bundle, root, profile_name)
-            if fmt == "text":
-                click.echo(demos.banner(demo), err=True)
-        runner = api.make_runner(root=root, bundle=bundle)
-        profile = api.load_profile(profile_name)
-        report = api.run_checks(runner, profile, only=only, skip=skip_ids, level=level, options=options)
-    except api.UsageError as exc:
-        raise fail_usage(str(exc)) from None
-    if textfile:
-        from npudoctor.fleet.textfile import TextfileError, write_atomically
-        from npudoctor.report import prometheus
-
+        bundle, profile_name = check_fleet_options(demo, textfile, bundle, root, profile_name, fmt)
+    with Progress() as progress:
         try:
-            write_atomically(textfile, prometheus.render(report, fail_on))
-        except TextfileError as exc:
+            runner = api.make_runner(root=root, bundle=bundle)
+            api.check_python_option(runner, python)
+            profile = api.load_profile(profile_name)
+            listener = _listener(fmt, verbose, progress)
+            report = api.run_checks(runner, profile, only=only, skip=skip_ids, level=level, options=options,
+                                    listener=listener)
+        except api.UsageError as exc:
             raise fail_usage(str(exc)) from None
-    _emit(report, fmt, verbose, fail_on)
-    if fmt == "npd":
+    if textfile:
+        from npudoctor.cli.fleet import write_textfile
+
+        write_textfile(textfile, report, fail_on)
+    _emit(report, fmt, listener, fail_on)
+    if fmt == "npd":  # node-problem-detector's protocol: 0 OK, 1 problem, 2 could not tell
         from npudoctor.report import npd
 
         raise click.exceptions.Exit(npd.verdict(report, fail_on)[0])
@@ -127,23 +177,33 @@ def split_list(values: Sequence[str]) -> Tuple[str, ...]:
     return tuple(part.strip() for value in values for part in value.split(",") if part.strip())
 
 
-def _emit(report: Any, fmt: str, verbose: bool, fail_on: str = "fail") -> None:
+def _listener(fmt: str, verbose: bool, progress: Any) -> Any:
+    """Text streams each stage as it ends (the header at once); JSON and JUnit only move the spinner."""
+    if fmt == "text":
+        from npudoctor.report import console
+
+        return console.CheckConsole(console.make_console(), verbose=verbose, progress=progress)
+    from npudoctor.report.progress import ProgressListener
+
+    return ProgressListener(progress)
+
+
+def _emit(report: Any, fmt: str, listener: Any, fail_on: str = "fail") -> None:
+    if fmt == "text":
+        listener.finished(report)
+        return
     if fmt in ("prometheus", "npd"):
         from npudoctor.report import npd, prometheus
 
         click.echo((prometheus if fmt == "prometheus" else npd).render(report, fail_on), nl=False)
-    elif fmt == "json":
-        from npudoctor.report import json_report
+        return
+    from npudoctor.report import json_report, junit
 
-        click.echo(json_report.render(report), nl=False)
-    elif fmt == "junit":
-        from npudoctor.report import junit
-
-        click.echo(junit.render(report), nl=False)
-    else:
-        from npudoctor.report import console
-
-        console.render(report, console.make_console(), verbose=verbose)
+    text = json_report.render(report) if fmt == "json" else junit.render(report)
+    if not terminal.can_encode(text):
+        # stdout cannot carry every character (LANG=C, PYTHONIOENCODING=ascii): escapes, never "?" in data.
+        text = json_report.render(report, ascii_only=True) if fmt == "json" else junit.ascii_only(text)
+    click.echo(text, nl=False)
 
 
 @main.command("list-checks")
@@ -166,38 +226,58 @@ def list_checks(fmt: str) -> None:
 
 
 @main.command()
-@click.argument("check_id")
-def explain(check_id: str) -> None:
-    """Print a check's documentation: why it matters and how to fix it."""
-    from npudoctor import api
+@click.argument("topics", nargs=-1, required=True, metavar="ID|CODE...")
+def explain(topics: Tuple[str, ...]) -> None:
+    """Explain checks (PCI001) and CANN error codes (EZ9999, 507011, 0x05000004): why and how to fix.
 
-    spec = api.find_check(check_id)
-    if spec is None:
-        raise fail_usage(f"no check with id {check_id!r}; see `npudoctor list-checks`")
-    click.echo(f"{spec.id}: {spec.title}  (stage {spec.stage}, level {spec.level})\n")
-    click.echo(spec.doc)
+    Exit codes: 0 every topic explained; 2 a topic is neither a check ID nor an error code.
+    """
+    from npudoctor import api
+    from npudoctor.report import explain as explain_report
+    from npudoctor.report.console import make_console
+
+    found = [(topic, api.explain_topic(topic)) for topic in topics]
+    explain_report.render([entry for _topic, entry in found if entry is not None], make_console())
+    unknown = [topic for topic, entry in found if entry is None]
+    if unknown:
+        raise fail_usage(f"{', '.join(map(repr, unknown))}: neither a check ID nor a known error code; see "
+                         "`npudoctor list-checks`")
 
 
 @main.command()
 @click.option("-o", "--output", required=True, metavar="BUNDLE.tar.gz",
               help="Where to write the bundle (never overwritten).")
 @click.option("--root", metavar="DIR", help="Read system files under DIR.")
-@click.option("--level", type=click.IntRange(1, 3), default=1, show_default=True)
+@click.option("--level", type=click.IntRange(1, 3), default=1, show_default=True,
+              help="What to record: 1 the static checks' inputs; 2 also the import of torch/torch_npu and one "
+                   "op in a child process (needed to replay `check --level 2` from this bundle).")
 @click.option("--python", "python", metavar="PATH", help="The interpreter training runs with.")
 @click.option("--logs", "logs_dirs", multiple=True, metavar="DIR", help="Also record the newest plogs under DIR.")
-def collect(output: str, root: Optional[str], level: int, python: Optional[str], logs_dirs: Tuple[str, ...]) -> None:
+@click.option("--samples", type=click.IntRange(0, 100000), default=0, show_default=True,
+              help="Also record `npu-smi info` N times, for `npudoctor dashboard --replay`.")
+@click.option("--interval", "interval_s", type=click.FloatRange(0.1, 3600), default=1.0, show_default=True,
+              metavar="S", help="Seconds between --samples.")
+def collect(output: str, root: Optional[str], level: int, python: Optional[str], logs_dirs: Tuple[str, ...],
+            samples: int, interval_s: float) -> None:
     """Record every raw output the checks use into a bundle (secrets redacted), for `check --from`."""
     from npudoctor import api
+    from npudoctor.report.progress import Progress, ProgressListener
 
+    if samples and sys.stderr.isatty():
+        click.echo(f"npudoctor: recording `npu-smi info` {samples} times, {interval_s:g} s apart, after the checks",
+                   err=True)
     try:
-        report = api.collect(output, root=root, level=level, options={"python": python, "logs_dirs": logs_dirs})
+        with Progress() as progress:
+            report = api.collect(output, root=root, level=level, options={"python": python, "logs_dirs": logs_dirs},
+                                 listener=ProgressListener(progress, verb="recording "),
+                                 samples=samples, interval_s=interval_s)
     except api.UsageError as exc:
         raise fail_usage(str(exc)) from None
     except OSError as exc:
         raise fail_usage(f"cannot write {output}: {exc.strerror or exc}") from None
-    summary = report.summary.to_dict()
-    click.echo(f"wrote {output}: {len(report.findings)} findings recorded "
-               f"({', '.join(f'{v} {k}' for k, v in summary.items())}); secrets redacted")
+    from npudoctor.report import console
+
+    console.print_lines(console.collect_summary(report, output), console.make_console())
 
 
 def run() -> None:  # pragma: no cover - console entry for `python -m npudoctor`

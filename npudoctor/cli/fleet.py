@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import json
-from typing import Optional, Tuple
+from typing import Any, Optional, Tuple
 
 import click
 
@@ -58,7 +58,7 @@ def profile() -> None:
 def derive(source: str, output: str, base: Optional[str], name: Optional[str]) -> None:
     """Write a site profile pinning what SOURCE's node is: chips, link widths, versions, OS and kernel.
 
-    `npudoctor check --profile site.yaml` on another node then reports every difference (SITE001-SITE003).
+    `npudoctor check --profile site.yaml` on another node then reports every difference (SITE001).
     """
     from npudoctor import api
     from npudoctor.fleet.derive import DeriveError, load_source, write_new
@@ -181,3 +181,37 @@ def onboard(profile_name: str, output: str, python: Optional[str], root: Optiona
     for path in result.paths.values():
         click.echo(f"wrote {path}")
     raise click.exceptions.Exit(code)
+
+
+def check_fleet_options(demo: Optional[str], textfile: Optional[str], bundle: Optional[str], root: Optional[str],
+                        profile_name: Optional[str], fmt: str) -> Tuple[Optional[str], Optional[str]]:
+    """`check --demo` and `--textfile`: the bundle and profile to use; usage errors before any work."""
+    from npudoctor import api
+    from npudoctor.fleet.textfile import TextfileError, check_target
+
+    try:
+        if textfile:
+            check_target(textfile)
+        if demo is None:
+            return bundle, profile_name
+        from npudoctor.fleet import demo as demos
+
+        if demo == "list":
+            click.echo(demos.describe())
+            raise click.exceptions.Exit(0)
+        bundle, profile_name = demos.check_arguments(demo, bundle, root, profile_name)
+    except (TextfileError, api.UsageError) as exc:
+        raise fail_usage(str(exc)) from None
+    if fmt == "text":
+        click.echo(demos.banner(demo), err=True)
+    return bundle, profile_name
+
+
+def write_textfile(path: str, report: Any, fail_on: str) -> None:
+    from npudoctor.fleet.textfile import TextfileError, write_atomically
+    from npudoctor.report import prometheus
+
+    try:
+        write_atomically(path, prometheus.render(report, fail_on))
+    except TextfileError as exc:
+        raise fail_usage(str(exc)) from None

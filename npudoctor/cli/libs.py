@@ -58,9 +58,14 @@ def libs(
         preload = tuple(os.path.abspath(p) for p in preload)
     elif not os.path.isdir(root):
         raise fail_usage(f"--root {root}: not a directory")
+    from npudoctor.report.progress import Progress
+
     runner = LiveRunner(root or "/")
     try:
-        report = analyse_file(runner, path, search_env(runner, ld_library_path), preload)
+        # A spinner on a terminal's stderr when the analysis is slow (a 93 MiB libtorch_npu.so on a cold cache).
+        with Progress() as progress:
+            progress.update(f"resolving the libraries and symbols of {os.path.basename(path)}")
+            report = analyse_file(runner, path, search_env(runner, ld_library_path), preload)
     except ElfError as exc:
         raise fail_usage(str(exc)) from None
     if fmt == "json":

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any, Optional
+from typing import Any, Optional, Tuple
 
 import click
 
-from npudoctor.cli import fail_usage
+from npudoctor.cli import EXIT_FINDINGS, fail_usage
 
 # Far above any real `npu-smi info` (a 16-die A3 table is about 10 KiB); larger input is not npu-smi output.
 MAX_INPUT_BYTES = 16 * 1024 * 1024
@@ -50,24 +50,53 @@ def read_input(source: str) -> str:
 def npu_smi(source: str, fmt: str) -> None:
     """Parse `npu-smi info` output (FILE, or - for stdin) into a table, or JSON with --format json.
 
+    The table is stacked (one block per chip) when it does not fit the terminal (80 columns when piped).
+
     JSON: {"version": {"tool", "driver"}, "chips": [{"npu_id", "chip_id", "name", "health", "bus_id",
     "power_w", "temp_c", "aicore_pct", "memory_used_mib", "memory_total_mib", "hbm_used_mib",
     "hbm_total_mib"}],
     "processes": [{"npu_id", "chip_id", "pid", "name", "memory_mib"}]}; null where the layout has no value.
+
+    \b
+    Exit codes:
+      0  the table was read
+      1  the text is npu-smi failing (a dcmi error, a missing library): explained as `check` does
+      2  unreadable input, or not npu-smi output
     """
-    from npudoctor.parsers.npu_smi import NpuSmiParseError, parse_npu_smi_info
+    from npudoctor.parsers.npu_smi import NpuSmiParseError, parse_npu_smi_info, recognise_failure
 
     text = read_input(source)
+    name = "stdin" if source == "-" else source
     try:
         table = parse_npu_smi_info(text)
     except NpuSmiParseError as exc:
-        raise fail_usage(f"{'stdin' if source == '-' else source}: {exc}") from None
+        failure = recognise_failure(text)
+        if failure is None:
+            raise fail_usage(f"{name}: {exc}") from None
+        _explain_failure(name, failure)
+        raise click.exceptions.Exit(EXIT_FINDINGS) from None
     for note in table.notes:
         click.echo(f"npudoctor: note: {note}", err=True)
     if fmt == "json":
         click.echo(json.dumps(table.to_dict(), indent=2, ensure_ascii=False))
         return
     _render(table)
+
+
+def _explain_failure(name: str, failure: Any) -> None:
+    """What SMI001 says about the same output: the line, its meaning and cause, and the fix."""
+    from npudoctor.checks.npu_smi import explain_failure
+    from npudoctor.report import terminal
+    from npudoctor.report.console import wrap
+
+    explained = explain_failure(failure)
+    width = terminal.width()
+    click.echo(f"{name}: npu-smi failed: {failure.line}")
+    for label in ("meaning", "cause", "fix"):
+        for index, part in enumerate(str(explained.get(label) or "").splitlines()):
+            first = f"  {label}: " if index == 0 else "    "
+            for line in wrap(part.strip(), width, first, "    ", words_may_break=False):
+                click.echo(line)
 
 
 def _cell(value: Optional[Any]) -> str:
@@ -78,24 +107,41 @@ def _pair(used: Optional[int], total: Optional[int]) -> str:
     return "-" if used is None and total is None else f"{_cell(used)} / {_cell(total)}"
 
 
+CHIP_HEADERS = ("NPU", "Chip", "Name", "Health", "Bus-Id", "Power(W)", "Temp(C)", "AICore(%)", "Memory(MiB)",
+                "HBM(MiB)")
+
+
+def _chip_row(chip: Any) -> Tuple[str, ...]:
+    return (str(chip.npu_id), _cell(chip.chip_id), chip.name, chip.health, _cell(chip.bus_id),
+            _cell(chip.power_w), _cell(chip.temp_c), _cell(chip.aicore_pct),
+            _pair(chip.memory_used_mib, chip.memory_total_mib), _pair(chip.hbm_used_mib, chip.hbm_total_mib))
+
+
 def _render(table: Any) -> None:
-    from rich.console import Console
     from rich.table import Table
 
-    # Piped output (a file, a ticket) gets the full width instead of rich's 80-column fallback with "…" cells.
-    width = None if sys.stdout.isatty() else 200
-    console = Console(file=sys.stdout, highlight=False, soft_wrap=True, width=width)
+    from npudoctor.report.console import make_console, wrap
+
+    console = make_console()
     title = f"npu-smi {table.tool_version or '?'}  driver {table.driver_version or '?'}"
     chips = Table(title=title, title_justify="left")
-    for header in ("NPU", "Chip", "Name", "Health", "Bus-Id", "Power(W)", "Temp(C)", "AICore(%)",
-                   "Memory(MiB)", "HBM(MiB)"):
+    for header in CHIP_HEADERS:
         chips.add_column(header, no_wrap=True)
-    for chip in table.chips:
-        chips.add_row(str(chip.npu_id), _cell(chip.chip_id), chip.name, chip.health, _cell(chip.bus_id),
-                      _cell(chip.power_w), _cell(chip.temp_c), _cell(chip.aicore_pct),
-                      _pair(chip.memory_used_mib, chip.memory_total_mib),
-                      _pair(chip.hbm_used_mib, chip.hbm_total_mib))
-    console.print(chips)
+    rows = [_chip_row(chip) for chip in table.chips]
+    for row in rows:
+        chips.add_row(*row)
+    if console.measure(chips, options=console.options.update(max_width=10_000)).maximum <= console.width:
+        console.print(chips)
+    else:
+        # Too wide for the terminal: one block per chip, every value labelled, wrapped to the width.
+        console.print(title)
+        for row in rows:
+            cells = dict(zip(CHIP_HEADERS, row))
+            console.print(f"\nNPU {cells['NPU']} chip {cells['Chip']}  {cells['Name']}  {cells['Health']}")
+            # A field ("HBM(MiB) 3397 / 65536") never breaks across lines: NBSP inside it while wrapping.
+            rest = "   ".join(f"{header} {cells[header]}".replace(" ", "\u00a0") for header in CHIP_HEADERS[4:])
+            for line in wrap(rest, console.width, "  ", "  ", words_may_break=False):
+                console.print(line.replace("\u00a0", " "))
     if not table.has_process_section:
         return
     if not table.processes:
@@ -103,7 +149,7 @@ def _render(table: Any) -> None:
         return
     processes = Table(title="processes", title_justify="left")
     for header in ("NPU", "Chip", "PID", "Name", "Memory(MiB)"):
-        processes.add_column(header, no_wrap=True)
+        processes.add_column(header, no_wrap=False)
     for process in table.processes:
         processes.add_row(str(process.npu_id), _cell(process.chip_id), str(process.pid), process.name,
                           _cell(process.memory_mib))

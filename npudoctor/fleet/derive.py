@@ -3,7 +3,7 @@
 The node's inventory becomes the profile's ``inventory:`` pins (chip model, count, HBM, bus ids, PCIe link
 width and speed, driver, firmware, CANN, Python, torch, torch_npu, OS, kernel), each with a comment saying
 where the value came from; thresholds stay those of the base profile (``extends:``). ``npudoctor check
---profile site.yaml`` on another node then reports every difference as a SITE001-SITE003 finding.
+--profile site.yaml`` on another node then reports every difference as a SITE001 finding.
 """
 
 from __future__ import annotations
@@ -86,14 +86,14 @@ def derive(document: Mapping[str, Any], source: str, base: Optional[str] = None,
     host = str(inventory.get("hostname") or (document.get("host") or {}).get("hostname") or "unknown-node")
     base = base or str(tool.get("profile") or "default")
     name = name or f"site-from-{host}"
-    started = (document.get("run") or {}).get("started") or "an unknown time"
+    started = (document.get("run") or {}).get("started") or document.get("recorded") or "at an unknown time"
     summary = document.get("summary") or {}
     failing = int(summary.get("fail", 0) or 0) + int(summary.get("error", 0) or 0)
     lines: List[str] = [
         f"# Site profile derived by `npudoctor profile derive` from {host} ({source}, checked {started}).",
         "# Each pinned value below was seen on that node (the comment says where it was read); "
         "`npudoctor check",
-        "# --profile THIS_FILE` reports every difference on another node as a SITE001-SITE003 finding. "
+        "# --profile THIS_FILE` reports every difference on another node as a SITE001 finding. "
         "Thresholds",
         f"# are those of the base profile ({base}); add any you want to change. Delete a pin to stop checking it.",
     ]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
@@ -108,6 +109,9 @@ def onboard(directory: str, profile_name: str, collective: CollectiveOptions,
     report.findings.extend(found)
     document = report.to_dict()
     document["tool"]["command"] = "onboard"
+    # An acceptance record says when it was made (check's JSON leaves times out so replays are byte-stable).
+    document["run"] = {"started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(report.started or time.time())),
+                       "duration_s": report.duration_s}
     if results is not None:
         document["collective"] = results
     _write_new(paths["report.json"], json.dumps(document, indent=2, ensure_ascii=False, default=str) + "\n")
@@ -121,14 +125,10 @@ def _write_new(path: str, text: str) -> None:
 
 
 def read_memory(path: str) -> List[Mapping[str, Any]]:
-    """Memory records of a ``npudoctor.memlog/1`` file, through the training feature's reader."""
-    import importlib
+    """Memory records of a ``npudoctor.memlog/1`` file (the training feature's torch-free reader)."""
+    from npudoctor.workload import memlog
 
     try:
-        memlog = importlib.import_module("npudoctor.workload.memlog")
-    except ImportError:
-        raise api.UsageError("--memlog needs the training feature (npudoctor.workload), not installed") from None
-    try:
-        return list(memlog.read_records(path))
-    except (OSError, ValueError) as exc:
-        raise api.UsageError(f"--memlog {path}: {exc}") from None
+        return list(memlog.last_run(memlog.read_records(path)))
+    except memlog.MemlogError as exc:
+        raise api.UsageError(f"--memlog {exc}") from None

@@ -40,9 +40,12 @@ class Finding:
     evidence: Mapping[str, Any] = field(default_factory=dict)
     fix: str = ""
     stage: str = ""
+    # Why a SKIP could not apply, shared by every finding with that root cause ("not an Ascend node"); the
+    # text output folds skips by it. Empty: the detail speaks for itself.
+    cause: str = ""
 
     def to_dict(self) -> Dict[str, Any]:
-        return {
+        data = {
             "id": self.id,
             "status": self.status.value,
             "stage": self.stage,
@@ -52,6 +55,9 @@ class Finding:
             "evidence": dict(self.evidence),
             "fix": self.fix,
         }
+        if self.cause:  # added in npudoctor.report/1 without a version bump: readers ignore unknown keys
+            data["cause"] = self.cause
+        return data
 
 
 @dataclass(frozen=True)
@@ -78,10 +84,13 @@ class Report:
     host: Dict[str, Any] = field(default_factory=dict)
     source: Optional[str] = None  # "live", "root:/mnt/img", "bundle:node.tar.gz"
     # What the node is: chips, driver/firmware/CANN/Python/torch versions, kernel, OS, host name
-    # (npudoctor.probes.inventory); the fleet view compares it across nodes.
+    # (npudoctor.probes.inventory); the fleet view compares it across nodes. Deterministic for a replay.
     inventory: Dict[str, Any] = field(default_factory=dict)
-    # When the run started (ISO 8601, UTC) and how long it took: {"started": ..., "duration_s": ...}.
-    run: Dict[str, Any] = field(default_factory=dict)
+    # For the text header only (not in the JSON document, whose bytes must not change between runs):
+    started: Optional[float] = None  # time.time() when the run began
+    expects: str = ""  # what the profile expects of the node, "8x 910B"; empty when nothing
+    duration_s: Optional[float] = None  # how long the run took (the Prometheus textfile reports it)
+    recorded: str = ""  # when a replayed bundle was collected ("2026-12-01T10:30:47+0000"); empty when live
 
     SCHEMA = "npudoctor.report/1"
 
@@ -104,7 +113,6 @@ class Report:
             "tool": dict(self.tool),
             "host": dict(self.host),
             "source": self.source,
-            "run": dict(self.run),
             "inventory": dict(self.inventory),
             "findings": [f.to_dict() for f in self.findings],
             "summary": self.summary.to_dict(),

@@ -51,15 +51,20 @@ class PythonFacts:
     missing: Tuple[str, ...] = ()
     errors: Mapping[str, str] = field(default_factory=dict)  # package -> why its metadata could not be read
     error: Optional[str] = None
+    # The interpreter's path as found on PATH or given (/opt/venv/bin/python3), symlinks not resolved: a
+    # venv's python links to the base interpreter, whose resolved path names another environment.
+    found_at: Optional[str] = None
 
     def package(self, name: str) -> Optional[PackageInfo]:
         return self.packages.get(name)
 
     @property
     def where(self) -> str:
-        """How to name this interpreter to a person: ``python3 (/usr/bin/python3)``."""
-        if self.executable and self.executable != self.interpreter:
-            return f"{self.interpreter} ({self.executable})"
+        """How to name this interpreter to a person: ``python3 (/opt/venv/bin/python3)``, the path as found
+        on PATH or given rather than its resolved symlink."""
+        shown = self.found_at or self.executable
+        if shown and shown != self.interpreter:
+            return f"{self.interpreter} ({shown})"
         return self.interpreter
 
 

@@ -49,6 +49,8 @@ def build_bundle(records: Iterable[Tuple[str, Dict[str, Any]]], host: Dict[str, 
                 argv=list(value.argv), rc=value.rc, duration_s=round(value.duration_s, 4), error=value.error,
                 resolved_path=value.resolved_path,
             )
+            if "t_s" in record:  # `collect --samples`: seconds from the first sample
+                entry["t_s"] = round(record["t_s"], 3)
             entry["raw"] = _raw_name(index)
             members[entry["raw"]] = redact_text(value.stdout).encode()
             if value.stderr:
@@ -163,11 +165,15 @@ class ReplayRunner(Runner):
         return self._members.get(name, b"").decode("utf-8", errors="replace")
 
     def run(self, command: Command) -> CommandResult:
-        record = self._records.get(command.key)
-        if record is None:
-            return CommandResult(command.argv, None, error="not-recorded")
+        return self.answer(command.key) or CommandResult(command.argv, None, error="not-recorded")
+
+    def answer(self, key: str) -> Optional[CommandResult]:
+        """The command answer recorded under ``key`` (also the keyed samples of `collect --samples`)."""
+        record = self._records.get(key)
+        if record is None or record.get("kind") != "command":
+            return None
         return CommandResult(
-            tuple(record.get("argv", command.argv)), record.get("rc"), self._raw(record),
+            tuple(record.get("argv", ())), record.get("rc"), self._raw(record),
             self._raw(record, "raw_stderr"), record.get("duration_s", 0.0), record.get("error"),
             record.get("resolved_path"),
         )

@@ -9,7 +9,7 @@ CANN release.
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from npudoctor.parsers.keyvalue import cann_version_from_cfg, parse_bracket_list, parse_key_values
@@ -377,4 +377,4 @@ def python_facts(ctx: Any) -> PythonFacts:
     except PythonReportError as exc:
         last = (result.stderr.strip().splitlines() or [""])[-1]
         return PythonFacts(interpreter, error=f"{exc} (exit {result.rc}{': ' + last if last else ''})")
-    return facts
+    return replace(facts, found_at=result.resolved_path) if result.resolved_path else facts

@@ -1,76 +1,362 @@
-"""Human output: ordered stages, one line per finding (✓ ! ✗ -), fixes under failures, a summary line."""
+"""Human output of ``check``: a header, stages as they finish, a summary that counts what is printed, a verdict.
+
+Layout (fits the terminal's width, 80 columns when piped)::
+
+    npudoctor 0.1.0 check on node-a2-01, 2026-12-01 10:26 UTC
+    profile atlas800t-a2-8x910b (expects 8x 910B), level 1, source: --root /mnt/img
+
+    pcie
+      ✗ PCI002  NPU bound to the Ascend driver [0000:41:00.0]
+                910B NPU is not bound to any driver
+          fix: modprobe drv_pcie_host
+      - 3 checks could not apply: not an Ascend node (PCI002, PCI003, PCI004)
+
+    39 findings in 9 checks: 37 pass, 1 warn, 1 fail
+    1 problem in 1 stage; 1 warning
+
+Without ``-v``, a check that passed on many subjects is one line, and skipped checks that share one cause
+(or print the same reason) are one line with their count; ``-v`` lists every finding with its evidence.
+"""
 
 from __future__ import annotations
 
 import json
+import textwrap
+import time
 from collections import Counter
-from typing import IO, Optional
+from typing import IO, Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from rich.console import Console
-from rich.markup import escape
 from rich.text import Text
 
 from npudoctor.model.finding import STATUS_ORDER, Finding, Report, Status
-from npudoctor.report.symbols import STYLE, SYMBOL
+from npudoctor.report import terminal
+from npudoctor.report.symbols import STYLE
+
+PROBLEM = (Status.FAIL, Status.ERROR)
+# Fixes are shown for these statuses (a passing finding needs none).
+FIX_SHOWN = (Status.FAIL, Status.WARN, Status.ERROR, Status.SKIP)
+FIX_INDENT = "      "
 
 
-def make_console(file: Optional[IO[str]] = None, color: Optional[bool] = None) -> Console:
-    return Console(file=file, highlight=False, no_color=(color is False), force_terminal=color or None,
-                   soft_wrap=True)
+class _Console(Console):
+    def on_broken_pipe(self) -> None:
+        """Rich exits 1 when the reader goes away; every command handles that in one place instead
+        (``LazyGroup.invoke``: quiet, exit 0)."""
+        self.quiet = True
+        raise BrokenPipeError
 
 
-def _line_start(finding: Finding) -> Text:
-    """Status symbol, check id and title: how every finding's line begins."""
-    text = Text("  ")
-    text.append(SYMBOL[finding.status], style=STYLE[finding.status])
-    text.append(f" {finding.id:<7} ", style="bold")
-    text.append(finding.title)
-    return text
+def make_console(file: Optional[IO[str]] = None, color: Optional[bool] = None, width: Optional[int] = None) -> Console:
+    """A rich Console for ``file`` (stdout) that follows the house rules: ``--color``/``NO_COLOR``/
+    ``FORCE_COLOR`` unless ``color`` is given, the terminal's width (80 when piped) unless ``width`` is."""
+    import sys
+
+    stream = file or sys.stdout
+    if color is None:
+        color = terminal.use_color(stream)
+    return _Console(file=stream, highlight=False, no_color=not color, force_terminal=color,
+                   color_system="standard" if color else None, soft_wrap=True,
+                   width=width or terminal.width(stream), emoji=False, markup=False)
 
 
-def _line(finding: Finding) -> Text:
-    text = _line_start(finding)
-    if finding.subject:
-        text.append(f" [{finding.subject}]", style="cyan")
-    if finding.detail:
-        text.append(": " + finding.detail, style="dim" if finding.status is Status.PASS else "")
-    return text
+def wrap(text: str, width: int, first: str = "", rest: str = "", words_may_break: bool = True) -> List[str]:
+    """``text`` wrapped to ``width`` columns, each line starting with ``first`` then ``rest``."""
+    lines = textwrap.wrap(text, width=max(width, len(rest) + 20), initial_indent=first, subsequent_indent=rest,
+                          break_long_words=words_may_break, break_on_hyphens=False)
+    return lines or [first.rstrip()]
 
 
-def _folded_line(finding: Finding, count: int) -> Text:
-    """One line for the ``count`` passing findings of ``finding``'s check (``finding`` passed)."""
-    text = _line_start(finding)
-    text.append(f" [{count} subjects pass]", style="cyan")
-    return text
+def _id_list(ids: Sequence[str]) -> str:
+    """``PCI002, PCI003`` or ``SMI001-SMI004`` when there are more than three."""
+    return ", ".join(ids) if len(ids) <= 3 else f"{ids[0]}-{ids[-1]}"
+
+
+def skip_reason(finding: Finding) -> str:
+    """What a skipped finding shares with others: its root cause, else its own reason."""
+    return finding.cause or finding.detail
+
+
+class CheckConsole:
+    """Renders a check run to a rich Console, stage by stage (a :class:`RunListener` for ``api.run_checks``).
+
+    ``progress`` (a :class:`~npudoctor.report.progress.Progress`) is told which check runs and hidden while a
+    stage is printed.
+    """
+
+    def __init__(self, console: Console, verbose: bool = False, progress: Any = None) -> None:
+        self.console = console
+        self.verbose = verbose
+        self.progress = progress
+        self.width = console.width
+        self.symbols = terminal.status_symbols(console.file)
+        self._check = ""
+
+    # RunListener
+    def started(self, report: Report) -> None:
+        self._print_all(self.header(report))
+
+    def checking(self, spec: Any) -> None:
+        self._check = f"{spec.id} {spec.title}"
+        if self.progress is not None:
+            self.progress.update(self._check)
+
+    def running(self, argv: Sequence[str]) -> None:
+        if self.progress is not None:
+            from npudoctor.report.progress import describe_command
+
+            self.progress.update(f"{self._check}: waiting for {describe_command(argv)}")
+
+    def stage_done(self, stage: str, findings: Sequence[Finding]) -> None:
+        if findings:
+            self._print_all(self.stage(stage, findings))
+
+    def finished(self, report: Report) -> None:
+        self._print_all(self.footer(report))
+
+    # What is printed
+    def header(self, report: Report) -> List[Text]:
+        host = report.host.get("hostname") or "?"
+        version = report.tool.get("version", "?")
+        when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(report.started)) if report.started else ""
+        first = Text.assemble((f"npudoctor {version} check", "bold"), f" on {host}", f", {when}" if when else "")
+        profile = str(report.tool.get("profile", "default"))
+        if report.expects:
+            profile += f" (expects {report.expects})"
+        source = describe_source(report.source)
+        if report.recorded:
+            source += f" (recorded {report.recorded.replace('T', ' ')})"
+        second = f"profile {profile}, level {report.tool.get('level', 1)}, source: {source}"
+        return [first, *[Text(line) for line in wrap(second, self.width, rest="  ")]]
+
+    def stage(self, stage: str, findings: Sequence[Finding]) -> List[Text]:
+        lines = [Text(""), Text(stage, style="bold underline")]
+        for item in self._fold(findings):
+            if isinstance(item, tuple):
+                lines.extend(self._group_lines(*item))
+            else:
+                lines.extend(self._finding_lines(item))
+        return lines
+
+    def footer(self, report: Report) -> List[Text]:
+        return [Text(""), summary(report), *[Text(line, style="bold") for line in wrap(verdict(report), self.width)]]
+
+    # Folding
+    def _fold(self, findings: Sequence[Finding]) -> Iterable[Any]:
+        """Findings to print, in order; without -v, runs of passes of one check and skips of one cause become
+        ``(kind, findings)`` groups."""
+        if self.verbose:
+            yield from findings
+            return
+        passes = Counter(f.id for f in findings if f.status is Status.PASS)
+        skipped_checks: Dict[str, List[str]] = {}
+        for finding in findings:
+            if finding.status is Status.SKIP:
+                ids = skipped_checks.setdefault(skip_reason(finding), [])
+                if finding.id not in ids:
+                    ids.append(finding.id)
+        done: set = set()
+        for finding in findings:
+            if finding.status is Status.PASS and passes[finding.id] > 1:
+                key: Tuple[str, str] = ("pass", finding.id)
+                if key not in done:
+                    done.add(key)
+                    yield "pass", [f for f in findings if f.status is Status.PASS and f.id == finding.id]
+                continue
+            if finding.status is Status.SKIP and len(skipped_checks[skip_reason(finding)]) > 1:
+                key = ("skip", skip_reason(finding))
+                if key not in done:
+                    done.add(key)
+                    yield "skip", [f for f in findings
+                                   if f.status is Status.SKIP and skip_reason(f) == skip_reason(finding)]
+                continue
+            yield finding
+
+    def _group_lines(self, kind: str, group: List[Finding]) -> List[Text]:
+        first = group[0]
+        if kind == "pass":
+            return self._finding_lines(first, detail="", subject=f"{len(group)} subjects pass")
+        ids = list(dict.fromkeys(f.id for f in group))
+        prefix = self._prefix(Status.SKIP, "")
+        body = f"{len(ids)} checks could not apply ({_id_list(ids)}): {skip_reason(first)}"
+        lines = wrap(body, self.width, first=prefix, rest=" " * len(prefix))
+        text = [self._styled_prefix(Status.SKIP, "") + Text(lines[0][len(prefix):])]
+        text += [Text(line) for line in lines[1:]]
+        fixes = {f.fix for f in group}
+        if len(fixes) == 1 and first.fix:
+            text.extend(self._fix_lines(first.fix))
+        return text
+
+    # Lines of one finding
+    def _prefix(self, status: Status, check_id: str) -> str:
+        return f"  {self.symbols[status]} {check_id:<7} " if check_id else f"  {self.symbols[status]} "
+
+    def _styled_prefix(self, status: Status, check_id: str) -> Text:
+        text = Text("  ")
+        text.append(self.symbols[status], style=STYLE[status])
+        text.append(" ")
+        if check_id:
+            text.append(f"{check_id:<7} ", style="bold")
+        return text
+
+    def _finding_lines(self, finding: Finding, detail: Optional[str] = None,
+                       subject: Optional[str] = None) -> List[Text]:
+        if detail is None and finding.status is Status.SKIP and finding.cause and not self.verbose:
+            detail, subject = finding.cause, ""  # the shared cause says enough; -v shows the detail
+        detail = finding.detail if detail is None else detail
+        subject = finding.subject if subject is None else subject
+        prefix = self._prefix(finding.status, finding.id)
+        indent = " " * len(prefix)
+        head = finding.title + (f" [{subject}]" if subject else "")
+        room = self.width - len(prefix)
+        detail_style = "dim" if finding.status is Status.PASS else ""
+        if len(head) + (len(detail) + 2 if detail else 0) <= room:
+            pieces = [(head + (": " if detail else ""), ""), (detail, detail_style)]
+            first = self._styled_prefix(finding.status, finding.id)
+            for piece, style in pieces:
+                first.append(piece, style=style)
+            lines = [first]
+        else:
+            head_lines = wrap(head, room)
+            lines = [self._styled_prefix(finding.status, finding.id) + Text(head_lines[0])]
+            lines += [Text(indent + line) for line in head_lines[1:]]
+            if detail:
+                lines += [Text(line, style=detail_style) for line in wrap(detail, self.width, indent, indent)]
+        if subject:
+            for line in lines:
+                line.highlight_words([f"[{subject}]"], style="cyan")
+        if self.verbose and finding.evidence:
+            evidence = json.dumps(dict(finding.evidence), ensure_ascii=False, default=str)
+            rest = FIX_INDENT + " " * len("evidence: ")
+            lines += [Text(line, style="dim") for line in wrap("evidence: " + evidence, self.width, FIX_INDENT, rest)]
+        if finding.fix and finding.status in FIX_SHOWN:
+            lines.extend(self._fix_lines(finding.fix))
+        return lines
+
+    def _fix_lines(self, fix: str) -> List[Text]:
+        """Each line of the fix wrapped under ``fix:``; words (commands, paths) are never broken."""
+        lines: List[Text] = []
+        label = "fix: "
+        rest = FIX_INDENT + " " * len(label)
+        for i, fix_line in enumerate(fix.splitlines()):
+            wrapped = wrap(fix_line, self.width, rest, rest, words_may_break=False)
+            for j, line in enumerate(wrapped):
+                if i == 0 and j == 0:
+                    lines.append(Text(FIX_INDENT) + Text(label, style="bold") + Text(line[len(rest):]))
+                else:
+                    lines.append(Text(line))
+        return lines
+
+    def _print_all(self, lines: List[Text]) -> None:
+        if self.progress is not None:
+            with self.progress.hidden():
+                for line in lines:
+                    self.console.print(line)
+        else:
+            for line in lines:
+                self.console.print(line)
+
+
+def summary(report: Report) -> Text:
+    """"39 findings in 8 checks: 37 pass, 1 warn, 1 fail": folded lines stand for several findings, so the
+    counts say what they count."""
+    findings = report.findings
+    checks = len(dict.fromkeys(f.id for f in findings))
+    counts = report.summary.counts
+    parts = [Text(f"{counts[s]} {s.value}", style=STYLE[s]) for s in STATUS_ORDER if counts[s]]
+    line = Text(f"{_plural(len(findings), 'finding')} in {_plural(checks, 'check')}" + (": " if parts else ""))
+    line.append_text(Text(", ").join(parts))
+    return line
+
+
+def collect_summary(report: Report, bundle: str) -> List[Text]:
+    """What `npudoctor collect` says when the bundle is written: where, what it recorded, how to replay it."""
+    return [Text(f"wrote {bundle} (secrets redacted)", style="bold"), summary(report), Text(verdict(report)),
+            Text(f"replay it anywhere: npudoctor check --from {bundle}")]
+
+
+def print_lines(lines: List[Text], console: Console) -> None:
+    """``lines`` wrapped to the console's width (continuation lines indented)."""
+    for line in lines:
+        if len(line.plain) <= console.width:
+            console.print(line)
+        else:
+            for part in wrap(line.plain, console.width, rest="  "):
+                console.print(Text(part, style=line.style))
+
+
+def describe_source(source: Optional[str]) -> str:
+    """``live`` -> "this machine"; ``root:/mnt/img`` -> "--root /mnt/img"; ``bundle:x`` -> "bundle x"."""
+    if not source or source == "live":
+        return "this machine"
+    kind, _, where = source.partition(":")
+    if kind == "root":
+        return f"--root {where}"
+    if kind == "bundle":
+        return f"bundle {where}"
+    return source
+
+
+def hardware(report: Report) -> str:
+    """The NPUs the run saw, for the verdict: "8x Ascend 910B3" (npu-smi names), else the PCI families."""
+    names = Counter(str(f.evidence["name"]) for f in report.findings
+                    if f.id == "SMI002" and f.evidence.get("name"))
+    if len(names) == 1:
+        name, count = names.most_common(1)[0]
+        return f"{count}x Ascend {name}"
+    for finding in report.findings:
+        if finding.id == "PCI001" and finding.status is Status.PASS and finding.evidence.get("npus"):
+            families = "/".join(finding.evidence.get("families") or ["NPU"])
+            return f"{finding.evidence['npus']}x Ascend {families}"
+    return str(report.host.get("hostname") or "this node")
+
+
+def _plural(count: int, word: str) -> str:
+    return f"{count} {word}{'s' * (count != 1)}"
+
+
+def verdict(report: Report) -> str:
+    """One sentence: what is wrong where, or that nothing is; then warnings and what could not apply.
+
+    "1 problem in 1 stage; 28 checks could not apply (17: not an Ascend node)",
+    "No problems found on 8x Ascend 910B3".
+    """
+    findings = report.findings
+    problems = [f for f in findings if f.status in PROBLEM]
+    warnings = [f for f in findings if f.status is Status.WARN]
+    by_check: Dict[str, List[Finding]] = {}
+    for finding in findings:
+        by_check.setdefault(finding.id, []).append(finding)
+    skipped = [group[0] for group in by_check.values() if all(f.status is Status.SKIP for f in group)]
+    if problems:
+        stages = len(dict.fromkeys(f.stage for f in problems))
+        parts = [f"{_plural(len(problems), 'problem')} in {_plural(stages, 'stage')}"]
+    elif findings:
+        parts = [f"No problems found on {hardware(report)}"]
+    else:
+        parts = ["No checks ran"]
+    if warnings:
+        parts.append(_plural(len(warnings), "warning"))
+    if skipped:
+        reasons = Counter(skip_reason(f) for f in skipped)
+        reason, count = reasons.most_common(1)[0]
+        could_not = f"{_plural(len(skipped), 'check')} could not apply"
+        if count == len(skipped):
+            could_not += f": {reason}"
+        elif any(f.cause == reason for f in skipped):
+            could_not += f" ({count}: {reason})"
+        parts.append(could_not)
+    return "; ".join(parts)
 
 
 def render(report: Report, console: Console, verbose: bool = False) -> None:
-    host = report.host.get("hostname") or "?"
-    console.print(Text.assemble(("npudoctor check", "bold"), f" on {host}",
-                                (f"  ({report.source})" if report.source and report.source != "live" else "")))
-    stage = None
-    passes = Counter(f.id for f in report.findings if f.status is Status.PASS)
-    folded: set = set()
+    """The whole report at once (tests, replays); ``check`` streams the same lines stage by stage."""
+    out = CheckConsole(console, verbose=verbose)
+    out.started(report)
+    stage_findings: Dict[str, List[Finding]] = {}
     for finding in report.findings:
-        if finding.stage != stage:
-            stage = finding.stage
-            console.print(Text(f"\n{stage}", style="bold underline"))
-        if not verbose and finding.status is Status.PASS:
-            # Without -v, one line says "all N subjects pass" for a check that passed on many subjects.
-            if finding.id in folded:
-                continue
-            if passes[finding.id] > 1:
-                folded.add(finding.id)
-                console.print(_folded_line(finding, passes[finding.id]))
-                continue
-        console.print(_line(finding))
-        if verbose and finding.evidence:
-            evidence = json.dumps(dict(finding.evidence), ensure_ascii=False, default=str)
-            console.print(Text("      evidence: " + evidence, style="dim"))
-        if finding.fix and finding.status in (Status.FAIL, Status.WARN, Status.ERROR, Status.SKIP):
-            for i, fix_line in enumerate(finding.fix.splitlines()):
-                prefix = "      fix: " if i == 0 else "           "
-                console.print(Text(prefix, style="bold") + Text(fix_line))
-    counts = report.summary.counts
-    parts = [f"[{STYLE[s]}]{counts[s]} {s.value}[/]" for s in STATUS_ORDER]
-    console.print("\n" + escape("summary: ") + ", ".join(parts))
+        stage_findings.setdefault(finding.stage, []).append(finding)
+    for stage, findings in stage_findings.items():
+        out.stage_done(stage, findings)
+    out.finished(report)
+

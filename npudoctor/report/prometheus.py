@@ -11,8 +11,6 @@ are the inventory, and the run's start time and duration::
 
 from __future__ import annotations
 
-import calendar
-import time
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
 
 from npudoctor.model.finding import STATUS_ORDER, Report, Status
@@ -51,13 +49,7 @@ def _lookup(mapping: Mapping[str, Any], dotted: str) -> Any:
 
 
 def started_epoch(report: Report) -> Optional[float]:
-    started = report.run.get("started")
-    if not started:
-        return None
-    try:
-        return float(calendar.timegm(time.strptime(str(started), "%Y-%m-%dT%H:%M:%SZ")))
-    except ValueError:
-        return None
+    return float(report.started) if isinstance(report.started, (int, float)) else None
 
 
 def render(report: Report, fail_on: str = "fail") -> str:
@@ -92,7 +84,7 @@ def render(report: Report, fail_on: str = "fail") -> str:
     started = started_epoch(report)
     if started is not None:
         family("last_run_timestamp_seconds", "gauge", "When the last run started (Unix time).", [("", started)])
-    duration = report.run.get("duration_s")
+    duration = report.duration_s
     if isinstance(duration, (int, float)):
         family("last_run_duration_seconds", "gauge", "How long the last run took.", [("", duration)])
     return "\n".join(lines) + "\n"

@@ -1,0 +1,95 @@
+"""``npudoctor explain``: a check's documentation or an error code's entry, reflowed to the terminal's width.
+
+Docstrings are written with reST-style ``code`` spans; here they are shown as code (bold, without the
+backticks), paragraphs are rewrapped to the width, and lists and indented blocks keep their lines.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, List, Optional
+
+from rich.console import Console
+from rich.text import Text
+
+from npudoctor.report.console import wrap
+
+CODE_SPAN = re.compile(r"``(.+?)``|(?<![`\w])`([^`\n]+?)`(?![`\w])", re.S)
+NBSP = "\u00a0"  # textwrap never breaks here: a code span stays on one line
+LIST_ITEM = re.compile(r"^\s*(?:[-*]|\d+[.)])\s+")
+
+
+def _unmark(text: str, spans: List[str], width: int) -> str:
+    """``text`` without the backticks; each span's content is kept on one line (NBSP for its spaces) unless
+    it is longer than a line."""
+
+    def keep(match: re.Match[str]) -> str:
+        code = " ".join((match.group(1) or match.group(2)).split())
+        spans.append(code)
+        return code.replace(" ", NBSP) if len(code) < width - 8 else code
+
+    return CODE_SPAN.sub(keep, text)
+
+
+def reflow(text: str, width: int) -> List[Text]:
+    """Paragraphs rewrapped to ``width``; list items wrap under themselves; indented blocks stay as written."""
+    spans: List[str] = []
+    lines: List[str] = []
+    for paragraph in re.split(r"\n\s*\n", text.strip("\n")):
+        raw = paragraph.splitlines()
+        if all(line.startswith("    ") for line in raw):  # a literal block: commands, tables
+            lines += [_unmark(line, spans, width) for line in raw]
+        elif any(LIST_ITEM.match(line) for line in raw):
+            items: List[str] = []
+            for line in raw:
+                if LIST_ITEM.match(line) or not items:
+                    items.append(line.strip())
+                else:
+                    items[-1] += " " + line.strip()
+            for item in items:
+                bullet = LIST_ITEM.match(item)
+                hang = " " * (len(bullet.group()) if bullet else 0)
+                lines += wrap(_unmark(item, spans, width), width, "", hang, words_may_break=False)
+        else:
+            lines += wrap(_unmark(" ".join(line.strip() for line in raw), spans, width), width,
+                          words_may_break=False)
+        lines.append("")
+    out = []
+    for line in lines[:-1]:
+        rendered = Text(line.replace(NBSP, " "))
+        rendered.highlight_words(sorted(set(spans), key=len, reverse=True), style="bold cyan")
+        out.append(rendered)
+    return out
+
+
+def _head(title: str, note: str, width: int) -> List[Text]:
+    """``title`` in bold, then ``note`` on the same line when it fits, else on the next."""
+    if len(title) + 2 + len(note) <= width:
+        return [Text.assemble((title, "bold"), f"  {note}")]
+    return [Text(line, style="bold") for line in wrap(title, width, rest="  ")] + [Text(f"  {note}")]
+
+
+def check_text(spec: Any, width: int) -> List[Text]:
+    head = _head(f"{spec.id}: {spec.title}", f"(stage {spec.stage}, level {spec.level})", width)
+    return [*head, Text(""), *reflow(spec.doc, width)]
+
+
+def code_text(info: Any, width: int) -> List[Text]:
+    kind = "warning" if info.severity == "warn" else "error"
+    known = "" if info.exact else "; not listed itself, explained by its family"
+    body = [*_head(f"{info.code}: {info.title or 'error code'}", f"(CANN {kind} code{known})", width), Text("")]
+    for label, value in (("Meaning", info.meaning), ("Cause", info.cause), ("Fix", info.fix)):
+        if value:
+            body += reflow(f"{label}: {value}", width)
+    return body
+
+
+def render(topics: List[Any], console: Console) -> None:
+    """Each topic (a CheckSpec or a CodeInfo), separated by a blank line."""
+    for index, topic in enumerate(topics):
+        if index:
+            console.print("")
+        lines: Optional[List[Text]] = (check_text(topic, console.width) if hasattr(topic, "func")
+                                       else code_text(topic, console.width))
+        for line in lines or []:
+            console.print(line)

@@ -1,0 +1,290 @@
+"""The training memory log: one JSON line per step, schema ``npudoctor.memlog/1``.
+
+Pure Python and torch-free: the dashboard and the fleet tools read these logs without torch.
+``npudoctor train-step`` and :class:`npudoctor.monitor.MemoryMonitor` write them; ``npudoctor leak analyze``
+and :func:`npudoctor.workload.leak.analyze` judge them.
+
+Schema ``npudoctor.memlog/1`` (every line is one self-contained JSON object; units are in the key names;
+a value that the device cannot give is ``null``, never a made-up 0):
+
+==========================  ========  ==============================================================
+key                         type      meaning
+==========================  ========  ==============================================================
+``schema``                  str       always ``"npudoctor.memlog/1"``
+``run``                     str       id of the run that wrote the line (a file may hold several runs)
+``step``                    int       training step, from 0 (or from where the user's loop counts)
+``time_unix_s``             float     wall-clock time the step ended (seconds since the epoch)
+``step_s``                  float     wall time of the whole step, data wait included
+``data_wait_s``             float     time spent waiting for the next batch (DataLoader)
+``loss``                    float     the step's loss (``null`` when unknown or not finite)
+``logit_scale``             float     CLIP's ``exp(logit_scale)`` after clamping, when there is one
+``device``                  str       ``"npu:0"``, ``"cuda:0"`` or ``"cpu"``
+``allocated_bytes``         int       allocator: bytes in live tensors now (``allocated_bytes.all.current``)
+``allocated_peak_bytes``    int       ... and its peak
+``reserved_bytes``          int       allocator: bytes held from the device (``reserved_bytes.all.current``)
+``reserved_peak_bytes``     int       ... and its peak
+``active_bytes``            int       allocator: bytes in active blocks (``active_bytes.all.current``)
+``active_peak_bytes``       int       ... and its peak
+``alloc_retries``           int       allocations that succeeded only after freeing the cache (``num_alloc_retries``)
+``ooms``                    int       out-of-memory errors the allocator raised (``num_ooms``)
+``rss_bytes``               int       resident memory of the training process (every device, psutil)
+``device_total_bytes``      int       the device's total memory (``null`` on the CPU)
+``host_total_bytes``        int       the host's total memory
+==========================  ========  ==============================================================
+
+Writers append and flush one line per step, so a crash loses at most the last line and a reader can follow
+the file while it grows; readers skip a torn (unterminated or unparsable) last line and any line that is not
+a ``npudoctor.memlog/1`` object.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import stat
+import time
+import uuid
+from typing import IO, Any, Dict, Iterator, List, Mapping, Optional
+
+SCHEMA = "npudoctor.memlog/1"
+
+#: Keys every record carries (``None`` where the device cannot tell).
+FIELDS = (
+    "schema", "run", "step", "time_unix_s", "step_s", "data_wait_s", "loss", "logit_scale", "device",
+    "allocated_bytes", "allocated_peak_bytes", "reserved_bytes", "reserved_peak_bytes", "active_bytes",
+    "active_peak_bytes", "alloc_retries", "ooms", "rss_bytes", "device_total_bytes", "host_total_bytes",
+)
+_INT_FIELDS = frozenset(name for name in FIELDS if name.endswith("_bytes")) | {"step", "alloc_retries", "ooms"}
+_FLOAT_FIELDS = frozenset({"time_unix_s", "step_s", "data_wait_s", "loss", "logit_scale"})
+
+#: A line longer than this is not a memlog record (a record is ~600 bytes); it is skipped unread.
+MAX_LINE_BYTES = 1 << 16
+
+Record = Dict[str, Any]
+
+
+class MemlogError(Exception):
+    """The log cannot be read at all (missing, not a regular file, no memlog records): one line for the user."""
+
+
+def new_run_id() -> str:
+    return uuid.uuid4().hex[:12]
+
+
+def make_record(step: int, run: str, **values: Any) -> Record:
+    """A schema-complete record: known keys only, numbers normalised, non-finite floats as ``None``.
+
+    >>> r = make_record(3, "abc", loss=float("nan"), allocated_bytes=1024.0, device="cpu")
+    >>> r["schema"], r["step"], r["loss"], r["allocated_bytes"], r["reserved_bytes"]
+    ('npudoctor.memlog/1', 3, None, 1024, None)
+    """
+    unknown = set(values) - set(FIELDS)
+    if unknown:
+        raise TypeError(f"not memlog/1 keys: {', '.join(sorted(unknown))}")
+    record: Record = dict.fromkeys(FIELDS)
+    record.update(schema=SCHEMA, run=str(run), step=int(step))
+    record["time_unix_s"] = time.time()
+    for key, value in values.items():
+        record[key] = _normalise(key, value)
+    return record
+
+
+def _normalise(key: str, value: Any) -> Any:
+    if value is None:
+        return None
+    if key in _INT_FIELDS:
+        return int(value)
+    if key in _FLOAT_FIELDS:
+        number = float(value)
+        return number if math.isfinite(number) else None
+    return value
+
+
+class MemlogWriter:
+    """Appends one flushed JSON line per record; never truncates an existing log.
+
+    Use as a context manager, or call :meth:`close`. ``path`` may already hold earlier runs: each run's lines
+    carry its own ``run`` id so readers can tell them apart.
+    """
+
+    def __init__(self, path: os.PathLike[str] | str, run: Optional[str] = None) -> None:
+        self.path = os.fspath(path)
+        self.run = run or new_run_id()
+        self._file: Optional[IO[str]] = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - closed by close()
+
+    def write(self, step: int, **values: Any) -> Record:
+        """Build a record for ``step`` and append it; returns the record written."""
+        record = make_record(step, self.run, **values)
+        self.write_record(record)
+        return record
+
+    def write_record(self, record: Mapping[str, Any]) -> None:
+        if self._file is None:
+            raise ValueError("memlog writer is closed")
+        self._file.write(json.dumps(record, separators=(",", ":"), allow_nan=False) + "\n")
+        self._file.flush()
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+    def __enter__(self) -> MemlogWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def parse_line(line: bytes | str) -> Optional[Record]:
+    """One record from one line, or ``None`` for anything that is not a memlog/1 step record.
+
+    >>> parse_line('{"schema":"npudoctor.memlog/1","run":"r","step":2,"allocated_bytes":5}')["step"]
+    2
+    >>> parse_line('{"schema":"other/1","step":2}') is None, parse_line('{"schema":"npudoc') is None
+    (True, True)
+    """
+    if isinstance(line, bytes):
+        if len(line) > MAX_LINE_BYTES:
+            return None
+        try:
+            line = line.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+    try:
+        obj = json.loads(line)
+    except ValueError:
+        return None
+    if not isinstance(obj, dict) or obj.get("schema") != SCHEMA:
+        return None
+    step = obj.get("step")
+    if not isinstance(step, int) or isinstance(step, bool):
+        return None
+    record: Record = dict.fromkeys(FIELDS)
+    for key in FIELDS:
+        value = obj.get(key)
+        if key in _INT_FIELDS or key in _FLOAT_FIELDS:
+            value = value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+            if isinstance(value, float) and not math.isfinite(value):
+                value = None
+        record[key] = value
+    record["step"] = step
+    return record
+
+
+def _open_regular(path: os.PathLike[str] | str) -> IO[bytes]:
+    """Open ``path`` for reading only if it is a regular file (a FIFO or a device would hang or never end)."""
+    name = os.fspath(path)
+    try:
+        fd = os.open(name, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
+    except OSError as exc:
+        raise MemlogError(f"{name}: cannot open ({exc.strerror or exc})") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise MemlogError(f"{name}: not a regular file")
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def read_records(path: os.PathLike[str] | str, max_bytes: Optional[int] = None) -> List[Record]:
+    """Every memlog/1 record in ``path``, in file order; torn and foreign lines are skipped.
+
+    ``max_bytes`` reads only the last that many bytes of a huge log (its first, partial line is dropped).
+    Raises :class:`MemlogError` when the file cannot be read or holds no record at all.
+    """
+    records: List[Record] = []
+    with _open_regular(path) as handle:
+        if max_bytes is not None:
+            size = os.fstat(handle.fileno()).st_size
+            if size > max_bytes:
+                handle.seek(size - max_bytes)
+                handle.readline()
+        for line in _lines(handle):
+            record = parse_line(line)
+            if record is not None:
+                records.append(record)
+    if not records:
+        raise MemlogError(f"{os.fspath(path)}: no {SCHEMA} records")
+    return records
+
+
+def _lines(handle: IO[bytes]) -> Iterator[bytes]:
+    """Complete lines only; over-long lines are skipped without being held in memory."""
+    while True:
+        line = handle.readline(MAX_LINE_BYTES + 1)
+        if not line:
+            return
+        if len(line) > MAX_LINE_BYTES:
+            while line and not line.endswith(b"\n"):  # skip the rest of an over-long line
+                line = handle.readline(MAX_LINE_BYTES + 1)
+            continue
+        yield line
+
+
+def last_run(records: List[Record]) -> List[Record]:
+    """The records of the last run in a log that several runs appended to."""
+    if not records:
+        return []
+    run = records[-1].get("run")
+    return [r for r in records if r.get("run") == run]
+
+
+class MemlogTail:
+    """Follows a growing log without blocking: each :meth:`poll` returns the records appended since.
+
+    A line still being written (no newline yet) is kept until it is complete; a file that was truncated or
+    replaced is read again from its start.
+    """
+
+    def __init__(self, path: os.PathLike[str] | str, from_start: bool = True) -> None:
+        self.path = os.fspath(path)
+        self._offset = 0
+        self._inode: Optional[int] = None
+        self._partial = b""
+        if not from_start:
+            try:
+                info = os.stat(self.path)
+                self._offset, self._inode = info.st_size, info.st_ino
+            except OSError:
+                pass
+
+    def poll(self, max_bytes: int = 1 << 24) -> List[Record]:
+        try:
+            handle = _open_regular(self.path)
+        except MemlogError:
+            return []  # not there yet, or gone for a moment: the next poll tries again
+        with handle:
+            info = os.fstat(handle.fileno())
+            if info.st_ino != self._inode or info.st_size < self._offset:
+                self._offset, self._partial, self._inode = 0, b"", info.st_ino
+            handle.seek(self._offset)
+            chunk = handle.read(max_bytes)
+        self._offset += len(chunk)
+        data = self._partial + chunk
+        lines = data.split(b"\n")
+        self._partial = lines.pop()  # unterminated tail (empty when the chunk ended on a newline)
+        if len(self._partial) > MAX_LINE_BYTES:
+            self._partial = b""
+        return [r for r in map(parse_line, lines) if r is not None]
+
+
+def follow(path: os.PathLike[str] | str, interval_s: float = 0.5,
+           stop_after_idle_s: Optional[float] = None) -> Iterator[Record]:
+    """Yield records as they are appended (like ``tail -f``); stop after ``stop_after_idle_s`` of silence."""
+    tail = MemlogTail(path)
+    idle = 0.0
+    while True:
+        records = tail.poll()
+        yield from records
+        if records:
+            idle = 0.0
+        elif stop_after_idle_s is not None and idle >= stop_after_idle_s:
+            return
+        else:
+            time.sleep(interval_s)
+            idle += interval_s
