@@ -32,10 +32,17 @@ def fleet(paths: Tuple[str, ...], fmt: str, demo: bool, demo_nodes: int) -> None
 
         result = view.from_documents(fleet_documents(demo_nodes))
     else:
-        try:
-            result = view.build(paths)
-        except view.FleetInputError as exc:
-            raise fail_usage(str(exc)) from None
+        from npudoctor.report.progress import Progress
+
+        error = None
+        with Progress() as progress:  # the spinner line is gone before anything is printed
+            progress.update("reading reports")
+            try:
+                result = view.build(paths, progress=lambda n: progress.update("reading reports", f"{n} read"))
+            except view.FleetInputError as exc:
+                error = str(exc)
+        if error is not None:
+            raise fail_usage(error)
     render = {"json": view.render_json, "csv": view.render_csv}.get(fmt, view.render_text)
     click.echo(render(result), nl=False)
     if result.errors and fmt != "text":  # the text lists them itself; say so where a script's output would not
@@ -162,14 +169,20 @@ def onboard(profile_name: str, output: str, python: Optional[str], root: Optiona
     from npudoctor import api
     from npudoctor.fleet import onboard as engine
     from npudoctor.fleet.collective import CollectiveError
+    from npudoctor.report.progress import Progress, ProgressListener
 
     collective_options = engine.CollectiveOptions(not no_collective, collective_backend, nproc_per_node, sizes)
-    try:
-        memory = engine.read_memory(memlog) if memlog else None
-        result = engine.onboard(output, profile_name, collective_options, {"python": python, "logs_dirs": ()},
-                                root=root, memory=memory)
-    except (api.UsageError, CollectiveError) as exc:
-        raise fail_usage(str(exc)) from None
+    error = None
+    with Progress() as progress:  # the spinner line is gone before anything is printed
+        try:
+            memory = engine.read_memory(memlog) if memlog else None
+            result = engine.onboard(output, profile_name, collective_options, {"python": python, "logs_dirs": ()},
+                                    root=root, memory=memory, listener=ProgressListener(progress),
+                                    stage=progress.update)
+        except (api.UsageError, CollectiveError) as exc:
+            error = str(exc)
+    if error is not None:
+        raise fail_usage(error)
     report = result.report
     code = report.exit_code(fail_on)
     counts = ", ".join(f"{v} {k}" for k, v in report.summary.to_dict().items())

@@ -12,7 +12,7 @@ import json
 import os
 import time
 from dataclasses import dataclass
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from npudoctor import api
 from npudoctor.model.finding import Finding, Report, Status
@@ -92,7 +92,10 @@ def run_collective(options: CollectiveOptions, inventory: Mapping[str, Any],
 def onboard(directory: str, profile_name: str, collective: CollectiveOptions,
             options: Optional[Mapping[str, Any]] = None, root: Optional[str] = None,
             memory: Optional[Sequence[Mapping[str, Any]]] = None,
-            environ: Optional[Mapping[str, str]] = None) -> OnboardResult:
+            environ: Optional[Mapping[str, str]] = None, listener: Any = None,
+            stage: Optional[Callable[[str], None]] = None) -> OnboardResult:
+    """The acceptance run into ``directory``; ``listener`` hears the checks (a spinner), ``stage(label)`` the
+    steps after them."""
     from npudoctor.report import html
 
     profile = api.load_profile(profile_name)
@@ -100,11 +103,13 @@ def onboard(directory: str, profile_name: str, collective: CollectiveOptions,
     paths = {name: os.path.join(directory, name) for name in OUTPUTS}
     level = 3 if training_supported() else 2
     report = api.collect(paths["bundle.tar.gz"], root=root, level=level, options=options, profile=profile,
-                         environ=environ)
+                         environ=environ, listener=listener)
     if level < 3:
         report.findings.append(_skip(TRAINING_ID, "a training step runs on the device", "workload", "train-step",
                                      "training feature not installed (level 3 needs npudoctor's training "
                                      "checks)"))
+    if stage is not None and collective.run:
+        stage("collective probe (torchrun)")
     results, found = run_collective(collective, report.inventory, profile)
     report.findings.extend(found)
     document = report.to_dict()

@@ -123,8 +123,10 @@ def _count(value: Any) -> int:
 
 
 class _Builder:
-    def __init__(self, replay: Optional[Callable[[str], Dict[str, Any]]]) -> None:
+    def __init__(self, replay: Optional[Callable[[str], Dict[str, Any]]],
+                 progress: Optional[Callable[[int], None]] = None) -> None:
         self.view = FleetView()
+        self.progress = progress
         self.field_index: Dict[str, int] = {}
         self.by_name: Dict[str, int] = {}
         self.values: Dict[str, str] = {}  # one object per distinct text: 50,000 nodes share a few strings
@@ -136,6 +138,8 @@ class _Builder:
             self.view.errors.append((source, f"not an {REPORT_SCHEMA} document (schema {schema!r})"))
             return
         self.view.reports_read += 1
+        if self.progress is not None and self.view.reports_read % 200 == 0:
+            self.progress(self.view.reports_read)
         findings = document.get("findings") or []
         failing: Dict[str, None] = {}
         warning: Dict[str, None] = {}
@@ -280,10 +284,11 @@ def replay_bundle(path: str) -> Dict[str, Any]:
     return api.run_checks(api.make_runner(bundle=path)).to_dict()
 
 
-def build(paths: Sequence[str], replay: Optional[Callable[[str], Dict[str, Any]]] = replay_bundle) -> FleetView:
-    """Read every report and bundle under ``paths``. Unreadable inputs are listed in ``errors``; with no
-    readable report at all, :class:`FleetInputError`."""
-    builder = _Builder(replay)
+def build(paths: Sequence[str], replay: Optional[Callable[[str], Dict[str, Any]]] = replay_bundle,
+          progress: Optional[Callable[[int], None]] = None) -> FleetView:
+    """Read every report and bundle under ``paths`` (``progress(n)`` hears every 200th report). Unreadable
+    inputs are listed in ``errors``; with no readable report at all, :class:`FleetInputError`."""
+    builder = _Builder(replay, progress)
     for path in paths:
         builder.read_path(path)
     if not builder.view.nodes:
