@@ -4,8 +4,10 @@ never over an existing record; the HTML page puts the verdict first and draws it
 from __future__ import annotations
 
 import json
+import re
 import tarfile
 from html.parser import HTMLParser
+from xml.etree import ElementTree
 
 from npudoctor import api
 from npudoctor.cli import main
@@ -92,6 +94,9 @@ def test_page_draws_bus_bandwidth_and_memory_inline():
     assert "&lt;script&gt;" in page and "n&lt;1&gt;&amp;&quot;" in page
     assert "Bus bandwidth against message size (hccl, 8 ranks)" in page and ">64M<" in page
     assert page.count("<polyline") == 4 and "ACCEPTED: nothing failed" in page
+    for svg in re.findall(r"<svg.*?</svg>", page, flags=re.S):  # well-formed: any SVG viewer draws it
+        root = ElementTree.fromstring(svg)
+        assert root.tag == "svg" and root.findall("polyline")
 
 
 def test_collective_is_skipped_with_a_reason_where_it_cannot_run(monkeypatch):
