@@ -82,6 +82,10 @@ def explain_topic(topic: str) -> Optional[Any]:
     spec = find_check(topic)
     if spec is not None:
         return spec
+    if topic.upper().startswith("COL"):  # the collective probe's findings (npudoctor collective, onboard)
+        from npudoctor.fleet.collective import explain_spec
+
+        return explain_spec(topic)
     from npudoctor.logs.codes import explain
 
     return explain(topic)

@@ -85,3 +85,9 @@ def test_real_torchrun_with_gloo_on_two_processes():
     assert all(r["correct"] and r["time_us"] > 0 and len(r["rank_times_us"]) == 2 for r in doc["results"])
     statuses = {f["id"]: f["status"] for f in doc["findings"]}
     assert statuses["COL001"] == "pass" and statuses["COL002"] == "skip"
+
+
+def test_explain_documents_the_collective_findings():
+    result = cli_runner().invoke(main, ["explain", "COL002", "COL003"])
+    assert result.exit_code == 0
+    assert "fleet.collective.busbw_gbps" in result.output and "slow_rank_factor" in result.output

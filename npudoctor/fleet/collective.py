@@ -12,15 +12,8 @@ Figures, per operation and message size, as nccl-tests and hccl_test print them:
   the link's bandwidth whatever the rank count: all_reduce 2(n-1)/n, all_gather (n-1)/n, broadcast 1.
   For all_gather the size is the gathered output (each rank sends size/n), as in nccl-tests.
 
-Findings (stage ``collective``):
-
-* COL001 results are correct: every rank checks the values it received (all_reduce of rank+1 sums to
-  n(n+1)/2, all_gather returns each rank's chunk, broadcast the root's values). A run that failed to start or
-  crashed is an ERROR, with any HCCL/CANN error codes in its output explained by the log doctor's code base.
-* COL002 bus bandwidth as the profile expects (``fleet.collective.busbw_gbps.<op>`` at the largest size,
-  at least ``fleet.collective.min_busbw_fraction`` of it); SKIP when the profile expects nothing.
-* COL003 no rank much slower than the others: WARN when the slowest rank's total time exceeds
-  ``fleet.collective.slow_rank_factor`` times the median rank's.
+Findings COL001 (correct results), COL002 (bus bandwidth against the profile) and COL003 (the slowest
+rank) are documented below, as ``npudoctor explain COL001`` prints them.
 """
 
 from __future__ import annotations
@@ -43,6 +36,53 @@ TITLES = {
     "COL002": "Bus bandwidth as the profile expects",
     "COL003": "No rank much slower than the others",
 }
+
+
+def _col001(ctx: Any) -> List[Any]:
+    """Every rank checks the values a collective returned: all_reduce of rank+1 must sum to n(n+1)/2 on every
+    rank, all_gather must return each rank's own chunk, broadcast the root's values.
+
+    A wrong value with no error is a hardware or driver fault (memory, a link corrupting data): run
+    ``npu-smi info -t health`` on the nodes of the named ranks and ``npudoctor check``. A run that fails to
+    start or crashes is an ERROR; HCCL/CANN error codes in its output (EI0006, errNo 0x0501...) are
+    explained from the log doctor's code base, with their fix.
+    """
+    return []  # documentation only: `npudoctor collective` and `onboard` make these findings
+
+
+def _col002(ctx: Any) -> List[Any]:
+    """Bus bandwidth (busbw, as nccl-tests and hccl_test compute it: all_reduce algbw x 2(n-1)/n, all_gather
+    x (n-1)/n, broadcast x 1) at the largest message size reaches ``fleet.collective.min_busbw_fraction``
+    (0.8) of ``fleet.collective.busbw_gbps.<op>`` in the profile.
+
+    Without an expected value, or on gloo (the CPU says nothing about NPU links): SKIP with the measured
+    figure. Below expectation: check each NPU's RoCE link and speed (``hccn_tool -i N -link -g``,
+    ``-speed -g``), PCIe widths (``npudoctor check --only PCI003,HCCL``) and that no other job shares the
+    NPUs. Pin the figure a good node measures in the site profile.
+    """
+    return []
+
+
+def _col003(ctx: Any) -> List[Any]:
+    """No rank's total time over all measured operations exceeds ``fleet.collective.slow_rank_factor``
+    (1.5) times the median rank's; the slowest rank and its host are named either way.
+
+    One slow rank stalls every step of a data-parallel job. Check its node with ``npudoctor check`` (chip
+    health, PCIe width, other processes holding the NPU).
+    """
+    return []
+
+
+def explain_spec(check_id: str) -> Any:
+    """The collective's findings for ``npudoctor explain COL001``: not registered checks (``check`` never runs
+    them), documented the same way."""
+    from npudoctor.checks.registry import CheckSpec
+
+    funcs = {"COL001": _col001, "COL002": _col002, "COL003": _col003}
+    wanted = check_id.upper()
+    if wanted not in funcs:
+        return None
+    return CheckSpec(wanted, "collective", TITLES[wanted], funcs[wanted])
 
 
 class CollectiveError(Exception):
