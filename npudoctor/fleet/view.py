@@ -32,6 +32,7 @@ NOT_DRIFT = frozenset({"hostname", "chips.source"})
 # Per-chip rows (health, temperature): state for chip tables, not an inventory value to compare or keep.
 NOT_KEPT = frozenset({"chips.devices"})
 FAILING = ("fail", "error")
+NOTABLE = frozenset({"fail", "error", "warn"})
 
 
 class NodeRecord(NamedTuple):
@@ -140,19 +141,19 @@ class _Builder:
         self.view.reports_read += 1
         if self.progress is not None and self.view.reports_read % 200 == 0:
             self.progress(self.view.reports_read)
-        findings = document.get("findings") or []
+        findings = document.get("findings")
         failing: Dict[str, None] = {}
         warning: Dict[str, None] = {}
-        for finding in findings:
-            if not isinstance(finding, dict):
+        titles = self.view.titles
+        for finding in findings if isinstance(findings, list) else ():
+            # Most findings pass or skip: one lookup decides (this loop runs 60 times per report).
+            status = finding.get("status") if type(finding) is dict else None
+            if status not in NOTABLE:
                 continue
-            status, check_id = finding.get("status"), str(finding.get("id", "?"))
-            if status in FAILING:
-                failing[check_id] = None
-            elif status == "warn":
-                warning[check_id] = None
-            if check_id not in self.view.titles and (status in FAILING or status == "warn"):
-                self.view.titles[check_id] = str(finding.get("title", ""))
+            check_id = str(finding.get("id", "?"))
+            (warning if status == "warn" else failing)[check_id] = None
+            if check_id not in titles:
+                titles[check_id] = str(finding.get("title", ""))
         summary = _mapping(document, "summary")
         counts = tuple(_count(summary.get(k)) for k in ("pass", "warn", "fail", "skip", "error"))
         inventory, host = _mapping(document, "inventory"), _mapping(document, "host")
@@ -206,7 +207,7 @@ class _Builder:
         elif info.st_size > MAX_REPORT_BYTES:
             self.view.errors.append((path, f"larger than {MAX_REPORT_BYTES} bytes: not a report"))
         else:
-            self._read_report_file(path)
+            self._read_report_file(path, info.st_size)
 
     def _read_folder(self, folder: str) -> None:
         for dirpath, dirnames, filenames in os.walk(folder):  # os.walk does not follow symlinked folders
@@ -219,10 +220,11 @@ class _Builder:
                 if name.endswith(".json") or name.endswith(BUNDLE_SUFFIXES):
                     self.read_path(os.path.join(dirpath, name))
 
-    def _read_report_file(self, path: str) -> None:
+    def _read_report_file(self, path: str, size: int) -> None:
         try:
             with open(path, "rb") as handle:
-                data = handle.read(MAX_REPORT_BYTES + 1)
+                # read(n) allocates n bytes up front: ask for what stat said (+1 to notice a file that grew).
+                data = handle.read(min(size, MAX_REPORT_BYTES) + 1)
         except OSError as exc:
             self.view.errors.append((path, exc.strerror or str(exc)))
             return
