@@ -6,7 +6,9 @@ The cost is linear in the number of reports: each is read once, reduced to a sma
 warning check IDs, the inventory as a tuple of values in one shared field order) and dropped. Drift is every
 inventory field on which nodes disagree, with the majority value and the nodes that differ from it.
 
-A node reported twice (same host name) counts once, by its newest report (``run.started``).
+A node reported twice (same host name) counts once: by its newest report where reports carry ``run.started``
+(``onboard`` records do; ``check --format json`` leaves times out so that replays are byte-stable), else by
+the one read last (inputs in the order given, folders in name order).
 """
 
 from __future__ import annotations
