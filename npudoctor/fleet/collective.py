@@ -22,6 +22,7 @@ import json
 import os
 import re
 import statistics
+import textwrap
 import time
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
@@ -373,7 +374,7 @@ def _slow_rank(rows: Sequence[Mapping[str, Any]], world: int, hosts: Sequence[An
 
 
 # -- output ---------------------------------------------------------------------------------------------------
-def render_text(document: Mapping[str, Any], found: Sequence[Finding]) -> str:
+def render_text(document: Mapping[str, Any], found: Sequence[Finding], width: int = 80) -> str:
     from npudoctor.report.symbols import SYMBOL
 
     lines = [f"npudoctor collective: backend {document.get('backend')}, {document.get('world_size')} rank(s) on "
@@ -385,11 +386,17 @@ def render_text(document: Mapping[str, Any], found: Sequence[Finding]) -> str:
             lines.append(f"{r['op']:<11}{human_size(r['size_bytes']):>6}{r['time_us']:>12.1f}{r['algbw_gbps']:>12.3f}"
                          f"{r['busbw_gbps']:>12.3f}  {'ok' if r['correct'] else 'WRONG':<5}  rank {r['slowest_rank']}")
     lines.append("")
-    for finding in found:
-        lines.append(f"  {SYMBOL[finding.status]} {finding.id}  {finding.title}"
-                     f"{f' [{finding.subject}]' if finding.subject else ''}: {finding.detail}")
+    for finding in found:  # the check layout at 80 columns: the line, then the detail and fix indented
+        lines.append(f"  {SYMBOL[finding.status]} {finding.id:<7} {finding.title}"
+                     f"{f' [{finding.subject}]' if finding.subject else ''}")
+        lines += textwrap.wrap(finding.detail, width, initial_indent=" " * 12, subsequent_indent=" " * 12)
         if finding.fix and finding.status in (Status.FAIL, Status.WARN, Status.ERROR):
-            lines.append(f"      fix: {finding.fix}")
+            lines += textwrap.wrap(finding.fix, width, initial_indent=" " * 12 + "fix: ",
+                                   subsequent_indent=" " * 17, break_on_hyphens=False)
+    counts = {status: sum(1 for f in found if f.status is status) for status in Status}
+    problems = counts[Status.FAIL] + counts[Status.ERROR]
+    lines += ["", f"{len(found)} findings: " + ", ".join(f"{n} {s.value}" for s, n in counts.items() if n)
+              + ("; nothing failed" if not problems else f"; {problems} problem(s)")]
     return "\n".join(lines) + "\n"
 
 
