@@ -5,18 +5,20 @@ from __future__ import annotations
 import os
 import sys
 import time
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+from pathlib import Path
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from npudoctor import __version__
 from npudoctor.checks.registry import STAGES, CheckContext, CheckSpec, ordered_specs, run_check, select
 from npudoctor.knowledge import KnowledgeError, data_dir, load_yaml_file, profile_names, profile_path
 from npudoctor.model.finding import Finding, Report
 from npudoctor.model.listener import RunListener, SilentListener
-from npudoctor.model.profile import NodeProfile, deep_merge
+from npudoctor.model.profile import NodeProfile, ProfileError, deep_merge, flatten, validate_profile
 from npudoctor.probes import prefetch
 from npudoctor.probes.runner import LiveRunner, RecordingRunner, Runner
 
 DEFAULT_PROFILE = "default"
+MAX_EXTENDS_DEPTH = 16
 
 
 class UsageError(Exception):
@@ -47,24 +49,40 @@ def check_python_option(runner: Runner, python: Optional[str]) -> None:
 
 
 def load_profile(name_or_path: Optional[str] = None) -> NodeProfile:
-    """A shipped profile by name or a site profile by path, merged over the default profile."""
+    """A shipped profile by name or a site profile by path, merged over the profiles it extends and the
+    default profile. Every file is checked against the schema (``model.profile.PROFILE_SCHEMA``); a bad
+    value, an unknown key or an ``extends`` cycle is a :class:`UsageError` naming the file and the key."""
     try:
-        base = load_yaml_file(data_dir("profiles") / f"{DEFAULT_PROFILE}.yaml") or {}
+        default_path = data_dir("profiles") / f"{DEFAULT_PROFILE}.yaml"
+        defaults = load_yaml_file(default_path) or {}
+        base = validate_profile(defaults, str(default_path), defaults)
         if not name_or_path or name_or_path == DEFAULT_PROFILE:
             return NodeProfile(DEFAULT_PROFILE, base)
-        path = profile_path(name_or_path)
-        if path is None:
-            raise UsageError(f"unknown profile {name_or_path!r}; shipped profiles: {', '.join(profile_names())}")
-        data = load_yaml_file(path)
-    except KnowledgeError as exc:
+        chain: List[Tuple[str, Dict[str, Any]]] = []  # (file, its data), the profile asked for first
+        wanted: Optional[str] = name_or_path
+        seen: List[str] = []
+        while wanted not in (None, DEFAULT_PROFILE):
+            path = profile_path(wanted, relative_to=os.path.dirname(chain[-1][0]) if chain else None)
+            if path is None:
+                where = f"{chain[-1][0]}: extends: " if chain else ""
+                raise UsageError(f"{where}unknown profile {wanted!r}; shipped profiles: {', '.join(profile_names())}")
+            real = os.path.realpath(path)
+            if real in seen:
+                cycle = " -> ".join([*(os.path.basename(p) for p in seen), os.path.basename(real)])
+                raise UsageError(f"{chain[-1][0]}: extends: cycle ({cycle})")
+            if len(seen) >= MAX_EXTENDS_DEPTH:
+                raise UsageError(f"{chain[-1][0]}: extends: more than {MAX_EXTENDS_DEPTH} profiles deep")
+            seen.append(real)
+            data = validate_profile(load_yaml_file(path), str(path), defaults)
+            chain.append((str(path), data))
+            wanted = data.get("extends", DEFAULT_PROFILE)
+    except (KnowledgeError, ProfileError) as exc:
         raise UsageError(str(exc)) from None
-    if not isinstance(data, dict):
-        raise UsageError(f"{name_or_path}: a profile must be a YAML mapping")
-    name = str(data.get("name", path.stem))
-    parent = data.get("extends", DEFAULT_PROFILE)
-    if parent not in (DEFAULT_PROFILE, None):
-        base = load_profile(str(parent)).data
-    return NodeProfile(name, deep_merge(base, data))
+    merged = base
+    for _path, data in reversed(chain):
+        merged = deep_merge(merged, data)
+    first_path, first = chain[0]
+    return NodeProfile(str(first.get("name", Path(first_path).stem)), merged)
 
 
 def list_checks(level: int = 3) -> List[CheckSpec]:
@@ -96,11 +114,14 @@ def run_checks(
     profile: Optional[NodeProfile] = None,
     only: Sequence[str] = (),
     skip: Sequence[str] = (),
-    level: int = 1,
+    level: Optional[int] = None,
     options: Optional[Mapping[str, Any]] = None,
     listener: Optional[RunListener] = None,
 ) -> Report:
-    """Run the selected checks in stage order and return the report; ``listener`` hears each stage as it ends."""
+    """Run the selected checks in stage order and return the report; ``listener`` hears each stage as it ends.
+    ``level`` and ``options`` not given come from the bundle being replayed (what ``collect`` was given), else
+    level 1."""
+    level, options = replay_options(runner, level, options or {})
     profile = profile or load_profile()
     listener = listener or SilentListener()
     running = getattr(listener, "running", None)
@@ -109,7 +130,7 @@ def run_checks(
         # Slow commands start before the check modules load; narrowed runs start only their own.
         prefetch([stage for stage in STAGES if stage not in skip], ctx)
     specs = select(ordered_specs(), only, skip, level)
-    if not only and not profile.get("inventory"):
+    if not only and not any(v is not None for v in flatten(profile.get("inventory") or {}).values()):
         # The site stage compares the node with a site profile's pins; like a level-2 check at level 1, it
         # is left out where there is nothing to compare (`--only site` still runs it and says so).
         specs = [spec for spec in specs if spec.stage != "site"]
@@ -206,18 +227,22 @@ def _host(runner: Runner) -> Dict[str, Any]:
 
 
 def collect(output: str, root: Optional[str] = None, level: int = 1,
-            environ: Optional[Mapping[str, str]] = None, options: Optional[Mapping[str, Any]] = None,
+            environ: Optional[Mapping[str, Any]] = None, options: Optional[Mapping[str, Any]] = None,
             listener: Optional[RunListener] = None, samples: int = 0, interval_s: float = 1.0,
             profile: Optional[NodeProfile] = None) -> Report:
     """Run every check against the live node, recording each raw answer, and write the bundle to ``output``.
 
     With ``samples``, ``npu-smi info`` is also recorded that many times, ``interval_s`` apart, for
-    ``npudoctor dashboard --replay``. The file is written under a temporary name and renamed, and an existing
-    ``output`` is never replaced.
+    ``npudoctor dashboard --replay``. The bundle is written under a temporary name created exclusively beside
+    it and linked into place; an existing ``output`` (or ``output.partial``) is never replaced, and a failure
+    leaves nothing behind. ``level`` and ``options`` (python, logs_dirs) are stored in the bundle: ``check
+    --from`` uses them.
     """
     from npudoctor.probes.bundle import build_bundle, write_bundle
 
-    if os.path.exists(output):
+    if not output or not os.path.basename(output.rstrip(os.sep)):
+        raise UsageError("-o: the output name is empty")
+    if os.path.lexists(output):
         raise UsageError(f"{output} already exists; choose another name (nothing was overwritten)")
     parent = os.path.dirname(os.path.abspath(output))
     if not os.path.isdir(parent):
@@ -229,8 +254,19 @@ def collect(output: str, root: Optional[str] = None, level: int = 1,
         from npudoctor.probes.timeline import record_samples
 
         recorder.records.extend(record_samples(recorder.inner, samples, interval_s))
-    write_bundle(output, build_bundle(recorder.records, _host(recorder)))
+    write_bundle(output, build_bundle(recorder.records, _host(recorder), {**(options or {}), "level": level}))
     return report
+
+
+def replay_options(runner: Runner, level: Optional[int], options: Mapping[str, Any]) -> Tuple[int, Dict[str, Any]]:
+    """The level and options a check runs with: what was given, else (replaying a bundle) what ``collect``
+    was given, so that a bundle replays on its own."""
+    recorded: Mapping[str, Any] = getattr(runner, "collect_options", None) or {}
+    merged = dict(options)
+    for name in ("python", "logs_dirs"):
+        if not merged.get(name) and recorded.get(name):
+            merged[name] = tuple(recorded[name]) if name == "logs_dirs" else recorded[name]
+    return (level if level is not None else int(recorded.get("level") or 1)), merged
 
 
 def findings_by_id(report: Report, check_id: str) -> List[Finding]:

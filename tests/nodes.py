@@ -101,8 +101,9 @@ class Replay(NamedTuple):
 
 def collect_and_replay(node, bundle: Path, only: Sequence[str] = (),
                        options: Optional[Mapping[str, Any]] = None) -> Replay:
-    """Check the node live, collect it into ``bundle``, and check the bundle: the three reports."""
+    """Check the node live, collect it into ``bundle``, and check the bundle: the three reports. The replay
+    is given no options: a bundle replays with what `collect` was given (stored in it)."""
     live = api.run_checks(node.runner(), only=only, options=options)
     collected = api.collect(str(bundle), root=str(node.root), environ=node.env, options=options)
-    replayed = api.run_checks(api.make_runner(bundle=str(bundle)), only=only, options=options)
+    replayed = api.run_checks(api.make_runner(bundle=str(bundle)), only=only)
     return Replay(live, collected, replayed)

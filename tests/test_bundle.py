@@ -29,7 +29,7 @@ def test_collect_then_replay_gives_the_same_findings(node, tmp_path):
 
 
 def test_bundle_redacts_secrets_in_environment_and_outputs(node, tmp_path):
-    node.setenv(HF_TOKEN="hf_secret_value", MY_PASSWORD="hunter2", PATH_EXTRA="/opt/x")
+    node.setenv(HF_TOKEN="hf_secret_value", MY_PASSWORD="hunter2", LD_LIBRARY_PATH="/opt/x", UNREAD="value")
     node.command("tool", stdout="export OPENAI_API_KEY=sk-live-123\nurl https://u:pw123@host/x\n")
     recorder = RecordingRunner(node.runner())
     recorder.environ()
@@ -42,6 +42,8 @@ def test_bundle_redacts_secrets_in_environment_and_outputs(node, tmp_path):
     for secret in (b"hf_secret_value", b"hunter2", b"sk-live-123", b"pw123"):
         assert secret not in everything
     assert b"/opt/x" in everything  # ordinary values survive
+    env = next(r for r in manifest["records"] if r["kind"] == "env")
+    assert "UNREAD" in env["names_not_recorded"] and b"value" not in everything  # no check reads it
     assert manifest["schema"] == "npudoctor.bundle/1" and manifest["redacted"] is True
     record = next(r for r in manifest["records"] if r["kind"] == "command")
     assert record["argv"] == ["tool"] and record["rc"] == 0 and "duration_s" in record

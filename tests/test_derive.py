@@ -35,7 +35,7 @@ def test_derived_profile_pins_the_node_and_passes_on_it(tmp_path):
     assert "nnae" not in pins  # not known on the reference node: not pinned, and the file says so
     pinned_lines = [line for line in site.read_text().splitlines()
                     if line.startswith("  ") and not line.strip().startswith("#") and not line.endswith(":")]
-    assert len(pinned_lines) == 19
+    assert len(pinned_lines) == 18
     assert all("  # " in line for line in pinned_lines)  # every value says where it came from
     # Thresholds come from the base profile; the same node passes every pin.
     profile = api.load_profile(str(site))

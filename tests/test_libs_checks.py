@@ -422,3 +422,17 @@ def test_install_with_only_version_cfg_has_its_public_cann_version(node):
     node.symlink("/usr/local/Ascend/ascend-toolkit/latest", "8.0.0")
     versions = {i.path: i.version for i in find_cann_installs(node.runner(), {})}
     assert versions["/usr/local/Ascend/ascend-toolkit/latest"] == "8.0.0"
+
+
+def test_level2_bundle_replays_the_import_trial_on_its_own(node, built, tmp_path):
+    """The import trial runs with the node's whole environment (keyed by a digest of it); the bundle keeps only
+    the variables checks read, redacted, and the replay is given no --level: it still finds the answer."""
+    sourced(make_node(node, built, import_stdout="NPUDOCTOR-STAGE import torch\nNPUDOCTOR-STAGE import torch_npu\n"
+                                                 "NPUDOCTOR-STAGE device op\nNPUDOCTOR-STAGE ok [2.0, 2.0]\n"))
+    node.setenv(HF_TOKEN="hf_secret_value", UNREAD_VARIABLE="x")
+    bundle = tmp_path / "node.tar.gz"
+    collected = api.collect(str(bundle), root=str(node.root), environ=node.env, level=2)
+    replayed = api.run_checks(api.make_runner(bundle=str(bundle)), only=("LIB005",))
+    assert replayed.tool["level"] == 2
+    assert [(f.id, f.status) for f in replayed.findings] == [
+        (f.id, f.status) for f in collected.findings if f.id == "LIB005"] == [("LIB005", Status.PASS)]

@@ -179,3 +179,23 @@ def test_unreadable_inputs_raise_memlog_error(tmp_path):
 def test_make_record_refuses_unknown_keys():
     with pytest.raises(TypeError, match="allocated"):
         memlog.make_record(0, "r", allocated=1)
+
+
+def test_follow_yields_appended_records_and_stops_when_idle(tmp_path):
+    path = tmp_path / "mem.jsonl"
+    with memlog.MemlogWriter(path, run="f") as writer:
+        for step in range(3):
+            writer.write(step, rss_bytes=step)
+    assert [r["step"] for r in memlog.follow(path, interval_s=0.01, stop_after_idle_s=0.02)] == [0, 1, 2]
+
+
+def test_writer_appends_only_to_memlog_logs(tmp_path):
+    other = tmp_path / "notes.txt"
+    other.write_text("my notes\n")
+    with pytest.raises(memlog.MemlogError, match=r"is not a npudoctor\.memlog/1 log"):
+        memlog.MemlogWriter(other)
+    assert other.read_text() == "my notes\n"
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(memlog.MemlogError, match="not a regular file"):
+        memlog.MemlogWriter(fifo)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Callable, Iterable, Iterator, List, Mapping, Optional, Sequence
 
-from npudoctor.checks.registry import Outcome, check, error, fail, passed, skip, warn
+from npudoctor.checks.registry import Outcome, by_severity, check, error, fail, passed, skip, warn
 from npudoctor.parsers.hccl_env import (
     default_interface_order,
     interfaces_with_address,
@@ -565,14 +565,13 @@ def device_ip_set(ctx) -> Iterator[Outcome]:
     them); npudoctor prints the command, it never runs it.
     """
     conf = ctx.facts("hccl.hccn_conf")
-    severity = str(ctx.profile.get("hccl.device_ip_missing", "fail"))
+    report = by_severity(ctx, "hccl.device_ip_missing", "fail")
 
     def judge(device: HccnDevice, subject: str) -> Optional[Outcome]:
         assert device.device_ip is not None
         if device.device_ip.is_set:
             return None
         entry = conf.devices.get(device.device_id, {})
-        report = warn if severity == "warn" else fail
         return report(
             subject,
             "the RoCE port has no IP address (`hccn_tool -i "

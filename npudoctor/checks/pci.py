@@ -3,10 +3,20 @@ this process (or container) open its device nodes."""
 
 from __future__ import annotations
 
-from typing import Iterable, List
+from typing import Callable, Iterable, List
 
 from npudoctor import knowledge
-from npudoctor.checks.registry import NOT_AN_ASCEND_NODE, CheckContext, Outcome, check, fail, passed, skip, warn
+from npudoctor.checks.registry import (
+    NOT_AN_ASCEND_NODE,
+    CheckContext,
+    Outcome,
+    by_severity,
+    check,
+    fail,
+    passed,
+    skip,
+    warn,
+)
 from npudoctor.parsers.sysfs import pcie_generation
 
 CONTAINER_DEVICES_FIX = (
@@ -96,14 +106,20 @@ def npu_driver_binding(ctx: CheckContext) -> Iterable[Outcome]:
                        fix="expected devdrv_device_driver; check which package installed this driver")
 
 
+def _stricter(one: Callable[..., Outcome], other: Callable[..., Outcome]) -> Callable[..., Outcome]:
+    return fail if fail in (one, other) else one
+
+
 @check("PCI003", stage="pcie", title="PCIe link at full width and speed", requires=("PCI001",))
 def pcie_link(ctx: CheckContext) -> Iterable[Outcome]:
     """Compares each NPU's current PCIe link width and speed with what the device supports.
 
     A link trained below its capability (x8 instead of x16, or Gen3 instead of Gen4) slows host-device copies
     and data loading without any error. Real 910B cards report LnkCap 32 GT/s; in a Gen4 server slot they
-    run at 16 GT/s, which is the platform's limit rather than a fault: a downgrade is a WARN, and the
-    evidence says by how much. A width downgrade is more often a seating or riser problem.
+    run at 16 GT/s, which is the platform's limit rather than a fault: a downgrade is a WARN by default, and
+    the evidence says by how much. A width downgrade is more often a seating or riser problem. The profile's
+    ``pcie.link_width_downgrade`` and ``pcie.link_speed_downgrade`` (warn or fail) choose the severity; with
+    both downgrades the stricter one applies.
 
     Fix: reseat the card or move it to a full x16 slot; check the BIOS PCIe speed setting; compare with
     `lspci -vv -s <bus id> | grep -E "LnkCap|LnkSta"`.
@@ -121,14 +137,17 @@ def pcie_link(ctx: CheckContext) -> Iterable[Outcome]:
                        fix=f"lspci -vv -s {device.bdf} | grep -E 'LnkCap|LnkSta'")
             continue
         problems: List[str] = []
+        report = warn
         if device.current_link_width < device.max_link_width:
             problems.append(f"width x{device.current_link_width} of x{device.max_link_width}")
+            report = _stricter(report, by_severity(ctx, "pcie.link_width_downgrade", "warn"))
         if device.max_link_speed_gts and device.current_link_speed_gts < device.max_link_speed_gts:
             now, best = pcie_generation(device.current_link_speed_gts), pcie_generation(device.max_link_speed_gts)
             problems.append(f"speed {device.current_link_speed_gts:g} GT/s (Gen{now}) of "
                             f"{device.max_link_speed_gts:g} GT/s (Gen{best})")
+            report = _stricter(report, by_severity(ctx, "pcie.link_speed_downgrade", "warn"))
         if problems:
-            yield warn(device.bdf, "link downgraded: " + ", ".join(problems), evidence,
+            yield report(device.bdf, "link downgraded: " + ", ".join(problems), evidence,
                        fix=f"reseat the card or use a full-speed x16 slot; compare `lspci -vv -s {device.bdf}`")
         else:
             detail = f"x{device.current_link_width} at {device.current_link_speed_gts:g} GT/s"

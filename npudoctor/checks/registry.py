@@ -66,6 +66,18 @@ def error(detail: str, subject: str = "", evidence: Optional[Mapping[str, Any]] 
     return Outcome(Status.ERROR, subject, detail, evidence or {})
 
 
+def by_severity(ctx: CheckContext, key: str, default: str) -> Callable[..., Outcome]:
+    """:func:`warn` or :func:`fail`, as the profile's severity ``key`` says (``default`` when a profile made
+    in code lacks it). One rule for every check: the profile schema admits only ``warn`` and ``fail`` (any
+    case, normalised at load), so anything else here is a profile built around the loader, and an error
+    rather than a silent guess."""
+    level = ctx.profile.get(key, default)
+    chosen = {"warn": warn, "fail": fail}.get(str(level).strip().lower())
+    if chosen is None:
+        raise ValueError(f"profile {ctx.profile.name}: {key}: {level!r} is not a severity (warn or fail)")
+    return chosen
+
+
 CheckFunc = Callable[["CheckContext"], Iterable[Outcome]]
 
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 from typing import Any, Dict, Iterable, List, Mapping, Sequence, Tuple
 
 from npudoctor.checks.registry import CheckContext, Outcome, check, fail, passed, skip, warn
-from npudoctor.probes.inventory import CHIP_FIELDS, SOFTWARE_FIELDS, SYSTEM_FIELDS, flatten
+from npudoctor.model.inventory import PINNABLE
+from npudoctor.probes.inventory import flatten
 
 
 def _same(expected: Any, actual: Any) -> bool:
@@ -80,5 +81,4 @@ def pinned_inventory(ctx: CheckContext) -> Iterable[Outcome]:
     ``fleet.pin_mismatch: warn``), with the value to install. Delete a pin from the profile to stop checking
     it. Without pinned values: SKIP.
     """
-    fields = [f"chips.{name}" for name in CHIP_FIELDS] + [*SOFTWARE_FIELDS, *SYSTEM_FIELDS]
-    yield from compare_pins(ctx, fields)
+    yield from compare_pins(ctx, PINNABLE)

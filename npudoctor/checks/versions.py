@@ -20,6 +20,7 @@ from npudoctor.checks.registry import (
     NOT_AN_ASCEND_NODE,
     CheckContext,
     Outcome,
+    by_severity,
     cause_of,
     check,
     error,
@@ -206,13 +207,6 @@ def _package_version(facts: Any, name: str) -> Optional[Version]:
     unreadable (checks that must tell these apart use :func:`_packages`)."""
     info = facts.package(name)
     return parse_version(info.version) if info else None
-
-
-def _verdict(level: str, subject: str, detail: str, evidence: Mapping[str, Any], fix: str) -> Outcome:
-    """A mismatch whose severity the profile chooses (``warn`` or ``fail``)."""
-    if str(level).lower() == "fail":
-        return fail(subject, detail, evidence, fix)
-    return warn(subject, detail, evidence, fix)
 
 
 def _pip(*pins: str) -> str:
@@ -585,8 +579,7 @@ def torch_npu_and_cann(ctx: CheckContext) -> Iterable[Outcome]:
             fix,
         )
     else:
-        yield _verdict(
-            ctx.profile.get("versions.cann_newer_than_matrix", "warn"),
+        yield by_severity(ctx, "versions.cann_newer_than_matrix", "warn")(
             "python:torch_npu",
             f"torch_npu {torch_npu.text} was built for CANN {release.cann.text}; the CANN in use is "
             f"{cann.label} (newer, untested combination)",
@@ -762,8 +755,7 @@ def cann_and_driver(ctx: CheckContext) -> Iterable[Outcome]:
             evidence,
         )
         return
-    yield _verdict(
-        ctx.profile.get("versions.driver_cann_mismatch", "warn"),
+    yield by_severity(ctx, "versions.driver_cann_mismatch", "warn")(
         "cann",
         f"{cann.label} ({cann_inner.train_code}) does not list driver {driver.driver_version} "
         f"({driver_inner.train_code}), nor does the driver list it",

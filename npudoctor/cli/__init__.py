@@ -60,6 +60,8 @@ class LazyGroup(click.Group):
         "libs": "npudoctor.cli.libs:libs",
         "logs": "npudoctor.cli.logs:logs",
         "parse": "npudoctor.cli.parse:parse",
+        "train-step": "npudoctor.cli.train:train_step",
+        "leak": "npudoctor.cli.train:leak",
         "fleet": "npudoctor.cli.fleet:fleet",
         "profile": "npudoctor.cli.fleet:profile",
         "collective": "npudoctor.cli.fleet:collective",
@@ -113,8 +115,9 @@ FORMATS = click.Choice(["text", "json", "junit", "prometheus", "npd"])
 
 
 @main.command()
-@click.option("--level", type=click.IntRange(1, 3), default=1, show_default=True,
-              help="1: static checks; 2: also import torch/torch_npu in a child process and run one op.")
+@click.option("--level", type=click.IntRange(1, 3), default=None,
+              help="1 (default; with --from: the bundle's): static checks; 2: also import torch/torch_npu in a "
+                   "child process and run one op; 3: also train a tiny CLIP in a child process (TRN001-TRN005).")
 @click.option("--profile", "profile_name", metavar="NAME|PATH", help="Node profile (expected chips, thresholds).")
 @click.option("--from", "bundle", metavar="BUNDLE", help="Replay a bundle made by `npudoctor collect`.")
 @click.option("--root", metavar="DIR", help="Read system files (sysfs, /dev, /usr/local/Ascend, /etc) under DIR.")
@@ -132,7 +135,7 @@ FORMATS = click.Choice(["text", "json", "junit", "prometheus", "npd"])
               help="Also write the Prometheus text (node_exporter textfile collector) to PATH, atomically.")
 @click.option("--demo", metavar="SCENARIO", is_flag=False, flag_value="healthy", default=None,
               help="Replay a scenario shipped with npudoctor (healthy, chip-warning, ...; `--demo list`).")
-def check(level: int, profile_name: Optional[str], bundle: Optional[str], root: Optional[str],
+def check(level: Optional[int], profile_name: Optional[str], bundle: Optional[str], root: Optional[str],
           only: Tuple[str, ...], skip_ids: Tuple[str, ...], fmt: str, fail_on: str, python: Optional[str],
           logs_dirs: Tuple[str, ...], verbose: bool, textfile: Optional[str], demo: Optional[str]) -> None:
     """Run the ordered node checks and say how to fix what is wrong."""

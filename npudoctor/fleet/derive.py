@@ -12,7 +12,7 @@ import json
 import os
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from npudoctor.probes.inventory import CHIP_FIELDS, SOFTWARE_FIELDS, SYSTEM_FIELDS
+from npudoctor.model.inventory import CHIP_FIELDS, SOFTWARE_FIELDS, SYSTEM_FIELDS
 
 # Where each inventory value comes from on a node, for the comments of the derived profile.
 ORIGIN: Dict[str, str] = {
@@ -110,8 +110,6 @@ def derive(document: Mapping[str, Any], source: str, base: Optional[str] = None,
         node_lines.append(f"  npu_count: {chips['count']}  # {ORIGIN['chips.count']}")
     if isinstance(chips.get("family"), str):
         node_lines.append(f"  chip_family: {_scalar(chips['family'])}  # {ORIGIN['chips.family']}")
-    if isinstance(chips.get("hbm_mib"), int):
-        node_lines.append(f"  hbm_total_mib: {chips['hbm_mib']}  # {ORIGIN['chips.hbm_mib']}")
     if node_lines:
         lines += ["node:", *node_lines, ""]
     lines += ["inventory:", "  chips:"]

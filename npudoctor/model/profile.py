@@ -7,7 +7,9 @@ only what it changes; everything else comes from ``profiles/default.yaml`` (``ex
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, Mapping, Optional
+from typing import Any, Dict, Iterable, Mapping, NamedTuple, Optional
+
+from npudoctor.model.inventory import PINNABLE
 
 
 def deep_merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> Dict[str, Any]:
@@ -38,3 +40,207 @@ class NodeProfile:
     def expected_chip_count(self) -> Optional[int]:
         value = self.get("node.npu_count")
         return int(value) if value is not None else None
+
+
+# -- the schema ---------------------------------------------------------------------------------------------
+class ProfileError(ValueError):
+    """A profile breaks the schema: one line naming the file and the key."""
+
+
+class Field(NamedTuple):
+    """One profile key: its type ("int", "number", "str", "severity", "bool"), range and meaning."""
+
+    kind: str
+    minimum: Optional[float] = None
+    maximum: Optional[float] = None
+    nullable: bool = False
+    doc: str = ""
+
+
+SEVERITIES = ("warn", "fail")
+
+# Every key a profile may set, dotted, with the code that reads it. One place: a room that adds a section
+# (`prof:`, `train:`, `fleet:`) lists its keys here and their defaults in profiles/default.yaml; a test
+# holds the two together and proves each key changes what npudoctor does.
+PROFILE_SCHEMA: Dict[str, Field] = {
+    "name": Field("str", doc="profile name shown in reports"),
+    "description": Field("str", doc="for people"),
+    "extends": Field("str", nullable=True, doc="shipped profile name or path this one builds on"),
+    "node.npu_count": Field("int", 1, 4096, nullable=True, doc="SMI003/PCI001: expected NPUs (or chips)"),
+    "node.chip_family": Field("str", nullable=True, doc="PCI001: expected chip family, e.g. 910B"),
+    "commands.timeout_s": Field("number", 0.1, 3600, doc="hccn_tool and other commands"),
+    "commands.npu_smi_timeout_s": Field("number", 0.1, 3600, doc="npu-smi info"),
+    "pcie.link_width_downgrade": Field("severity", doc="PCI003: link narrower than the device supports"),
+    "pcie.link_speed_downgrade": Field("severity", doc="PCI003: link slower than the device supports"),
+    "hccl.connect_timeout_s.min": Field("int", 0, 10 ** 6, doc="HCCL005: lowest HCCL_CONNECT_TIMEOUT"),
+    "hccl.connect_timeout_s.max": Field("int", 0, 10 ** 6, doc="HCCL005: highest HCCL_CONNECT_TIMEOUT"),
+    "hccl.device_ip_missing": Field("severity", doc="HCCL012: NPU RoCE port without an IP"),
+    "hccl.hccn_tool.max_timeouts": Field("int", 0, 1000, doc="hccn_tool timeouts before the rest is skipped"),
+    "hccl.hccn_tool.budget_s": Field("number", 0.1, 86400, doc="all hccn_tool calls together"),
+    "versions.python_timeout_s": Field("number", 0.1, 3600, doc="target interpreter reading package metadata"),
+    "versions.cann_newer_than_matrix": Field("severity", doc="VER003: CANN newer than torch_npu was built for"),
+    "versions.driver_cann_mismatch": Field("severity", doc="VER007: driver and CANN do not list each other"),
+    "npu_smi.health_detail_max_chips": Field("int", 0, 4096, doc="SMI002: chips whose health detail is read"),
+    "libraries.set_env_timeout_s": Field("number", 0.1, 3600, doc="LIB003: bash sourcing set_env.sh"),
+    "libraries.import_timeout_s": Field("number", 0.1, 36000, doc="LIB004 (--level 2): import and one op"),
+    "logs.newest_files": Field("int", 1, 100000, doc="LOG001: newest plogs scanned per directory"),
+    "logs.max_bytes_per_file": Field("int", 1, 1 << 40, doc="LOG001: bytes read from the end of each"),
+    # The reference training step (`check --level 3`, `train-step`, `leak analyze`).
+    "train.timeout_s": Field("number", 1, 86400, doc="--level 3: the training child is killed after this long"),
+    "train.steps": Field("int", 1, 100000, doc="--level 3: steps of the tiny CLIP"),
+    "train.batch": Field("int", 2, 65536, doc="--level 3: batch size"),
+    "train.loss_drop_min": Field("number", 0, 1, doc="TRN002: fraction the loss must fall"),
+    "train.data_wait_max_fraction": Field("number", 0, 1, doc="TRN005: share of step time waiting for data"),
+    "train.ops_tolerance": Field("number", 0, 1, doc="TRN004: relative error of an fp32 operator"),
+    "train.compare_cpu.loss_rtol": Field("number", 0, 1, doc="TRN004: loss difference device vs CPU"),
+    "train.compare_cpu.grad_norm_rtol": Field("number", 0, 1, doc="TRN004: gradient-norm difference"),
+    "train.leak.warmup_fraction": Field("number", 0, 0.9, doc="TRN003: share of steps that is warm-up"),
+    "train.leak.alpha": Field("number", 0, 0.5, doc="TRN003: Mann-Kendall significance of a rise"),
+    "train.leak.min_device_slope_bytes_per_step": Field("number", 0, 1 << 40, doc="TRN003: device slope"),
+    "train.leak.min_host_slope_bytes_per_step": Field("number", 0, 1 << 40, doc="TRN003: host RSS slope"),
+    "train.leak.min_growth_bytes": Field("number", 0, 1 << 50, doc="TRN003: smallest total rise called a leak"),
+    # The fleet room (site pins, `npudoctor collective`, `onboard`).
+    "fleet.pin_mismatch": Field("severity", doc="SITE001: a value differing from the profile's inventory pins"),
+    "fleet.collective.busbw_gbps.all_reduce": Field("number", 0, 1e6, nullable=True,
+                                                    doc="COL002: expected all_reduce bus bandwidth, GB/s"),
+    "fleet.collective.busbw_gbps.all_gather": Field("number", 0, 1e6, nullable=True,
+                                                    doc="COL002: expected all_gather bus bandwidth, GB/s"),
+    "fleet.collective.busbw_gbps.broadcast": Field("number", 0, 1e6, nullable=True,
+                                                   doc="COL002: expected broadcast bus bandwidth, GB/s"),
+    "fleet.collective.min_busbw_fraction": Field("number", 0, 1, doc="COL002: share of the expected busbw"),
+    "fleet.collective.slow_rank_factor": Field("number", 1, 1000, doc="COL003: slowest rank / median rank"),
+    "inventory": Field("inventory", doc="SITE001: the node's expected values (`profile derive` writes them)"),
+}
+
+
+def _did_you_mean(word: str, choices: Iterable[str]) -> str:
+    import difflib
+
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]}?)" if close else ""
+
+
+def _type_name(value: Any) -> str:
+    if isinstance(value, Mapping):
+        return "a mapping"
+    if isinstance(value, (list, tuple)):
+        return "a list"
+    if value is None:
+        return "null"
+    return f"{type(value).__name__} {value!r}"[:60]
+
+
+def _check_field(spec: Field, value: Any, where: str) -> Any:
+    """The value, normalised (severities lower-case), or ProfileError naming ``where``."""
+    if value is None:
+        if spec.nullable:
+            return None
+        raise ProfileError(f"{where}: must not be null")
+    if spec.kind == "severity":
+        if isinstance(value, str) and value.strip().lower() in SEVERITIES:
+            return value.strip().lower()
+        hint = _did_you_mean(value.lower(), SEVERITIES) if isinstance(value, str) else ""
+        shown = repr(value) if isinstance(value, str) else _type_name(value)
+        raise ProfileError(f"{where}: {shown} is not a severity (warn or fail){hint}")
+    if spec.kind == "inventory":
+        return _check_inventory(value, where)
+    if spec.kind == "str":
+        if isinstance(value, str):
+            return value
+        raise ProfileError(f"{where}: expected a string, got {_type_name(value)}")
+    if spec.kind == "bool":
+        if isinstance(value, bool):
+            return value
+        raise ProfileError(f"{where}: expected true or false, got {_type_name(value)}")
+    # Numbers: bool is an int to Python, never to a profile; inf and nan are no timeout.
+    wanted = "an integer" if spec.kind == "int" else "a number"
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ProfileError(f"{where}: expected {wanted}, got {_type_name(value)}")
+    if spec.kind == "int" and isinstance(value, float):
+        if not value.is_integer():
+            raise ProfileError(f"{where}: expected {wanted}, got {value!r}")
+        value = int(value)
+    if value != value or value in (float("inf"), float("-inf")):
+        raise ProfileError(f"{where}: expected a finite number, got {value!r}")
+    if (spec.minimum is not None and value < spec.minimum) or (spec.maximum is not None and value > spec.maximum):
+        raise ProfileError(f"{where}: {value!r} is out of range ({spec.minimum:g} to {spec.maximum:g})")
+    return value
+
+
+def _check_inventory(value: Any, where: str) -> Any:
+    """Pins under ``inventory:``: known keys (model.inventory.PINNABLE), each a text, a number, a list of
+    them (bus ids; values that differ between chips) or null (not pinned)."""
+    if not isinstance(value, Mapping):
+        raise ProfileError(f"{where}: expected a mapping of pinned values, got {_type_name(value)}")
+    scalar = (str, int, float)
+    for key, pinned in flatten(value).items():
+        if key not in PINNABLE:
+            raise ProfileError(f"{where}.{key}: unknown inventory key{_did_you_mean(key, PINNABLE)}")
+        if pinned is None or (isinstance(pinned, scalar) and not isinstance(pinned, bool)):
+            continue
+        if isinstance(pinned, list) and all(isinstance(v, scalar) and not isinstance(v, bool) for v in pinned):
+            continue
+        raise ProfileError(f"{where}.{key}: expected a value or a list of values, got {_type_name(pinned)}")
+    return value
+
+
+def _inferred(value: Any) -> Field:
+    """The schema of a default.yaml key a room shipped without listing it here (lenient at run time; the
+    test that holds default.yaml and PROFILE_SCHEMA together fails until it is listed)."""
+    if isinstance(value, bool):
+        return Field("bool")
+    if isinstance(value, (int, float)):
+        return Field("number", nullable=True)
+    return Field("str", nullable=True)
+
+
+def validate_profile(data: Any, source: str, defaults: Optional[Mapping[str, Any]] = None,
+                     schema: Optional[Mapping[str, Field]] = None) -> Dict[str, Any]:
+    """``data`` checked against the schema (types, ranges, known keys); severities normalised.
+
+    Raises :class:`ProfileError` with one line: ``site.yaml: node.npu_cuont: unknown key (did you mean
+    node.npu_count?)``. ``defaults`` (the shipped default profile) adds keys a room shipped there.
+
+    >>> validate_profile({"pcie": {"link_width_downgrade": "FAIL"}}, "s.yaml")
+    {'pcie': {'link_width_downgrade': 'fail'}}
+    >>> validate_profile({"node": {"npu_cuont": 8}}, "s.yaml")
+    Traceback (most recent call last):
+    ...
+    npudoctor.model.profile.ProfileError: s.yaml: node.npu_cuont: unknown key (did you mean node.npu_count?)
+    """
+    fields: Dict[str, Field] = dict(schema if schema is not None else PROFILE_SCHEMA)
+    for key, value in flatten(defaults or {}).items():
+        fields.setdefault(key, _inferred(value))
+    sections = {key.rsplit(".", i)[0] for key in fields for i in range(1, key.count(".") + 1)}
+    if not isinstance(data, Mapping):
+        raise ProfileError(f"{source}: a profile must be a YAML mapping, got {_type_name(data)}")
+
+    def walk(node: Mapping[Any, Any], prefix: str) -> Dict[str, Any]:
+        out: Dict[str, Any] = {}
+        for raw_key, value in node.items():
+            key = f"{prefix}{raw_key}"
+            where = f"{source}: {key}"
+            if not isinstance(raw_key, str):
+                raise ProfileError(f"{where}: keys must be strings")
+            if key in fields:
+                out[raw_key] = _check_field(fields[key], value, where)
+            elif key in sections:
+                if not isinstance(value, Mapping):
+                    raise ProfileError(f"{where}: expected a mapping (section), got {_type_name(value)}")
+                out[raw_key] = walk(value, key + ".")
+            else:
+                raise ProfileError(f"{where}: unknown key{_did_you_mean(key, [*fields, *sections])}")
+        return out
+
+    return walk(data, "")
+
+
+def flatten(data: Mapping[str, Any], prefix: str = "") -> Dict[str, Any]:
+    """``{"a": {"b": 1}}`` -> ``{"a.b": 1}`` (leaves only)."""
+    out: Dict[str, Any] = {}
+    for key, value in data.items():
+        if isinstance(value, Mapping) and value:
+            out.update(flatten(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out

@@ -22,16 +22,13 @@ from __future__ import annotations
 
 from typing import Any, Dict, Iterable, List, Mapping, Optional
 
+from npudoctor.model.inventory import CHIP_FIELDS, SOFTWARE_FIELDS
 from npudoctor.parsers.keyvalue import parse_key_values
 from npudoctor.probes import provides
 
 OS_RELEASE = "/etc/os-release"
 # The facts the inventory is built from (gathered by their own probes).
 SOURCES = ("npu_smi", "pci", "ascend_driver", "cann", "python")
-# Fields in the order reports and profiles list them.
-SOFTWARE_FIELDS = ("driver", "firmware", "cann_toolkit", "nnae", "python", "torch", "torch_npu")
-SYSTEM_FIELDS = ("os", "kernel", "arch")
-CHIP_FIELDS = ("model", "family", "count", "hbm_mib", "bus_ids", "link_width", "link_speed_gts")
 
 
 @provides("os_release")

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Mapping, Optional, 
 
 from npudoctor.parsers.text import decode_text
 from npudoctor.probes import sources
+from npudoctor.probes.safe_open import UnsafeFile, read_file
 from npudoctor.probes.sources import Command, CommandResult, DirListing, FileContent, PathInfo
 
 if TYPE_CHECKING:
@@ -92,27 +93,12 @@ class LiveRunner(Runner):
         return os.path.join(self.root, path.lstrip("/"))
 
     def read_text(self, path: str, max_bytes: int = MAX_FILE_BYTES, tail: bool = False) -> FileContent:
-        real = self.system_path(path)
-        skipped = False
+        # One safe opener (FIFOs, devices and sockets refused before opening; never blocks; capped).
         try:
-            with open(real, "rb") as handle:
-                if tail:
-                    size = handle.seek(0, os.SEEK_END)
-                    skipped = size > max_bytes
-                    handle.seek(max(0, size - max_bytes))
-                data = handle.read(max_bytes + 1)
-        except FileNotFoundError:
-            return FileContent(path, None, "not-found")
-        except PermissionError:
-            return FileContent(path, None, "permission")
-        except IsADirectoryError:
-            return FileContent(path, None, "is-a-directory")
-        except OSError as exc:
-            return FileContent(path, None, f"os-error: {exc.strerror or exc}")
-        truncated = len(data) > max_bytes or skipped
-        if len(data) > max_bytes:
-            data = data[:max_bytes]
-        if skipped:
+            data, truncated, _size = read_file(self.system_path(path), max_bytes, tail=tail)
+        except UnsafeFile as exc:
+            return FileContent(path, None, exc.reason)
+        if tail and truncated:
             data = data[data.find(b"\n") + 1:]  # from the first whole line
         if b"\x00" in data[:8192] and not path.startswith(("/sys/", "/proc/")):
             return FileContent(path, None, "binary")

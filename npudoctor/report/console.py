@@ -135,7 +135,7 @@ class CheckConsole:
             if isinstance(item, tuple):
                 lines.extend(self._group_lines(*item))
             else:
-                lines.extend(self._finding_lines(item))
+                lines.extend(self.finding_lines(item))
         return lines
 
     def footer(self, report: Report) -> List[Text]:
@@ -175,7 +175,7 @@ class CheckConsole:
     def _group_lines(self, kind: str, group: List[Finding]) -> List[Text]:
         first = group[0]
         if kind == "pass":
-            return self._finding_lines(first, detail="", subject=f"{len(group)} subjects pass")
+            return self.finding_lines(first, detail="", subject=f"{len(group)} subjects pass")
         ids = list(dict.fromkeys(f.id for f in group))
         prefix = self._prefix(Status.SKIP, "")
         body = f"{len(ids)} checks could not apply ({_id_list(ids)}): {skip_reason(first)}"
@@ -199,7 +199,7 @@ class CheckConsole:
             text.append(f"{check_id:<7} ", style="bold")
         return text
 
-    def _finding_lines(self, finding: Finding, detail: Optional[str] = None,
+    def finding_lines(self, finding: Finding, detail: Optional[str] = None,
                        subject: Optional[str] = None) -> List[Text]:
         if detail is None and finding.status is Status.SKIP and finding.cause and not self.verbose:
             detail, subject = finding.cause, ""  # the shared cause says enough; -v shows the detail

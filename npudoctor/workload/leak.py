@@ -40,7 +40,7 @@ class LeakSettings:
     min_points: int = 8  # fewer records after the warm-up: no verdict (insufficient data)
     alpha: float = 0.001  # Mann-Kendall one-sided significance for "it rises"
     min_device_slope_bytes_per_step: float = 4096.0  # allocator counters are exact: small leaks count
-    min_host_slope_bytes_per_step: float = 65536.0  # RSS moves with malloc's moods: only larger rises count
+    min_host_slope_bytes_per_step: float = 131072.0  # RSS moves with malloc's moods: only larger rises count
     min_growth_bytes: float = 1 << 20  # total rise over the window below this is not worth a verdict
     max_points: int = 256
 

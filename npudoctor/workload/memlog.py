@@ -101,6 +101,25 @@ def _normalise(key: str, value: Any) -> Any:
     return value
 
 
+def check_appendable(path: str) -> None:
+    """Append only to nothing, an empty file, or a memlog/1 log: never to a FIFO or device (it would block or
+    vanish) nor to someone's other file (it would be spoiled)."""
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise MemlogError(f"{path}: cannot open ({exc.strerror or exc})") from None
+    if not stat.S_ISREG(info.st_mode):
+        raise MemlogError(f"{path}: not a regular file")
+    if info.st_size == 0:
+        return
+    with _open_regular(path) as handle:
+        first = handle.readline(MAX_LINE_BYTES + 1)
+    if parse_line(first) is None:
+        raise MemlogError(f"{path}: exists and is not a {SCHEMA} log; choose another file (nothing was written)")
+
+
 class MemlogWriter:
     """Appends one flushed JSON line per record; never truncates an existing log.
 
@@ -111,6 +130,7 @@ class MemlogWriter:
     def __init__(self, path: os.PathLike[str] | str, run: Optional[str] = None) -> None:
         self.path = os.fspath(path)
         self.run = run or new_run_id()
+        check_appendable(self.path)
         self._file: Optional[IO[str]] = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - closed by close()
 
     def write(self, step: int, **values: Any) -> Record:

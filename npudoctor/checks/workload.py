@@ -1,0 +1,274 @@
+"""Checks of the workload stage (``--level 3``): does this node really train?
+
+The facts are the ``npudoctor.trainresult/1`` document of a reference CLIP run (a tiny CLIP trained for a
+few dozen steps in a child interpreter, its memory log judged for leaks, operators and one whole step compared
+with a CPU reference). ``npudoctor train-step`` renders the same checks for its own, in-process run.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Iterable, List, Optional
+
+from npudoctor.checks.registry import CheckContext, Outcome, check, error, fail, passed, skip, warn
+
+TRAIN_EXTRA = "pip install 'npudoctor[train]'"
+
+
+def _document(ctx: CheckContext) -> Optional[Dict[str, Any]]:
+    trial = ctx.facts("train_selftest")
+    return trial.result if trial.ran and isinstance(trial.result, dict) else None
+
+
+def _mib(value: Any) -> str:
+    return f"{float(value) / (1 << 20):.2f} MiB" if isinstance(value, (int, float)) else "?"
+
+
+@check("TRN001", stage="workload", title="a CLIP training step runs on the device", level=3)
+def device_trains(ctx: CheckContext) -> Iterable[Outcome]:
+    """A tiny CLIP (ViT image tower, causal text tower, InfoNCE) trains for a few dozen steps on the best
+    device (NPU through torch_npu, else CUDA, else the CPU) in a child interpreter with a timeout.
+
+    Static checks say a node *should* train; this one shows it does: kernels compile and run, the allocator
+    works, the optimizer steps. It fails when the step crashes or hangs (the stage it was in is named), and
+    is skipped, with the install hint, when the training interpreter has no torch.
+
+    Fix: for a crash, the error text and CANN error codes are in the evidence (see ``npudoctor logs scan
+    ~/ascend/log``); for a hang, ``npu-smi info`` and other processes on the NPU; for a missing torch,
+    ``pip install 'npudoctor[train]'`` (and torch_npu for NPUs).
+    """
+    trial = ctx.facts("train_selftest")
+    evidence: Dict[str, Any] = {"python": trial.python, "stage": trial.last_stage}
+    if not trial.ran:
+        if trial.error == "timeout":
+            yield fail("train-step", f"the training child did not finish within {trial.timeout_s:.0f} s "
+                       f"(stuck in: {trial.last_stage or 'start-up'})", evidence,
+                       fix="look for a hung device (npu-smi info) or a lock; raise train.timeout_s in the profile")
+        else:
+            yield skip(f"cannot run {trial.python}: {trial.error}", "train-step", evidence)
+        return
+    document = trial.result
+    if not isinstance(document, dict):
+        evidence["output_tail"] = trial.output_tail
+        yield fail("train-step", f"the training child exited ({trial.rc}) without a result, in stage "
+                   f"{trial.last_stage or 'start-up'}", evidence, fix="see the output in the evidence")
+        return
+    if document.get("error"):
+        evidence["output_tail"] = trial.output_tail
+    yield from device_outcome(document, evidence, trial.python)
+
+
+def device_outcome(document: Dict[str, Any], evidence: Optional[Dict[str, Any]] = None,
+                   python: str = "this interpreter") -> Iterable[Outcome]:
+    """TRN001 from a trainresult document: torch missing (SKIP), the run broke (FAIL), or it ran (PASS)."""
+    evidence = dict(evidence or {})
+    if document.get("torch_missing"):
+        yield skip(f"torch is not installed for {python}", "train-step", evidence,
+                   fix=f"{TRAIN_EXTRA}   # into the training interpreter; CPU torch is enough")
+        return
+    evidence.update(device=document.get("device"), device_reason=document.get("device_reason"),
+                    torch=document.get("torch"))
+    if document.get("error"):
+        yield fail(document.get("device") or "train-step",
+                   f"{document.get('stage')}: {document['error']}", evidence,
+                   fix="see the error in the evidence; `npudoctor check --level 2` tests the import alone; "
+                       "a device out of memory: lower --batch")
+        return
+    train = document.get("train") or {}
+    evidence.update(steps=train.get("steps"),
+                    step_ms_median=round(train["step_s_median"] * 1000, 2) if train.get("step_s_median") else None)
+    if not train:
+        yield error("no training result in the document")
+        return
+    yield passed(document.get("device") or "?",
+                 f"{train.get('steps')} steps of a {train.get('model')} CLIP in {train.get('precision')} "
+                 f"({evidence['step_ms_median']} ms/step); chosen because: {document.get('device_reason')}",
+                 evidence)
+
+
+@check("TRN002", stage="workload", title="the training loss falls", level=3, requires=("TRN001",))
+def loss_falls(ctx: CheckContext) -> Iterable[Outcome]:
+    """The InfoNCE loss of the reference run falls below chance (ln of the batch size) on learnable synthetic
+    data, and stays finite.
+
+    A loss that does not fall on data a model must learn means the backward pass or the optimizer is broken
+    on this stack (a wrong gradient kernel, a silently failing all-reduce, an optimizer that does not update
+    parameters); a non-finite loss means an overflow, named with its cause.
+
+    Fix: compare with ``npudoctor train-step --compare-cpu`` (which gradient differs from the CPU's) and
+    ``--ops`` (which operator is off); for overflows in fp16, train in bf16.
+    """
+    document = _document(ctx)
+    if document is None or not document.get("train"):
+        yield skip("no training result (see TRN001)")
+        return
+    yield from loss_outcome(document)
+
+
+def loss_outcome(document: Dict[str, Any]) -> Iterable[Outcome]:
+    train = document["train"]
+    losses = [v for v in train.get("losses") or [] if v is not None]
+    evidence = {"loss_first": train.get("loss_first"), "loss_last": train.get("loss_last"),
+                "steps": train.get("steps"), "overflows": train.get("overflows")[:5] if train.get("overflows") else []}
+    subject = document.get("device") or "?"
+    overflows = train.get("overflows") or []
+    if overflows:
+        first = overflows[0]
+        yield fail(subject, f"{len(overflows)} step(s) with inf/nan, first at step {first['step']} in "
+                   f"{first['tensor']}: {first['cause']}", evidence,
+                   fix="train in bf16 (--precision bf16), or keep fp16 with a GradScaler and the logit scale "
+                       "clamped at 100")
+        return
+    if train.get("loss_fell") is None:
+        yield skip(f"{train.get('steps')} steps are too few to judge whether the loss falls (20 or more)",
+                   subject, evidence, fix="run more steps: --steps 50")
+        return
+    if train.get("loss_fell"):
+        yield passed(subject, f"loss {losses[0]:.3f} -> {losses[-1]:.3f} over {train.get('steps')} steps", evidence)
+    else:
+        first = f"{losses[0]:.3f}" if losses else "?"
+        last = f"{losses[-1]:.3f}" if losses else "?"
+        yield fail(subject, f"loss does not fall: {first} -> {last} over {train.get('steps')} steps", evidence,
+                   fix="run `npudoctor train-step --compare-cpu` and `--ops` to find the operator or gradient "
+                       "that differs from the CPU")
+
+
+@check("TRN003", stage="workload", title="device and host memory do not leak", level=3, requires=("TRN001",))
+def memory_does_not_leak(ctx: CheckContext) -> Iterable[Outcome]:
+    """After a warm-up, the allocator's ``allocated`` bytes (and the process's RSS) stay flat from step to step.
+
+    The verdict is a robust trend (Theil-Sen slope, Mann-Kendall test) reported as bytes/step with its
+    confidence and the step at which memory would run out. ``reserved`` growing while ``allocated`` is flat
+    is reported separately (WARN): the caching allocator fragments, which ends in an OOM too.
+
+    Fix: for a leak, something keeps tensors alive across steps (a loss kept with its graph, a list of
+    outputs); for reserved growth, ``PYTORCH_NPU_ALLOC_CONF=expandable_segments:True`` (CUDA:
+    ``PYTORCH_CUDA_ALLOC_CONF``) or ``empty_cache()`` between phases. ``npudoctor leak analyze LOG`` judges
+    a log of the user's own job (``npudoctor.monitor.MemoryMonitor``).
+    """
+    document = _document(ctx)
+    if document is None or not document.get("train"):
+        yield skip("no training result (see TRN001)")
+        return
+    yield from leak_outcome(document)
+
+
+def leak_outcome(document: Dict[str, Any], injected: Any = None) -> Iterable[Outcome]:
+    verdict = (document.get("train") or {}).get("verdict") or {}
+    subject = document.get("device") or "?"
+    keys = ("leak", "kind", "slope_bytes_per_step", "confidence", "projected_oom_step", "reserved_growth",
+            "reserved_slope_bytes_per_step", "rss_slope_bytes_per_step", "steps_analyzed", "alloc_retries", "ooms")
+    evidence = {key: verdict.get(key) for key in keys}
+    advice = "\n".join(verdict.get("advice") or [])
+    summary = verdict.get("summary") or "no verdict"
+    if verdict.get("kind") == "insufficient-data":
+        yield skip(summary, subject, evidence)
+    elif verdict.get("leak"):
+        if injected is not None:
+            yield passed(subject, f"the injected leak ({injected}) was found: {summary}", evidence)
+        else:
+            yield fail(subject, summary, evidence, fix=advice)
+    elif injected is not None:
+        yield fail(subject, f"a leak was injected ({injected}) but not found: {summary}", evidence,
+                   fix="run more steps (--steps), or report this: the detector missed a known leak")
+    elif verdict.get("reserved_growth"):
+        yield warn(subject, summary, evidence, fix=advice)
+    else:
+        yield passed(subject, summary, evidence)
+
+
+@check("TRN004", stage="workload", title="numerics match a CPU reference", level=3, requires=("TRN001",))
+def numerics_match(ctx: CheckContext) -> Iterable[Outcome]:
+    """Single operators on the device (LayerNorm, GELU erf and tanh, softmax, matmul, logsumexp, bilinear
+    interpolation with and without ``align_corners``, edge pixels included) against float64 on the CPU,
+    and one whole CLIP step (loss and gradient norm) against the CPU in fp32; on the CPU itself, fp32
+    against float64. Tolerances come from the profile (``train.ops_tolerance``, ``train.compare_cpu``).
+
+    A device kernel that is wrong but does not crash (an approximate GELU where the exact one was asked,
+    an interpolation that treats the border differently) trains worse without any error message.
+
+    Fix: pin the CANN/torch_npu versions that pass; report the operator with the evidence to the vendor;
+    meanwhile run that operator on the CPU or in fp32.
+    """
+    document = _document(ctx)
+    if document is None or not document.get("train"):
+        yield skip("no training result (see TRN001)")
+        return
+    yield from numerics_outcomes(document)
+
+
+def numerics_outcomes(document: Dict[str, Any]) -> Iterable[Outcome]:
+    subject = document.get("device") or "?"
+    ops = document.get("ops")
+    compare = document.get("compare_cpu")
+    if ops is None and compare is None:
+        yield skip("no operator or CPU comparison was run", subject)
+        return
+    bad: List[str] = []
+    evidence: Dict[str, Any] = {}
+    for op in ops or []:
+        evidence[f"{op['op']}_error"] = op.get("error")
+        if op.get("edge_error") is not None:
+            evidence[f"{op['op']}_edge_error"] = op.get("edge_error")
+        if not op.get("ok"):
+            shown = op.get("problem") or f"error {_fmt(op.get('error'))}, edges {_fmt(op.get('edge_error'))} " \
+                                         f"> {op.get('tolerance'):g}"
+            bad.append(f"{op['op']} ({shown})")
+    if compare:
+        evidence.update({key: compare.get(key) for key in ("reference", "loss_rel_diff", "grad_norm_rel_diff",
+                                                           "worst_param", "worst_param_rel_diff")})
+        if not compare.get("ok"):
+            bad.append(f"whole step vs {compare.get('reference')}: loss differs by {_fmt(compare.get('loss_rel_diff'))}"
+                       f" (tolerance {compare.get('loss_tolerance'):g}), gradient norm by "
+                       f"{_fmt(compare.get('grad_norm_rel_diff'))} (tolerance {compare.get('grad_tolerance'):g}); "
+                       f"worst parameter {compare.get('worst_param')}")
+    if bad:
+        yield fail(subject, "; ".join(bad), evidence,
+                   fix="report the operator with this evidence; meanwhile run it in fp32 or on the CPU")
+        return
+    parts = []
+    if ops:
+        worst = max(ops, key=lambda op: max(op.get("error") or 0, op.get("edge_error") or 0))
+        parts.append(f"{len(ops)} operators within {worst['tolerance']:g} (worst {worst['op']} "
+                     f"{_fmt(max(worst.get('error') or 0, worst.get('edge_error') or 0))})")
+    if compare:
+        parts.append(f"whole step vs {compare['reference']}: loss {_fmt(compare['loss_rel_diff'])}, "
+                     f"grad norm {_fmt(compare['grad_norm_rel_diff'])}")
+    yield passed(subject, "; ".join(parts), evidence)
+
+
+def _fmt(value: Any) -> str:
+    return f"{value:.1e}" if isinstance(value, (int, float)) else "?"
+
+
+@check("TRN005", stage="workload", title="the input pipeline keeps the device busy", level=3, requires=("TRN001",))
+def input_keeps_up(ctx: CheckContext) -> Iterable[Outcome]:
+    """The share of step time spent waiting for the next batch (DataLoader) stays below
+    ``train.data_wait_max_fraction`` of the profile.
+
+    An input-bound node (too few CPU cores or workers, slow storage, a cgroup CPU limit) wastes the device
+    however healthy it is.
+
+    Fix: more DataLoader workers (``num_workers``), ``pin_memory=True``, faster storage, or check the
+    container's CPU limit.
+    """
+    document = _document(ctx)
+    if document is None or not document.get("train"):
+        yield skip("no training result (see TRN001)")
+        return
+    yield from data_wait_outcome(document, float(ctx.profile.get("train.data_wait_max_fraction", 0.25)))
+
+
+def data_wait_outcome(document: Dict[str, Any], limit: float) -> Iterable[Outcome]:
+    train = document["train"]
+    fraction = train.get("data_wait_fraction")
+    subject = document.get("device") or "?"
+    if fraction is None:
+        yield skip("too few steps to measure the data wait", subject)
+        return
+    evidence = {"data_wait_fraction": round(fraction, 4), "limit_fraction": limit}
+    text = f"{fraction * 100:.1f}% of step time waiting for data"
+    if fraction > limit:
+        yield warn(subject, f"{text} (over {limit * 100:.0f}%): input-bound", evidence,
+                   fix="raise DataLoader num_workers, pin_memory=True, or check the CPU limit of the container")
+    else:
+        yield passed(subject, text, evidence)

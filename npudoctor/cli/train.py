@@ -1,0 +1,170 @@
+"""``npudoctor train-step`` and ``npudoctor leak analyze``: thin commands over ``npudoctor.workload``."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Any, Optional
+
+import click
+
+from npudoctor.cli import EXIT_FINDINGS, EXIT_OK, fail_usage
+
+
+def _progress_printer() -> Any:
+    """Progress on stderr, only on a terminal (a pipe or a CI log gets the findings only)."""
+    if not sys.stderr.isatty():
+        return None
+
+    def show(step: int, steps: int, loss: Optional[float], step_s: float) -> None:
+        loss_text = f"{loss:.3f}" if loss is not None else "nan"
+        end = "\n" if step + 1 == steps else ""
+        click.echo(f"\r  step {step + 1}/{steps}  loss {loss_text}  {step_s * 1000:.0f} ms/step   ", err=True,
+                   nl=False)
+        if end:
+            click.echo("", err=True)
+
+    return show
+
+
+@click.command("train-step")
+@click.option("--device", "device_name", type=click.Choice(["auto", "npu", "cuda", "cpu"]), default="auto",
+              show_default=True, help="auto: npu (torch_npu), then cuda, then cpu.")
+@click.option("--model", type=click.Choice(["tiny", "vit-b-32"]), default="tiny", show_default=True,
+              help="tiny trains on a CPU in seconds; vit-b-32 is OpenAI's ViT-B/32.")
+@click.option("--batch", type=click.IntRange(2, 65536), default=32, show_default=True)
+@click.option("--steps", type=click.IntRange(1, 10_000_000), default=50, show_default=True)
+@click.option("--precision", type=click.Choice(["fp32", "bf16", "fp16"]), default="fp32", show_default=True)
+@click.option("--workers", type=click.IntRange(0, 256), default=0, show_default=True, help="DataLoader workers.")
+@click.option("--log", "log_path", metavar="FILE.jsonl",
+              help="Append one npudoctor.memlog/1 line per step (never truncated).")
+@click.option("--weights", metavar="FILE", help="Load a CLIP state dict (OpenAI parameter names).")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--lr", type=click.FloatRange(0, 1, min_open=True), default=5e-4, show_default=True)
+@click.option("--inject-leak", "inject_leak", metavar="BYTES|graph",
+              help="Prove the leak detector: keep BYTES (e.g. 1MiB) per step, or the loss with its graph.")
+@click.option("--compare-cpu", is_flag=True, help="Also compare one seeded step (loss, gradients) with the CPU.")
+@click.option("--ops", is_flag=True, help="Also compare single operators with a float64 CPU reference.")
+@click.option("--profile", "profile_name", metavar="NAME|PATH", help="Profile with train.* thresholds.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("-v", "--verbose", is_flag=True, help="Show evidence.")
+def train_step(device_name: str, model: str, batch: int, steps: int, precision: str, workers: int,
+               log_path: Optional[str], weights: Optional[str], seed: int, lr: float, inject_leak: Optional[str],
+               compare_cpu: bool, ops: bool, profile_name: Optional[str], fmt: str, verbose: bool) -> None:
+    """Train a real CLIP for a few steps: does the device run, does the loss fall, does memory leak?"""
+    from npudoctor import api
+    from npudoctor.workload import device as devices
+    from npudoctor.workload import leak, train
+    from npudoctor.workload.selftest import result_document
+
+    try:
+        leak_value = train.parse_leak(inject_leak) if inject_leak else None
+    except ValueError as exc:
+        raise fail_usage(f"--inject-leak {exc}") from None
+    if weights and not os.path.isfile(weights):
+        raise fail_usage(f"--weights {weights}: not a regular file")
+    if log_path:
+        if os.path.exists(log_path) and not os.path.isfile(log_path):
+            raise fail_usage(f"--log {log_path}: not a regular file")
+        parent = os.path.dirname(os.path.abspath(log_path))
+        if not os.path.isdir(parent):
+            raise fail_usage(f"--log {log_path}: no such directory {parent}")
+        from npudoctor.workload.memlog import MemlogError, check_appendable
+
+        try:
+            check_appendable(log_path)  # refuses FIFOs and files that are not memlog/1 logs
+        except MemlogError as exc:
+            raise fail_usage(str(exc)) from None
+    try:
+        profile = api.load_profile(profile_name)
+    except api.UsageError as exc:
+        raise fail_usage(str(exc)) from None
+    try:
+        devices.import_torch()
+        device = devices.select_device(device_name)
+    except (devices.TorchMissing, devices.DeviceUnavailable) as exc:
+        raise fail_usage(str(exc)) from None
+    click.echo(f"npudoctor train-step: {device.name} ({device.reason})", err=True)
+
+    from npudoctor.workload import clip, numerics
+
+    options = train.TrainOptions(
+        device=device_name, model=model, batch=batch, steps=steps, precision=precision, workers=workers,
+        log=log_path, weights=weights, seed=seed, inject_leak=leak_value, lr=lr,
+        loss_drop_min=float(profile.get("train.loss_drop_min", 0.1)),
+        leak_settings=leak.LeakSettings.from_mapping(profile.get("train.leak")))
+    failure: Optional[str] = None
+    result = op_results = comparison = None
+    try:
+        result = train.run(options, device, progress=_progress_printer())
+        tolerance = float(profile.get("train.ops_tolerance", numerics.DEFAULT_OP_TOLERANCE))
+        op_results = numerics.compare_ops(device, tolerance) if ops else None
+        comparison = None
+        if compare_cpu:
+            state = clip.load_state_dict_file(weights) if weights else None
+            config = clip.config_from_state_dict(state) if state is not None else clip.CONFIGS[model]
+            comparison = numerics.compare_step(
+                device, config, batch=min(batch, 8), seed=seed, weights=state,
+                loss_tolerance=float(profile.get("train.compare_cpu.loss_rtol", 1e-4)),
+                grad_tolerance=float(profile.get("train.compare_cpu.grad_norm_rtol", 1e-3)))
+    except clip.WeightsError as exc:
+        raise fail_usage(str(exc)) from None
+    except OSError as exc:
+        raise fail_usage(f"{exc.filename or ''}: {exc.strerror or exc}") from None
+    except Exception as exc:  # the device could not train (out of memory, a kernel error): a FAIL finding
+        failure = f"{type(exc).__name__}: {' '.join(str(exc).split())}"[:1000]
+    document = result_document(device, result, op_results, comparison, torch_version=devices.import_torch().__version__,
+                               stage="train" if failure else "done", error=failure)
+    from npudoctor.workload.report import train_report
+
+    injected = inject_leak if leak_value is not None else None
+    report = train_report(document, profile, injected=injected)
+    if fmt == "json":
+        click.echo(json.dumps({**document, "report": report.to_dict()}, indent=2, default=str))
+    else:
+        from npudoctor.report import train_console
+
+        train_console.render(report, document, verbose=verbose)
+    raise click.exceptions.Exit(report.exit_code())
+
+
+# The verdict thins a run to 256 points anyway; the last 64 MiB hold ~100,000 steps of the last run.
+MAX_LOG_BYTES = 64 << 20
+
+
+@click.group()
+def leak() -> None:
+    """Judge training memory logs (npudoctor.memlog/1) for leaks."""
+
+
+@leak.command("analyze")
+@click.argument("path", metavar="FILE.jsonl")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--warmup", type=click.IntRange(0), default=None, help="Steps to skip (default: the first fifth).")
+@click.option("--profile", "profile_name", metavar="NAME|PATH", help="Profile with train.leak.* thresholds.")
+def leak_analyze(path: str, fmt: str, warmup: Optional[int], profile_name: Optional[str]) -> None:
+    """Leak verdict for a recorded log: exit 1 on a leak, 2 on unreadable input."""
+    from npudoctor import api
+    from npudoctor.workload import leak as leaks
+    from npudoctor.workload.memlog import MemlogError, last_run, read_records
+
+    try:
+        profile = api.load_profile(profile_name)
+        settings = leaks.LeakSettings.from_mapping(profile.get("train.leak"))
+        records = read_records(path, max_bytes=MAX_LOG_BYTES)
+    except (api.UsageError, MemlogError) as exc:
+        raise fail_usage(str(exc)) from None
+    except (TypeError, ValueError) as exc:
+        raise fail_usage(f"profile train.leak: {exc}") from None
+    verdict = leaks.analyze(records, settings, **({"warmup_steps": warmup} if warmup is not None else {}))
+    if fmt == "json":
+        click.echo(json.dumps({**verdict.to_dict(), "file": path, "runs": len({r["run"] for r in records})},
+                              indent=2))
+    else:
+        from npudoctor.report import train_console
+
+        runs = len({r["run"] for r in records})
+        train_console.render_leak(verdict, path, runs, len(last_run(records)),
+                                  tail_only=os.path.getsize(path) > MAX_LOG_BYTES)
+    raise click.exceptions.Exit(EXIT_FINDINGS if verdict.leak else EXIT_OK)

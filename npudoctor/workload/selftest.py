@@ -1,0 +1,95 @@
+"""The workload verdicts as one JSON document (``npudoctor.trainresult/1``), and the child that
+``npudoctor check --level 3`` runs: ``python -m npudoctor.workload.selftest [--steps N] [--settings JSON]``.
+
+The child prints ``NPUDOCTOR-STAGE <name>`` before each stage (so a hang or a crash names where it was) and
+``NPUDOCTOR-RESULT <json>`` at the end. It needs torch (and psutil for RSS), not npudoctor's other
+dependencies, so it also runs under a training interpreter that only has npudoctor on its path.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any, Dict, List, Optional
+
+from npudoctor.workload import leak
+
+SCHEMA = "npudoctor.trainresult/1"
+
+
+def result_document(device: Any = None, train: Any = None, ops: Optional[List[Any]] = None, compare: Any = None,
+                    torch_version: Optional[str] = None, error: Optional[str] = None,
+                    torch_missing: Optional[str] = None, stage: str = "") -> Dict[str, Any]:
+    """The document the TRN checks read (``npudoctor/checks/workload.py``); every part may be missing."""
+    return {
+        "schema": SCHEMA,
+        "torch": torch_version,
+        "torch_missing": torch_missing,
+        "device": device.name if device is not None else None,
+        "device_reason": device.reason if device is not None else None,
+        "train": train.to_dict() if train is not None else None,
+        "ops": [op.__dict__ for op in ops] if ops is not None else None,
+        "compare_cpu": compare.__dict__ if compare is not None else None,
+        "error": error,
+        "stage": stage,
+    }
+
+
+def _stage(name: str) -> None:
+    print(f"NPUDOCTOR-STAGE {name}", flush=True)
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m npudoctor.workload.selftest")
+    parser.add_argument("--device", default="auto")
+    parser.add_argument("--steps", type=int, default=40)
+    parser.add_argument("--batch", type=int, default=16)
+    parser.add_argument("--settings", default="{}", help="JSON: train.* profile keys")
+    args = parser.parse_args(argv)
+    settings: Dict[str, Any] = json.loads(args.settings)
+
+    from npudoctor.workload import device as devices
+    from npudoctor.workload import numerics, train
+
+    stage = "import torch"
+    try:
+        _stage(stage)
+        try:
+            torch = devices.import_torch()
+        except devices.TorchMissing as exc:
+            print("NPUDOCTOR-RESULT " + json.dumps(result_document(torch_missing=str(exc), stage=stage)))
+            return 0
+        stage = "select device"
+        _stage(stage)
+        device = devices.select_device(args.device)
+        stage = "train"
+        _stage(stage)
+        options = train.TrainOptions(
+            device=args.device, model="tiny", batch=args.batch, steps=args.steps,
+            loss_drop_min=float(settings.get("loss_drop_min", 0.1)),
+            leak_settings=leak.LeakSettings.from_mapping(settings.get("leak")))
+        result = train.run(options, device)
+        stage = "operators"
+        _stage(stage)
+        ops = numerics.compare_ops(device, float(settings.get("ops_tolerance", numerics.DEFAULT_OP_TOLERANCE)))
+        stage = "compare with the cpu"
+        _stage(stage)
+        tolerances = settings.get("compare_cpu") or {}
+        compare = numerics.compare_step(device, train.CONFIGS["tiny"],
+                                        loss_tolerance=float(tolerances.get("loss_rtol", 1e-4)),
+                                        grad_tolerance=float(tolerances.get("grad_norm_rtol", 1e-3)))
+        document = result_document(device, result, ops, compare, torch_version=torch.__version__, stage="done")
+    except devices.DeviceUnavailable as exc:
+        document = result_document(error=str(exc), stage=stage)
+    except Exception as exc:  # the verdict is "the device cannot train": report what broke, never a traceback only
+        import traceback
+
+        traceback.print_exc()
+        document = result_document(error=f"{type(exc).__name__}: {exc}"[:1000], stage=stage)
+    print("NPUDOCTOR-RESULT " + json.dumps(document, default=str), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
