@@ -71,3 +71,16 @@ def test_pins_warn_when_the_profile_says_so_and_skip_without_pins(node):
     assert "pip install 'torch==2.2.0'" in api.findings_by_id(report, "SITE001")[0].fix
     unpinned = api.run_checks(node.runner(), api.load_profile("atlas800t-a2-8x910b"), only=("site",))
     assert [(f.status, f.subject) for f in unpinned.findings] == [(Status.SKIP, "profile")]
+
+
+def test_a_misspelt_or_nested_pin_is_a_one_line_profile_error(tmp_path):
+    import pytest
+
+    cases = (("inventory:\n  drivr: 23.0.7\n", "inventory.drivr: unknown inventory key (did you mean driver?)"),
+             ("inventory:\n  chips:\n    bus_ids: [{a: 1}]\n", "inventory.chips.bus_ids: expected a value"))
+    for text, says in cases:
+        site = tmp_path / "site.yaml"
+        site.write_text(text)
+        with pytest.raises(api.UsageError) as info:
+            api.load_profile(str(site))
+        assert says in str(info.value) and "\n" not in str(info.value)
