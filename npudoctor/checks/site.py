@@ -7,7 +7,7 @@ from typing import Any, Dict, Iterable, List, Mapping, Sequence, Tuple
 
 from npudoctor.checks.registry import CheckContext, Outcome, check, fail, passed, skip, warn
 from npudoctor.model.inventory import PINNABLE
-from npudoctor.probes.inventory import flatten
+from npudoctor.model.profile import flatten
 
 
 def _same(expected: Any, actual: Any) -> bool:

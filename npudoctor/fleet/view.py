@@ -22,7 +22,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
-from npudoctor.probes.inventory import flatten
+from npudoctor.model.profile import flatten
 
 SCHEMA = "npudoctor.fleet/1"
 REPORT_SCHEMA = "npudoctor.report/1"
@@ -174,7 +174,7 @@ class _Builder:
         flat = flatten(inventory)
         slots: List[Any] = [None] * len(self.field_index)
         for key, value in flat.items():
-            if value is None or key in NOT_KEPT:
+            if value is None or key in NOT_KEPT or isinstance(value, dict):  # {} is no value to compare
                 continue
             index = self.field_index.get(key)
             if index is None:

@@ -158,23 +158,6 @@ def _joined(*parts: Optional[str]) -> Optional[str]:
     return text or None
 
 
-def flatten(inventory: Mapping[str, Any], prefix: str = "") -> Dict[str, Any]:
-    """``{"chips": {"model": "910B3"}}`` -> ``{"chips.model": "910B3"}`` (lists kept), for drift and pins.
-
-    >>> flatten({"driver": "23.0.7", "chips": {"model": "910B3", "count": 8}})
-    {'driver': '23.0.7', 'chips.model': '910B3', 'chips.count': 8}
-    """
-    flat: Dict[str, Any] = {}
-    for key, value in inventory.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, dict):  # reports are JSON (dicts); typing.Mapping's isinstance is 10x slower
-            flat.update(flatten(value, name + "."))
-        else:
-            flat[name] = value
-    return flat
-
-
-
 @provides("inventory")
 def inventory_facts(ctx: Any) -> Dict[str, Any]:
     """The whole inventory, gathering every fact it is built from (what the ``site`` checks compare)."""
