@@ -13,7 +13,7 @@ from npudoctor.checks.registry import STAGES, CheckContext, CheckSpec, ordered_s
 from npudoctor.knowledge import KnowledgeError, data_dir, load_yaml_file, profile_names, profile_path
 from npudoctor.model.finding import Finding, Report
 from npudoctor.model.listener import RunListener, SilentListener
-from npudoctor.model.profile import NodeProfile, ProfileError, deep_merge, validate_profile
+from npudoctor.model.profile import NodeProfile, ProfileError, deep_merge, flatten, validate_profile
 from npudoctor.probes import prefetch
 from npudoctor.probes.runner import LiveRunner, RecordingRunner, Runner
 
@@ -105,6 +105,10 @@ def explain_topic(topic: str) -> Optional[Any]:
     spec = find_check(topic)
     if spec is not None:
         return spec
+    if topic.upper().startswith("COL"):  # the collective probe's findings (npudoctor collective, onboard)
+        from npudoctor.fleet.collective import explain_spec
+
+        return explain_spec(topic)
     from npudoctor.logs.codes import explain
 
     return explain(topic)
@@ -131,6 +135,10 @@ def run_checks(
         # Slow commands start before the check modules load; narrowed runs start only their own.
         prefetch([stage for stage in STAGES if stage not in skip], ctx)
     specs = select(ordered_specs(), only, skip, level)
+    if not only and not any(v is not None for v in flatten(profile.get("inventory") or {}).values()):
+        # The site stage compares the node with a site profile's pins; like a level-2 check at level 1, it
+        # is left out where there is nothing to compare (`--only site` still runs it and says so).
+        specs = [spec for spec in specs if spec.stage != "site"]
     if only and not specs:
         raise UsageError(f"--only {' '.join(only)} matches no check; see `npudoctor list-checks`")
     if only:
@@ -154,6 +162,7 @@ def run_checks(
             if index + 1 == len(specs) or specs[index + 1].stage != spec.stage:
                 listener.stage_done(spec.stage, ctx.findings[stage_start:])
                 stage_start = len(ctx.findings)
+        report.inventory = _inventory(ctx)
     finally:
         runner.close()
     prof_dirs = tuple((options or {}).get("prof_dirs") or ())
@@ -162,6 +171,7 @@ def run_checks(
         ctx.findings.extend(prof)
         listener.stage_done("prof", prof)
     report.findings = list(ctx.findings)
+    report.duration_s = round(time.time() - (report.started or time.time()), 3)
     return report
 
 
@@ -219,6 +229,16 @@ def _prof_findings(prof_dirs: Sequence[str], profile: NodeProfile, logs_dirs: Se
         raise UsageError(str(exc)) from None
 
 
+def _inventory(ctx: CheckContext) -> Dict[str, Any]:
+    """The report's inventory from the facts the checks gathered (nothing slow is started for it)."""
+    from npudoctor.probes.inventory import build_inventory
+
+    try:
+        return build_inventory(ctx)
+    except Exception as exc:  # the inventory is a summary; never lose a report over it
+        return {"error": f"{exc.__class__.__name__}: {exc}"}
+
+
 def _host(runner: Runner) -> Dict[str, Any]:
     try:
         return dict(runner.host())
@@ -228,7 +248,8 @@ def _host(runner: Runner) -> Dict[str, Any]:
 
 def collect(output: str, root: Optional[str] = None, level: int = 1,
             environ: Optional[Mapping[str, Any]] = None, options: Optional[Mapping[str, Any]] = None,
-            listener: Optional[RunListener] = None, samples: int = 0, interval_s: float = 1.0) -> Report:
+            listener: Optional[RunListener] = None, samples: int = 0, interval_s: float = 1.0,
+            profile: Optional[NodeProfile] = None) -> Report:
     """Run every check against the live node, recording each raw answer, and write the bundle to ``output``.
 
     With ``samples``, ``npu-smi info`` is also recorded that many times, ``interval_s`` apart, for
@@ -248,7 +269,7 @@ def collect(output: str, root: Optional[str] = None, level: int = 1,
         raise UsageError(f"{parent}: no such directory")
     recorder = RecordingRunner(make_runner(root=root, environ=environ))
     recorder.environ()  # always recorded: the replay needs the environment even if no check asked
-    report = run_checks(recorder, level=level, options=options, listener=listener)
+    report = run_checks(recorder, profile, level=level, options=options, listener=listener)
     if samples > 0:
         from npudoctor.probes.timeline import record_samples
 

@@ -43,7 +43,7 @@ def test_json_report_schema(node):
     result = invoke("check", "--root", str(node.root), "--only", "pcie", "--format", "json")
     document = json.loads(result.output)
     assert document["schema"] == "npudoctor.report/1"
-    assert set(document) == {"schema", "tool", "host", "source", "findings", "summary"}
+    assert set(document) == {"schema", "tool", "host", "source", "inventory", "findings", "summary"}
     assert document["summary"] == {"pass": len(document["findings"]), "warn": 0, "fail": 0, "skip": 0, "error": 0}
     first = document["findings"][0]
     assert set(first) == {"id", "status", "stage", "title", "subject", "detail", "evidence", "fix"}

@@ -1,3 +1,3 @@
 """Pure rules, one module per stage. Importing this package registers every check."""
 
-from npudoctor.checks import hccl, libraries, logs, npu_smi, pci, versions, workload  # noqa: F401  (registration)
+from npudoctor.checks import hccl, libraries, logs, npu_smi, pci, site, versions, workload  # noqa: F401  (registration)

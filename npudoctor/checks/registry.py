@@ -14,7 +14,8 @@ from npudoctor.model.finding import Finding, Status
 from npudoctor.model.profile import NodeProfile
 
 # Stages run in this order; a check belongs to exactly one.
-STAGES: Sequence[str] = ("pcie", "npu-smi", "versions", "libraries", "hccl", "logs", "workload")
+# "site" compares the node with the values a site profile pins (`npudoctor profile derive`): last, it sums up.
+STAGES: Sequence[str] = ("pcie", "npu-smi", "versions", "libraries", "hccl", "logs", "workload", "site")
 
 # The cause shared by every check that cannot apply on a machine without Ascend NPUs.
 NOT_AN_ASCEND_NODE = "not an Ascend node"
@@ -172,6 +173,11 @@ class CheckContext:
             return self.facts(name)
         except FactsUnavailable:
             return None
+
+    def gathered(self, name: str) -> Any:
+        """The facts ``name`` if a check already asked for them, else None (gathers nothing: for summaries
+        such as the report's inventory, which must not start a slow command a narrowed run left out)."""
+        return self._facts.get(name)
 
     def statuses(self, check_id: str) -> List[Status]:
         return [f.status for f in self.findings if f.id == check_id]

@@ -63,6 +63,10 @@ class LazyGroup(click.Group):
         "train-step": "npudoctor.cli.train:train_step",
         "leak": "npudoctor.cli.train:leak",
         "prof": "npudoctor.cli.prof:prof",
+        "fleet": "npudoctor.cli.fleet:fleet",
+        "profile": "npudoctor.cli.fleet:profile",
+        "collective": "npudoctor.cli.fleet:collective",
+        "onboard": "npudoctor.cli.fleet:onboard",
     }
 
     def list_commands(self, ctx: click.Context) -> List[str]:
@@ -108,7 +112,7 @@ def main() -> None:
     """Find, explain and fix what breaks training on Huawei Ascend NPU nodes."""
 
 
-FORMATS = click.Choice(["text", "json", "junit"])
+FORMATS = click.Choice(["text", "json", "junit", "prometheus", "npd"])
 
 
 @main.command()
@@ -130,9 +134,14 @@ FORMATS = click.Choice(["text", "json", "junit"])
 @click.option("--prof", "prof_dirs", multiple=True, metavar="DIR",
               help="Also judge profiler output under DIR (npudoctor prof analyze's PROF checks).")
 @click.option("-v", "--verbose", is_flag=True, help="Show evidence and passing details.")
+@click.option("--textfile", metavar="PATH",
+              help="Also write the Prometheus text (node_exporter textfile collector) to PATH, atomically.")
+@click.option("--demo", metavar="SCENARIO", is_flag=False, flag_value="healthy", default=None,
+              help="Replay a scenario shipped with npudoctor (healthy, chip-warning, ...; `--demo list`).")
 def check(level: Optional[int], profile_name: Optional[str], bundle: Optional[str], root: Optional[str],
           only: Tuple[str, ...], skip_ids: Tuple[str, ...], fmt: str, fail_on: str, python: Optional[str],
-          logs_dirs: Tuple[str, ...], prof_dirs: Tuple[str, ...], verbose: bool) -> None:
+          logs_dirs: Tuple[str, ...], prof_dirs: Tuple[str, ...], verbose: bool, textfile: Optional[str],
+          demo: Optional[str]) -> None:
     """Run the ordered node checks and say how to fix what is wrong."""
     from npudoctor import api
     from npudoctor.report.progress import Progress
@@ -144,6 +153,10 @@ def check(level: Optional[int], profile_name: Optional[str], bundle: Optional[st
                    "interpreter it recorded", err=True)
         python = None
     options = {"python": python, "logs_dirs": logs_dirs, "prof_dirs": prof_dirs}
+    if demo is not None or textfile:
+        from npudoctor.cli.fleet import check_fleet_options
+
+        bundle, profile_name = check_fleet_options(demo, textfile, bundle, root, profile_name, fmt)
     with Progress() as progress:
         try:
             runner = api.make_runner(root=root, bundle=bundle)
@@ -154,7 +167,15 @@ def check(level: Optional[int], profile_name: Optional[str], bundle: Optional[st
                                     listener=listener)
         except api.UsageError as exc:
             raise fail_usage(str(exc)) from None
-    _emit(report, fmt, listener)
+    if textfile:
+        from npudoctor.cli.fleet import write_textfile
+
+        write_textfile(textfile, report, fail_on)
+    _emit(report, fmt, listener, fail_on)
+    if fmt == "npd":  # node-problem-detector's protocol: 0 OK, 1 problem, 2 could not tell
+        from npudoctor.report import npd
+
+        raise click.exceptions.Exit(npd.verdict(report, fail_on)[0])
     raise click.exceptions.Exit(report.exit_code(fail_on))
 
 
@@ -174,9 +195,14 @@ def _listener(fmt: str, verbose: bool, progress: Any) -> Any:
     return ProgressListener(progress)
 
 
-def _emit(report: Any, fmt: str, listener: Any) -> None:
+def _emit(report: Any, fmt: str, listener: Any, fail_on: str = "fail") -> None:
     if fmt == "text":
         listener.finished(report)
+        return
+    if fmt in ("prometheus", "npd"):
+        from npudoctor.report import npd, prometheus
+
+        click.echo((prometheus if fmt == "prometheus" else npd).render(report, fail_on), nl=False)
         return
     from npudoctor.report import json_report, junit
 

@@ -83,9 +83,13 @@ class Report:
     tool: Dict[str, Any] = field(default_factory=dict)
     host: Dict[str, Any] = field(default_factory=dict)
     source: Optional[str] = None  # "live", "root:/mnt/img", "bundle:node.tar.gz"
+    # What the node is: chips, driver/firmware/CANN/Python/torch versions, kernel, OS, host name
+    # (npudoctor.probes.inventory); the fleet view compares it across nodes. Deterministic for a replay.
+    inventory: Dict[str, Any] = field(default_factory=dict)
     # For the text header only (not in the JSON document, whose bytes must not change between runs):
     started: Optional[float] = None  # time.time() when the run began
     expects: str = ""  # what the profile expects of the node, "8x 910B"; empty when nothing
+    duration_s: Optional[float] = None  # how long the run took (the Prometheus textfile reports it)
     recorded: str = ""  # when a replayed bundle was collected ("2026-12-01T10:30:47+0000"); empty when live
 
     SCHEMA = "npudoctor.report/1"
@@ -109,6 +113,7 @@ class Report:
             "tool": dict(self.tool),
             "host": dict(self.host),
             "source": self.source,
+            "inventory": dict(self.inventory),
             "findings": [f.to_dict() for f in self.findings],
             "summary": self.summary.to_dict(),
         }

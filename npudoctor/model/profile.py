@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, Mapping, NamedTuple, Optional
 
+from npudoctor.model.inventory import PINNABLE
+
 
 def deep_merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> Dict[str, Any]:
     merged: Dict[str, Any] = dict(base)
@@ -116,6 +118,17 @@ PROFILE_SCHEMA: Dict[str, Field] = {
     "prof.memory_unused_warn_share": Field("number", 0, 1, doc="PROF011: reserved-never-allocated share"),
     "prof.run_timeout_s": Field("number", 1, 10 ** 7, doc="`prof run`: the profiled command is stopped after"),
     "prof.export_timeout_s": Field("number", 1, 10 ** 6, doc="`prof run`: msprof --export"),
+    # The fleet room (site pins, `npudoctor collective`, `onboard`).
+    "fleet.pin_mismatch": Field("severity", doc="SITE001: a value differing from the profile's inventory pins"),
+    "fleet.collective.busbw_gbps.all_reduce": Field("number", 0, 1e6, nullable=True,
+                                                    doc="COL002: expected all_reduce bus bandwidth, GB/s"),
+    "fleet.collective.busbw_gbps.all_gather": Field("number", 0, 1e6, nullable=True,
+                                                    doc="COL002: expected all_gather bus bandwidth, GB/s"),
+    "fleet.collective.busbw_gbps.broadcast": Field("number", 0, 1e6, nullable=True,
+                                                   doc="COL002: expected broadcast bus bandwidth, GB/s"),
+    "fleet.collective.min_busbw_fraction": Field("number", 0, 1, doc="COL002: share of the expected busbw"),
+    "fleet.collective.slow_rank_factor": Field("number", 1, 1000, doc="COL003: slowest rank / median rank"),
+    "inventory": Field("inventory", doc="SITE001: the node's expected values (`profile derive` writes them)"),
 }
 
 
@@ -148,6 +161,8 @@ def _check_field(spec: Field, value: Any, where: str) -> Any:
         hint = _did_you_mean(value.lower(), SEVERITIES) if isinstance(value, str) else ""
         shown = repr(value) if isinstance(value, str) else _type_name(value)
         raise ProfileError(f"{where}: {shown} is not a severity (warn or fail){hint}")
+    if spec.kind == "inventory":
+        return _check_inventory(value, where)
     if spec.kind == "str":
         if isinstance(value, str):
             return value
@@ -168,6 +183,23 @@ def _check_field(spec: Field, value: Any, where: str) -> Any:
         raise ProfileError(f"{where}: expected a finite number, got {value!r}")
     if (spec.minimum is not None and value < spec.minimum) or (spec.maximum is not None and value > spec.maximum):
         raise ProfileError(f"{where}: {value!r} is out of range ({spec.minimum:g} to {spec.maximum:g})")
+    return value
+
+
+def _check_inventory(value: Any, where: str) -> Any:
+    """Pins under ``inventory:``: known keys (model.inventory.PINNABLE), each a text, a number, a list of
+    them (bus ids; values that differ between chips) or null (not pinned)."""
+    if not isinstance(value, Mapping):
+        raise ProfileError(f"{where}: expected a mapping of pinned values, got {_type_name(value)}")
+    scalar = (str, int, float)
+    for key, pinned in flatten(value).items():
+        if key not in PINNABLE:
+            raise ProfileError(f"{where}.{key}: unknown inventory key{_did_you_mean(key, PINNABLE)}")
+        if pinned is None or (isinstance(pinned, scalar) and not isinstance(pinned, bool)):
+            continue
+        if isinstance(pinned, list) and all(isinstance(v, scalar) and not isinstance(v, bool) for v in pinned):
+            continue
+        raise ProfileError(f"{where}.{key}: expected a value or a list of values, got {_type_name(pinned)}")
     return value
 
 
@@ -223,10 +255,15 @@ def validate_profile(data: Any, source: str, defaults: Optional[Mapping[str, Any
 
 
 def flatten(data: Mapping[str, Any], prefix: str = "") -> Dict[str, Any]:
-    """``{"a": {"b": 1}}`` -> ``{"a.b": 1}`` (leaves only)."""
+    """``{"a": {"b": 1}}`` -> ``{"a.b": 1}`` (leaves only; lists are leaves).
+
+    >>> flatten({"driver": "23.0.7", "chips": {"model": "910B3", "bus_ids": ["0000:c1:00.0"]}})
+    {'driver': '23.0.7', 'chips.model': '910B3', 'chips.bus_ids': ['0000:c1:00.0']}
+    """
     out: Dict[str, Any] = {}
     for key, value in data.items():
-        if isinstance(value, Mapping) and value:
+        # dict first: the fleet view flattens 50,000 inventories, and typing.Mapping's isinstance is slow.
+        if (type(value) is dict or isinstance(value, Mapping)) and value:
             out.update(flatten(value, f"{prefix}{key}."))
         else:
             out[f"{prefix}{key}"] = value

@@ -14,7 +14,8 @@ from npudoctor.probes.sources import Command
 
 # Area modules that register providers; imported on first use so that start-up stays fast.
 AREAS = ("npudoctor.probes.pci", "npudoctor.probes.npu_smi", "npudoctor.probes.versions",
-         "npudoctor.probes.libraries", "npudoctor.probes.hccl", "npudoctor.probes.workload")
+         "npudoctor.probes.libraries", "npudoctor.probes.hccl", "npudoctor.probes.workload",
+         "npudoctor.probes.inventory")
 
 FACTS: Dict[str, Callable[[Any], Any]] = {}
 # Per stage, functions naming the slow commands its probes will run for sure (npu-smi takes seconds on a real

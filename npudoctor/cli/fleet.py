@@ -1,0 +1,230 @@
+"""Commands of the fleet room: `fleet`, `profile derive`, `onboard`, `collective`. Thin: the engines are in
+``npudoctor.fleet``."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Optional, Tuple
+
+import click
+
+from npudoctor.cli import fail_usage
+from npudoctor.model.finding import Status
+
+
+@click.command()
+@click.argument("paths", nargs=-1, metavar="PATH...")
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "csv"]), default="text", show_default=True)
+@click.option("--demo", is_flag=True, help="Show a demo fleet made from the shipped scenarios.")
+@click.option("--demo-nodes", type=click.IntRange(1, 100000), default=42, show_default=True, hidden=True)
+def fleet(paths: Tuple[str, ...], fmt: str, demo: bool, demo_nodes: int) -> None:
+    """Many reports or bundles at once: which nodes fail which checks, and version drift.
+
+    PATH: `npudoctor check --format json` reports, bundles (.tar.gz or folders), tar archives of reports, or
+    folders holding any of these. Exit 0 when no node fails, 1 when one does, 2 when nothing is readable.
+    """
+    from npudoctor.fleet import view
+
+    if demo == bool(paths):
+        raise fail_usage("give report/bundle PATHs, or --demo (not both)")
+    if demo:
+        from npudoctor.fleet.demo import fleet_documents
+
+        result = view.from_documents(fleet_documents(demo_nodes))
+    else:
+        from npudoctor.report.progress import Progress
+
+        error = None
+        with Progress() as progress:  # the spinner line is gone before anything is printed
+            progress.update("reading reports")
+            try:
+                result = view.build(paths, progress=lambda n: progress.update("reading reports", f"{n} read"))
+            except view.FleetInputError as exc:
+                error = str(exc)
+        if error is not None:
+            raise fail_usage(error)
+    render = {"json": view.render_json, "csv": view.render_csv}.get(fmt, view.render_text)
+    click.echo(render(result), nl=False)
+    if result.errors and fmt != "text":  # the text lists them itself; say so where a script's output would not
+        first_path, first_reason = result.errors[0]
+        click.echo(f"npudoctor: warning: {len(result.errors)} input(s) could not be read, first {first_path}: "
+                   f"{first_reason}", err=True)
+    raise click.exceptions.Exit(result.exit_code())
+
+
+@click.group()
+def profile() -> None:
+    """Node profiles: derive a site profile from a known-good node."""
+
+
+@profile.command("derive")
+@click.argument("source", metavar="BUNDLE|REPORT")
+@click.option("-o", "--output", required=True, metavar="site.yaml", help="Where to write it (never overwritten).")
+@click.option("--base", metavar="NAME|PATH", help="Profile whose thresholds it keeps (default: the report's).")
+@click.option("--name", metavar="NAME", help="The profile's name (default: site-from-HOSTNAME).")
+def derive(source: str, output: str, base: Optional[str], name: Optional[str]) -> None:
+    """Write a site profile pinning what SOURCE's node is: chips, link widths, versions, OS and kernel.
+
+    `npudoctor check --profile site.yaml` on another node then reports every difference (SITE001).
+    """
+    from npudoctor import api
+    from npudoctor.fleet.derive import DeriveError, load_source, write_new
+    from npudoctor.fleet.derive import derive as derive_text
+
+    try:
+        if base:
+            api.load_profile(base)  # a bad base is a usage error now, not when the site profile is used
+        document, described = load_source(source, base)
+        text = derive_text(document, described, base=base, name=name)
+        write_new(output, text)
+    except (DeriveError, api.UsageError) as exc:
+        raise fail_usage(str(exc)) from None
+    pins = sum(1 for line in text.splitlines() if line.startswith("  ") and not line.strip().startswith("#"))
+    click.echo(f"wrote {output}: {pins} pinned value(s) from {described}; "
+               f"check another node with: npudoctor check --profile {output}")
+
+
+@click.command()
+@click.option("--backend", type=click.Choice(["auto", "hccl", "nccl", "gloo"]), default="auto", show_default=True,
+              help="auto: hccl when torch_npu imports, else nccl with CUDA, else gloo on the CPU.")
+@click.option("--sizes", metavar="LIST", help="Message sizes [default: 1K,1M,64M,1G; gloo: 1K,1M,16M].")
+@click.option("--ops", default="all_reduce,all_gather,broadcast", show_default=True, metavar="LIST")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--nproc-per-node", type=click.IntRange(1, 128), metavar="N",
+              help="Start torchrun with N processes on this node (default for gloo: 2).")
+@click.option("--iters", type=click.IntRange(1, 100000), default=20, show_default=True)
+@click.option("--warmup", type=click.IntRange(0, 10000), default=5, show_default=True)
+@click.option("--profile", "profile_name", metavar="NAME|PATH", help="Expected bus bandwidth (fleet.collective).")
+@click.option("--timeout", "timeout_s", type=click.FloatRange(1, 86400), default=600, show_default=True,
+              help="Seconds before the run is stopped.")
+@click.option("--result-file", hidden=True, help="(internal) rank 0 writes its raw results here.")
+def collective(backend: str, sizes: Optional[str], ops: str, fmt: str, nproc_per_node: Optional[int], iters: int,
+               warmup: int, profile_name: Optional[str], timeout_s: float, result_file: Optional[str]) -> None:
+    """Measure all_reduce / all_gather / broadcast like nccl-tests: latency, algbw, busbw, correctness.
+
+    On one node: `npudoctor collective --nproc-per-node 8`. Across nodes, under your own torchrun:
+    `torchrun --nnodes 2 --nproc-per-node 8 ... -m npudoctor.collective [OPTIONS]`.
+    """
+    import os
+
+    from npudoctor import api
+    from npudoctor.fleet import collective as probe
+    from npudoctor.model.finding import Report
+
+    try:
+        op_list = probe.parse_ops(ops)
+        profile = api.load_profile(profile_name)
+        if probe.under_torchrun(os.environ):
+            size_list = probe.parse_sizes(sizes or probe.DEFAULT_SIZES.get(backend, probe.DEFAULT_SIZES["hccl"]))
+        else:
+            backend = probe.pick_backend(backend)
+            size_list = probe.parse_sizes(sizes or probe.DEFAULT_SIZES[backend])
+            if nproc_per_node is None and backend != "gloo":
+                raise probe.CollectiveError(f"--nproc-per-node N is needed for {backend} (how many devices to use)")
+    except (probe.CollectiveError, api.UsageError) as exc:
+        raise fail_usage(str(exc)) from None
+    if probe.under_torchrun(os.environ):
+        try:
+            document = probe.run_worker(backend, size_list, op_list, iters, warmup, timeout_s)
+        except Exception as exc:  # HCCL/NCCL failures: torchrun reports the rank; the launcher explains codes
+            click.echo(f"npudoctor collective: rank {os.environ.get('RANK')}: {exc.__class__.__name__}: {exc}",
+                       err=True)
+            raise click.exceptions.Exit(1) from None
+        if document is None:  # not rank 0
+            return
+        if result_file:
+            with open(result_file, "w", encoding="utf-8") as handle:
+                json.dump(document, handle)
+            return
+    else:
+        worker_args = ["--backend", backend, "--sizes", ",".join(map(str, size_list)), "--ops", ",".join(op_list),
+                       "--iters", str(iters), "--warmup", str(warmup), "--timeout", str(timeout_s)]
+        document = probe.launch(nproc_per_node or 2, worker_args, timeout_s + 60)
+    found = (probe.failed_run(document["error"], document.get("output", "")) if "error" in document
+             else probe.findings(document, profile))
+    click.echo(probe.to_json(document, found) if fmt == "json" else probe.render_text(document, found), nl=False)
+    raise click.exceptions.Exit(Report(list(found)).exit_code())
+
+
+@click.command()
+@click.option("--profile", "profile_name", required=True, metavar="NAME|PATH", help="What this node must be.")
+@click.option("-o", "--output", required=True, metavar="DIR", help="New or empty folder for the results.")
+@click.option("--python", "python", metavar="PATH", help="The interpreter training runs with.")
+@click.option("--root", metavar="DIR", help="Read system files under DIR.")
+@click.option("--collective-backend", type=click.Choice(["auto", "hccl", "nccl", "gloo"]), default="auto",
+              show_default=True)
+@click.option("--nproc-per-node", type=click.IntRange(1, 128), metavar="N",
+              help="Processes for the collective probe (default: the node's NPU count).")
+@click.option("--sizes", metavar="LIST", help="Collective message sizes (default 1K,1M,64M,1G).")
+@click.option("--no-collective", is_flag=True, help="Do not run the collective probe.")
+@click.option("--memlog", metavar="FILE.jsonl", help="Plot memory over steps from this npudoctor.memlog/1 file.")
+@click.option("--fail-on", type=click.Choice(["warn", "fail"]), default="fail", show_default=True)
+def onboard(profile_name: str, output: str, python: Optional[str], root: Optional[str], collective_backend: str,
+            nproc_per_node: Optional[int], sizes: Optional[str], no_collective: bool, memlog: Optional[str],
+            fail_on: str) -> None:
+    """Acceptance run: checks, import probe, training step, collective probe; report.json, bundle, report.html.
+
+    Exit codes as `check`: 0 accepted, 1 a FAIL or ERROR (or WARN under --fail-on warn), 2 usage error.
+    """
+    from npudoctor import api
+    from npudoctor.fleet import onboard as engine
+    from npudoctor.fleet.collective import CollectiveError
+    from npudoctor.report.progress import Progress, ProgressListener
+
+    collective_options = engine.CollectiveOptions(not no_collective, collective_backend, nproc_per_node, sizes)
+    error = None
+    with Progress() as progress:  # the spinner line is gone before anything is printed
+        try:
+            memory = engine.read_memory(memlog) if memlog else None
+            result = engine.onboard(output, profile_name, collective_options, {"python": python, "logs_dirs": ()},
+                                    root=root, memory=memory, listener=ProgressListener(progress),
+                                    stage=progress.update)
+        except (api.UsageError, CollectiveError) as exc:
+            error = str(exc)
+    if error is not None:
+        raise fail_usage(error)
+    report = result.report
+    code = report.exit_code(fail_on)
+    counts = ", ".join(f"{v} {k}" for k, v in report.summary.to_dict().items())
+    click.echo(f"{'ACCEPTED' if code == 0 else 'NOT ACCEPTED'}: {report.inventory.get('hostname') or '?'} "
+               f"({counts})")
+    for finding in report.findings:
+        if finding.status in (Status.FAIL, Status.ERROR) or (fail_on == "warn" and finding.status is Status.WARN):
+            click.echo(f"  {finding.status.value.upper():<5} {finding.id:<8} {finding.subject}: {finding.detail}")
+    for path in result.paths.values():
+        click.echo(f"wrote {path}")
+    raise click.exceptions.Exit(code)
+
+
+def check_fleet_options(demo: Optional[str], textfile: Optional[str], bundle: Optional[str], root: Optional[str],
+                        profile_name: Optional[str], fmt: str) -> Tuple[Optional[str], Optional[str]]:
+    """`check --demo` and `--textfile`: the bundle and profile to use; usage errors before any work."""
+    from npudoctor import api
+    from npudoctor.fleet.textfile import TextfileError, check_target
+
+    try:
+        if textfile:
+            check_target(textfile)
+        if demo is None:
+            return bundle, profile_name
+        from npudoctor.fleet import demo as demos
+
+        if demo == "list":
+            click.echo(demos.describe())
+            raise click.exceptions.Exit(0)
+        bundle, profile_name = demos.check_arguments(demo, bundle, root, profile_name)
+    except (TextfileError, api.UsageError) as exc:
+        raise fail_usage(str(exc)) from None
+    if fmt == "text":
+        click.echo(demos.banner(demo), err=True)
+    return bundle, profile_name
+
+
+def write_textfile(path: str, report: Any, fail_on: str) -> None:
+    from npudoctor.fleet.textfile import TextfileError, write_atomically
+    from npudoctor.report import prometheus
+
+    try:
+        write_atomically(path, prometheus.render(report, fail_on))
+    except TextfileError as exc:
+        raise fail_usage(str(exc)) from None

@@ -1,0 +1,432 @@
+"""The collective probe: all_reduce / all_gather / broadcast over torch.distributed, measured like nccl-tests.
+
+Each process of a ``torchrun`` job runs :func:`run_worker`; rank 0 assembles the ``npudoctor.collective/1``
+document. ``npudoctor collective --nproc-per-node N`` starts torchrun itself on one node; across nodes, run
+``torchrun --nnodes ... -m npudoctor.collective`` yourself (same options). torch (and torch_npu for HCCL) are
+imported only inside the functions that run the collectives.
+
+Figures, per operation and message size, as nccl-tests and hccl_test print them:
+
+* time: the mean time of one operation on the slowest rank (a collective ends when its last rank does);
+* algbw = size / time (GB/s, 1e9 bytes); busbw = algbw x factor, the factor making numbers comparable with
+  the link's bandwidth whatever the rank count: all_reduce 2(n-1)/n, all_gather (n-1)/n, broadcast 1.
+  For all_gather the size is the gathered output (each rank sends size/n), as in nccl-tests.
+
+Findings COL001 (correct results), COL002 (bus bandwidth against the profile) and COL003 (the slowest
+rank) are documented below, as ``npudoctor explain COL001`` prints them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import statistics
+import textwrap
+import time
+from typing import Any, Dict, List, Mapping, Optional, Sequence
+
+from npudoctor.model.finding import Finding, Status
+
+SCHEMA = "npudoctor.collective/1"
+OPS = ("all_reduce", "all_gather", "broadcast")
+UNITS = {"": 1, "B": 1, "K": 1024, "M": 1024 ** 2, "G": 1024 ** 3}
+DEFAULT_SIZES = {"gloo": "1K,1M,16M", "hccl": "1K,1M,64M,1G", "nccl": "1K,1M,64M,1G"}
+TITLES = {
+    "COL001": "Collective results are correct",
+    "COL002": "Bus bandwidth as the profile expects",
+    "COL003": "No rank much slower than the others",
+}
+
+
+def _col001(ctx: Any) -> List[Any]:
+    """Every rank checks the values a collective returned: all_reduce of rank+1 must sum to n(n+1)/2 on every
+    rank, all_gather must return each rank's own chunk, broadcast the root's values.
+
+    A wrong value with no error is a hardware or driver fault (memory, a link corrupting data): run
+    ``npu-smi info -t health`` on the nodes of the named ranks and ``npudoctor check``. A run that fails to
+    start or crashes is an ERROR; HCCL/CANN error codes in its output (EI0006, errNo 0x0501...) are
+    explained from the log doctor's code base, with their fix.
+    """
+    return []  # documentation only: `npudoctor collective` and `onboard` make these findings
+
+
+def _col002(ctx: Any) -> List[Any]:
+    """Bus bandwidth (busbw, as nccl-tests and hccl_test compute it: all_reduce algbw x 2(n-1)/n, all_gather
+    x (n-1)/n, broadcast x 1) at the largest message size reaches ``fleet.collective.min_busbw_fraction``
+    (0.8) of ``fleet.collective.busbw_gbps.<op>`` in the profile.
+
+    Without an expected value, or on gloo (the CPU says nothing about NPU links): SKIP with the measured
+    figure. Below expectation: check each NPU's RoCE link and speed (``hccn_tool -i N -link -g``,
+    ``-speed -g``), PCIe widths (``npudoctor check --only PCI003,HCCL``) and that no other job shares the
+    NPUs. Pin the figure a good node measures in the site profile.
+    """
+    return []
+
+
+def _col003(ctx: Any) -> List[Any]:
+    """No rank's total time over all measured operations exceeds ``fleet.collective.slow_rank_factor``
+    (1.5) times the median rank's; the slowest rank and its host are named either way.
+
+    One slow rank stalls every step of a data-parallel job. Check its node with ``npudoctor check`` (chip
+    health, PCIe width, other processes holding the NPU).
+    """
+    return []
+
+
+def explain_spec(check_id: str) -> Any:
+    """The collective's findings for ``npudoctor explain COL001``: not registered checks (``check`` never runs
+    them), documented the same way."""
+    from npudoctor.checks.registry import CheckSpec
+
+    funcs = {"COL001": _col001, "COL002": _col002, "COL003": _col003}
+    wanted = check_id.upper()
+    if wanted not in funcs:
+        return None
+    return CheckSpec(wanted, "collective", TITLES[wanted], funcs[wanted])
+
+
+class CollectiveError(Exception):
+    """Bad options: one line for the user."""
+
+
+def parse_sizes(text: str) -> List[int]:
+    """``"1K,1M,64M,1G"`` -> bytes.
+
+    >>> parse_sizes("1K, 1M,64m,1G,4096")
+    [1024, 1048576, 67108864, 1073741824, 4096]
+    """
+    sizes = []
+    for part in text.split(","):
+        match = re.fullmatch(r"\s*(\d+)\s*([KMGkmg]?)[iI]?[Bb]?\s*", part)
+        if not match or int(match.group(1)) == 0:
+            raise CollectiveError(f"--sizes: {part.strip()!r} is not a size such as 1K, 64M or 1G")
+        sizes.append(int(match.group(1)) * UNITS[match.group(2).upper()])
+    return sizes
+
+
+def parse_ops(text: str) -> List[str]:
+    ops = [op.strip() for op in text.split(",") if op.strip()]
+    if ops == ["all"]:
+        return list(OPS)
+    unknown = [op for op in ops if op not in OPS]
+    if unknown or not ops:
+        raise CollectiveError(f"--ops: unknown {', '.join(unknown) or '(none)'}; choose from {', '.join(OPS)}")
+    return ops
+
+
+def bus_factor(op: str, ranks: int) -> float:
+    """nccl-tests' bus bandwidth factor.
+
+    >>> bus_factor("all_reduce", 8), bus_factor("all_gather", 8), bus_factor("broadcast", 8)
+    (1.75, 0.875, 1.0)
+    """
+    if op == "all_reduce":
+        return 2 * (ranks - 1) / ranks
+    if op == "all_gather":
+        return (ranks - 1) / ranks
+    return 1.0
+
+
+def human_size(size: int) -> str:
+    """>>> human_size(1024), human_size(64 * 1024 ** 2), human_size(1000)
+    ('1K', '64M', '1000B')
+    """
+    for unit in ("G", "M", "K"):
+        if size >= UNITS[unit] and size % UNITS[unit] == 0:
+            return f"{size // UNITS[unit]}{unit}"
+    return f"{size}B"
+
+
+def under_torchrun(environ: Mapping[str, str]) -> bool:
+    return all(name in environ for name in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"))
+
+
+# -- the worker (one per rank, under torchrun) --------------------------------------------------------------
+def pick_backend(requested: str) -> str:
+    """``auto``: HCCL when torch_npu imports, else NCCL when CUDA is there, else gloo on the CPU."""
+    if requested != "auto":
+        return requested
+    try:
+        import torch_npu  # noqa: F401
+    except Exception:  # ImportError, or torch_npu failing without CANN
+        pass
+    else:
+        return "hccl"
+    import torch
+
+    return "nccl" if torch.cuda.is_available() else "gloo"
+
+
+def run_worker(backend: str, sizes: Sequence[int], ops: Sequence[str], iters: int, warmup: int,
+               timeout_s: float = 300.0) -> Optional[Dict[str, Any]]:
+    """Run every (op, size) on this rank; rank 0 returns the document, the other ranks None."""
+    import datetime
+    import socket
+
+    import torch
+    import torch.distributed as dist
+
+    backend = pick_backend(backend)
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    if backend == "hccl":
+        import torch_npu  # noqa: F401  (registers the npu device and the hccl backend)
+
+        torch.npu.set_device(local_rank)  # type: ignore[attr-defined]
+        device = torch.device(f"npu:{local_rank}")
+        synchronize = torch.npu.synchronize  # type: ignore[attr-defined]
+    elif backend == "nccl":
+        torch.cuda.set_device(local_rank)
+        device = torch.device(f"cuda:{local_rank}")
+        synchronize = torch.cuda.synchronize
+    else:
+        device = torch.device("cpu")
+
+        def synchronize() -> None:  # gloo on the CPU: every call has finished when it returns
+            return None
+
+    dist.init_process_group(backend=backend, timeout=datetime.timedelta(seconds=timeout_s))
+    try:
+        rank, world = dist.get_rank(), dist.get_world_size()
+        hosts: List[Any] = [None] * world
+        dist.all_gather_object(hosts, socket.gethostname())
+        rows = []
+        for op in ops:
+            for size in sizes:
+                rows.append(_measure(dist, torch, device, synchronize, op, size, rank, world,
+                                     _iterations(size, iters), warmup))
+        dist.barrier()
+    finally:
+        dist.destroy_process_group()
+    if rank != 0:
+        return None
+    return {
+        "schema": SCHEMA, "backend": backend, "device": device.type, "world_size": world, "hosts": hosts,
+        "iters": iters, "warmup": warmup, "results": rows,
+    }
+
+
+def _iterations(size: int, iters: int) -> int:
+    """Fewer repetitions for big messages (a 1 GiB all_reduce takes tens of ms even on HCCS)."""
+    return max(2, min(iters, (4 * UNITS["G"]) // size))
+
+
+def _measure(dist: Any, torch: Any, device: Any, synchronize: Any, op: str, size: int, rank: int, world: int,
+             iters: int, warmup: int) -> Dict[str, Any]:
+    numel = max(world if op == "all_gather" else 1, size // 4)  # float32 elements
+    chunk = max(1, numel // world)
+    if op == "all_gather":
+        numel = chunk * world
+
+    def run_once(value: float) -> Any:
+        if op == "all_reduce":
+            tensor = torch.full((numel,), value, dtype=torch.float32, device=device)
+            dist.all_reduce(tensor)
+            return tensor
+        if op == "all_gather":
+            send = torch.full((chunk,), value, dtype=torch.float32, device=device)
+            parts = [torch.empty(chunk, dtype=torch.float32, device=device) for _ in range(world)]
+            dist.all_gather(parts, send)
+            return parts
+        tensor = torch.full((numel,), value if rank == 0 else 0.0, dtype=torch.float32, device=device)
+        dist.broadcast(tensor, src=0)
+        return tensor
+
+    # Correctness first, on values every rank can predict.
+    received = run_once(float(rank + 1) if op != "broadcast" else 7.0)
+    synchronize()
+    if op == "all_reduce":
+        correct = bool(torch.all(received == world * (world + 1) / 2).item())
+    elif op == "all_gather":
+        correct = all(bool(torch.all(part == r + 1).item()) for r, part in enumerate(received))
+    else:
+        correct = bool(torch.all(received == 7.0).item())
+    # Then the timing, on buffers allocated once.
+    if op == "all_gather":
+        send = torch.ones(chunk, dtype=torch.float32, device=device)
+        parts = [torch.empty(chunk, dtype=torch.float32, device=device) for _ in range(world)]
+
+        def call() -> None:
+            dist.all_gather(parts, send)
+    else:
+        buffer = torch.ones(numel, dtype=torch.float32, device=device)
+
+        def call() -> None:
+            if op == "all_reduce":
+                dist.all_reduce(buffer)
+            else:
+                dist.broadcast(buffer, src=0)
+    for _ in range(warmup):
+        call()
+    synchronize()
+    dist.barrier()
+    started = time.perf_counter()
+    for _ in range(iters):
+        call()
+    synchronize()
+    mine_us = (time.perf_counter() - started) / iters * 1e6
+    stats = torch.tensor([mine_us, 1.0 if correct else 0.0], dtype=torch.float64, device=device)
+    gathered = [torch.zeros(2, dtype=torch.float64, device=device) for _ in range(world)]
+    dist.all_gather(gathered, stats)
+    per_rank = [(float(t[0].item()), bool(t[1].item())) for t in gathered]
+    return row(op, numel * 4, world, [t for t, _ in per_rank], [ok for _, ok in per_rank], iters)
+
+
+def row(op: str, size: int, world: int, rank_times_us: Sequence[float], rank_correct: Sequence[bool],
+        iters: int) -> Dict[str, Any]:
+    """One line of results from each rank's mean time and correctness (pure: also used by tests)."""
+    slowest = max(range(world), key=lambda r: rank_times_us[r])
+    time_us = rank_times_us[slowest]
+    algbw = size / (time_us * 1e-6) / 1e9 if time_us > 0 else 0.0
+    return {
+        "op": op, "size_bytes": size, "iters": iters, "time_us": round(time_us, 2),
+        "algbw_gbps": round(algbw, 3), "busbw_gbps": round(algbw * bus_factor(op, world), 3),
+        "correct": all(rank_correct), "wrong_ranks": [r for r in range(world) if not rank_correct[r]],
+        "slowest_rank": slowest, "rank_times_us": [round(t, 2) for t in rank_times_us],
+    }
+
+
+# -- findings ------------------------------------------------------------------------------------------------
+def _finding(check_id: str, status: Status, subject: str, detail: str, evidence: Optional[Dict[str, Any]] = None,
+             fix: str = "") -> Finding:
+    return Finding(check_id, status, TITLES[check_id], subject, detail, evidence or {}, fix, stage="collective")
+
+
+def failed_run(reason: str, output: str) -> List[Finding]:
+    """ERROR findings for a run that did not finish, with the error codes in its output explained."""
+    from npudoctor.logs.codes import explain, find_codes
+
+    explained = [info for info in (explain(code) for code in find_codes(output)[:5]) if info is not None]
+    detail = reason + "".join(f"; {i.code}: {i.title} ({i.meaning})" for i in explained)
+    fix = next((i.fix for i in explained if i.fix), "") or (
+        "run `npudoctor check` on every node first (HCCL stage: HCCL_IF_IP, HCCL_SOCKET_IFNAME, RoCE links)")
+    tail = "\n".join(output.strip().splitlines()[-12:])
+    return [_finding("COL001", Status.ERROR, "collective", detail, {"codes": [i.code for i in explained],
+                                                                    "output_tail": tail}, fix)]
+
+
+def findings(document: Mapping[str, Any], profile: Any) -> List[Finding]:
+    """COL001-COL003 for a finished run."""
+    rows: List[Mapping[str, Any]] = document.get("results") or []
+    world = int(document.get("world_size") or 1)
+    hosts = document.get("hosts") or []
+    out: List[Finding] = []
+    wrong = [r for r in rows if not r["correct"]]
+    for r in wrong:
+        out.append(_finding("COL001", Status.FAIL, f"{r['op']}:{human_size(r['size_bytes'])}",
+                            f"wrong values received on rank(s) {', '.join(map(str, r['wrong_ranks']))}",
+                            {"wrong_ranks": r["wrong_ranks"]},
+                            "a wrong result with no error is a hardware or driver fault: run `npu-smi info -t health`"
+                            " on the node(s) of those ranks and `npudoctor check`"))
+    if not wrong:
+        out.append(_finding("COL001", Status.PASS, "collective",
+                            f"{len(rows)} operation(s) on {world} rank(s) returned the expected values"))
+    out.extend(_bandwidth(document, rows, profile))
+    out.append(_slow_rank(rows, world, hosts, profile))
+    return out
+
+
+def _bandwidth(document: Mapping[str, Any], rows: Sequence[Mapping[str, Any]], profile: Any) -> List[Finding]:
+    expected: Mapping[str, Any] = profile.get("fleet.collective.busbw_gbps", None) or {}
+    fraction = float(profile.get("fleet.collective.min_busbw_fraction", 0.8))
+    backend = document.get("backend")
+    result = []
+    for op in dict.fromkeys(r["op"] for r in rows):
+        largest = max((r for r in rows if r["op"] == op), key=lambda r: r["size_bytes"])
+        want = expected.get(op) if isinstance(expected, Mapping) else None
+        subject = f"{op}:{human_size(largest['size_bytes'])}"
+        if not isinstance(want, (int, float)) or isinstance(want, bool) or backend == "gloo":
+            why = ("gloo on the CPU says nothing about the NPU links" if backend == "gloo" else
+                   f"profile {profile.name} expects no bus bandwidth (fleet.collective.busbw_gbps.{op})")
+            result.append(_finding("COL002", Status.SKIP, subject,
+                                   f"measured {largest['busbw_gbps']:g} GB/s; {why}"))
+            continue
+        evidence = {"busbw_gbps": largest["busbw_gbps"], "expected_gbps": want, "min_fraction": fraction}
+        if largest["busbw_gbps"] >= fraction * want:
+            result.append(_finding("COL002", Status.PASS, subject,
+                                   f"bus bandwidth {largest['busbw_gbps']:g} GB/s (expected {want:g})", evidence))
+        else:
+            result.append(_finding(
+                "COL002", Status.FAIL, subject,
+                f"bus bandwidth {largest['busbw_gbps']:g} GB/s, below {fraction:.0%} of the expected {want:g} GB/s",
+                evidence, "check the links: `hccn_tool -i N -link -g` and `-speed -g` per NPU, PCIe widths "
+                          "(`npudoctor check --only PCI003,HCCL`), and that no other job shares the NPUs"))
+    return result
+
+
+def _slow_rank(rows: Sequence[Mapping[str, Any]], world: int, hosts: Sequence[Any], profile: Any) -> Finding:
+    if world < 2 or not rows:
+        return _finding("COL003", Status.SKIP, "collective", "one rank: nothing to compare")
+    totals = [sum(r["rank_times_us"][rank] for r in rows) for rank in range(world)]
+    slowest = max(range(world), key=lambda rank: totals[rank])
+    median = statistics.median(totals)
+    factor = float(profile.get("fleet.collective.slow_rank_factor", 1.5))
+    ratio = totals[slowest] / median if median > 0 else 1.0
+    host = f" on {hosts[slowest]}" if slowest < len(hosts) and hosts[slowest] else ""
+    evidence = {"slowest_rank": slowest, "host": hosts[slowest] if slowest < len(hosts) else None,
+                "ratio_to_median": round(ratio, 3), "rank_totals_us": [round(t, 1) for t in totals]}
+    detail = f"slowest rank {slowest}{host}: {ratio:.2f}x the median rank's total time"
+    if ratio > factor:
+        return _finding("COL003", Status.WARN, f"rank:{slowest}", detail, evidence,
+                        "a rank much slower than the rest stalls every step of the job: check its node with "
+                        "`npudoctor check` (chip health, PCIe width, other processes on the NPU)")
+    return _finding("COL003", Status.PASS, f"rank:{slowest}", detail, evidence)
+
+
+# -- output ---------------------------------------------------------------------------------------------------
+def render_text(document: Mapping[str, Any], found: Sequence[Finding], width: int = 80) -> str:
+    from npudoctor.report.symbols import SYMBOL
+
+    lines = [f"npudoctor collective: backend {document.get('backend')}, {document.get('world_size')} rank(s) on "
+             f"{len(set(document.get('hosts') or []))} node(s), device {document.get('device')}"]
+    rows = document.get("results") or []
+    if rows:
+        lines.append(f"{'op':<11}{'size':>6}{'time us':>12}{'algbw GB/s':>12}{'busbw GB/s':>12}  check  slowest")
+        for r in rows:
+            lines.append(f"{r['op']:<11}{human_size(r['size_bytes']):>6}{r['time_us']:>12.1f}{r['algbw_gbps']:>12.3f}"
+                         f"{r['busbw_gbps']:>12.3f}  {'ok' if r['correct'] else 'WRONG':<5}  rank {r['slowest_rank']}")
+    lines.append("")
+    for finding in found:  # the check layout at 80 columns: the line, then the detail and fix indented
+        lines.append(f"  {SYMBOL[finding.status]} {finding.id:<7} {finding.title}"
+                     f"{f' [{finding.subject}]' if finding.subject else ''}")
+        lines += textwrap.wrap(finding.detail, width, initial_indent=" " * 12, subsequent_indent=" " * 12)
+        if finding.fix and finding.status in (Status.FAIL, Status.WARN, Status.ERROR):
+            lines += textwrap.wrap(finding.fix, width, initial_indent=" " * 12 + "fix: ",
+                                   subsequent_indent=" " * 17, break_on_hyphens=False)
+    counts = {status: sum(1 for f in found if f.status is status) for status in Status}
+    problems = counts[Status.FAIL] + counts[Status.ERROR]
+    lines += ["", f"{len(found)} findings: " + ", ".join(f"{n} {s.value}" for s, n in counts.items() if n)
+              + ("; nothing failed" if not problems else f"; {problems} problem(s)")]
+    return "\n".join(lines) + "\n"
+
+
+def to_json(document: Mapping[str, Any], found: Sequence[Finding]) -> str:
+    return json.dumps({**document, "schema": SCHEMA, "findings": [f.to_dict() for f in found]}, indent=2) + "\n"
+
+
+# -- launching torchrun on this node --------------------------------------------------------------------------
+def launch(nproc: int, worker_args: Sequence[str], timeout_s: float) -> Dict[str, Any]:
+    """Run ``python -m torch.distributed.run --standalone --nproc-per-node N -m npudoctor.collective ARGS`` and
+    return rank 0's document, or ``{"error": reason, "output": text}`` when the run did not finish."""
+    import subprocess
+    import sys
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="npudoctor-collective-") as tmp:
+        result_file = os.path.join(tmp, "result.json")
+        argv = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}",
+                "-m", "npudoctor.collective", *worker_args, "--result-file", result_file]
+        env = dict(os.environ, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"))
+        try:
+            completed = subprocess.run(argv, capture_output=True, text=True, errors="replace", timeout=timeout_s,
+                                       env=env, check=False)
+        except subprocess.TimeoutExpired as exc:
+            output = (exc.stdout or "") + (exc.stderr or "") if isinstance(exc.stdout, str) else ""
+            return {"error": f"torchrun did not finish within {timeout_s:g} s and was stopped", "output": output}
+        output = completed.stdout + completed.stderr
+        if completed.returncode != 0 or not os.path.exists(result_file):
+            last = next((line for line in reversed(output.strip().splitlines()) if line.strip()), "")
+            return {"error": f"torchrun exited with code {completed.returncode}: {last[:200]}", "output": output}
+        with open(result_file, encoding="utf-8") as handle:
+            document: Dict[str, Any] = json.load(handle)
+        return document

@@ -1,0 +1,139 @@
+"""The acceptance run (``npudoctor onboard --profile NAME|PATH -o DIR``): the whole ladder on one node.
+
+Level-1 checks and the level-2 import probe (recorded into a bundle as ``collect`` does), the level-3 training
+step when the training feature is installed (SKIP with that reason otherwise), and the collective probe on
+this node's devices; then DIR gets ``report.json`` (the ``npudoctor.report/1`` document plus the collective's
+results), ``bundle.tar.gz`` and ``report.html``. DIR must be new or empty: nothing is ever overwritten.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+
+from npudoctor import api
+from npudoctor.model.finding import Finding, Report, Status
+
+OUTPUTS = ("report.json", "bundle.tar.gz", "report.html")
+TRAINING_ID = "TRN001"
+
+
+@dataclass
+class CollectiveOptions:
+    run: bool = True
+    backend: str = "auto"
+    nproc_per_node: Optional[int] = None
+    sizes: Optional[str] = None
+    iters: int = 20
+    warmup: int = 5
+    timeout_s: float = 900.0
+
+
+@dataclass
+class OnboardResult:
+    report: Report
+    document: Dict[str, Any]
+    paths: Dict[str, str]
+
+
+def prepare(directory: str) -> None:
+    """DIR is created, or must be an empty folder (an acceptance record is never overwritten)."""
+    if os.path.lexists(directory):
+        if not os.path.isdir(directory) or os.path.islink(directory):
+            raise api.UsageError(f"-o {directory}: exists and is not a folder")
+        if os.listdir(directory):
+            raise api.UsageError(f"-o {directory}: not empty; choose a new folder (nothing was overwritten)")
+        return
+    parent = os.path.dirname(os.path.abspath(directory))
+    if not os.path.isdir(parent):
+        raise api.UsageError(f"-o {directory}: no such directory {parent}")
+    os.mkdir(directory)
+
+
+def training_supported() -> bool:
+    return any(spec.level >= 3 for spec in api.list_checks(level=3))
+
+
+def _skip(check_id: str, title: str, stage: str, subject: str, detail: str) -> Finding:
+    return Finding(check_id, Status.SKIP, title, subject, detail, {}, "", stage)
+
+
+def run_collective(options: CollectiveOptions, inventory: Mapping[str, Any],
+                   profile: Any) -> Tuple[Optional[Dict[str, Any]], List[Finding]]:
+    """The collective probe on this node, or a SKIP saying why it could not run here."""
+    from npudoctor.fleet import collective as probe
+
+    title = probe.TITLES["COL001"]
+    if not options.run:
+        return None, [_skip("COL001", title, "collective", "collective", "not run (--no-collective)")]
+    try:
+        backend = probe.pick_backend(options.backend)
+    except ImportError:
+        return None, [_skip("COL001", title, "collective", "collective",
+                            "torch is not installed for npudoctor's interpreter: the collective probe needs it")]
+    if backend == "gloo" and options.backend == "auto":
+        return None, [_skip("COL001", title, "collective", "collective",
+                            "no NPU or GPU backend here (torch_npu does not import, no CUDA); "
+                            "--collective-backend gloo tests the plumbing on the CPU")]
+    count = (inventory.get("chips") or {}).get("count")
+    nproc = options.nproc_per_node or (count if backend != "gloo" and isinstance(count, int) and count else 2)
+    sizes = probe.parse_sizes(options.sizes or probe.DEFAULT_SIZES[backend])
+    worker_args = ["--backend", backend, "--sizes", ",".join(map(str, sizes)), "--iters", str(options.iters),
+                   "--warmup", str(options.warmup), "--timeout", str(options.timeout_s)]
+    document = probe.launch(nproc, worker_args, options.timeout_s + 60)
+    if "error" in document:
+        return None, probe.failed_run(document["error"], document.get("output", ""))
+    return document, probe.findings(document, profile)
+
+
+def onboard(directory: str, profile_name: str, collective: CollectiveOptions,
+            options: Optional[Mapping[str, Any]] = None, root: Optional[str] = None,
+            memory: Optional[Sequence[Mapping[str, Any]]] = None,
+            environ: Optional[Mapping[str, str]] = None, listener: Any = None,
+            stage: Optional[Callable[[str], None]] = None) -> OnboardResult:
+    """The acceptance run into ``directory``; ``listener`` hears the checks (a spinner), ``stage(label)`` the
+    steps after them."""
+    from npudoctor.report import html
+
+    profile = api.load_profile(profile_name)
+    prepare(directory)
+    paths = {name: os.path.join(directory, name) for name in OUTPUTS}
+    level = 3 if training_supported() else 2
+    report = api.collect(paths["bundle.tar.gz"], root=root, level=level, options=options, profile=profile,
+                         environ=environ, listener=listener)
+    if level < 3:
+        report.findings.append(_skip(TRAINING_ID, "a training step runs on the device", "workload", "train-step",
+                                     "training feature not installed (level 3 needs npudoctor's training "
+                                     "checks)"))
+    if stage is not None and collective.run:
+        stage("collective probe (torchrun)")
+    results, found = run_collective(collective, report.inventory, profile)
+    report.findings.extend(found)
+    document = report.to_dict()
+    document["tool"]["command"] = "onboard"
+    # An acceptance record says when it was made (check's JSON leaves times out so replays are byte-stable).
+    document["run"] = {"started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(report.started or time.time())),
+                       "duration_s": report.duration_s}
+    if results is not None:
+        document["collective"] = results
+    _write_new(paths["report.json"], json.dumps(document, indent=2, ensure_ascii=False, default=str) + "\n")
+    _write_new(paths["report.html"], html.render(document, memory))
+    return OnboardResult(report, document, paths)
+
+
+def _write_new(path: str, text: str) -> None:
+    with open(path, "x", encoding="utf-8") as handle:
+        handle.write(text)
+
+
+def read_memory(path: str) -> List[Mapping[str, Any]]:
+    """Memory records of a ``npudoctor.memlog/1`` file (the training feature's torch-free reader)."""
+    from npudoctor.workload import memlog
+
+    try:
+        return list(memlog.last_run(memlog.read_records(path)))
+    except memlog.MemlogError as exc:
+        raise api.UsageError(f"--memlog {exc}") from None

@@ -1,0 +1,52 @@
+"""``--format npd``: node-problem-detector's custom-plugin protocol.
+
+NPD runs the plugin, reads the exit code (0 OK, 1 NonOK: a problem, 2 Unknown: the plugin could not tell) and
+keeps the first ``max_output_length`` bytes (80 by default) of stdout as the condition's message. So: one
+short line, the most important thing first.
+"""
+
+from __future__ import annotations
+
+from typing import List, Tuple
+
+from npudoctor.model.finding import Finding, Report, Status
+
+OK, PROBLEM, UNKNOWN = 0, 1, 2
+MAX_MESSAGE = 80
+
+
+def verdict(report: Report, fail_on: str = "fail") -> Tuple[int, str]:
+    """The exit code and the one-line message for NPD.
+
+    A FAIL (or a WARN under ``fail_on="warn"``) is a problem; ERROR findings alone mean the doctor could not
+    tell (a command hung), which NPD shows as Unknown rather than flapping the condition.
+    """
+    failed = _with(report, Status.FAIL) + (_with(report, Status.WARN) if fail_on == "warn" else [])
+    errors = _with(report, Status.ERROR)
+    if failed:
+        return PROBLEM, _message("NPU node problem", failed)
+    if errors:
+        return UNKNOWN, _message("npudoctor could not tell", errors)
+    counts = report.summary.to_dict()
+    return OK, _short(f"NPU node OK ({counts['pass']} pass, {counts['warn']} warn, {counts['skip']} skip)")
+
+
+def render(report: Report, fail_on: str = "fail") -> str:
+    return verdict(report, fail_on)[1] + "\n"
+
+
+def _with(report: Report, status: Status) -> List[Finding]:
+    return [f for f in report.findings if f.status is status]
+
+
+def _message(head: str, findings: List[Finding]) -> str:
+    first = findings[0]
+    where = f" {first.subject}" if first.subject else ""
+    ids = list(dict.fromkeys(f.id for f in findings))
+    more = f" (+{len(findings) - 1} more: {','.join(ids[1:4])})" if len(findings) > 1 else ""
+    return _short(f"{head}: {first.id}{where}{more} {first.title}")
+
+
+def _short(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= MAX_MESSAGE else text[: MAX_MESSAGE - 3] + "..."

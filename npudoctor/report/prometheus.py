@@ -1,0 +1,98 @@
+"""``--format prometheus``: the node_exporter textfile-collector format (Prometheus text exposition 0.0.4).
+
+One series per check and status (every status, zeros included, so an alert on ``status="fail"`` sees the value
+fall back to 0 instead of the series vanishing), the totals, an ``npudoctor_node_info`` series whose labels
+are the inventory, and the run's start time and duration::
+
+    npudoctor_check_findings{check="PCI002",stage="pcie",status="fail"} 1
+    npudoctor_node_info{hostname="node-a2-01",chip_model="910B3",driver="23.0.7",...} 1
+    npudoctor_last_run_timestamp_seconds 1.7648e+09
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
+
+from npudoctor.model.finding import STATUS_ORDER, Report, Status
+
+PREFIX = "npudoctor"
+# Inventory fields that become labels of the info series: (label, dotted inventory key).
+INFO_LABELS: Tuple[Tuple[str, str], ...] = (
+    ("hostname", "hostname"), ("os", "os"), ("kernel", "kernel"), ("arch", "arch"),
+    ("chip_model", "chips.model"), ("chip_count", "chips.count"), ("chip_hbm_mib", "chips.hbm_mib"),
+    ("driver", "driver"), ("firmware", "firmware"), ("cann_toolkit", "cann_toolkit"), ("nnae", "nnae"),
+    ("python", "python"), ("torch", "torch"), ("torch_npu", "torch_npu"),
+)
+
+
+def escape_label(value: Any) -> str:
+    r"""A label value as the exposition format wants it: backslash, double quote and newline escaped.
+
+    >>> escape_label('a "b"\\c\nd')
+    'a \\"b\\"\\\\c\\nd'
+    """
+    text = value if isinstance(value, str) else ",".join(map(str, value)) if isinstance(value, list) else str(value)
+    return text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def _labels(pairs: Iterable[Tuple[str, Any]]) -> str:
+    return "{" + ",".join(f'{name}="{escape_label(value)}"' for name, value in pairs) + "}"
+
+
+def _lookup(mapping: Mapping[str, Any], dotted: str) -> Any:
+    node: Any = mapping
+    for part in dotted.split("."):
+        if not isinstance(node, Mapping):
+            return None
+        node = node.get(part)
+    return node
+
+
+def started_epoch(report: Report) -> Optional[float]:
+    return float(report.started) if isinstance(report.started, (int, float)) else None
+
+
+def render(report: Report, fail_on: str = "fail") -> str:
+    lines: List[str] = []
+
+    def family(name: str, kind: str, help_text: str, samples: Iterable[Tuple[str, Any]]) -> None:
+        lines.append(f"# HELP {PREFIX}_{name} {help_text}")
+        lines.append(f"# TYPE {PREFIX}_{name} {kind}")
+        for labels, value in samples:
+            lines.append(f"{PREFIX}_{name}{labels} {_number(value)}")
+
+    per_check: Dict[Tuple[str, str], Dict[Status, int]] = {}
+    for finding in report.findings:
+        counts = per_check.setdefault((finding.id, finding.stage), dict.fromkeys(STATUS_ORDER, 0))
+        counts[finding.status] += 1
+    family("check_findings", "gauge", "Findings of one check by status in the last run.",
+           ((_labels((("check", check_id), ("stage", stage), ("status", status.value))), count)
+            for (check_id, stage), counts in per_check.items() for status, count in counts.items()))
+    summary = report.summary.counts
+    family("findings", "gauge", "Findings by status in the last run.",
+           ((_labels((("status", status.value),)), summary.get(status, 0)) for status in STATUS_ORDER))
+    family("node_ok", "gauge", "1 when the last run found nothing failed (exit code 0), else 0.",
+           [("", 1 if report.exit_code(fail_on) == 0 else 0)])
+    inventory = report.inventory or {}
+    info = [(label, _lookup(inventory, key)) for label, key in INFO_LABELS]
+    info += [("profile", report.tool.get("profile")), ("version", report.tool.get("version"))]
+    family("node_info", "gauge", "The node's inventory as labels (always 1).",
+           [(_labels((name, "" if value is None else value) for name, value in info), 1)])
+    chips = _lookup(inventory, "chips.count")
+    if isinstance(chips, int):
+        family("chips", "gauge", "NPUs seen (npu-smi, else the PCI bus).", [("", chips)])
+    started = started_epoch(report)
+    if started is not None:
+        family("last_run_timestamp_seconds", "gauge", "When the last run started (Unix time).", [("", started)])
+    duration = report.duration_s
+    if isinstance(duration, (int, float)):
+        family("last_run_duration_seconds", "gauge", "How long the last run took.", [("", duration)])
+    return "\n".join(lines) + "\n"
+
+
+def _number(value: Any) -> str:
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if isinstance(value, int):
+        return str(value)
+    return repr(float(value))

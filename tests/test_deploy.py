@@ -1,0 +1,161 @@
+"""deploy/: every manifest parses (PyYAML / json), every npudoctor command line in it is accepted by the CLI
+itself (click's make_context: unknown options, bad choices and missing values fail), and the NPD plugin and the
+Slurm prolog follow their protocols when run against the demo scenarios."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Iterator, List
+
+import click
+import pytest
+import yaml
+
+from npudoctor.cli import main
+from npudoctor.report import npd
+from tests.clirunner import cli_runner
+from tests.samples import sample_path
+
+DEPLOY = Path(__file__).resolve().parents[1] / "deploy"
+SHELL_STOP = {";", "&&", "||", "|", ">", ">>", "2>&1", "<"}
+
+
+COMMAND_KEYS = {"command", "args", "run", "script"}  # Kubernetes containers, GitHub steps, GitLab jobs
+
+
+def strings(document: Any, in_command: bool = False) -> Iterator[str]:
+    """The shell text of a manifest: strings under the keys that hold commands."""
+    if isinstance(document, str) and in_command:
+        yield document
+    elif isinstance(document, dict):
+        for key, value in document.items():
+            yield from strings(value, in_command or key in COMMAND_KEYS)
+    elif isinstance(document, list):
+        for value in document:
+            yield from strings(value, in_command)
+
+
+def at_command_position(tokens: List[str], index: int) -> bool:
+    """``npudoctor`` is the program run here, not an argument (``pip install npudoctor``) or prose."""
+    before = tokens[:index]
+    return not before or before[-1] in SHELL_STOP | {"then", "do", "exec"} or (
+        len(before) >= 2 and before[-2].endswith("timeout"))
+
+
+def npudoctor_commands(script: str) -> List[List[str]]:
+    """The argument lists of every `npudoctor ...` command in shell text (continuations joined)."""
+    found = []
+    for line in script.replace("\\\n", " ").splitlines():
+        try:
+            tokens = shlex.split(line, comments=True)
+        except ValueError:
+            continue
+        for index, token in enumerate(tokens):
+            if token.rsplit("/", 1)[-1] == "npudoctor" and at_command_position(tokens, index):
+                args = []
+                for arg in tokens[index + 1:]:
+                    if arg in SHELL_STOP or arg.startswith(">"):
+                        break
+                    args.append(arg.rstrip(")"))
+                if args:  # a bare "npudoctor" is a label value or a name, not a command
+                    found.append(args)
+    return found
+
+
+def parse_with_cli(args: List[str]) -> click.Context:
+    """Let the CLI parse ``args`` as `npudoctor ARGS` would, down to the subcommand (raises on bad usage)."""
+    command: click.Command = main
+    ctx = None
+    name = "npudoctor"
+    while isinstance(command, click.Group):
+        ctx = click.Context(command, info_name=name, parent=ctx)
+        name, args = args[0], args[1:]
+        sub = command.get_command(ctx, name)
+        assert sub is not None, f"no command {name!r}"
+        command = sub
+    return command.make_context(name, list(args), parent=ctx)
+
+
+def commands_in(path: Path) -> List[List[str]]:
+    text = path.read_text(encoding="utf-8")
+    if path.suffix in (".yml", ".yaml", ".json"):
+        documents = list(yaml.safe_load_all(text))  # JSON is YAML too: one parser for every manifest
+        assert documents and all(d is not None for d in documents)
+        commands = [c for d in documents for s in strings(d) for c in npudoctor_commands(s)]
+        for document in documents:
+            for rule in document.get("rules", []) if isinstance(document, dict) else []:
+                if rule.get("path", "").endswith("/npudoctor"):
+                    commands.append(list(rule["args"]))
+        return commands
+    return npudoctor_commands(text)
+
+
+MANIFESTS = sorted(p for p in DEPLOY.rglob("*") if p.suffix in (".yml", ".yaml", ".json", ".sh"))
+
+
+def test_every_deploy_file_is_covered():
+    assert {p.relative_to(DEPLOY).as_posix() for p in MANIFESTS} >= {
+        "npd/npudoctor-monitor.json", "kubernetes/npudoctor-daemonset.yaml", "slurm/prolog-npudoctor.sh",
+        "ci/github-model-conversion.yml", "ci/gitlab-model-conversion.yml"}
+
+
+@pytest.mark.parametrize("path", MANIFESTS, ids=lambda p: p.name)
+def test_manifest_commands_parse_with_the_cli(path):
+    commands = commands_in(path)
+    assert commands, f"{path.name}: no npudoctor command found"
+    for args in commands:
+        ctx = parse_with_cli(args)
+        assert ctx.command.name in ("check", "scan")
+
+
+def test_daemonset_writes_the_textfile_into_the_hostpath_node_exporter_reads():
+    (daemonset,) = yaml.safe_load_all((DEPLOY / "kubernetes/npudoctor-daemonset.yaml").read_text())
+    assert daemonset["kind"] == "DaemonSet"
+    pod = daemonset["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    (args,) = npudoctor_commands(container["args"][0])
+    params = parse_with_cli(args).params
+    mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+    volumes = {v["name"]: v["hostPath"]["path"] for v in pod["volumes"]}
+    folder = os.path.dirname(params["textfile"])
+    assert volumes[mounts[folder]] == "/var/lib/node_exporter/textfile_collector"
+    assert params["root"] == "/host" and volumes[mounts["/host"]] == "/" and params["fmt"] == "npd"
+
+
+@pytest.mark.parametrize(("scenario", "code"), [("healthy", npd.OK), ("unbound-device", npd.PROBLEM)])
+def test_npd_rule_follows_the_plugin_protocol(scenario, code):
+    config = json.loads((DEPLOY / "npd/npudoctor-monitor.json").read_text())
+    rule = config["rules"][0]
+    assert rule["condition"] in {c["type"] for c in config["conditions"]}
+    result = cli_runner().invoke(main, [*rule["args"], "--demo", scenario])
+    assert result.exit_code == code
+    assert len(result.output.rstrip("\n")) <= config["pluginConfig"]["max_output_length"]
+
+
+@pytest.mark.parametrize(("scenario", "code", "says"), [
+    ("healthy", 0, ""), ("unbound-device", 1, "npudoctor: NPU node problem: PCI002"),
+    ("nonexistent", 0, "npudoctor could not check this node (exit 2)")])
+def test_slurm_prolog_drains_only_on_a_real_problem(tmp_path, scenario, code, says):
+    shim = tmp_path / "npudoctor"  # the real CLI, replaying a demo scenario instead of this machine
+    shim.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} -m npudoctor "$@" --demo {scenario}\n')
+    shim.chmod(0o755)
+    env = {**os.environ, "PATH": f"{tmp_path}:{os.environ['PATH']}"}
+    result = subprocess.run(["sh", str(DEPLOY / "slurm/prolog-npudoctor.sh")], env=env, capture_output=True,
+                            text=True, timeout=60)
+    assert result.returncode == code
+    assert says in result.stderr if says else result.stderr == ""
+
+
+def test_ci_gate_fails_on_a_real_atc_failure_log(tmp_path):
+    workflow = yaml.safe_load((DEPLOY / "ci/github-model-conversion.yml").read_text())
+    steps = workflow["jobs"]["convert"]["steps"]
+    (args,) = [c for step in steps for c in npudoctor_commands(step.get("run", "")) if c[:2] == ["logs", "scan"]]
+    log = tmp_path / "atc.log"
+    log.write_bytes(sample_path("atc_EZ3002_optype_unsupported.txt").read_bytes())
+    result = cli_runner().invoke(main, [str(log) if a == "atc.log" else a for a in args])
+    assert result.exit_code == 1 and "::error" in result.output and "EZ3002" in result.output

@@ -1,0 +1,110 @@
+"""`npudoctor fleet PATH...`: many reports and bundles at once, failing checks per node and version drift."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import shutil
+import tarfile
+
+import pytest
+
+from npudoctor.cli import main
+from npudoctor.fleet import demo, view
+from tests.clirunner import cli_runner
+
+
+@pytest.fixture(scope="module")
+def documents():
+    return dict(demo.scenario_reports())
+
+
+def write_report(path, document, **inventory):
+    path.write_text(json.dumps(dict(document, inventory=dict(document["inventory"], **inventory))))
+    return path
+
+
+def test_reports_bundles_and_archives_in_one_view(tmp_path, documents):
+    folder = tmp_path / "reports"
+    folder.mkdir()
+    write_report(folder / "a.json", documents["healthy"], hostname="node-a")
+    write_report(folder / "b.json", documents["healthy"], hostname="node-b", driver="24.1.0")
+    write_report(folder / "c.json", documents["unbound-device"], hostname="node-c")
+    shutil.copy(demo.scenario_path("chip-warning"), folder / "d.tar.gz")  # a bundle: replayed
+    archive = tmp_path / "more.tar.gz"  # a tar of reports collected from other nodes
+    with tarfile.open(archive, "w:gz") as tar:
+        data = json.dumps(dict(documents["version-mismatch"], inventory=dict(
+            documents["version-mismatch"]["inventory"], hostname="node-e"))).encode()
+        info = tarfile.TarInfo("reports/node-e.json")
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+    result = view.build([str(folder), str(archive)])
+    names = {node.name: node for node in result.nodes}
+    assert set(names) == {"node-a", "node-b", "node-c", "atlas-chip-warning", "node-e"}
+    assert names["node-c"].failing == ("PCI002",) and names["atlas-chip-warning"].warning == ("SMI002",)
+    assert dict(result.failing_checks()) == {"PCI002": ["node-c"], "VER003": ["node-e"]}
+    drift = {d.field: d for d in result.drift()}
+    assert drift["driver"].majority == "23.0.7" and drift["driver"].majority_count == 4
+    assert drift["driver"].others == [("24.1.0", ["node-b"])]
+    assert drift["torch"].others == [("2.2.0", ["node-e"])]
+    assert "hostname" not in drift and "chips.source" not in drift
+    assert result.exit_code() == 1
+
+
+def test_hostile_inputs_are_listed_never_read_whole(tmp_path, documents):
+    write_report(tmp_path / "good.json", documents["healthy"], hostname="good")
+    os.mkfifo(tmp_path / "fifo.json")
+    os.symlink("/dev/zero", tmp_path / "zero.json")
+    with open(tmp_path / "huge.json", "wb") as handle:
+        handle.truncate(view.MAX_REPORT_BYTES + 1)  # sparse: costs no disk
+    (tmp_path / "binary.json").write_bytes(b"\x00\xff\xfe garbage")
+    (tmp_path / "other.json").write_text('{"schema": "npudoctor.logs/1"}')
+    (tmp_path / "broken.tar.gz").write_bytes(b"\x1f\x8b not really gzip")
+    result = view.build([str(tmp_path)])
+    assert [node.name for node in result.nodes] == ["good"]
+    reasons = {os.path.basename(path): reason for path, reason in result.errors}
+    assert reasons["fifo.json"].startswith("not a regular file") and reasons["zero.json"].startswith("not a regular")
+    assert reasons["huge.json"].startswith("larger than") and reasons["binary.json"].startswith("not JSON")
+    assert "npudoctor.logs/1" in reasons["other.json"] and reasons["broken.tar.gz"].startswith("not a readable")
+
+
+def test_a_node_reported_twice_counts_once_by_its_newest_report(tmp_path, documents):
+    old = dict(documents["unbound-device"], run={"started": "2026-11-30T10:00:00Z"})
+    new = dict(documents["healthy"], run={"started": "2026-12-01T10:00:00Z"})
+    write_report(tmp_path / "2.json", new, hostname="n1")
+    write_report(tmp_path / "1.json", old, hostname="n1")
+    result = view.build([str(tmp_path)])
+    assert len(result.nodes) == 1 and result.nodes[0].verdict == "ok" and result.reports_read == 2
+
+
+def test_cli_formats_and_exit_codes(tmp_path, documents):
+    write_report(tmp_path / "a.json", documents["healthy"], hostname="a")
+    write_report(tmp_path / "b.json", documents["healthy"], hostname="b", torch_npu="2.1.0.post8")
+    runner = cli_runner()
+    text = runner.invoke(main, ["fleet", str(tmp_path)])
+    assert text.exit_code == 0 and "torch_npu: 2.1.0.post10 on 1 node(s)" in text.output
+    assert "2.1.0.post8 on 1: b" in text.output and max(map(len, text.output.splitlines())) <= 100
+    document = json.loads(runner.invoke(main, ["fleet", str(tmp_path), "--format", "json"]).output)
+    assert document["schema"] == "npudoctor.fleet/1" and document["summary"]["nodes"] == 2
+    assert document["drift"] == [{"field": "torch_npu", "majority": "2.1.0.post10", "majority_nodes": 1,
+                                  "others": [{"value": "2.1.0.post8", "nodes": ["b"]}]}]
+    rows = list(csv.DictReader(io.StringIO(runner.invoke(main, ["fleet", str(tmp_path), "--format", "csv"]).output)))
+    assert [(r["node"], r["verdict"], r["torch_npu"], r["chips.count"]) for r in rows] == [
+        ("a", "ok", "2.1.0.post10", "8"), ("b", "ok", "2.1.0.post8", "8")]
+    (tmp_path / "broken.json").write_text("{")
+    partial = runner.invoke(main, ["fleet", str(tmp_path), "--format", "csv"])
+    assert partial.exit_code == 0 and partial.stderr.startswith("npudoctor: warning: 1 input(s) could not be read")
+    missing = runner.invoke(main, ["fleet", str(tmp_path / "nothing")])
+    assert missing.exit_code == 2 and missing.stderr.startswith("npudoctor: error: no readable npudoctor report")
+    assert runner.invoke(main, ["fleet"]).exit_code == 2
+
+
+def test_demo_fleet_shows_every_scenario_and_drift():
+    result = cli_runner().invoke(main, ["fleet", "--demo", "--format", "json"])
+    document = json.loads(result.output)
+    assert result.exit_code == 1 and document["summary"]["nodes"] == 42
+    failing = {item["id"] for item in document["failing_checks"]}
+    assert failing == {"VER003", "LIB001", "PCI002", "SMI001", "PCI004", "HCCL002"}
+    assert {d["field"] for d in document["drift"]} >= {"driver", "firmware", "cann_toolkit", "torch_npu"}
