@@ -180,11 +180,11 @@ def _emit(report: Any, fmt: str, listener: Any) -> None:
         return
     from npudoctor.report import json_report, junit
 
-    text = json_report.render(report) if fmt == "json" else junit.render(report)
-    if not terminal.can_encode(text):
-        # stdout cannot carry every character (LANG=C, PYTHONIOENCODING=ascii): escapes, never "?" in data.
-        text = json_report.render(report, ascii_only=True) if fmt == "json" else junit.ascii_only(text)
-    click.echo(text, nl=False)
+    # stdout cannot carry every character (LANG=C, PYTHONIOENCODING=ascii): escapes, never "?" in data.
+    if fmt == "json":
+        json_report.emit(report.to_dict())
+    else:
+        junit.emit(junit.render(report))
 
 
 @main.command("list-checks")
