@@ -65,7 +65,7 @@ def _analyze_and_emit(paths: Tuple[str, ...], profile_name: Optional[str], steps
     elif fmt == "github":
         from npudoctor.report import prof_github
 
-        click.echo(prof_github.render(result), nl=False)
+        click.echo(prof_github.render(result, result.exit_code(fail_on)), nl=False)
     else:
         from npudoctor.report import console, prof_console
 
