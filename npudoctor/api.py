@@ -85,8 +85,13 @@ def load_profile(name_or_path: Optional[str] = None) -> NodeProfile:
     return NodeProfile(str(first.get("name", Path(first_path).stem)), merged)
 
 
-def list_checks(level: int = 3) -> List[CheckSpec]:
-    return [spec for spec in ordered_specs() if spec.level <= level]
+def list_checks(level: int = 3) -> List[Any]:
+    """Every check ``explain`` knows, in report order: the node checks (CheckSpec), then the profiling checks
+    (``check --prof``, ``prof analyze``: PROFnnn, with the same ``id``, ``stage``, ``title``, ``level``,
+    ``summary``)."""
+    from npudoctor.prof.checks import all_checks  # the profiling room's registry (no pandas at import)
+
+    return [spec for spec in [*ordered_specs(), *all_checks()] if spec.level <= level]
 
 
 def find_check(check_id: str) -> Optional[Any]:
