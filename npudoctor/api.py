@@ -91,7 +91,8 @@ def list_checks(level: int = 3) -> List[Any]:
     ``summary``)."""
     from npudoctor.prof.checks import all_checks  # the profiling room's registry (no pandas at import)
 
-    return [spec for spec in [*ordered_specs(), *all_checks()] if spec.level <= level]
+    specs: List[Any] = [*ordered_specs(), *all_checks()]
+    return [spec for spec in specs if spec.level <= level]
 
 
 def find_check(check_id: str) -> Optional[Any]:
@@ -257,7 +258,8 @@ def collect(output: str, root: Optional[str] = None, level: int = 1,
     if samples > 0:
         from npudoctor.probes.timeline import record_samples
 
-        recorder.records.extend(record_samples(recorder.inner, samples, interval_s))
+        recorder.records.extend(record_samples(recorder.inner, samples, interval_s,
+                                               on_sample=getattr(listener, "sampling", None)))
     write_bundle(output, build_bundle(recorder.records, _host(recorder), {**(options or {}), "level": level}))
     return report
 

@@ -244,9 +244,6 @@ def collect(output: str, root: Optional[str], level: int, python: Optional[str],
     from npudoctor import api
     from npudoctor.report.progress import Progress, ProgressListener
 
-    if samples and sys.stderr.isatty():
-        click.echo(f"npudoctor: recording `npu-smi info` {samples} times, {interval_s:g} s apart, after the checks",
-                   err=True)
     try:
         with Progress() as progress:
             report = api.collect(output, root=root, level=level, options={"python": python, "logs_dirs": logs_dirs},

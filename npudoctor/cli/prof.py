@@ -7,9 +7,8 @@ error, no profiler, or nothing readable. ``prof run`` exits with the profiled co
 from __future__ import annotations
 
 import os
-import sys
 import time
-from typing import Any, Callable, Optional, Tuple
+from typing import Any, Optional, Tuple
 
 import click
 

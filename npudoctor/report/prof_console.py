@@ -91,12 +91,12 @@ def note_lines(problems: List[str], width: int, verbose: bool) -> List[Text]:
 def render(result: ProfResult, console: Console, verbose: bool = False, command: str = "analyze",
            started: Optional[float] = None, version: Optional[str] = None, profile: str = "") -> None:
     """The whole report; ``started`` (default: now) and ``version`` (default: this one) for the header."""
-    if version is None:
-        from npudoctor import __version__ as version
+    from npudoctor import __version__
+
     out = CheckConsole(console, verbose=verbose)
     width = console.width
-    out.print([*header(result, command, version, time.time() if started is None else started, width, profile),
-               Text("")])
+    when = time.time() if started is None else started
+    out.print([*header(result, command, version or __version__, when, width, profile), Text("")])
     console.print(_rank_table(result))
     out.print(note_lines(result.problems, width, verbose))
     report = result.as_report()
