@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import time
 from typing import Any, Optional
 
@@ -91,6 +92,17 @@ def train_step(device_name: str, model: str, batch: int, steps: int, precision: 
 
     from npudoctor.workload import clip, numerics
 
+    if fmt == "text":  # the header at once, as `check` prints it; the findings when the run ends
+        from npudoctor import __version__
+        from npudoctor.report import console as consoles
+        from npudoctor.report import train_console
+
+        out = consoles.make_console()
+        with progress.hidden():
+            for line in train_console.train_header(__version__, platform.node(), started, model, precision, steps,
+                                                   device.name, profile.name, out.width):
+                out.print(line)
+
     options = train.TrainOptions(
         device=device_name, model=model, batch=batch, steps=steps, precision=precision, workers=workers,
         log=log_path, weights=weights, seed=seed, inject_leak=leak_value, lr=lr,
@@ -133,9 +145,7 @@ def train_step(device_name: str, model: str, batch: int, steps: int, precision: 
     if fmt == "json":
         click.echo(json.dumps({**document, "report": report.to_dict()}, indent=2, default=str))
     else:
-        from npudoctor.report import train_console
-
-        train_console.render(report, document, verbose=verbose)
+        train_console.render(report, document, verbose=verbose, console=out, header=False)
     raise click.exceptions.Exit(report.exit_code())
 
 

@@ -3,7 +3,7 @@
 Layout (fits the terminal's width, 80 columns when piped)::
 
     npudoctor 0.1.0 train-step on node-a2-01, 2026-12-01 10:26 UTC
-    tiny CLIP (32 px / patch 8, 2+2 layers), fp32, batch 32, 20 steps on cpu, profile default
+    tiny CLIP, fp32, 20 steps on cpu, profile default
 
     workload
       ✓ TRN001  a CLIP training step runs on the device [cpu]
@@ -39,28 +39,27 @@ def _started(report: Report, started: Optional[float]) -> float:
     return started if started is not None else report.started or time.time()
 
 
-def train_header(report: Report, document: Dict[str, Any], width: int, started: Optional[float] = None) -> List[Text]:
-    train = document.get("train") or {}
-    config = train.get("config") or {}
-    if train:
-        what = (f"{train.get('model')} CLIP ({config.get('image_resolution')} px / patch "
-                f"{config.get('vision_patch_size')}, {config.get('vision_layers')}+{config.get('transformer_layers')} "
-                f"layers), {train.get('precision')}, {train.get('steps')} steps on {document.get('device')}")
-    else:
-        what = f"no training result on {document.get('device') or '?'} (see TRN001)"
-    profile = report.tool.get("profile")
-    if profile:
-        what += f", profile {profile}"
-    first = title_line("train-step", str(report.tool.get("version", "?")), report.host.get("hostname") or "?",
-                       _started(report, started))
-    return [first, *context_lines(what, width)]
+def train_header(version: str, host: str, started: Optional[float], model: str, precision: str, steps: int,
+                 device: str, profile: str, width: int) -> List[Text]:
+    """Printed as soon as the device is chosen (before the first step), like ``check``'s header."""
+    what = f"{model} CLIP, {precision}, {steps} steps on {device}" + (f", profile {profile}" if profile else "")
+    return [title_line("train-step", version, host, time.time() if started is None else started),
+            *context_lines(what, width)]
 
 
-def render(report: Report, document: Dict[str, Any], verbose: bool = False,
-           console: Optional[Console] = None, started: Optional[float] = None) -> None:
+def render(report: Report, document: Dict[str, Any], verbose: bool = False, console: Optional[Console] = None,
+           started: Optional[float] = None, header: bool = True) -> None:
+    """The findings, summary and verdict of a run; ``header=False`` when :func:`train_header` was printed
+    at its start."""
     console = console or make_console()
     out = CheckConsole(console, verbose=verbose)  # the finding lines of `check`: wrapped, fix under the ID
-    out.print(train_header(report, document, console.width, started))
+    device = str(document.get("device") or "?")
+    if header:
+        train = document.get("train") or {}
+        out.print(train_header(str(report.tool.get("version", "?")), str(report.host.get("hostname") or "?"),
+                               _started(report, started), str(train.get("model", "?")),
+                               str(train.get("precision", "?")), int(train.get("steps") or 0), device,
+                               str(report.tool.get("profile") or ""), console.width))
     stage = report.findings[0].stage if report.findings else "workload"
     lines = out.stage(stage, report.findings, fold=False)
     log = (document.get("train") or {}).get("log")
@@ -68,7 +67,7 @@ def render(report: Report, document: Dict[str, Any], verbose: bool = False,
         lines += [Text(line) for line in wrap(f"memory log: {log} (npudoctor leak analyze {log})", console.width,
                                               "  ", "    ")]
     out.print(lines)
-    out.print(out.footer(report, scope=f"training on {document.get('device') or '?'}"))
+    out.print(out.footer(report, scope=f"training on {device}"))
 
 
 def render_leak(verdict: Any, path: str, runs: int, records: int, console: Optional[Console] = None,
