@@ -21,6 +21,7 @@ Without ``-v``, a check that passed on many subjects is one line, and skipped ch
 from __future__ import annotations
 
 import json
+import re
 import textwrap
 import time
 from collections import Counter
@@ -60,11 +61,25 @@ def make_console(file: Optional[IO[str]] = None, color: Optional[bool] = None, w
                    width=width or terminal.width(stream), emoji=False, markup=False)
 
 
+class _Wrapper(textwrap.TextWrapper):
+    """A word longer than a line that is a path breaks after one of its ``/`` (then, if it must, anywhere)."""
+
+    def _split(self, text: str) -> List[str]:
+        room = self.width - len(self.subsequent_indent)
+        chunks: List[str] = []
+        for chunk in super()._split(text):
+            if len(chunk) > room and "/" in chunk.strip("/"):
+                chunks.extend(part for part in re.split(r"(?<=/)", chunk) if part)
+            else:
+                chunks.append(chunk)
+        return chunks
+
+
 def wrap(text: str, width: int, first: str = "", rest: str = "", words_may_break: bool = True) -> List[str]:
     """``text`` wrapped to ``width`` columns, each line starting with ``first`` then ``rest``."""
-    lines = textwrap.wrap(text, width=max(width, len(rest) + 20), initial_indent=first, subsequent_indent=rest,
-                          break_long_words=words_may_break, break_on_hyphens=False)
-    return lines or [first.rstrip()]
+    wrapper = _Wrapper(width=max(width, len(rest) + 20), initial_indent=first, subsequent_indent=rest,
+                       break_long_words=words_may_break, break_on_hyphens=False)
+    return wrapper.wrap(text) or [first.rstrip()]
 
 
 def _id_list(ids: Sequence[str]) -> str:
