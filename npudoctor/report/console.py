@@ -285,7 +285,7 @@ def summary(report: Report) -> Text:
     checks = len(dict.fromkeys(f.id for f in findings))
     counts = report.summary.counts
     parts = [Text(f"{counts[s]} {s.value}", style=STYLE[s]) for s in STATUS_ORDER if counts[s]]
-    line = Text(f"{_plural(len(findings), 'finding')} in {_plural(checks, 'check')}" + (": " if parts else ""))
+    line = Text(f"{plural(len(findings), 'finding')} in {plural(checks, 'check')}" + (": " if parts else ""))
     line.append_text(Text(", ").join(parts))
     return line
 
@@ -345,7 +345,8 @@ def hardware(report: Report) -> str:
     return str(report.host.get("hostname") or "this node")
 
 
-def _plural(count: int, word: str) -> str:
+def plural(count: int, word: str) -> str:
+    """``1 rank``, ``2 ranks``."""
     return f"{count} {word}{'s' * (count != 1)}"
 
 
@@ -365,18 +366,18 @@ def verdict(report: Report, scope: Optional[str] = None) -> str:
     skipped = [group[0] for group in by_check.values() if all(f.status is Status.SKIP for f in group)]
     if problems:
         stages = len(dict.fromkeys(f.stage for f in problems))
-        where = scope or f"in {_plural(stages, 'stage')}"
-        parts = [f"{_plural(len(problems), 'problem')} {where}"]
+        where = scope or f"in {plural(stages, 'stage')}"
+        parts = [f"{plural(len(problems), 'problem')} {where}"]
     elif findings:
         parts = [f"No problems found {scope or 'on ' + hardware(report)}"]
     else:
         parts = ["No checks ran"]
     if warnings:
-        parts.append(_plural(len(warnings), "warning"))
+        parts.append(plural(len(warnings), "warning"))
     if skipped:
         reasons = Counter(skip_reason(f) for f in skipped)
         reason, count = reasons.most_common(1)[0]
-        could_not = f"{_plural(len(skipped), 'check')} could not apply"
+        could_not = f"{plural(len(skipped), 'check')} could not apply"
         if count == len(skipped):
             could_not += f": {reason}"
         elif any(f.cause == reason for f in skipped):

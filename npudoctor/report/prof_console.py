@@ -30,7 +30,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from npudoctor.report.console import CheckConsole, context_lines, title_line, wrap
+from npudoctor.report.console import CheckConsole, context_lines, plural, title_line, wrap
 
 if TYPE_CHECKING:
     from npudoctor.prof.engine import ProfResult
@@ -63,13 +63,14 @@ def _rank_table(result: ProfResult) -> Table:
     return table
 
 
-def _plural(count: int, word: str) -> str:
-    return f"{count} {word}{'s' * (count != 1)}"
+def verdict_scope(result: ProfResult) -> str:
+    """What the verdict sentence is about: "No problems found in 2 ranks"."""
+    return f"in {plural(len(result.ranks), 'rank')}"
 
 
 def header(result: ProfResult, command: str, version: str, started: Optional[float], width: int,
            profile: str = "") -> List[Text]:
-    context = f"{_plural(len(result.ranks), 'rank')} from {', '.join(result.paths)}"
+    context = f"{plural(len(result.ranks), 'rank')} from {', '.join(result.paths)}"
     if profile:
         context += f", profile {profile}"
     return [title_line(f"prof {command}", version, started=started), *context_lines(context, width)]
@@ -101,4 +102,4 @@ def render(result: ProfResult, console: Console, verbose: bool = False, command:
     out.print(note_lines(result.problems, width, verbose))
     report = result.as_report()
     out.print(out.stage("prof", report.findings, fold=False))
-    out.print(out.footer(report, scope=f"in {_plural(len(result.ranks), 'rank')}"))
+    out.print(out.footer(report, scope=verdict_scope(result)))

@@ -16,6 +16,7 @@ LEVEL = {Status.FAIL: "error", Status.ERROR: "error", Status.WARN: "warning"}
 
 def render(result: ProfResult, exit_code: int = 0) -> str:
     from npudoctor.report.console import verdict
+    from npudoctor.report.prof_console import verdict_scope
 
     out: List[str] = []
     for finding in result.findings:
@@ -25,7 +26,6 @@ def render(result: ProfResult, exit_code: int = 0) -> str:
         title = f"{finding.id} {finding.title}" + (f" [{finding.subject}]" if finding.subject else "")
         message = finding.detail + (f"\nfix: {finding.fix}" if finding.fix else "")
         out.append(annotation(level, message, title))
-    ranks = len(result.ranks)
-    sentence = verdict(result.as_report(), scope=f"in {ranks} rank{'s' * (ranks != 1)}")
+    sentence = verdict(result.as_report(), scope=verdict_scope(result))
     out.append(annotation("error" if exit_code else "notice", f"{sentence}; exit {exit_code}", "npudoctor prof"))
     return "".join(line + "\n" for line in out)
