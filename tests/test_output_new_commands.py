@@ -243,3 +243,15 @@ def test_github_escaping():
     assert escape_property("a:b,c%\n") == "a%3Ab%2Cc%25%0A"
     assert annotation("error", "x\ny", "t:1", "f.log", 3) == "::error file=f.log,line=3,title=t%3A1::x%0Ay"
     assert annotation("notice", "done") == "::notice::done"
+
+
+def test_prof_run_without_msprof_says_so_in_one_line_and_a_snippet_that_fits(monkeypatch):
+    from npudoctor.prof import launch
+
+    monkeypatch.setattr(launch, "find_msprof", lambda: None)
+    result = cli_runner().invoke(main, ["prof", "run", "--", "python3", "train.py"])
+    assert result.exit_code == 2 and result.stdout == ""
+    first, *snippet = result.stderr.splitlines()
+    assert first.startswith("npudoctor: error: msprof not found")
+    assert snippet[-1] == "then: npudoctor prof analyze ./prof_out"
+    assert max(map(len, snippet)) <= 80  # code is not wrapped by the terminal: it is written to fit
