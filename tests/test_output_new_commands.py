@@ -248,7 +248,7 @@ def test_github_escaping():
 def test_prof_run_without_msprof_says_so_in_one_line_and_a_snippet_that_fits(monkeypatch):
     from npudoctor.prof import launch
 
-    monkeypatch.setattr(launch, "find_msprof", lambda: None)
+    monkeypatch.setattr(launch, "find_msprof", lambda *args, **kwargs: None)
     result = cli_runner().invoke(main, ["prof", "run", "--", "python3", "train.py"])
     assert result.exit_code == 2 and result.stdout == ""
     first, *snippet = result.stderr.splitlines()
