@@ -85,8 +85,14 @@ def load_profile(name_or_path: Optional[str] = None) -> NodeProfile:
     return NodeProfile(str(first.get("name", Path(first_path).stem)), merged)
 
 
-def list_checks(level: int = 3) -> List[CheckSpec]:
-    return [spec for spec in ordered_specs() if spec.level <= level]
+def list_checks(level: int = 3) -> List[Any]:
+    """Every check ``explain`` knows, in report order: the node checks (CheckSpec), then the profiling checks
+    (``check --prof``, ``prof analyze``: PROFnnn, with the same ``id``, ``stage``, ``title``, ``level``,
+    ``summary``)."""
+    from npudoctor.prof.checks import all_checks  # the profiling room's registry (no pandas at import)
+
+    specs: List[Any] = [*ordered_specs(), *all_checks()]
+    return [spec for spec in specs if spec.level <= level]
 
 
 def find_check(check_id: str) -> Optional[Any]:
@@ -273,7 +279,8 @@ def collect(output: str, root: Optional[str] = None, level: int = 1,
     if samples > 0:
         from npudoctor.probes.timeline import record_samples
 
-        recorder.records.extend(record_samples(recorder.inner, samples, interval_s))
+        recorder.records.extend(record_samples(recorder.inner, samples, interval_s,
+                                               on_sample=getattr(listener, "sampling", None)))
     write_bundle(output, build_bundle(recorder.records, _host(recorder), {**(options or {}), "level": level}))
     return report
 

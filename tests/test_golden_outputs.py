@@ -36,7 +36,8 @@ def _fixed_context(result, node):
         return text.replace(str(node.base), "/node")
 
     def steady(evidence):
-        return {key: 0 if key == "duration_s" else value for key, value in evidence.items()}
+        return {key: 0 if key == "duration_s" else short(value) if isinstance(value, str) else value
+                for key, value in evidence.items()}
 
     result.findings = [replace(f, detail=short(f.detail), cause=short(f.cause), evidence=steady(f.evidence))
                        for f in result.findings]

@@ -206,11 +206,11 @@ def _emit(report: Any, fmt: str, listener: Any, fail_on: str = "fail") -> None:
         return
     from npudoctor.report import json_report, junit
 
-    text = json_report.render(report) if fmt == "json" else junit.render(report)
-    if not terminal.can_encode(text):
-        # stdout cannot carry every character (LANG=C, PYTHONIOENCODING=ascii): escapes, never "?" in data.
-        text = json_report.render(report, ascii_only=True) if fmt == "json" else junit.ascii_only(text)
-    click.echo(text, nl=False)
+    # stdout cannot carry every character (LANG=C, PYTHONIOENCODING=ascii): escapes, never "?" in data.
+    if fmt == "json":
+        json_report.emit(report.to_dict())
+    else:
+        junit.emit(junit.render(report))
 
 
 @main.command("list-checks")
@@ -270,9 +270,6 @@ def collect(output: str, root: Optional[str], level: int, python: Optional[str],
     from npudoctor import api
     from npudoctor.report.progress import Progress, ProgressListener
 
-    if samples and sys.stderr.isatty():
-        click.echo(f"npudoctor: recording `npu-smi info` {samples} times, {interval_s:g} s apart, after the checks",
-                   err=True)
     try:
         with Progress() as progress:
             report = api.collect(output, root=root, level=level, options={"python": python, "logs_dirs": logs_dirs},

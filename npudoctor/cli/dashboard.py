@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Optional
 
 import click
 
 from npudoctor.cli import fail_usage
+from npudoctor.report import terminal
 
 
 @click.command()
@@ -34,5 +36,8 @@ def dashboard(replay: Optional[str], demo: bool, speed: float, follow: Optional[
                              speed=speed, profile=profile_name, run_check=True)
     except SessionError as exc:
         raise fail_usage(str(exc)) from None
+    if not (terminal.is_terminal(sys.stdout) and terminal.is_terminal(sys.stdin)):
+        # A full-screen UI written into a pipe or a file is escape codes, and it would wait for keys forever.
+        raise fail_usage("the dashboard needs a terminal (stdin and stdout are not one)")
     app = tui_app.DashboardApp(config, check_at_start=not no_check)
     app.run()

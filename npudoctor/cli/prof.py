@@ -7,9 +7,8 @@ error, no profiler, or nothing readable. ``prof run`` exits with the profiled co
 from __future__ import annotations
 
 import os
-import sys
 import time
-from typing import Any, Callable, Optional, Tuple
+from typing import Any, Optional, Tuple
 
 import click
 
@@ -39,47 +38,38 @@ def prof() -> None:
     """Profile a training command with msprof, or analyse existing profiler output."""
 
 
-def _progress_line() -> Callable[[str], None]:
-    """One self-overwriting line on stderr (a terminal only): what is being read now."""
-    def show(message: str) -> None:
-        sys.stderr.write("\r\x1b[2K" + message[:79])
-        sys.stderr.flush()
-    return show
-
-
 def _analyze_and_emit(paths: Tuple[str, ...], profile_name: Optional[str], steps: int,
-                      logs_dirs: Tuple[str, ...], fmt: str, fail_on: str, verbose: bool) -> int:
+                      logs_dirs: Tuple[str, ...], fmt: str, fail_on: str, verbose: bool, command: str) -> int:
     from npudoctor import api
     from npudoctor.prof.engine import ProfInputError, analyze
+    from npudoctor.report.progress import Progress
 
-    progress = _progress_line() if sys.stderr.isatty() else None
     try:
-        profile = api.load_profile(profile_name)
-        result = analyze(list(paths), profile, steps=steps, logs_dirs=logs_dirs, progress=progress)
+        with Progress() as progress:  # what is being read, on stderr on a terminal only
+            profile = api.load_profile(profile_name)
+            result = analyze(list(paths), profile, steps=steps, logs_dirs=logs_dirs, progress=progress.update)
     except (api.UsageError, ProfInputError) as exc:
         raise fail_usage(str(exc)) from None
     except KeyboardInterrupt:
         click.echo("npudoctor: interrupted while reading the profile", err=True)
         raise click.exceptions.Exit(130) from None
-    finally:
-        if progress is not None:
-            progress("")
     if fmt == "json":
-        import json
+        from npudoctor.report import json_report
 
-        click.echo(json.dumps(result.to_dict(), indent=2, ensure_ascii=False, default=str))
+        json_report.emit(result.to_dict())
     elif fmt == "junit":
         from npudoctor.report import junit
 
-        click.echo(junit.render(result.as_report()), nl=False)
+        junit.emit(junit.render(result.as_report()))
     elif fmt == "github":
         from npudoctor.report import prof_github
 
-        click.echo(prof_github.render(result), nl=False)
+        click.echo(prof_github.render(result, result.exit_code(fail_on)), nl=False)
     else:
         from npudoctor.report import console, prof_console
 
-        prof_console.render(result, console.make_console(), verbose=verbose)
+        prof_console.render(result, console.make_console(), verbose=verbose, command=command,
+                            profile=profile.name)
     return result.exit_code(fail_on)
 
 
@@ -89,7 +79,8 @@ def _analyze_and_emit(paths: Tuple[str, ...], profile_name: Optional[str], steps
 def analyze_command(paths: Tuple[str, ...], fmt: str, fail_on: str, steps: int, profile_name: Optional[str],
                     logs_dirs: Tuple[str, ...], verbose: bool) -> None:
     """Analyse *_ascend_pt folders, PROF_* folders or kernel_details/op_summary CSVs (several ranks at once)."""
-    raise click.exceptions.Exit(_analyze_and_emit(paths, profile_name, steps, logs_dirs, fmt, fail_on, verbose))
+    raise click.exceptions.Exit(_analyze_and_emit(paths, profile_name, steps, logs_dirs, fmt, fail_on, verbose,
+                                                 "analyze"))
 
 
 @prof.command("run", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
@@ -137,5 +128,6 @@ def run_command(output: Optional[str], aic_metrics: Optional[str], timeout_s: Op
         click.echo("npudoctor: the command ran past its timeout and was stopped", err=True)
     if not outcome.new_dirs:
         raise fail_usage(f"{msprof} wrote no PROF_* folder under {output} (exit code {outcome.exit_code})")
-    code = _analyze_and_emit(tuple(outcome.new_dirs), profile_name, steps, logs_dirs, fmt, fail_on, verbose)
+    code = _analyze_and_emit(tuple(outcome.new_dirs), profile_name, steps, logs_dirs, fmt, fail_on, verbose,
+                             "run")
     raise click.exceptions.Exit(outcome.exit_code if outcome.exit_code else code)

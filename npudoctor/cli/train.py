@@ -4,26 +4,24 @@ from __future__ import annotations
 
 import json
 import os
-import sys
+import platform
+import time
 from typing import Any, Optional
 
 import click
 
 from npudoctor.cli import EXIT_FINDINGS, EXIT_OK, fail_usage
+from npudoctor.report.progress import Progress
 
 
-def _progress_printer() -> Any:
-    """Progress on stderr, only on a terminal (a pipe or a CI log gets the findings only)."""
-    if not sys.stderr.isatty():
+def _step_progress(progress: Any, label: str) -> Any:
+    """Training steps on the shared spinner (stderr, a terminal only): step, loss and step time."""
+    if not progress.enabled:
         return None
 
     def show(step: int, steps: int, loss: Optional[float], step_s: float) -> None:
         loss_text = f"{loss:.3f}" if loss is not None else "nan"
-        end = "\n" if step + 1 == steps else ""
-        click.echo(f"\r  step {step + 1}/{steps}  loss {loss_text}  {step_s * 1000:.0f} ms/step   ", err=True,
-                   nl=False)
-        if end:
-            click.echo("", err=True)
+        progress.update(label, detail=f"step {step + 1}/{steps}  loss {loss_text}  {step_s * 1000:.0f} ms/step")
 
     return show
 
@@ -80,14 +78,30 @@ def train_step(device_name: str, model: str, batch: int, steps: int, precision: 
         profile = api.load_profile(profile_name)
     except api.UsageError as exc:
         raise fail_usage(str(exc)) from None
+    started = time.time()
+    progress = Progress()
+    progress.start()
     try:
+        progress.update("importing torch")
         devices.import_torch()
+        progress.update("choosing the device")
         device = devices.select_device(device_name)
     except (devices.TorchMissing, devices.DeviceUnavailable) as exc:
+        progress.stop()
         raise fail_usage(str(exc)) from None
-    click.echo(f"npudoctor train-step: {device.name} ({device.reason})", err=True)
 
     from npudoctor.workload import clip, numerics
+
+    if fmt == "text":  # the header at once, as `check` prints it; the findings when the run ends
+        from npudoctor import __version__
+        from npudoctor.report import console as consoles
+        from npudoctor.report import train_console
+
+        out = consoles.make_console()
+        with progress.hidden():
+            for line in train_console.train_header(__version__, platform.node(), started, model, precision, steps,
+                                                   device.name, profile.name, out.width):
+                out.print(line)
 
     options = train.TrainOptions(
         device=device_name, model=model, batch=batch, steps=steps, precision=precision, workers=workers,
@@ -97,11 +111,16 @@ def train_step(device_name: str, model: str, batch: int, steps: int, precision: 
     failure: Optional[str] = None
     result = op_results = comparison = None
     try:
-        result = train.run(options, device, progress=_progress_printer())
+        label = f"training {model} CLIP on {device.name}"
+        progress.update(label)
+        result = train.run(options, device, progress=_step_progress(progress, label))
         tolerance = float(profile.get("train.ops_tolerance", numerics.DEFAULT_OP_TOLERANCE))
+        if ops:
+            progress.update(f"comparing operators on {device.name} with float64 on the CPU")
         op_results = numerics.compare_ops(device, tolerance) if ops else None
         comparison = None
         if compare_cpu:
+            progress.update(f"comparing one step on {device.name} with the CPU")
             state = clip.load_state_dict_file(weights) if weights else None
             config = clip.config_from_state_dict(state) if state is not None else clip.CONFIGS[model]
             comparison = numerics.compare_step(
@@ -114,18 +133,19 @@ def train_step(device_name: str, model: str, batch: int, steps: int, precision: 
         raise fail_usage(f"{exc.filename or ''}: {exc.strerror or exc}") from None
     except Exception as exc:  # the device could not train (out of memory, a kernel error): a FAIL finding
         failure = f"{type(exc).__name__}: {' '.join(str(exc).split())}"[:1000]
+    finally:
+        progress.stop()
     document = result_document(device, result, op_results, comparison, torch_version=devices.import_torch().__version__,
                                stage="train" if failure else "done", error=failure)
     from npudoctor.workload.report import train_report
 
     injected = inject_leak if leak_value is not None else None
     report = train_report(document, profile, injected=injected)
+    report.started = started
     if fmt == "json":
         click.echo(json.dumps({**document, "report": report.to_dict()}, indent=2, default=str))
     else:
-        from npudoctor.report import train_console
-
-        train_console.render(report, document, verbose=verbose)
+        train_console.render(report, document, verbose=verbose, console=out, header=False)
     raise click.exceptions.Exit(report.exit_code())
 
 
@@ -143,7 +163,8 @@ def leak() -> None:
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("--warmup", type=click.IntRange(0), default=None, help="Steps to skip (default: the first fifth).")
 @click.option("--profile", "profile_name", metavar="NAME|PATH", help="Profile with train.leak.* thresholds.")
-def leak_analyze(path: str, fmt: str, warmup: Optional[int], profile_name: Optional[str]) -> None:
+@click.option("-v", "--verbose", is_flag=True, help="Show evidence.")
+def leak_analyze(path: str, fmt: str, warmup: Optional[int], profile_name: Optional[str], verbose: bool) -> None:
     """Leak verdict for a recorded log: exit 1 on a leak, 2 on unreadable input."""
     from npudoctor import api
     from npudoctor.workload import leak as leaks
@@ -166,5 +187,5 @@ def leak_analyze(path: str, fmt: str, warmup: Optional[int], profile_name: Optio
 
         runs = len({r["run"] for r in records})
         train_console.render_leak(verdict, path, runs, len(last_run(records)),
-                                  tail_only=os.path.getsize(path) > MAX_LOG_BYTES)
+                                  tail_only=os.path.getsize(path) > MAX_LOG_BYTES, verbose=verbose)
     raise click.exceptions.Exit(EXIT_FINDINGS if verdict.leak else EXIT_OK)

@@ -8,7 +8,7 @@ reads the bundle as before.
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Dict, List, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from npudoctor.probes.npu_smi import NPU_SMI_DIRS
 from npudoctor.probes.runner import Runner
@@ -27,7 +27,8 @@ def sample_key(index: int, command: Command = NPU_SMI_INFO) -> str:
 
 def record_samples(runner: Runner, count: int, interval_s: float, command: Command = NPU_SMI_INFO,
                    clock: Callable[[], float] = time.monotonic,
-                   sleep: Callable[[float], None] = time.sleep) -> List[Tuple[str, Dict[str, Any]]]:
+                   sleep: Callable[[float], None] = time.sleep,
+                   on_sample: Optional[Callable[[int, int], None]] = None) -> List[Tuple[str, Dict[str, Any]]]:
     """Equivalent to ``for i in $(seq N); do timeout 15 npu-smi info; sleep S; done``, each answer timed.
 
     Samples start every ``interval_s`` seconds (a slow npu-smi shortens the wait, never shifts the grid);
@@ -41,6 +42,8 @@ def record_samples(runner: Runner, count: int, interval_s: float, command: Comma
         if wait > 0:
             sleep(wait)
         taken = clock() - start
+        if on_sample is not None:  # progress: sample index + 1 of count is being taken
+            on_sample(index, count)
         result = runner.run(command)
         records.append((sample_key(index, command), {"kind": "command", "value": result, "t_s": taken}))
     return records

@@ -30,14 +30,16 @@ MISSING = ("msprof not found (on PATH, in $ASCEND_HOME_PATH/tools/profiler/bin o
 TORCH_SNIPPET = """\
 without msprof, profile from the training script with torch_npu's profiler:
     import torch_npu
-    experimental_config = torch_npu.profiler._ExperimentalConfig(
-        aic_metrics=torch_npu.profiler.AiCMetrics.PipeUtilization,
-        profiler_level=torch_npu.profiler.ProfilerLevel.Level1)
-    with torch_npu.profiler.profile(
-            activities=[torch_npu.profiler.ProfilerActivity.CPU, torch_npu.profiler.ProfilerActivity.NPU],
-            schedule=torch_npu.profiler.schedule(wait=1, warmup=1, active=3, repeat=1),
-            on_trace_ready=torch_npu.profiler.tensorboard_trace_handler("./prof_out"),
-            profile_memory=True, experimental_config=experimental_config) as prof:
+    from torch_npu import profiler
+    config = profiler._ExperimentalConfig(
+        aic_metrics=profiler.AiCMetrics.PipeUtilization,
+        profiler_level=profiler.ProfilerLevel.Level1)
+    with profiler.profile(
+            activities=[profiler.ProfilerActivity.CPU,
+                        profiler.ProfilerActivity.NPU],
+            schedule=profiler.schedule(wait=1, warmup=1, active=3, repeat=1),
+            on_trace_ready=profiler.tensorboard_trace_handler("./prof_out"),
+            profile_memory=True, experimental_config=config) as prof:
         for step, batch in enumerate(loader):
             train_step(batch)
             prof.step()

@@ -220,13 +220,13 @@ def discover(paths: List[str]) -> Tuple[List[Source], List[str]]:
             source.tables[table] = [path]
             sources.append(source)
             continue
-        top = os.path.abspath(path)
-        if os.path.basename(top) in (TORCH_OUTPUT, MSPROF_OUTPUT):
-            top = os.path.dirname(top)  # the folder the tool made, not its output subfolder
+        top = os.path.normpath(path)  # paths are shown as the user gave them (relative stays relative)
+        if os.path.basename(os.path.abspath(top)) in (TORCH_OUTPUT, MSPROF_OUTPUT):
+            top = os.path.normpath(os.path.join(top, os.pardir))  # the folder the tool made, not its output
         found = _walk(top, problems)
         for source in found:
-            if source.root not in seen:
-                seen.add(source.root)
+            if os.path.abspath(source.root) not in seen:
+                seen.add(os.path.abspath(source.root))
                 sources.append(source)
     return sources, problems
 

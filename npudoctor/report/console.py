@@ -21,6 +21,7 @@ Without ``-v``, a check that passed on many subjects is one line, and skipped ch
 from __future__ import annotations
 
 import json
+import re
 import textwrap
 import time
 from collections import Counter
@@ -60,11 +61,25 @@ def make_console(file: Optional[IO[str]] = None, color: Optional[bool] = None, w
                    width=width or terminal.width(stream), emoji=False, markup=False)
 
 
+class _Wrapper(textwrap.TextWrapper):
+    """A word longer than a line that is a path breaks after one of its ``/`` (then, if it must, anywhere)."""
+
+    def _split(self, text: str) -> List[str]:
+        room = self.width - len(self.subsequent_indent)
+        chunks: List[str] = []
+        for chunk in super()._split(text):
+            if len(chunk) > room and "/" in chunk.strip("/"):
+                chunks.extend(part for part in re.split(r"(?<=/)", chunk) if part)
+            else:
+                chunks.append(chunk)
+        return chunks
+
+
 def wrap(text: str, width: int, first: str = "", rest: str = "", words_may_break: bool = True) -> List[str]:
     """``text`` wrapped to ``width`` columns, each line starting with ``first`` then ``rest``."""
-    lines = textwrap.wrap(text, width=max(width, len(rest) + 20), initial_indent=first, subsequent_indent=rest,
-                          break_long_words=words_may_break, break_on_hyphens=False)
-    return lines or [first.rstrip()]
+    wrapper = _Wrapper(width=max(width, len(rest) + 20), initial_indent=first, subsequent_indent=rest,
+                       break_long_words=words_may_break, break_on_hyphens=False)
+    return wrapper.wrap(text) or [first.rstrip()]
 
 
 def _id_list(ids: Sequence[str]) -> str:
@@ -116,10 +131,8 @@ class CheckConsole:
 
     # What is printed
     def header(self, report: Report) -> List[Text]:
-        host = report.host.get("hostname") or "?"
-        version = report.tool.get("version", "?")
-        when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(report.started)) if report.started else ""
-        first = Text.assemble((f"npudoctor {version} check", "bold"), f" on {host}", f", {when}" if when else "")
+        first = title_line("check", report.tool.get("version", "?"), report.host.get("hostname") or "?",
+                           report.started)
         profile = str(report.tool.get("profile", "default"))
         if report.expects:
             profile += f" (expects {report.expects})"
@@ -129,17 +142,25 @@ class CheckConsole:
         second = f"profile {profile}, level {report.tool.get('level', 1)}, source: {source}"
         return [first, *[Text(line) for line in wrap(second, self.width, rest="  ")]]
 
-    def stage(self, stage: str, findings: Sequence[Finding]) -> List[Text]:
+    def stage(self, stage: str, findings: Sequence[Finding], fold: bool = True) -> List[Text]:
+        """A section: the stage's name, then its findings (``fold=False``: every finding on its own lines,
+        for commands whose passing details are the result, such as ``prof``'s top operators)."""
         lines = [Text(""), Text(stage, style="bold underline")]
-        for item in self._fold(findings):
+        for item in (self._fold(findings) if fold else findings):
             if isinstance(item, tuple):
                 lines.extend(self._group_lines(*item))
             else:
                 lines.extend(self.finding_lines(item))
         return lines
 
-    def footer(self, report: Report) -> List[Text]:
-        return [Text(""), summary(report), *[Text(line, style="bold") for line in wrap(verdict(report), self.width)]]
+    def footer(self, report: Report, scope: Optional[str] = None) -> List[Text]:
+        """The summary line, then the verdict sentence (``scope``: see :func:`verdict`), the last line."""
+        return [Text(""), summary(report),
+                *[Text(line, style="bold") for line in wrap(verdict(report, scope), self.width)]]
+
+    def print(self, lines: List[Text]) -> None:
+        """Print ``lines`` (with the spinner, if any, hidden meanwhile)."""
+        self._print_all(lines)
 
     # Folding
     def _fold(self, findings: Sequence[Finding]) -> Iterable[Any]:
@@ -264,9 +285,22 @@ def summary(report: Report) -> Text:
     checks = len(dict.fromkeys(f.id for f in findings))
     counts = report.summary.counts
     parts = [Text(f"{counts[s]} {s.value}", style=STYLE[s]) for s in STATUS_ORDER if counts[s]]
-    line = Text(f"{_plural(len(findings), 'finding')} in {_plural(checks, 'check')}" + (": " if parts else ""))
+    line = Text(f"{plural(len(findings), 'finding')} in {plural(checks, 'check')}" + (": " if parts else ""))
     line.append_text(Text(", ").join(parts))
     return line
+
+
+def title_line(command: str, version: str, host: Optional[str] = None, started: Optional[float] = None) -> Text:
+    """The first line of every text report: ``npudoctor 0.1.0 check on node-a2-01, 2026-12-01 10:26 UTC``
+    (the host where it matters, the time when ``started`` is given)."""
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(started)) if started else ""
+    return Text.assemble((f"npudoctor {version} {command}", "bold"), f" on {host}" if host else "",
+                         f", {when}" if when else "")
+
+
+def context_lines(text: str, width: int) -> List[Text]:
+    """The header's second line (what was run on what), wrapped with a hanging indent."""
+    return [Text(line) for line in wrap(text, width, rest="  ")]
 
 
 def collect_summary(report: Report, bundle: str) -> List[Text]:
@@ -311,15 +345,17 @@ def hardware(report: Report) -> str:
     return str(report.host.get("hostname") or "this node")
 
 
-def _plural(count: int, word: str) -> str:
+def plural(count: int, word: str) -> str:
+    """``1 rank``, ``2 ranks``."""
     return f"{count} {word}{'s' * (count != 1)}"
 
 
-def verdict(report: Report) -> str:
+def verdict(report: Report, scope: Optional[str] = None) -> str:
     """One sentence: what is wrong where, or that nothing is; then warnings and what could not apply.
 
     "1 problem in 1 stage; 28 checks could not apply (17: not an Ascend node)",
-    "No problems found on 8x Ascend 910B3".
+    "No problems found on 8x Ascend 910B3". Commands that judge one thing say what in ``scope``
+    ("on cpu", "in 2 ranks"): "1 problem on cpu", "No problems found in 2 ranks; 5 warnings".
     """
     findings = report.findings
     problems = [f for f in findings if f.status in PROBLEM]
@@ -330,17 +366,18 @@ def verdict(report: Report) -> str:
     skipped = [group[0] for group in by_check.values() if all(f.status is Status.SKIP for f in group)]
     if problems:
         stages = len(dict.fromkeys(f.stage for f in problems))
-        parts = [f"{_plural(len(problems), 'problem')} in {_plural(stages, 'stage')}"]
+        where = scope or f"in {plural(stages, 'stage')}"
+        parts = [f"{plural(len(problems), 'problem')} {where}"]
     elif findings:
-        parts = [f"No problems found on {hardware(report)}"]
+        parts = [f"No problems found {scope or 'on ' + hardware(report)}"]
     else:
         parts = ["No checks ran"]
     if warnings:
-        parts.append(_plural(len(warnings), "warning"))
+        parts.append(plural(len(warnings), "warning"))
     if skipped:
         reasons = Counter(skip_reason(f) for f in skipped)
         reason, count = reasons.most_common(1)[0]
-        could_not = f"{_plural(len(skipped), 'check')} could not apply"
+        could_not = f"{plural(len(skipped), 'check')} could not apply"
         if count == len(skipped):
             could_not += f": {reason}"
         elif any(f.cause == reason for f in skipped):

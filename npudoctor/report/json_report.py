@@ -3,10 +3,32 @@
 from __future__ import annotations
 
 import json
+import sys
+from typing import IO, Any, Optional
 
 from npudoctor.model.finding import Report
+from npudoctor.report import terminal
 
 
 def render(report: Report, ascii_only: bool = False) -> str:
     """The document; ``ascii_only`` writes characters beyond ASCII as ``\\uXXXX`` escapes (same data)."""
-    return json.dumps(report.to_dict(), indent=2, ensure_ascii=ascii_only, default=str) + "\n"
+    return dumps(report.to_dict(), ascii_only)
+
+
+def dumps(document: Any, ascii_only: bool = False) -> str:
+    return json.dumps(document, indent=2, ensure_ascii=ascii_only, default=str) + "\n"
+
+
+def document_text(document: Any, stream: Optional[IO[str]] = None) -> str:
+    """Any command's JSON document as written to ``stream`` (stdout): UTF-8 where the stream can carry every
+    character, else ``\\uXXXX`` escapes (``LANG=C``, ``PYTHONIOENCODING=ascii``): the same data, never ``?``.
+    The same bytes on a terminal and in a pipe."""
+    text = dumps(document)
+    return text if terminal.can_encode(text, stream) else dumps(document, ascii_only=True)
+
+
+def emit(document: Any, stream: Optional[IO[str]] = None) -> None:
+    """Write :func:`document_text` to ``stream`` (stdout)."""
+    stream = stream or sys.stdout
+    stream.write(document_text(document, stream))
+    stream.flush()

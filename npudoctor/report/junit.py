@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Dict, List
+import sys
+from typing import IO, Dict, List, Optional
 from xml.etree import ElementTree as ET
 
 from npudoctor.model.finding import Finding, Report, Status
+from npudoctor.report import terminal
 
 # Characters XML 1.0 forbids (C0 controls but tab/newline/CR, lone surrogates, U+FFFE/U+FFFF).
 _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
@@ -81,6 +83,14 @@ def _case(stage: str, check_id: str, findings: List[Finding]) -> ET.Element:
 def ascii_only(document: str) -> str:
     """``document`` with every character beyond ASCII as a character reference (``&#10003;``): the same XML."""
     return document.encode("ascii", "xmlcharrefreplace").decode("ascii")
+
+
+def emit(document: str, stream: Optional[IO[str]] = None) -> None:
+    """Write a JUnit document to ``stream`` (stdout), as character references where the stream cannot
+    encode a character."""
+    stream = stream or sys.stdout
+    stream.write(document if terminal.can_encode(document, stream) else ascii_only(document))
+    stream.flush()
 
 
 def render(report: Report) -> str:

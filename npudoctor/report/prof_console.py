@@ -1,20 +1,42 @@
-"""Human output of ``npudoctor prof``: one line per rank, then the findings the way ``check`` prints them."""
+"""Human output of ``npudoctor prof``, in the house style of ``check``.
+
+Layout (fits the terminal's width, 80 columns when piped)::
+
+    npudoctor 0.1.0 prof analyze, 2026-12-01 10:26 UTC
+    2 ranks from prof, profile default
+
+    rank    data       tasks   device  AI CPU  idle  comm
+    rank 0  torch_npu     20  37.4 ms      0%   24%   50%
+      note: rank 0 kernel_details.csv: 1 row(s) with the wrong number of cells skipped
+
+    prof
+      ! PROF001 Operators on the AI CPU / host CPU [Cast]
+                4 task(s) of >= 20 us on the AI CPU, ...
+          fix: ...
+
+    17 findings in 11 checks: 8 pass, 5 warn, 4 skip
+    No problems found in 2 ranks; 5 warnings; 4 checks could not apply
+
+Every finding is listed (a passing one's detail is the result: the top operators), with the finding lines
+of ``check``.
+"""
 
 from __future__ import annotations
 
-import json
-import textwrap
-from typing import TYPE_CHECKING
+import time
+from typing import TYPE_CHECKING, List, Optional
 
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from npudoctor.model.finding import STATUS_ORDER, Status
-from npudoctor.report.symbols import STYLE, SYMBOL
+from npudoctor.report.console import CheckConsole, context_lines, plural, title_line, wrap
 
 if TYPE_CHECKING:
     from npudoctor.prof.engine import ProfResult
+
+# Notes about unreadable rows and files shown without -v (the rest are counted).
+NOTES_SHOWN = 5
 
 
 def _pct(value: object) -> str:
@@ -41,46 +63,43 @@ def _rank_table(result: ProfResult) -> Table:
     return table
 
 
-def _indented(console: Console, text: str, indent: int, style: str = "", lead: str = "") -> None:
-    """``lead`` + ``text`` wrapped to the console width (80 columns when not a terminal), indented."""
-    width = max(40, min(console.width, 200) - indent)
-    lines = textwrap.wrap(lead + text, width=width, break_on_hyphens=False) or [lead]
-    for index, line in enumerate(lines):
-        out = Text(" " * indent)
-        if index == 0 and lead:
-            out.append(lead, style="bold")
-            line = line[len(lead):]
-        out.append(line, style=style)
-        console.print(out)
+def verdict_scope(result: ProfResult) -> str:
+    """What the verdict sentence is about: "No problems found in 2 ranks"."""
+    return f"in {plural(len(result.ranks), 'rank')}"
 
 
-def render(result: ProfResult, console: Console, verbose: bool = False) -> None:
-    _indented(console, f"{len(result.ranks)} rank(s) from {', '.join(result.paths)}", 0, lead="npudoctor prof: ")
+def header(result: ProfResult, command: str, version: str, started: Optional[float], width: int,
+           profile: str = "") -> List[Text]:
+    context = f"{plural(len(result.ranks), 'rank')} from {', '.join(result.paths)}"
+    if profile:
+        context += f", profile {profile}"
+    return [title_line(f"prof {command}", version, started=started), *context_lines(context, width)]
+
+
+def note_lines(problems: List[str], width: int, verbose: bool) -> List[Text]:
+    """What could not be read, under the table; without -v the first few and a count of the rest."""
+    shown = problems if verbose else problems[:NOTES_SHOWN]
+    lines: List[Text] = []
+    for problem in shown:
+        wrapped = wrap(problem, width, first="  note: ", rest="        ")
+        lines.append(Text("  ") + Text("note: ", style="bold") + Text(wrapped[0][len("  note: "):], style="yellow"))
+        lines += [Text(line, style="yellow") for line in wrapped[1:]]
+    if len(problems) > len(shown):
+        lines.append(Text(f"  ... {len(problems) - len(shown)} more notes (-v lists them)", style="dim"))
+    return lines
+
+
+def render(result: ProfResult, console: Console, verbose: bool = False, command: str = "analyze",
+           started: Optional[float] = None, version: Optional[str] = None, profile: str = "") -> None:
+    """The whole report; ``started`` (default: now) and ``version`` (default: this one) for the header."""
+    from npudoctor import __version__
+
+    out = CheckConsole(console, verbose=verbose)
+    width = console.width
+    when = time.time() if started is None else started
+    out.print([*header(result, command, version or __version__, when, width, profile), Text("")])
     console.print(_rank_table(result))
-    if result.problems:
-        for problem in result.problems[: (None if verbose else 5)]:
-            _indented(console, problem, 2, "yellow", lead="note: ")
-    console.print(Text("\nfindings", style="bold underline"))
-    for finding in result.findings:
-        line = Text("  ")
-        line.append(SYMBOL[finding.status], style=STYLE[finding.status])
-        line.append(f" {finding.id:<7} ", style="bold")
-        line.append(finding.title)
-        if finding.subject:
-            line.append(f" [{finding.subject}]", style="cyan")
-        console.print(line)
-        # Details and fixes wrap under the finding (80 columns when not a terminal), indented.
-        if finding.detail:
-            _indented(console, finding.detail, 6, style="dim" if finding.status is Status.PASS else "")
-        if verbose and finding.evidence:
-            _indented(console, json.dumps(dict(finding.evidence), ensure_ascii=False, default=str), 6, "dim",
-                      lead="evidence: ")
-        if finding.fix and finding.status in (Status.FAIL, Status.WARN, Status.ERROR):
-            for fix_line in finding.fix.splitlines():
-                _indented(console, fix_line, 6, lead="fix: ")
-    counts = result.summary.counts
-    worst = next((s for s in (Status.FAIL, Status.ERROR, Status.WARN) if counts[s]), Status.PASS)
-    verdict = {Status.FAIL: "slow: see the FAIL findings", Status.ERROR: "some checks could not run",
-               Status.WARN: "room to improve: see the WARN findings", Status.PASS: "nothing to fix found"}[worst]
-    console.print(Text("\nsummary: " + ", ".join(f"{counts[s]} {s.value}" for s in STATUS_ORDER)))
-    console.print(Text.assemble("verdict: ", (verdict, STYLE[worst])))
+    out.print(note_lines(result.problems, width, verbose))
+    report = result.as_report()
+    out.print(out.stage("prof", report.findings, fold=False))
+    out.print(out.footer(report, scope=verdict_scope(result)))

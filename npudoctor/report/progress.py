@@ -178,3 +178,7 @@ class ProgressListener:
 
     def stage_done(self, stage: str, findings: Any) -> None:
         pass
+
+    def sampling(self, index: int, count: int) -> None:
+        """``collect --samples N``: sample ``index + 1`` of ``count`` is being taken."""
+        self.progress.update(f"{self.verb}npu-smi info over time", detail=f"sample {index + 1}/{count}")

@@ -35,6 +35,13 @@ def train_report(document: Dict[str, Any], profile: NodeProfile, injected: Optio
                   host={"hostname": platform.node()}, source="live")
 
 
+def leak_report(verdict: Dict[str, Any], device: str, source: str) -> Report:
+    """``npudoctor leak analyze``: the TRN003 finding for a recorded log's leak verdict (``LeakVerdict.to_dict()``)."""
+    document = {"device": device, "train": {"verdict": verdict}}
+    return Report(findings=_stamp("TRN003", lambda: checks.leak_outcome(document)),
+                  tool={"name": "npudoctor", "version": __version__, "command": "leak analyze"}, source=source)
+
+
 def _stamp(check_id: str, outcomes: Callable[[], Iterable[Outcome]]) -> List[Finding]:
     spec = REGISTRY[check_id]
     return [Finding(id=spec.id, status=o.status, title=spec.title, subject=o.subject, detail=o.detail,
