@@ -21,7 +21,6 @@ Without ``-v``, a check that passed on many subjects is one line, and skipped ch
 from __future__ import annotations
 
 import json
-import textwrap
 import time
 from collections import Counter
 from typing import IO, Any, Dict, Iterable, List, Optional, Sequence, Tuple
@@ -32,6 +31,7 @@ from rich.text import Text
 from npudoctor.model.finding import STATUS_ORDER, Finding, Report, Status
 from npudoctor.report import terminal
 from npudoctor.report.symbols import STYLE
+from npudoctor.report.terminal import FIX_LABEL, fix_lines, wrap
 
 PROBLEM = (Status.FAIL, Status.ERROR)
 # Fixes are shown for these statuses (a passing finding needs none).
@@ -58,13 +58,6 @@ def make_console(file: Optional[IO[str]] = None, color: Optional[bool] = None, w
     return _Console(file=stream, highlight=False, no_color=not color, force_terminal=color,
                    color_system="standard" if color else None, soft_wrap=True,
                    width=width or terminal.width(stream), emoji=False, markup=False)
-
-
-def wrap(text: str, width: int, first: str = "", rest: str = "", words_may_break: bool = True) -> List[str]:
-    """``text`` wrapped to ``width`` columns, each line starting with ``first`` then ``rest``."""
-    lines = textwrap.wrap(text, width=max(width, len(rest) + 20), initial_indent=first, subsequent_indent=rest,
-                          break_long_words=words_may_break, break_on_hyphens=False)
-    return lines or [first.rstrip()]
 
 
 def _id_list(ids: Sequence[str]) -> str:
@@ -235,16 +228,9 @@ class CheckConsole:
 
     def _fix_lines(self, fix: str) -> List[Text]:
         """Each line of the fix wrapped under ``fix:``; words (commands, paths) are never broken."""
-        lines: List[Text] = []
-        label = "fix: "
-        rest = FIX_INDENT + " " * len(label)
-        for i, fix_line in enumerate(fix.splitlines()):
-            wrapped = wrap(fix_line, self.width, rest, rest, words_may_break=False)
-            for j, line in enumerate(wrapped):
-                if i == 0 and j == 0:
-                    lines.append(Text(FIX_INDENT) + Text(label, style="bold") + Text(line[len(rest):]))
-                else:
-                    lines.append(Text(line))
+        lines = [Text(line) for line in fix_lines(fix, self.width, FIX_INDENT)]
+        if lines:
+            lines[0].stylize("bold", len(FIX_INDENT), len(FIX_INDENT) + len(FIX_LABEL))
         return lines
 
     def _print_all(self, lines: List[Text]) -> None:

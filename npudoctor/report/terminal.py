@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import os
 import sys
+import textwrap
 from contextlib import suppress
-from typing import IO, TYPE_CHECKING, Any, Dict, Optional
+from typing import IO, TYPE_CHECKING, Any, Dict, List, Optional
 
 if TYPE_CHECKING:  # `npudoctor libs` uses this module and keeps its start-up free of the finding model
     from npudoctor.model.finding import Status
@@ -76,6 +77,28 @@ def width(stream: Optional[IO[str]] = None) -> int:
         except (OSError, ValueError, AttributeError):
             pass
     return DEFAULT_WIDTH
+
+
+def wrap(text: str, width: int, first: str = "", rest: str = "", words_may_break: bool = True) -> List[str]:
+    """``text`` wrapped to ``width`` columns, each line starting with ``first`` then ``rest``."""
+    lines = textwrap.wrap(text, width=max(width, len(rest) + 20), initial_indent=first, subsequent_indent=rest,
+                          break_long_words=words_may_break, break_on_hyphens=False)
+    return lines or [first.rstrip()]
+
+
+FIX_LABEL = "fix: "
+
+
+def fix_lines(fix: str, width: int, indent: str) -> List[str]:
+    """Each line of ``fix`` wrapped under ``fix:`` (the first line starts ``indent + FIX_LABEL``); words
+    (commands, paths) are never broken."""
+    rest = indent + " " * len(FIX_LABEL)
+    lines: List[str] = []
+    for fix_line in fix.splitlines():
+        lines.extend(wrap(fix_line, width, rest, rest, words_may_break=False))
+    if lines:
+        lines[0] = indent + FIX_LABEL + lines[0][len(rest):]
+    return lines
 
 
 def can_encode(text: str, stream: Optional[IO[str]] = None) -> bool:
