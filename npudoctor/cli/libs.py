@@ -100,7 +100,10 @@ def _text(result: LibsAnalysis, verbose: bool) -> None:
         """A style of ``report.symbols.STYLE`` ("bold red", "dim") in ANSI."""
         words = style.split()
         colors = [word for word in words if word not in ("bold", "dim")]
-        return click.style(text, fg=colors[0] if colors else None, bold="bold" in words, dim="dim" in words)
+        return click.style(text, fg=colors[0] if colors else None, bold=("bold" in words) or None,
+                           dim=("dim" in words) or None)
 
     lines = render_libs(result, terminal.width(sys.stdout), verbose, paint if color else plain)
-    click.echo("\n".join(lines), color=color)
+    # sys.stdout, not click.echo: click re-encodes an ASCII stdout as UTF-8; the house style replaces what
+    # the stream cannot encode (terminal.tolerate_encodings). Colour is already decided (paint).
+    sys.stdout.write("\n".join(lines) + "\n")

@@ -136,7 +136,7 @@ def render_libs(result: LibsAnalysis, width: int, verbose: bool = False, paint: 
         key = (rank[sym.provider or NO_PROVIDER], _object_order(sym.object, report.root), sym.provider or "")
         by_group.setdefault(key, []).append(sym)
     for (_, _, provider), symbols in sorted(by_group.items(), key=lambda item: item[0]):
-        symbols.sort(key=lambda s: s.name)
+        symbols.sort(key=lambda s: (s.demangled or s.name, s.name))
         where = f"in {os.path.basename(symbols[0].object)}" + (f"; should come from {provider}" if provider else "")
         rows(f"UNDEFINED {where} ({len(symbols)}):", "UNDEFINED", "bold red", rest=" " * len("UNDEFINED "))
         limit = SHOWN_PER_DECISIVE_GROUP if provider in loaded else SHOWN_PER_GROUP
