@@ -31,12 +31,11 @@ from rich.text import Text
 from npudoctor.model.finding import STATUS_ORDER, Finding, Report, Status
 from npudoctor.report import terminal
 from npudoctor.report.symbols import STYLE
-from npudoctor.report.terminal import FIX_LABEL, fix_lines, wrap
+from npudoctor.report.terminal import FIX_INDENT, FIX_LABEL, fix_lines, wrap
 
 PROBLEM = (Status.FAIL, Status.ERROR)
 # Fixes are shown for these statuses (a passing finding needs none).
 FIX_SHOWN = (Status.FAIL, Status.WARN, Status.ERROR, Status.SKIP)
-FIX_INDENT = "      "
 
 
 class _Console(Console):

@@ -35,7 +35,7 @@ import os
 from collections import Counter
 from typing import TYPE_CHECKING, Callable, Dict, List, Tuple
 
-from npudoctor.report.terminal import FIX_LABEL, WORD_BREAKS, fix_lines, wrap
+from npudoctor.report.terminal import FIX_INDENT, FIX_LABEL, WORD_BREAKS, fix_lines, wrap
 
 if TYPE_CHECKING:  # the analysis is imported by the CLI when it runs; this module only reads it
     from npudoctor.elf.summary import SymbolInfo
@@ -46,7 +46,6 @@ Paint = Callable[[str, str], str]
 NO_PROVIDER = "no known provider"
 LABEL = "NOT FOUND  "  # the width of the row labels (NOT FOUND, VERSION, SHADOWED): continuations align
 ROW_INDENT = " " * len(LABEL)
-FIX_INDENT = "      "
 SYMBOL_INDENT = "  "
 SYMBOL_REST = "      "
 # Symbols listed per group without -v: the decisive groups (provider loaded but lacking them) list more.
@@ -75,6 +74,11 @@ def render_libs(result: LibsAnalysis, width: int, verbose: bool = False, paint: 
             lines[0] = lines[0][:start] + paint(head, style) + lines[0][start + len(head):]
         out.extend(lines)
 
+    def gap() -> None:
+        """A blank line between the parts: what stops the load, why symbols are missing, which, the verdict."""
+        if out and out[-1]:
+            out.append("")
+
     objects = len(report.loaded)
     rows(f"{report.root}: {report.kind}, {objects} object{'' if objects == 1 else 's'} loaded", "", "", rest="  ")
     if result.context is not None:
@@ -88,6 +92,8 @@ def render_libs(result: LibsAnalysis, width: int, verbose: bool = False, paint: 
                  "", "", first="  ", rest="      ")
 
     # What stops the load: libraries not found (with the fix), versions not found.
+    if report.missing_libraries or report.missing_versions:
+        gap()
     for need in report.missing_libraries:
         requester = os.path.basename(need.requester) if need.requester == report.root else need.requester
         rows(f"{LABEL}{need.name}  (needed by {requester})", f"{LABEL}{need.name}", "bold red")
@@ -107,6 +113,8 @@ def render_libs(result: LibsAnalysis, width: int, verbose: bool = False, paint: 
     loaded = {os.path.basename(str(path)) for path in report.loaded}
     ordered = sorted(groups, key=lambda provider: (provider == PYTHON_PROVIDER, provider not in loaded,
                                                    -groups[provider], provider))
+    if groups or report.shadowed or report.errors:
+        gap()
     if groups:
         count = len(report.missing_symbols)
         out.extend(wrap(f"{count} undefined symbol{'' if count == 1 else 's'}, by the library that should provide "
@@ -130,6 +138,7 @@ def render_libs(result: LibsAnalysis, width: int, verbose: bool = False, paint: 
         rows(f"UNREADABLE {problem}", "UNREADABLE", "yellow")
 
     # The evidence: the symbols, grouped by where they are missing and where they should come from.
+    gap()
     rank = {provider: index for index, provider in enumerate(ordered)}
     by_group: Dict[Tuple[int, str, str], List[SymbolInfo]] = {}
     for sym in report.missing_symbols:
@@ -147,8 +156,10 @@ def render_libs(result: LibsAnalysis, width: int, verbose: bool = False, paint: 
             out.append(f"{SYMBOL_INDENT}... {len(symbols) - len(shown)} more (-v lists all)")
     if result.left_to_interpreter:
         count = result.left_to_interpreter
+        gap()
         out.extend(wrap(f"{count} Py* symbol{'' if count == 1 else 's'} left to the Python interpreter that imports "
                         "this extension (--preload PYTHON to check them)", width, rest="  "))
+    gap()
     out.extend(_verdict(result, width, paint))
     return out
 

@@ -115,6 +115,7 @@ def wrap(text: str, width: int, first: str = "", rest: str = "", words_may_break
 
 
 FIX_LABEL = "fix: "
+FIX_INDENT = "      "  # fix lines start under a finding's ID (check) or a row's name (libs)
 
 
 def fix_lines(fix: str, width: int, indent: str) -> List[str]:
