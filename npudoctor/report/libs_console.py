@@ -2,21 +2,35 @@
 
 Layout (fits the terminal's width, 80 columns when piped; wrapped, never cut)::
 
-    /opt/venv/.../torch_npu/lib/libtorch_npu.so: ELF64 x86-64, 6 objects loaded
-    context: inside the torch_npu package: analysed as its import loads it, ...
-    LD_LIBRARY_PATH=
+    /opt/venv/lib/python3.11/site-packages/torch_npu/lib/libtorch_npu.so: ELF64
+      x86-64, 6 objects loaded
+    context: inside the torch_npu package: analysed as its import loads it, after
+      ...
+    LD_LIBRARY_PATH=/usr/local/Ascend/driver/lib64/driver:/usr/local/Ascend/driver/
+      lib64/common
+
     NOT FOUND  libascendcl.so  (needed by libtorch_npu.so)
-          fix: install the CANN toolkit (Ascend-cann-toolkit_<version>_linux-<arch>.run
-               --install), then source its set_env.sh
-    2 undefined symbols, by the library that should provide them:
-          1  libc10.so  (loaded, but does not export them: a build for another
+          fix: install the CANN toolkit
+               (Ascend-cann-toolkit_<version>_linux-<arch>.run --install), then
+               source its set_env.sh
+
+    10 undefined symbols, by the library that should provide them:
+          2  libc10.so  (loaded, but does not export them: a build for another
                version?)
-          1  libascendcl.so  (not found: see NOT FOUND above)
-    UNDEFINED in libtorch_npu.so; should come from libc10.so (1):
+          8  libascendcl.so  (not found: see NOT FOUND above)
+
+    UNDEFINED in libtorch_npu.so; should come from libc10.so (2):
+      c10::GeneratorImpl::philox_state(unsigned long, at::Tensor&, at::Tensor&,
+          at::Tensor&)
       c10::TensorImpl::release_resources()
-    UNDEFINED in libtorch_npu.so; should come from libascendcl.so (1):
-      aclInit
-    1 libraries not found, 2 undefined symbols, 0 missing versions
+    UNDEFINED in libtorch_npu.so; should come from libascendcl.so (8):
+      aclFinalize
+      ...
+      ... 3 more (-v lists all)
+
+    1 library not found, 10 undefined symbols
+
+(tests/data/golden/libs_torch_npu.*.txt show it whole.)
 
 Undefined symbols are grouped by the object that references them and the library that should provide them
 (hundreds of symbols usually have two or three causes); each shows its demangled name, the mangled one only
