@@ -8,7 +8,6 @@ which libraries exist in more than one directory of the search path. Never execu
 from __future__ import annotations
 
 import os
-from collections import Counter
 from typing import TYPE_CHECKING, Optional, Tuple
 
 import click
@@ -17,8 +16,6 @@ from npudoctor.cli import EXIT_FINDINGS, EXIT_OK, fail_usage
 
 if TYPE_CHECKING:  # the ELF modules load when the command runs, not for `npudoctor --help`
     from npudoctor.probes.linkage import LibsAnalysis
-
-NO_PROVIDER = "no known provider"
 
 
 @click.command("libs")
@@ -92,84 +89,21 @@ def libs(
 
 
 def _text(result: LibsAnalysis, verbose: bool) -> None:
-    from npudoctor.elf.summary import PYTHON_PROVIDER
+    import sys
 
-    report = result.report
-    echo = click.echo
-    echo(f"{report.root}: {report.kind}, {len(report.loaded)} objects loaded")
-    if result.context is not None:
-        echo(f"context: {result.context.said} (--alone: the file by itself)")
-    echo(f"LD_LIBRARY_PATH={report.ld_library_path}")
-    if verbose:
-        for need in report.needed:
-            where = need.path or "not found"
-            via = f"  [{need.via}{': ' + need.entry if need.entry and need.entry != need.name else ''}]"
-            echo(
-                f"  {need.name} => {where}{via if need.path else ''}"
-                f"   (needed by {os.path.basename(need.requester)})"
-            )
-    for need in report.missing_libraries:
-        echo(click.style(f"NOT FOUND  {need.name}", fg="red") + f"  (needed by {need.requester})")
-    if result.cann_fix:
-        echo(f"  fix: {result.cann_fix}")
-    for version, file, obj in report.missing_versions:
-        echo(
-            click.style(f"VERSION    {file}: version `{version}' not found", fg="red")
-            + f"  (required by {obj})"
-        )
-    # Grouped by the library that should provide them: hundreds of symbols usually have two or three causes (a
-    # missing CANN library, a torch mismatch, no Python loaded). First the decisive groups, whose provider is
-    # loaded but lacks them (a build for another version), then the biggest; the interpreter's last (they
-    # only mean the file was analysed without python loaded).
-    groups = Counter(sym.provider or NO_PROVIDER for sym in report.missing_symbols)
-    loaded = {os.path.basename(str(path)) for path in report.loaded}
-    ordered = sorted(groups, key=lambda provider: (provider == PYTHON_PROVIDER, provider not in loaded,
-                                                   -groups[provider], provider))
-    if groups:
-        count = len(report.missing_symbols)
-        echo(f"{count} undefined symbol{'' if count == 1 else 's'}, by the library that should provide them:")
-        missing = {need.name for need in report.missing_libraries}
-        for provider in ordered:
-            note = ""
-            if provider in missing:
-                note = "  (not found: see NOT FOUND above)"
-            elif provider in loaded:
-                note = "  (loaded, but does not export them: a build for another version?)"
-            elif provider == PYTHON_PROVIDER:
-                note = "  (normal for an extension analysed alone: --preload $(readlink -f $(which python3)))"
-            echo(f"  {groups[provider]:>5}  {provider}{note}")
-    rank = {provider: index for index, provider in enumerate(ordered)}
-    symbols = sorted(report.missing_symbols, key=lambda s: (rank[s.provider or NO_PROVIDER], s.name))
-    shown = symbols if verbose else symbols[:40]
-    for sym in shown:
-        name = sym.name + (f"@{sym.version}" if sym.version else "")
-        line = f"UNDEFINED  {name}"
-        if sym.demangled:
-            line += f"  [{sym.demangled}]"
-        line += f"  in {os.path.basename(sym.object)}"
-        if sym.provider:
-            line += f"; should come from {sym.provider}"
-        if sym.provided_by:
-            line += f" (exported by the shadowed {sym.provided_by})"
-        echo(click.style(line, fg="red"))
-    if len(shown) < len(report.missing_symbols):
-        echo(f"... {len(report.missing_symbols) - len(shown)} more undefined symbols (-v lists all)")
-    if result.left_to_interpreter:
-        count = result.left_to_interpreter
-        echo(f"{count} Py* symbol{'' if count == 1 else 's'} left to the Python interpreter that imports this "
-             "extension (--preload PYTHON to check them)")
-    for shadow in report.shadowed:
-        echo(
-            click.style(f"SHADOWED   {shadow.name}", fg="yellow")
-            + f": {shadow.winner} wins (via {shadow.via} {shadow.entry}) over {', '.join(shadow.others)}"
-        )
-    for problem in report.errors:
-        echo(click.style(f"UNREADABLE {problem}", fg="yellow"))
-    if report.clean:
-        echo(click.style("OK: every library and symbol resolves", fg="green"))
-    else:
-        echo(
-            f"{len(report.missing_libraries)} libraries not found, "
-            f"{len(report.missing_symbols)} undefined symbols, "
-            f"{len(report.missing_versions)} missing versions"
-        )
+    from npudoctor.report import terminal
+    from npudoctor.report.libs_console import plain, render_libs
+
+    color = terminal.use_color(sys.stdout)
+
+    def paint(text: str, style: str) -> str:
+        """A style of ``report.symbols.STYLE`` ("bold red", "dim") in ANSI."""
+        words = style.split()
+        colors = [word for word in words if word not in ("bold", "dim")]
+        return click.style(text, fg=colors[0] if colors else None, bold=("bold" in words) or None,
+                           dim=("dim" in words) or None)
+
+    lines = render_libs(result, terminal.width(sys.stdout), verbose, paint if color else plain)
+    # sys.stdout, not click.echo: click re-encodes an ASCII stdout as UTF-8; the house style replaces what
+    # the stream cannot encode (terminal.tolerate_encodings). Colour is already decided (paint).
+    sys.stdout.write("\n".join(lines) + "\n")

@@ -21,8 +21,6 @@ Without ``-v``, a check that passed on many subjects is one line, and skipped ch
 from __future__ import annotations
 
 import json
-import re
-import textwrap
 import time
 from collections import Counter
 from typing import IO, Any, Dict, Iterable, List, Optional, Sequence, Tuple
@@ -33,11 +31,11 @@ from rich.text import Text
 from npudoctor.model.finding import STATUS_ORDER, Finding, Report, Status
 from npudoctor.report import terminal
 from npudoctor.report.symbols import STYLE
+from npudoctor.report.terminal import FIX_INDENT, FIX_LABEL, fix_lines
 
 PROBLEM = (Status.FAIL, Status.ERROR)
 # Fixes are shown for these statuses (a passing finding needs none).
 FIX_SHOWN = (Status.FAIL, Status.WARN, Status.ERROR, Status.SKIP)
-FIX_INDENT = "      "
 
 
 class _Console(Console):
@@ -61,25 +59,10 @@ def make_console(file: Optional[IO[str]] = None, color: Optional[bool] = None, w
                    width=width or terminal.width(stream), emoji=False, markup=False)
 
 
-class _Wrapper(textwrap.TextWrapper):
-    """A word longer than a line that is a path breaks after one of its ``/`` (then, if it must, anywhere)."""
-
-    def _split(self, text: str) -> List[str]:
-        room = self.width - len(self.subsequent_indent)
-        chunks: List[str] = []
-        for chunk in super()._split(text):
-            if len(chunk) > room and "/" in chunk.strip("/"):
-                chunks.extend(part for part in re.split(r"(?<=/)", chunk) if part)
-            else:
-                chunks.append(chunk)
-        return chunks
-
-
 def wrap(text: str, width: int, first: str = "", rest: str = "", words_may_break: bool = True) -> List[str]:
-    """``text`` wrapped to ``width`` columns, each line starting with ``first`` then ``rest``."""
-    wrapper = _Wrapper(width=max(width, len(rest) + 20), initial_indent=first, subsequent_indent=rest,
-                       break_long_words=words_may_break, break_on_hyphens=False)
-    return wrapper.wrap(text) or [first.rstrip()]
+    """``text`` wrapped to ``width`` columns, each line starting with ``first`` then ``rest``; a word longer
+    than a line that is a path breaks after one of its ``/``."""
+    return terminal.wrap(text, width, first, rest, words_may_break, breaks="/")
 
 
 def _id_list(ids: Sequence[str]) -> str:
@@ -256,16 +239,9 @@ class CheckConsole:
 
     def _fix_lines(self, fix: str) -> List[Text]:
         """Each line of the fix wrapped under ``fix:``; words (commands, paths) are never broken."""
-        lines: List[Text] = []
-        label = "fix: "
-        rest = FIX_INDENT + " " * len(label)
-        for i, fix_line in enumerate(fix.splitlines()):
-            wrapped = wrap(fix_line, self.width, rest, rest, words_may_break=False)
-            for j, line in enumerate(wrapped):
-                if i == 0 and j == 0:
-                    lines.append(Text(FIX_INDENT) + Text(label, style="bold") + Text(line[len(rest):]))
-                else:
-                    lines.append(Text(line))
+        lines = [Text(line) for line in fix_lines(fix, self.width, FIX_INDENT)]
+        if lines:
+            lines[0].stylize("bold", len(FIX_INDENT), len(FIX_INDENT) + len(FIX_LABEL))
         return lines
 
     def _print_all(self, lines: List[Text]) -> None:

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import os
 import sys
+import textwrap
 from contextlib import suppress
-from typing import IO, TYPE_CHECKING, Any, Dict, Optional
+from typing import IO, TYPE_CHECKING, Any, Dict, List, Optional
 
 if TYPE_CHECKING:  # `npudoctor libs` uses this module and keeps its start-up free of the finding model
     from npudoctor.model.finding import Status
@@ -76,6 +77,57 @@ def width(stream: Optional[IO[str]] = None) -> int:
         except (OSError, ValueError, AttributeError):
             pass
     return DEFAULT_WIDTH
+
+
+# Where a word longer than a line (a path, LD_LIBRARY_PATH, a C++ name) may break, for ``wrap(breaks=...)``.
+WORD_BREAKS = "/:,<("
+
+
+class _Wrapper(textwrap.TextWrapper):
+    breaks = ""
+
+    def _handle_long_word(self, reversed_chunks: List[str], cur_line: List[str], cur_len: int, width: int) -> None:
+        """With ``breaks``, a word longer than the line breaks after the last of these characters that fits
+        (else it starts the next line), and only where none does, at the last column."""
+        if not (self.break_long_words and self.breaks):
+            super()._handle_long_word(reversed_chunks, cur_line, cur_len, width)
+            return
+        room = max(width - cur_len, 1)
+        chunk = reversed_chunks[-1]
+        end = max(chunk.rfind(mark, 0, room) for mark in self.breaks) + 1
+        if end <= 0:
+            if cur_line:
+                return  # the word starts the next line, which may hold a break
+            end = room
+        cur_line.append(chunk[:end])
+        reversed_chunks[-1] = chunk[end:]
+
+
+def wrap(text: str, width: int, first: str = "", rest: str = "", words_may_break: bool = True,
+         breaks: str = "") -> List[str]:
+    """``text`` wrapped to ``width`` columns, each line starting with ``first`` then ``rest``. A word longer
+    than a line is broken (after one of ``breaks``, e.g. :data:`WORD_BREAKS`, where one fits), or left long
+    when ``words_may_break`` is false."""
+    wrapper = _Wrapper(width=max(width, len(rest) + 20), initial_indent=first, subsequent_indent=rest,
+                       break_long_words=words_may_break, break_on_hyphens=False)
+    wrapper.breaks = breaks
+    return wrapper.wrap(text) or [first.rstrip()]
+
+
+FIX_LABEL = "fix: "
+FIX_INDENT = "      "  # fix lines start under a finding's ID (check) or a row's name (libs)
+
+
+def fix_lines(fix: str, width: int, indent: str) -> List[str]:
+    """Each line of ``fix`` wrapped under ``fix:`` (the first line starts ``indent + FIX_LABEL``); words
+    (commands, paths) are never broken."""
+    rest = indent + " " * len(FIX_LABEL)
+    lines: List[str] = []
+    for fix_line in fix.splitlines():
+        lines.extend(wrap(fix_line, width, rest, rest, words_may_break=False))
+    if lines:
+        lines[0] = indent + FIX_LABEL + lines[0][len(rest):]
+    return lines
 
 
 def can_encode(text: str, stream: Optional[IO[str]] = None) -> bool:
