@@ -28,7 +28,7 @@ import operator
 import re
 import zlib
 from dataclasses import dataclass, field
-from typing import Any, Callable, Counter, Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple
+from typing import Any, Callable, Counter, Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple, Union
 
 from npudoctor.logs import codes as codebase
 from npudoctor.logs.rules import SEVERITIES, Rule, RuleSet, default_rules
@@ -240,8 +240,8 @@ class Scanner:
         self._merged: Dict[Tuple[str, str], LogFinding] = {}
         self._subjects_per_kind: Counter[str] = collections.Counter()
         self._plog_finds = PLOG_MARKERS + _shared_prefixes(self.rules.any_level_hints)
-        self._plog_marker = re.compile(b"|".join(re.escape(m) for m in self._plog_finds))
-        self._text_anchors = _anchors(TEXT_MARKERS + self.rules.all_hints)
+        self._plog_searchers = _searchers(self._plog_finds)
+        self._text_anchors: Optional[Tuple[bytes, ...]] = None  # worked out when free text is first met
         self._rules_by_hint: Dict[str, List[int]] = {}
         for index, rule in enumerate(self.rules.rules):
             for hint in rule.hints:
@@ -475,13 +475,15 @@ class Scanner:
             return b"\n"
 
         rest = DENSE_RECORD_LINE.sub(blank, region)
+        if not matches:
+            return None
         headers = RECORD_AT_LINE_START.findall(rest)
         first = RECORD_FIRST_LINE.match(rest)
         if first:
             headers.append(first.group(1))
-        newlines = rest.count(b"\n")
+        located, newlines = _locate(rest, 0, len(rest), self._plog_candidates(rest, 0, len(rest)), line_base)
         records = len(headers) + len(matches)
-        if not matches or records < PLOG_SHARE * newlines:
+        if records < PLOG_SHARE * newlines:
             return None
         keys = list(map(_SHAPE_OF_MATCH, matches))
         counts = collections.Counter(keys)
@@ -521,7 +523,6 @@ class Scanner:
             analysis = cache[key]
             if analysis[0] or analysis[1]:
                 groups.append((linenos[index], linenos[last_index[key]], counts[key], texts[key], analysis))
-        located, _ = _locate(rest, 0, len(rest), self._plog_candidates(rest, 0, len(rest)), line_base)
         raws, other_linenos = _line_texts(rest, len(rest), located)
         groups.extend(self._line_groups(raws, other_linenos))
         groups.sort(key=lambda group: group[0])  # merged in the order of first lines, as line by line
@@ -560,25 +561,38 @@ class Scanner:
 
     def _text_candidates(self, data: bytes, begin: int, end: int) -> Set[int]:
         """Starts of the free-text lines holding an anchor of any marker or hint, or an E/W/ERR code."""
+        if self._text_anchors is None:
+            self._text_anchors = _anchors(TEXT_MARKERS + self.rules.all_hints)
         starts = self._lines_with(data, begin, end, self._text_anchors)
         starts.update(_line_start(data, begin, m.start()) for m in CODE_BYTES.finditer(data, begin, end))
         return starts
 
     def _plog_candidates(self, data: bytes, begin: int, end: int) -> Set[int]:
         """Starts of the lines holding an ERROR/WARNING record or an any-level rule's hint."""
-        return self._lines_with(data, begin, end, self._plog_finds)
+        return self._lines_with(data, begin, end, self._plog_searchers)
 
     @staticmethod
-    def _lines_with(data: bytes, begin: int, end: int, literals: Iterable[bytes]) -> Set[int]:
-        """Starts of the lines of ``data[begin:end]`` holding any of ``literals``: one ``find`` pass each."""
+    def _lines_with(data: bytes, begin: int, end: int,
+                    searchers: Iterable[Union[bytes, re.Pattern[bytes]]]) -> Set[int]:
+        """Starts of the lines of ``data[begin:end]`` holding any of ``searchers`` (literals, or patterns of
+        literals from :func:`_searchers`): one pass each."""
         starts: Set[int] = set()
         find, rfind = data.find, data.rfind
-        for marker in literals:
-            at = find(marker, begin, end)
-            while at >= 0:
+        for searcher in searchers:
+            if isinstance(searcher, bytes):
+                at = find(searcher, begin, end)
+                while at >= 0:
+                    starts.add(rfind(b"\n", begin, at) + 1 or begin)
+                    line_end = find(b"\n", at, end)
+                    at = find(searcher, line_end, end) if line_end >= 0 else -1
+                continue
+            search = searcher.search
+            match = search(data, begin, end)
+            while match is not None:
+                at = match.start()
                 starts.add(rfind(b"\n", begin, at) + 1 or begin)
                 line_end = find(b"\n", at, end)
-                at = find(marker, line_end, end) if line_end >= 0 else -1
+                match = search(data, line_end, end) if line_end >= 0 else None
         return starts
 
     def analyze_line(self, text: str) -> List[LineHit]:
@@ -773,6 +787,24 @@ def _anchors(literals: Sequence[bytes], shortest: int = 4, longest: int = 8) -> 
         chosen.append(best)
         uncovered = {literal for literal in uncovered if best not in literal}
     return tuple(chosen)
+
+
+def _searchers(literals: Sequence[bytes]) -> Tuple[Union[bytes, re.Pattern[bytes]], ...]:
+    """``literals`` as few passes over the bytes as is fastest: literals that start with the same byte
+    (``[ERROR]``, ``[WARNING]``, ``[fault_manager]``) become one pattern, ``[(?:ERROR]|WARNING]|...)``,
+    which the regex engine searches by that byte about twice as fast as ``bytes.find`` searches each of
+    them; a literal of its own is searched by ``find``. (A pattern of literals cannot backtrack.)"""
+    by_first: Dict[bytes, List[bytes]] = {}
+    for literal in dict.fromkeys(literals):
+        by_first.setdefault(literal[:1], []).append(literal)
+    searchers: List[Union[bytes, re.Pattern[bytes]]] = []
+    for first, group in by_first.items():
+        if len(group) == 1:
+            searchers.append(group[0])
+        else:
+            searchers.append(re.compile(re.escape(first) + b"(?:" + b"|".join(re.escape(literal[1:])
+                                                                             for literal in group) + b")"))
+    return tuple(searchers)
 
 
 def _shared_prefixes(hints: Sequence[bytes], least: int = 16) -> Tuple[bytes, ...]:
