@@ -466,7 +466,6 @@ class Scanner:
         is decoded. What is left of the chunk (those lines blanked, so the line numbers hold) holds the other
         records, counted the usual way, and the other lines to examine (markers elsewhere in a line,
         any-level hints, the chunk's first line), found the usual way."""
-        region = data[begin:end]
         matches: List[re.Match[bytes]] = []
         keep = matches.append
 
@@ -474,7 +473,8 @@ class Scanner:
             keep(match)
             return b"\n"
 
-        rest = DENSE_RECORD_LINE.sub(blank, region)
+        with memoryview(data) as view:  # no copy of the chunk; the matches give bytes
+            rest = DENSE_RECORD_LINE.sub(blank, view[begin:end])
         if not matches:
             return None
         headers = RECORD_AT_LINE_START.findall(rest)
@@ -495,16 +495,16 @@ class Scanner:
         # Line numbers of the matches needed, in one pass over the newlines (a match starts at the newline
         # before its line).
         linenos: Dict[int, int] = {}
-        position, newlines_before = 0, 0
+        position, newlines_before = begin, 0
         for index in sorted({*first_index.values(), *last_index.values()}):
-            start = matches[index].start()
-            newlines_before += region.count(b"\n", position, start)
+            start = begin + matches[index].start()
+            newlines_before += data.count(b"\n", position, start)
             position = start
             linenos[index] = line_base + newlines_before + 2
         texts: Dict[Tuple[bytes, bytes], str] = {}
         for key, index in first_index.items():
             match = matches[index]
-            raw = region[match.start() + 1:match.end()][:MAX_MATCH_CHARS * 2]
+            raw = data[begin + match.start() + 1:begin + min(match.end(), match.start() + 1 + MAX_MATCH_CHARS * 2)]
             try:
                 text = raw.decode("utf-8")
             except UnicodeDecodeError:
