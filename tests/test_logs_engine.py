@@ -297,3 +297,61 @@ def test_pastes_from_issue_trackers_still_read() -> None:
     found = {f.subject: f.first.line for f in result.findings if f.kind == "error_code"}
     assert found == {"507035": 2, "1343225857": 5, "EI0006": 7}
     assert summary.lines == 7 and summary.records == 3
+
+
+def _dense_plog() -> bytes:
+    """A job looping on errors, from real sample lines: every plog/device record line of the samples, the
+    ERROR/WARNING ones (glued records, markers inside INFO/EVENT lines, hint lines among them) five times
+    over, then a CRLF line and a GB18030 one; the first line is an ERROR record."""
+    from tests.samples import SAMPLES, sample_bytes
+
+    lines = []
+    for path in sorted((SAMPLES / "logs").iterdir()):
+        if path.name.startswith(("plog_", "device_")):
+            lines.extend(line for line in sample_bytes(path).splitlines() if line.startswith(b"["))
+    errors = [line for line in lines if b"[ERROR]" in line or b"[WARNING]" in line]
+    body = []
+    for round_ in range(5):
+        body.extend(errors)
+        body.extend(lines[round_::5])
+    gbk = "[ERROR] GE(1,python):2025-01-01-00:00:00.000.000 [a.cc:1]1 模型执行失败 ErrCode=507011".encode("gb18030")
+    return b"\n".join([errors[0], *body, errors[1] + b"\r", gbk]) + b"\n"
+
+
+@pytest.mark.parametrize("chunk", [0, 4096, 100_000])
+def test_error_dense_plog_reads_exactly_like_line_by_line(monkeypatch, chunk: int) -> None:
+    """The error-dense fast path (one pass keeps ERROR/WARNING lines by shape) finds what the line-by-line
+    path finds: counts, first and last lines, samples, records per level and module, examined lines."""
+    from npudoctor.logs import scanner as scanner_module
+
+    data = _dense_plog()
+    dense_chunks = []
+    real_dense = Scanner._scan_dense_plog
+
+    def spy(self, *args):
+        after = real_dense(self, *args)
+        dense_chunks.append(after is not None)
+        return after
+
+    monkeypatch.setattr(Scanner, "_scan_dense_plog", spy)
+    fast_summary, fast = scan(data, chunk)
+    # (A chunk's single carried-over line has no line start before it: it goes the usual way.)
+    assert dense_chunks.count(True) >= max(1, len(data) // (chunk or len(data)) // 2)
+    monkeypatch.setattr(scanner_module, "_looks_error_dense", lambda *args: False)
+    slow_summary, slow = scan(data, chunk)
+    assert [f.to_dict() for f in fast.findings] == [f.to_dict() for f in slow.findings]
+    assert (fast.levels, fast.modules, fast.codes) == (slow.levels, slow.modules, slow.codes)
+    assert fast_summary.to_dict() == slow_summary.to_dict()
+    assert fast_summary.examined_lines == sum(b"[ERROR]" in line or b"[WARNING]" in line or b"[fault_manager]"
+                                              in line for line in data.splitlines())
+    assert len(fast.findings) > 20 and fast.levels["ERROR"] > fast.levels["INFO"]
+
+
+def test_error_dense_shape_cache_is_bounded(monkeypatch) -> None:
+    from npudoctor.logs import scanner as scanner_module
+
+    data = _dense_plog()
+    _, whole = scan(data)
+    monkeypatch.setattr(scanner_module, "MAX_SHAPES", 5)  # the cache starts over again and again
+    _, bounded = scan(data, 4096)
+    assert [f.to_dict() for f in bounded.findings] == [f.to_dict() for f in whole.findings]
