@@ -24,7 +24,6 @@ import bisect
 import collections
 import dataclasses
 import functools
-import operator
 import re
 import zlib
 from dataclasses import dataclass, field
@@ -102,7 +101,8 @@ RECORD_HEADER = re.compile(r"\[(?:ERROR|WARNING|INFO|DEBUG|EVENT|TRACE)\] ?[A-Z]
 DENSE_RECORD_LINE = re.compile(
     rb"\n(\[(?:ERROR|WARNING)\] ?[A-Z][A-Z0-9_]*)" + RECORD_VARYING.pattern.encode()
     + rb"([^\n]*)")
-_SHAPE_OF_MATCH = operator.methodcaller("group", 1, 2)
+# (level and module, message) of one of its matches (the unbound method: twice as fast as a methodcaller).
+_SHAPE_OF_MATCH = re.Match.groups
 
 SEVERITY_RANK = {name: rank for rank, name in enumerate(SEVERITIES)}  # error=0 is the worst
 # The finding kinds the scanner gives itself (see _code_hit, _bare_record); the rules give all the others.
@@ -248,7 +248,7 @@ class Scanner:
                 self._rules_by_hint.setdefault(hint, []).append(index)
         self._rule_format = {r.id: r.format for r in self.rules.rules if r.format}
         self._shape_hits: Dict[str, Analysis] = {}
-        self._raw_shape_hits: Dict[Tuple[bytes, bytes], Analysis] = {}
+        self._raw_shape_hits: Dict[Tuple[bytes, ...], Analysis] = {}
 
     @property
     def plog_markers(self) -> Tuple[bytes, ...]:
@@ -501,7 +501,7 @@ class Scanner:
             newlines_before += data.count(b"\n", position, start)
             position = start
             linenos[index] = line_base + newlines_before + 2
-        texts: Dict[Tuple[bytes, bytes], str] = {}
+        texts: Dict[Tuple[bytes, ...], str] = {}
         for key, index in first_index.items():
             match = matches[index]
             raw = data[begin + match.start() + 1:begin + min(match.end(), match.start() + 1 + MAX_MATCH_CHARS * 2)]
