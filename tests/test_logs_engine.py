@@ -355,3 +355,57 @@ def test_error_dense_shape_cache_is_bounded(monkeypatch) -> None:
     monkeypatch.setattr(scanner_module, "MAX_SHAPES", 5)  # the cache starts over again and again
     _, bounded = scan(data, 4096)
     assert [f.to_dict() for f in bounded.findings] == [f.to_dict() for f in whole.findings]
+
+
+def test_read_ahead_keeps_order_and_raises_read_errors_in_place() -> None:
+    import time
+
+    from npudoctor.logs.engine import read_ahead
+
+    def failing():
+        yield b"a"
+        yield b"b"
+        raise OSError(5, "Input/output error")
+
+    got = []
+    with pytest.raises(OSError, match="Input/output"):
+        for chunk in read_ahead(failing()):
+            got.append(chunk)
+    assert got == [b"a", b"b"]
+
+    reads = []
+
+    def slow():
+        for index in range(5):
+            time.sleep(0.01)
+            reads.append(index)
+            yield bytes([index])
+
+    chunks = read_ahead(slow())
+    assert next(chunks) == b"\x00"
+    chunks.close()  # waits for the read in flight: the file may be closed right after
+    done = len(reads)
+    time.sleep(0.05)
+    assert len(reads) == done <= 2  # one chunk ahead at most, nothing read after close
+
+
+def test_a_big_file_read_ahead_scans_like_its_bytes(tmp_path, monkeypatch) -> None:
+    from npudoctor.logs import engine
+    from npudoctor.logs.engine import scan_paths
+    from npudoctor.logs.scanner import CHUNK_BYTES
+
+    read_ahead = engine.read_ahead
+    used = []
+    monkeypatch.setattr(engine, "read_ahead", lambda chunks: used.append(1) or read_ahead(chunks))
+
+    data = (PLOG * (CHUNK_BYTES // len(PLOG) + 2))[:CHUNK_BYTES + 100_000]
+    data = data[:data.rfind(b"\n") + 1] + ERROR_507011
+    path = tmp_path / "plog-1_20250101000000000.log"
+    path.write_bytes(data)
+    from_file = scan_paths([str(path)], cwd=str(tmp_path))
+    scanner = Scanner()
+    summary = scanner.scan_bytes(path.name, data)
+    from_bytes = scanner.result()
+    assert [f.to_dict() for f in from_file.findings] == [f.to_dict() for f in from_bytes.findings]
+    assert from_file.files[0].lines == summary.lines and from_file.levels == from_bytes.levels
+    assert used  # a file of more than one chunk is read ahead
