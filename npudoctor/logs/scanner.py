@@ -3,10 +3,13 @@
 Speed comes from doing almost nothing per uninteresting line. Input is taken in big chunks cut at the last
 newline. Per chunk, one ``findall`` over the bytes counts plog/slog records per (level, module). A chunk that
 is (nearly) all plog records is searched only for ``[ERROR]``/``[WARNING]`` and the few literals of
-``any_level`` rules, with ``bytes.find`` (C speed); any other text (console output, ATC, torch_npu) is
-searched for ~30 anchor literals that cover every rule hint, and for the E/W/ERR code pattern. Only the lines
-found that way are decoded (UTF-8, then GB18030) and matched, all at once, against the full grammar. Byte
-ranges of one big file can be scanned in separate processes and put together (:class:`ScanPart`).
+``any_level`` rules (one C-speed pass per group of literals, :func:`_searchers`); any other text (console
+output, ATC, torch_npu) is searched for ~30 anchor literals that cover every rule hint, and for the E/W/ERR
+code pattern. Only the lines found that way are decoded (UTF-8, then GB18030) and matched, all at once,
+against the full grammar, once per message shape (pid and timestamp blanked). An error-dense plog chunk (a
+job looping on an error) takes its ERROR/WARNING record lines apart by shape in one ``sub`` pass instead,
+so that no Python step is paid per line (:meth:`Scanner._scan_dense_plog`). Byte ranges of one big file
+can be scanned in separate processes and put together (:class:`ScanPart`).
 
     >>> scanner = Scanner()
     >>> _ = scanner.scan_bytes("plog-1.log",
