@@ -6,7 +6,7 @@ import pytest
 
 from npudoctor.logs import codes
 from npudoctor.logs.rules import RulesError, load_rules, parse_rules
-from npudoctor.logs.scanner import MAX_LINE_BYTES, RuleSet, Scanner
+from npudoctor.logs.scanner import MAX_LINE_BYTES, MAX_MATCH_CHARS, RuleSet, Scanner
 from tests.samples import sample_data
 
 PLOG = sample_data("plog_debug_aicore_error_2025.log")
@@ -315,7 +315,11 @@ def _dense_plog() -> bytes:
         body.extend(errors)
         body.extend(lines[round_::5])
     gbk = "[ERROR] GE(1,python):2025-01-01-00:00:00.000.000 [a.cc:1]1 模型执行失败 ErrCode=507011".encode("gb18030")
-    return b"\n".join([errors[0], *body, errors[1] + b"\r", gbk]) + b"\n"
+    # Messages longer than what is matched, the same but for their pid's length or for their far end.
+    long = [b"[ERROR] RUNTIME(%d,python):2025-01-01-00:00:00.000.000 [a.cc:1]1 " % pid
+            + b"x" * (MAX_MATCH_CHARS - 60 + shift) + b" ErrCode=507011" + end
+            for pid in (1, 123456) for shift in (0, 40) for end in (b"", b" EZ9999")]
+    return b"\n".join([errors[0], *body, *long, errors[1] + b"\r", gbk, *body[:3000]]) + b"\n"
 
 
 @pytest.mark.parametrize("chunk", [0, 4096, 100_000])
@@ -345,6 +349,14 @@ def test_error_dense_plog_reads_exactly_like_line_by_line(monkeypatch, chunk: in
     assert fast_summary.examined_lines == sum(b"[ERROR]" in line or b"[WARNING]" in line or b"[fault_manager]"
                                               in line for line in data.splitlines())
     assert len(fast.findings) > 20 and fast.levels["ERROR"] > fast.levels["INFO"]
+    assert fast.codes["507011"] == slow.codes["507011"] > 8
+
+
+def test_error_dense_shape_cache_keeps_no_long_message() -> None:
+    scanner = Scanner()
+    scanner.scan_bytes("f.log", _dense_plog())
+    assert scanner._raw_shape_hits and all(len(message) <= MAX_MATCH_CHARS
+                                           for _, message in scanner._raw_shape_hits)
 
 
 def test_error_dense_shape_cache_is_bounded(monkeypatch) -> None:

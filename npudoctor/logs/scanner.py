@@ -515,16 +515,24 @@ class Scanner:
                 text = decode_text(raw)
             texts[key] = text[:MAX_MATCH_CHARS].rstrip("\r")
         cache = self._raw_shape_hits
-        missing = [key for key in first_index if key not in cache]
-        if len(cache) + len(missing) > MAX_SHAPES:
-            cache.clear()  # bounded memory, as for the text shapes
-            missing = list(first_index)
+        analyses: Dict[Tuple[bytes, ...], Analysis] = {}
+        missing = []
+        for key in first_index:
+            known = cache.get(key)
+            if known is None:
+                missing.append(key)
+            else:
+                analyses[key] = known
         if missing:
+            if len(cache) + len(missing) > MAX_SHAPES:
+                cache.clear()  # bounded memory, as for the text shapes
             for key, analysis in zip(missing, self._analyze_shapes([texts[key] for key in missing])):
-                cache[key] = analysis
+                analyses[key] = analysis
+                if len(key[1]) <= MAX_MATCH_CHARS:  # a longer message is not kept: bounded memory
+                    cache[key] = analysis
         groups: List[LineGroup] = []
         for key, index in first_index.items():
-            analysis = cache[key]
+            analysis = analyses[key]
             if analysis[0] or analysis[1]:
                 groups.append((linenos[index], linenos[last_index[key]], counts[key], texts[key], analysis))
         raws, other_linenos = _line_texts(rest, len(rest), located)
