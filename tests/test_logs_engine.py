@@ -302,7 +302,8 @@ def test_pastes_from_issue_trackers_still_read() -> None:
 def _dense_plog() -> bytes:
     """A job looping on errors, from real sample lines: every plog/device record line of the samples, the
     ERROR/WARNING ones (glued records, markers inside INFO/EVENT lines, hint lines among them) five times
-    over, then a CRLF line and a GB18030 one; the first line is an ERROR record."""
+    over, then messages longer than what is matched, a CRLF line and a GB18030 one; the first line is an
+    ERROR record."""
     from tests.samples import SAMPLES, sample_bytes
 
     lines = []
@@ -353,9 +354,11 @@ def test_error_dense_plog_reads_exactly_like_line_by_line(monkeypatch, chunk: in
 
 
 def test_error_dense_shape_cache_keeps_no_long_message() -> None:
+    from npudoctor.logs.scanner import MAX_KEPT_MESSAGE_BYTES
+
     scanner = Scanner()
     scanner.scan_bytes("f.log", _dense_plog())
-    assert scanner._raw_shape_hits and all(len(message) <= MAX_MATCH_CHARS
+    assert scanner._raw_shape_hits and all(len(message) <= MAX_KEPT_MESSAGE_BYTES
                                            for _, message in scanner._raw_shape_hits)
 
 

@@ -96,6 +96,8 @@ TEXT_MARKERS: Tuple[bytes, ...] = (
 RECORD_VARYING = re.compile(r"\(-?\d+,[^)\n]*\): ?\d{4}-\d\d-\d\d-\d\d:\d\d:\d\d(?:\.\d{3}\.\d{3})?")
 # Distinct message shapes whose analysis is kept (then the cache starts over).
 MAX_SHAPES = 8192
+# The error-dense path keeps the analysis of messages up to this long by their bytes (a few MiB at most).
+MAX_KEPT_MESSAGE_BYTES = 1024
 _ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
 # A second record glued onto a line by a concurrent writer that lost a newline: `...ret[9][ERROR] HCCL(...`.
 RECORD_HEADER = re.compile(r"\[(?:ERROR|WARNING|INFO|DEBUG|EVENT|TRACE)\] ?[A-Z][A-Z0-9_]*\(-?\d+,")
@@ -528,7 +530,7 @@ class Scanner:
                 cache.clear()  # bounded memory, as for the text shapes
             for key, analysis in zip(missing, self._analyze_shapes([texts[key] for key in missing])):
                 analyses[key] = analysis
-                if len(key[1]) <= MAX_MATCH_CHARS:  # a longer message is not kept: bounded memory
+                if len(key[1]) <= MAX_KEPT_MESSAGE_BYTES:  # bounded memory; long ones meet the text cache
                     cache[key] = analysis
         groups: List[LineGroup] = []
         for key, index in first_index.items():
