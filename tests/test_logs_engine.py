@@ -6,7 +6,7 @@ import pytest
 
 from npudoctor.logs import codes
 from npudoctor.logs.rules import RulesError, load_rules, parse_rules
-from npudoctor.logs.scanner import MAX_LINE_BYTES, RuleSet, Scanner
+from npudoctor.logs.scanner import MAX_LINE_BYTES, MAX_MATCH_CHARS, RuleSet, Scanner
 from tests.samples import sample_data
 
 PLOG = sample_data("plog_debug_aicore_error_2025.log")
@@ -297,3 +297,130 @@ def test_pastes_from_issue_trackers_still_read() -> None:
     found = {f.subject: f.first.line for f in result.findings if f.kind == "error_code"}
     assert found == {"507035": 2, "1343225857": 5, "EI0006": 7}
     assert summary.lines == 7 and summary.records == 3
+
+
+def _dense_plog() -> bytes:
+    """A job looping on errors, from real sample lines: every plog/device record line of the samples, the
+    ERROR/WARNING ones (glued records, markers inside INFO/EVENT lines, hint lines among them) five times
+    over, then messages longer than what is matched, a CRLF line and a GB18030 one; the first line is an
+    ERROR record."""
+    from tests.samples import SAMPLES, sample_bytes
+
+    lines = []
+    for path in sorted((SAMPLES / "logs").iterdir()):
+        if path.name.startswith(("plog_", "device_")):
+            lines.extend(line for line in sample_bytes(path).splitlines() if line.startswith(b"["))
+    errors = [line for line in lines if b"[ERROR]" in line or b"[WARNING]" in line]
+    body = []
+    for round_ in range(5):
+        body.extend(errors)
+        body.extend(lines[round_::5])
+    gbk = "[ERROR] GE(1,python):2025-01-01-00:00:00.000.000 [a.cc:1]1 模型执行失败 ErrCode=507011".encode("gb18030")
+    # Messages longer than what is matched, the same but for their pid's length or for their far end.
+    long = [b"[ERROR] RUNTIME(%d,python):2025-01-01-00:00:00.000.000 [a.cc:1]1 " % pid
+            + b"x" * (MAX_MATCH_CHARS - 60 + shift) + b" ErrCode=507011" + end
+            for pid in (1, 123456) for shift in (0, 40) for end in (b"", b" EZ9999")]
+    return b"\n".join([errors[0], *body, *long, errors[1] + b"\r", gbk, *body[:3000]]) + b"\n"
+
+
+@pytest.mark.parametrize("chunk", [0, 4096, 100_000])
+def test_error_dense_plog_reads_exactly_like_line_by_line(monkeypatch, chunk: int) -> None:
+    """The error-dense fast path (one pass keeps ERROR/WARNING lines by shape) finds what the line-by-line
+    path finds: counts, first and last lines, samples, records per level and module, examined lines."""
+    from npudoctor.logs import scanner as scanner_module
+
+    data = _dense_plog()
+    dense_chunks = []
+    real_dense = Scanner._scan_dense_plog
+
+    def spy(self, *args):
+        after = real_dense(self, *args)
+        dense_chunks.append(after is not None)
+        return after
+
+    monkeypatch.setattr(Scanner, "_scan_dense_plog", spy)
+    fast_summary, fast = scan(data, chunk)
+    # (A chunk's single carried-over line has no line start before it: it goes the usual way.)
+    assert dense_chunks.count(True) >= max(1, len(data) // (chunk or len(data)) // 2)
+    monkeypatch.setattr(scanner_module, "_looks_error_dense", lambda *args: False)
+    slow_summary, slow = scan(data, chunk)
+    assert [f.to_dict() for f in fast.findings] == [f.to_dict() for f in slow.findings]
+    assert (fast.levels, fast.modules, fast.codes) == (slow.levels, slow.modules, slow.codes)
+    assert fast_summary.to_dict() == slow_summary.to_dict()
+    assert fast_summary.examined_lines == sum(b"[ERROR]" in line or b"[WARNING]" in line or b"[fault_manager]"
+                                              in line for line in data.splitlines())
+    assert len(fast.findings) > 20 and fast.levels["ERROR"] > fast.levels["INFO"]
+    assert fast.codes["507011"] == slow.codes["507011"] > 8
+
+
+def test_error_dense_shape_cache_keeps_no_long_message() -> None:
+    from npudoctor.logs.scanner import MAX_KEPT_MESSAGE_BYTES
+
+    scanner = Scanner()
+    scanner.scan_bytes("f.log", _dense_plog())
+    assert scanner._raw_shape_hits and all(len(message) <= MAX_KEPT_MESSAGE_BYTES
+                                           for _, message in scanner._raw_shape_hits)
+
+
+def test_error_dense_shape_cache_is_bounded(monkeypatch) -> None:
+    from npudoctor.logs import scanner as scanner_module
+
+    data = _dense_plog()
+    _, whole = scan(data)
+    monkeypatch.setattr(scanner_module, "MAX_SHAPES", 5)  # the cache starts over again and again
+    _, bounded = scan(data, 4096)
+    assert [f.to_dict() for f in bounded.findings] == [f.to_dict() for f in whole.findings]
+
+
+def test_read_ahead_keeps_order_and_raises_read_errors_in_place() -> None:
+    import time
+
+    from npudoctor.logs.engine import read_ahead
+
+    def failing():
+        yield b"a"
+        yield b"b"
+        raise OSError(5, "Input/output error")
+
+    got = []
+    with pytest.raises(OSError, match="Input/output"):
+        for chunk in read_ahead(failing()):
+            got.append(chunk)
+    assert got == [b"a", b"b"]
+
+    reads = []
+
+    def slow():
+        for index in range(5):
+            time.sleep(0.01)
+            reads.append(index)
+            yield bytes([index])
+
+    chunks = read_ahead(slow())
+    assert next(chunks) == b"\x00"
+    chunks.close()  # waits for the read in flight: the file may be closed right after
+    done = len(reads)
+    time.sleep(0.05)
+    assert len(reads) == done <= 2  # one chunk ahead at most, nothing read after close
+
+
+def test_a_big_file_read_ahead_scans_like_its_bytes(tmp_path, monkeypatch) -> None:
+    from npudoctor.logs import engine
+    from npudoctor.logs.engine import scan_paths
+    from npudoctor.logs.scanner import CHUNK_BYTES
+
+    read_ahead = engine.read_ahead
+    used = []
+    monkeypatch.setattr(engine, "read_ahead", lambda chunks: used.append(1) or read_ahead(chunks))
+
+    data = (PLOG * (CHUNK_BYTES // len(PLOG) + 2))[:CHUNK_BYTES + 100_000]
+    data = data[:data.rfind(b"\n") + 1] + ERROR_507011
+    path = tmp_path / "plog-1_20250101000000000.log"
+    path.write_bytes(data)
+    from_file = scan_paths([str(path)], cwd=str(tmp_path))
+    scanner = Scanner()
+    summary = scanner.scan_bytes(path.name, data)
+    from_bytes = scanner.result()
+    assert [f.to_dict() for f in from_file.findings] == [f.to_dict() for f in from_bytes.findings]
+    assert from_file.files[0].lines == summary.lines and from_file.levels == from_bytes.levels
+    assert used  # a file of more than one chunk is read ahead

@@ -306,3 +306,18 @@ def test_shipped_fault_event_rule_still_reads_the_fields() -> None:
     assert hit.subject == "AIV" and dict(hit.details) == {"event_id": "0x80cb8002", "event": "input error"}
     assert not [h for h in Scanner().analyze_line(line.replace("severity=1", "severity=0"))
                 if h.kind == "device_fault"]
+
+
+def test_error_dense_near_misses_scan_in_linear_time() -> None:
+    """The error-dense path's record-line pattern on lines built to make it backtrack: headers cut short
+    before `)`, before the timestamp, modules of 16 KiB, at every line start of a 4 MiB chunk."""
+    from npudoctor.logs.scanner import Scanner
+
+    width = 16 * 1024
+    lines = [b"[ERROR] RUNTIME(1," + b"p" * width, b"[ERROR] RUNTIME(1,p): 2025-01-01-00:00:" + b"0" * width,
+             b"[ERROR] " + b"A" * width + b"(", b"[WARNING] GE(" + b"-1," * (width // 3)]
+    data = b"\n".join(lines * (4 * 1024 * 1024 // (len(lines) * width))) + b"\n"
+    start = time.perf_counter()
+    summary = Scanner().scan_bytes("f.log", data)
+    assert time.perf_counter() - start < 5  # about 0.1 s; quadratic backtracking would take minutes
+    assert summary.lines == data.count(b"\n") and summary.examined_lines == summary.lines

@@ -221,8 +221,32 @@ def _local_chunks(item: LogInput, stdin: Optional[IO[bytes]]) -> Iterator[bytes]
             yield from read_chunks(handle, limit=MAX_DEVICE_BYTES)
             if handle.read(1):
                 raise OSError(0, f"a device: read only its first {MAX_DEVICE_BYTES >> 20} MiB")
+        elif item.kind == "file" and item.size > CHUNK_BYTES:
+            yield from read_ahead(read_chunks(handle))
         else:
             yield from read_chunks(handle)
+
+
+def read_ahead(chunks: Iterable[bytes]) -> Iterator[bytes]:
+    """``chunks``, the next one read by a helper thread while this one is scanned: a read does not hold the
+    interpreter lock, so with a core to spare the reading costs no time. One chunk ahead at most (memory
+    stays bounded); a read error comes where it would have come, after the chunks before it."""
+    import concurrent.futures
+
+    iterator = iter(chunks)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as reader:
+        pending = reader.submit(next, iterator, None)
+        try:
+            while True:
+                chunk = pending.result()
+                if chunk is None:
+                    return
+                pending = reader.submit(next, iterator, None)
+                yield chunk
+                del chunk  # hold one chunk while the next is read
+        finally:
+            pending.cancel()
+            concurrent.futures.wait([pending])  # the file is closed after this: no read may be running
 
 
 def _range_chunks(path: str, start: int, stop: int) -> Iterator[bytes]:

@@ -8,7 +8,7 @@ Text taken from logs is printed without terminal escape sequences (the scanner s
 from __future__ import annotations
 
 import collections
-from typing import Dict, List, Sequence, Tuple
+from typing import Dict, List, Mapping, Sequence, Tuple
 
 from rich.console import Console
 from rich.text import Text
@@ -17,25 +17,26 @@ from npudoctor.logs.failon import finding_fails
 from npudoctor.logs.rules import SEVERITY_STATUS
 from npudoctor.logs.scanner import LogFinding, ScanResult, printable
 from npudoctor.model.finding import Status
-from npudoctor.report.symbols import STYLE, SYMBOL
+from npudoctor.report import terminal
+from npudoctor.report.symbols import STYLE
 
 # Skipped inputs named per reason before the rest are counted.
 SKIPPED_NAMES_SHOWN = 3
 
 
-def _finding_lines(finding: LogFinding, verbose: bool) -> Text:
+def _finding_lines(finding: LogFinding, verbose: bool, symbols: Mapping[Status, str], ellipsis: str) -> Text:
     status = SEVERITY_STATUS[finding.severity]
     text = Text("  ")
-    text.append(SYMBOL[status], style=STYLE[status])
+    text.append(symbols[status], style=STYLE[status])
     text.append(f" {finding.kind} ", style="bold")
     text.append(finding.subject, style="cyan")
     text.append(f"  {finding.count:,} line{'s' if finding.count != 1 else ''}  ")
     if finding.count == 1:
         where = str(finding.first)
     elif finding.first.file == finding.last.file:
-        where = f"{finding.first} … {finding.last.line}"  # lines 98 … 102 of one file
+        where = f"{finding.first} {ellipsis} {finding.last.line}"  # lines 98 … 102 of one file
     else:
-        where = f"{finding.first} … {finding.last}"
+        where = f"{finding.first} {ellipsis} {finding.last}"
     text.append(where, style="dim")
     if finding.title and finding.kind != "error_code":
         text.append(f"\n      {finding.title}")
@@ -69,11 +70,14 @@ def _skipped_lines(skipped: Sequence[Tuple[str, str]], verbose: bool) -> List[st
 
 def render(result: ScanResult, console: Console, verbose: bool = False, fail_on: Sequence[str] = ("error",),
            exit_code: int = 0) -> None:
+    # What the stream can print: an ASCII terminal (LANG=C, PYTHONIOENCODING=ascii) gets + x and "...".
+    symbols = terminal.status_symbols(console.file)
+    ellipsis = "…" if terminal.can_encode("…", console.file) else "..."
     console.print(Text("findings", style="bold underline"))
     if not result.findings:
         console.print(Text("  nothing found that needs attention"))
     for finding in result.findings:
-        console.print(_finding_lines(finding, verbose))
+        console.print(_finding_lines(finding, verbose, symbols, ellipsis))
 
     readable = result.readable_files
     if verbose:
@@ -82,7 +86,7 @@ def render(result: ScanResult, console: Console, verbose: bool = False, fail_on:
             status = Status.ERROR if summary.status == "unreadable" else (
                 Status.WARN if summary.status == "partial" else Status.PASS)
             line = Text("  ")
-            line.append(SYMBOL[status], style=STYLE[status])
+            line.append(symbols[status], style=STYLE[status])
             line.append(f" {printable(summary.path)}  ")
             line.append(f"{summary.format}, {summary.records:,} records, {summary.lines:,} lines", style="dim")
             if summary.error:
