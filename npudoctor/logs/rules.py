@@ -209,7 +209,8 @@ def read_rules_file(path: str) -> Any:
     except UnsafeFile as exc:
         if exc.reason == "not-found":
             raise RulesError(f"{path}: no such file") from None
-        raise RulesError(f"{exc}; a rules file must be a regular file of at most {MAX_RULES_FILE_BYTES // 1024} KiB") from None
+        limit = MAX_RULES_FILE_BYTES // 1024
+        raise RulesError(f"{exc}; a rules file must be a regular file of at most {limit} KiB") from None
     except UnicodeDecodeError:
         raise RulesError(f"{path}: not UTF-8 text") from None
     try:
