@@ -229,6 +229,12 @@ def test_check_with_prof_adds_the_verdicts_and_explain_finds_them(tmp_path: Path
     assert explained.exit_code == 0 and "AI CPU" in explained.stdout
 
 
+def test_check_with_a_mistyped_prof_stops_before_the_checks(tmp_path: Path) -> None:
+    out = run_cli("check", "--root", str(tmp_path), "--prof", str(tmp_path / "no-such"))
+    assert out.exit_code == 2 and out.stderr.startswith("npudoctor: error: --prof"), out.stderr
+    assert out.stdout == ""  # no check ran (their findings would stream to stdout first)
+
+
 def test_check_without_prof_imports_no_pandas(tmp_path: Path) -> None:
     code = ("import sys\nfrom npudoctor.cli import main\n"
             f"try:\n    main(['check', '--root', {str(tmp_path)!r}, '--format', 'json'])\n"
