@@ -133,6 +133,9 @@ def run_checks(
     ``level`` and ``options`` not given come from the bundle being replayed (what ``collect`` was given), else
     level 1."""
     level, options = replay_options(runner, level, options or {})
+    missing = [path for path in options.get("prof_dirs") or () if not os.path.lexists(path)]
+    if missing:  # a mistyped --prof is a usage error before the checks, not after them
+        raise UsageError(f"--prof {missing[0]}: no such file or directory")
     profile = profile or load_profile()
     listener = listener or SilentListener()
     running = getattr(listener, "running", None)

@@ -10,6 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Dict, List
 
+from npudoctor.parsers.text import strip_header
+
 DATA = Path(__file__).resolve().parent / "data"
 SAMPLES = DATA / "samples"
 CONSTRUCTED = DATA / "constructed"
@@ -26,15 +28,6 @@ def real_samples(pattern: str) -> List[Path]:
         if path.is_file() and path.name != "INDEX.md":
             by_name.setdefault(path.name, path)
     return [by_name[name] for name in sorted(by_name)]
-
-
-def strip_header(text: str) -> str:
-    """The verbatim part of a sample file: everything after the ``# ---`` header end line."""
-    lines = text.splitlines(keepends=True)
-    for index, line in enumerate(lines[:40]):
-        if line.rstrip() == "# ---":
-            return "".join(lines[index + 1:])
-    return text
 
 
 def sample_path(name: str) -> Path:

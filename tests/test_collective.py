@@ -4,6 +4,9 @@ gloo on the CPU (2 processes, tiny messages)."""
 from __future__ import annotations
 
 import json
+import os
+import sys
+import time
 from importlib.util import find_spec
 
 import pytest
@@ -85,6 +88,30 @@ def test_real_torchrun_with_gloo_on_two_processes():
     assert all(r["correct"] and r["time_us"] > 0 and len(r["rank_times_us"]) == 2 for r in doc["results"])
     statuses = {f["id"]: f["status"] for f in doc["findings"]}
     assert statuses["COL001"] == "pass" and statuses["COL002"] == "skip"
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="reads /proc to see the worker is gone")
+def test_a_hung_run_is_stopped_with_its_workers_at_the_timeout(tmp_path):
+    # torchrun stands for itself here: a parent whose worker (a rank hung in HCCL) never ends. Killing only the
+    # parent (subprocess.run's timeout) left the worker running, holding its devices.
+    pid_file = tmp_path / "worker.pid"
+    parent = ("import subprocess, sys, time; "
+              f"w = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); "
+              f"open({str(pid_file)!r}, 'w').write(str(w.pid)); print('rank 0 waiting', flush=True); time.sleep(60)")
+    started = time.monotonic()
+    code, output = probe.run_group([sys.executable, "-c", parent], 2, os.environ)
+    assert code is None and time.monotonic() - started < 20 and "rank 0 waiting" in output
+    worker = int(pid_file.read_text())
+    for _ in range(50):  # the worker is gone (a zombie not yet reaped by init counts as gone)
+        try:
+            with open(f"/proc/{worker}/stat") as stat:
+                if stat.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    break
+        except FileNotFoundError:
+            break
+        time.sleep(0.1)
+    else:
+        raise AssertionError(f"worker {worker} still runs")
 
 
 def test_explain_documents_the_collective_findings():

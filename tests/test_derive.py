@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import os
+
 import yaml
 
 from npudoctor import api
@@ -74,3 +76,12 @@ def test_never_overwrites_and_bad_input_is_one_line(tmp_path):
     assert bad.exit_code == 2 and bad.stderr.count("\n") == 1 and not (tmp_path / "x.yaml").exists()
     missing = derive(str(tmp_path / "none.tar.gz"), "-o", str(tmp_path / "y.yaml"))
     assert missing.exit_code == 2 and missing.stderr.startswith("npudoctor: error:")
+
+
+def test_a_fifo_or_a_device_is_refused_without_hanging(tmp_path):
+    fifo = tmp_path / "report.json"
+    os.mkfifo(fifo)  # opening it for reading would wait for a writer forever
+    for source in (str(fifo), "/dev/zero"):
+        result = derive(source, "-o", str(tmp_path / "site.yaml"))
+        assert result.exit_code == 2 and "not a regular file" in result.stderr, result.stderr
+        assert not (tmp_path / "site.yaml").exists()

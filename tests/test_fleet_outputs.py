@@ -67,6 +67,12 @@ def test_textfile_that_cannot_be_written_is_one_line_and_exit_2(tmp_path, where)
     assert len(result.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs /proc, where nobody can create a file")
+def test_textfile_in_a_folder_nobody_can_write_is_one_line_and_exit_2():
+    result = cli_runner().invoke(main, ["check", "--demo", "--format", "npd", "--textfile", "/proc/npudoctor.prom"])
+    assert result.exit_code == 2 and result.stderr.startswith("npudoctor: error: --textfile"), result.stderr
+
+
 @pytest.mark.parametrize(("name", "code", "start"), [
     ("healthy", npd.OK, "NPU node OK"),
     ("chip-warning", npd.OK, "NPU node OK"),

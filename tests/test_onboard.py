@@ -4,6 +4,7 @@ never over an existing record; the HTML page puts the verdict first and draws it
 from __future__ import annotations
 
 import json
+import os
 import re
 import tarfile
 from html.parser import HTMLParser
@@ -78,6 +79,18 @@ def test_existing_record_is_never_overwritten(tmp_path):
     assert [p.name for p in out.iterdir()] == ["report.json"] and (out / "report.json").read_text() == "keep me\n"
     bad = cli_runner().invoke(main, ["onboard", "--profile", "no-such", "-o", str(tmp_path / "new")])
     assert bad.exit_code == 2 and not (tmp_path / "new").exists()
+
+
+def test_bad_sizes_or_an_uncreatable_folder_is_a_usage_error_before_any_work(tmp_path):
+    sizes = cli_runner().invoke(main, ["onboard", "--profile", "default", "-o", str(tmp_path / "new"),
+                                       "--sizes", "x", "--collective-backend", "gloo"])
+    assert sizes.exit_code == 2 and "--sizes" in sizes.stderr and not (tmp_path / "new").exists()
+    if not os.path.isdir("/proc/self"):
+        return
+    # /proc is a folder no one can create in, not even root (a read-only mount would do the same)
+    blocked = cli_runner().invoke(main, ["onboard", "--profile", "default", "-o", "/proc/npudoctor-new",
+                                         "--no-collective"])
+    assert blocked.exit_code == 2 and blocked.stderr.startswith("npudoctor: error: -o"), blocked.stderr
 
 
 def test_page_draws_bus_bandwidth_and_memory_inline():

@@ -180,6 +180,12 @@ def test_nothing_readable_is_a_usage_error(tmp_path: Path) -> None:
     assert out.exit_code == 2 and out.stderr.startswith("npudoctor: error:") and "Traceback" not in out.stderr
 
 
+def test_a_table_of_foreign_columns_says_why(tmp_path: Path) -> None:
+    (tmp_path / "kernel_details.csv").write_text("a,b\n1,2\n")
+    out = run_cli("prof", "analyze", str(tmp_path / "kernel_details.csv"))
+    assert out.exit_code == 2 and "no rows with the columns" in out.stderr, out.stderr
+
+
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
 def test_fifo_and_dev_zero_are_refused_without_hanging(tmp_path: Path) -> None:
     out_dir = tmp_path / "x_ascend_pt" / "ASCEND_PROFILER_OUTPUT"
@@ -221,6 +227,12 @@ def test_check_with_prof_adds_the_verdicts_and_explain_finds_them(tmp_path: Path
     assert any(f["id"] == "PROF001" and f["subject"] == "Cast" for f in doc["findings"])
     explained = run_cli("explain", "PROF001")
     assert explained.exit_code == 0 and "AI CPU" in explained.stdout
+
+
+def test_check_with_a_mistyped_prof_stops_before_the_checks(tmp_path: Path) -> None:
+    out = run_cli("check", "--root", str(tmp_path), "--prof", str(tmp_path / "no-such"))
+    assert out.exit_code == 2 and out.stderr.startswith("npudoctor: error: --prof"), out.stderr
+    assert out.stdout == ""  # no check ran (their findings would stream to stdout first)
 
 
 def test_check_without_prof_imports_no_pandas(tmp_path: Path) -> None:

@@ -56,6 +56,12 @@ def test_run_passes_output_and_exit_code_through_then_analyses(tmp_path: Path) -
     assert doc["schema"] == "npudoctor.prof/1" and doc["ranks"][0]["by_core"] == {"AI_VECTOR_CORE": 20}
 
 
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs /proc, where nobody can create a folder")
+def test_an_output_folder_that_cannot_be_made_is_one_line(tmp_path: Path) -> None:
+    out = npudoctor(["prof", "run", "-o", "/proc/npudoctor-prof", "--", "true"], fake_env(tmp_path), tmp_path)
+    assert out.returncode == 2 and out.stderr.startswith("npudoctor: error: /proc/npudoctor-prof"), out.stderr
+
+
 def test_run_exports_what_the_collection_left_raw(tmp_path: Path) -> None:
     env = fake_env(tmp_path, FAKE_MSPROF_NO_EXPORT="1")
     out = npudoctor(["prof", "run", "-o", "out", "--", "true"], env, tmp_path)

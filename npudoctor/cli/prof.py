@@ -115,11 +115,14 @@ def run_command(output: Optional[str], aic_metrics: Optional[str], timeout_s: Op
     output = output or f"npudoctor_prof_{time.strftime('%Y%m%d_%H%M%S')}"
     if os.path.exists(output) and not os.path.isdir(output):
         raise fail_usage(f"-o {output}: exists and is not a directory")
-    outcome = launch.run_profiled(
-        msprof, output, command, aic_metrics,
-        timeout_s=timeout_s or float(profile.get("prof.run_timeout_s", 86400)),
-        export_timeout_s=float(profile.get("prof.export_timeout_s", 1800)),
-        stdout_to_stderr=fmt != "text")  # machine formats keep stdout for the report
+    try:
+        outcome = launch.run_profiled(
+            msprof, output, command, aic_metrics,
+            timeout_s=timeout_s or float(profile.get("prof.run_timeout_s", 86400)),
+            export_timeout_s=float(profile.get("prof.export_timeout_s", 1800)),
+            stdout_to_stderr=fmt != "text")  # machine formats keep stdout for the report
+    except OSError as exc:  # -o cannot be created (read-only, /proc), msprof cannot be started
+        raise fail_usage(f"{exc.filename or output}: {exc.strerror or exc}") from None
     for problem in outcome.export_problems:
         click.echo(f"npudoctor: warning: {problem}", err=True)
     if outcome.interrupted:

@@ -179,13 +179,12 @@ def leak_analyze(path: str, fmt: str, warmup: Optional[int], profile_name: Optio
     except (TypeError, ValueError) as exc:
         raise fail_usage(f"profile train.leak: {exc}") from None
     verdict = leaks.analyze(records, settings, **({"warmup_steps": warmup} if warmup is not None else {}))
+    runs = len({r["run"] for r in records})
     if fmt == "json":
-        click.echo(json.dumps({**verdict.to_dict(), "file": path, "runs": len({r["run"] for r in records})},
-                              indent=2))
+        click.echo(json.dumps({**verdict.to_dict(), "file": path, "runs": runs}, indent=2))
     else:
         from npudoctor.report import train_console
 
-        runs = len({r["run"] for r in records})
         train_console.render_leak(verdict, path, runs, len(last_run(records)),
                                   tail_only=os.path.getsize(path) > MAX_LOG_BYTES, verbose=verbose)
     raise click.exceptions.Exit(EXIT_FINDINGS if verdict.leak else EXIT_OK)

@@ -24,7 +24,7 @@ import re
 import statistics
 import textwrap
 import time
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from npudoctor.model.finding import Finding, Status
 
@@ -408,7 +408,6 @@ def to_json(document: Mapping[str, Any], found: Sequence[Finding]) -> str:
 def launch(nproc: int, worker_args: Sequence[str], timeout_s: float) -> Dict[str, Any]:
     """Run ``python -m torch.distributed.run --standalone --nproc-per-node N -m npudoctor.collective ARGS`` and
     return rank 0's document, or ``{"error": reason, "output": text}`` when the run did not finish."""
-    import subprocess
     import sys
     import tempfile
 
@@ -417,16 +416,45 @@ def launch(nproc: int, worker_args: Sequence[str], timeout_s: float) -> Dict[str
         argv = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}",
                 "-m", "npudoctor.collective", *worker_args, "--result-file", result_file]
         env = dict(os.environ, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"))
-        try:
-            completed = subprocess.run(argv, capture_output=True, text=True, errors="replace", timeout=timeout_s,
-                                       env=env, check=False)
-        except subprocess.TimeoutExpired as exc:
-            output = (exc.stdout or "") + (exc.stderr or "") if isinstance(exc.stdout, str) else ""
+        returncode, output = run_group(argv, timeout_s, env)
+        if returncode is None:
             return {"error": f"torchrun did not finish within {timeout_s:g} s and was stopped", "output": output}
-        output = completed.stdout + completed.stderr
-        if completed.returncode != 0 or not os.path.exists(result_file):
+        if returncode != 0 or not os.path.exists(result_file):
             last = next((line for line in reversed(output.strip().splitlines()) if line.strip()), "")
-            return {"error": f"torchrun exited with code {completed.returncode}: {last[:200]}", "output": output}
+            return {"error": f"torchrun exited with code {returncode}: {last[:200]}", "output": output}
         with open(result_file, encoding="utf-8") as handle:
             document: Dict[str, Any] = json.load(handle)
         return document
+
+
+def run_group(argv: Sequence[str], timeout_s: float, env: Mapping[str, str]) -> Tuple[Optional[int], str]:
+    """Run ``argv`` in its own process group; its exit code (None when stopped at ``timeout_s``) and output.
+
+    On a timeout or Ctrl-C the whole group is stopped, not only torchrun: its workers (a rank hung in HCCL)
+    would otherwise run on, holding the devices.
+    """
+    import signal
+    import subprocess
+
+    process = subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                               errors="replace", env=dict(env), start_new_session=True)
+    try:
+        output, _ = process.communicate(timeout=timeout_s)
+        return process.returncode, output
+    except subprocess.TimeoutExpired:
+        stopped = True
+    except KeyboardInterrupt:
+        stopped = False
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(process.pid, sig)
+        except ProcessLookupError:
+            break
+        try:
+            output, _ = process.communicate(timeout=5)
+            break
+        except subprocess.TimeoutExpired:
+            output = ""
+    if not stopped:
+        raise KeyboardInterrupt
+    return None, output

@@ -12,7 +12,9 @@ import json
 import os
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
+from npudoctor.fleet.view import MAX_REPORT_BYTES
 from npudoctor.model.inventory import CHIP_FIELDS, SOFTWARE_FIELDS, SYSTEM_FIELDS
+from npudoctor.probes.safe_open import UnsafeFile, read_file
 
 # Where each inventory value comes from on a node, for the comments of the derived profile.
 ORIGIN: Dict[str, str] = {
@@ -51,11 +53,10 @@ def load_source(path: str, base: Optional[str] = None) -> Tuple[Dict[str, Any], 
         except api.UsageError as exc:
             raise DeriveError(str(exc)) from None
         return report.to_dict(), f"bundle {os.path.basename(path.rstrip('/'))}"
-    try:
-        with open(path, "rb") as handle:
-            data = handle.read(16 * 1024 * 1024 + 1)
-    except OSError as exc:
-        raise DeriveError(f"{path}: {exc.strerror or exc}") from None
+    try:  # the safe opener: a FIFO would block open() forever, /dev/zero would never end
+        data = read_file(path, MAX_REPORT_BYTES, whole=True).data
+    except UnsafeFile as exc:
+        raise DeriveError(str(exc)) from None
     try:
         document = json.loads(data)
     except (UnicodeDecodeError, ValueError):

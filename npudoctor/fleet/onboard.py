@@ -50,7 +50,10 @@ def prepare(directory: str) -> None:
     parent = os.path.dirname(os.path.abspath(directory))
     if not os.path.isdir(parent):
         raise api.UsageError(f"-o {directory}: no such directory {parent}")
-    os.mkdir(directory)
+    try:
+        os.mkdir(directory)
+    except OSError as exc:  # a read-only or virtual parent (/proc): one line, not a traceback
+        raise api.UsageError(f"-o {directory}: cannot create it ({exc.strerror or exc})") from None
 
 
 def training_supported() -> bool:
@@ -99,6 +102,10 @@ def onboard(directory: str, profile_name: str, collective: CollectiveOptions,
     from npudoctor.report import html
 
     profile = api.load_profile(profile_name)
+    if collective.run and collective.sizes:  # a usage error now, not after the checks and the bundle
+        from npudoctor.fleet.collective import parse_sizes
+
+        parse_sizes(collective.sizes)
     prepare(directory)
     paths = {name: os.path.join(directory, name) for name in OUTPUTS}
     level = 3 if training_supported() else 2

@@ -32,7 +32,10 @@ def write_atomically(path: str, text: str) -> None:
     """
     check_target(path)
     folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=folder)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=folder)
+    except OSError as exc:  # a folder nobody may create files in (read-only, /proc)
+        raise TextfileError(f"--textfile {path}: cannot write: {exc.strerror or exc}") from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)

@@ -209,7 +209,7 @@ class _Builder:
         elif info.st_size > MAX_REPORT_BYTES:
             self.view.errors.append((path, f"larger than {MAX_REPORT_BYTES} bytes: not a report"))
         else:
-            self._read_report_file(path, info.st_size)
+            self._read_report_file(path)
 
     def _read_folder(self, folder: str) -> None:
         for dirpath, dirnames, filenames in os.walk(folder):  # os.walk does not follow symlinked folders
@@ -222,13 +222,13 @@ class _Builder:
                 if name.endswith(".json") or name.endswith(BUNDLE_SUFFIXES):
                     self.read_path(os.path.join(dirpath, name))
 
-    def _read_report_file(self, path: str, size: int) -> None:
-        try:
-            with open(path, "rb") as handle:
-                # read(n) allocates n bytes up front: ask for what stat said (+1 to notice a file that grew).
-                data = handle.read(min(size, MAX_REPORT_BYTES) + 1)
-        except OSError as exc:
-            self.view.errors.append((path, exc.strerror or str(exc)))
+    def _read_report_file(self, path: str) -> None:
+        from npudoctor.probes.safe_open import UnsafeFile, read_file
+
+        try:  # the safe opener: a file swapped for a FIFO after the stat still cannot block the open
+            data = read_file(path, MAX_REPORT_BYTES, whole=True).data
+        except UnsafeFile as exc:
+            self.view.errors.append((path, str(exc)[len(exc.path) + 2:]))
             return
         self._add_bytes(data, path)
 

@@ -18,6 +18,7 @@ import re
 import sys
 from typing import Any, Dict, List, Sequence, Tuple
 
+from npudoctor.parsers.text import strip_header
 from npudoctor.probes.sources import CommandResult
 
 SECONDS = 60
@@ -25,14 +26,6 @@ WARNING_NPU, WARNING_AT_S = 5, 40
 SOURCES = ("npu-smi-info_910B3_8card_24.1.0.3_no-processes_vllm-ascend-4256.txt (chip rows)",
            "npu-smi-info_8card_23.0.rc3_with-processes_mindcluster-doc.txt (process row layout)")
 _TOKEN = re.compile(r"\S+(?:\s*/\s*\S+)?")
-
-
-def strip_header(text: str) -> str:
-    lines = text.splitlines(keepends=True)
-    for index, line in enumerate(lines[:40]):
-        if line.rstrip() == "# ---":
-            return "".join(lines[index + 1:])
-    return text
 
 
 def _respell(cell: str, values: Sequence[str]) -> str:

@@ -202,14 +202,15 @@ def parse_rules(data: Any, where: str, site: bool = False) -> List[Rule]:
 def read_rules_file(path: str) -> Any:
     """The YAML document of a site rules file, read safely (a regular file of at most 1 MiB; aliases
     that expand beyond a small budget are refused)."""
-    from npudoctor.logs.safeio import read_small_file
+    from npudoctor.probes.safe_open import UnsafeFile, read_file
 
     try:
-        text = read_small_file(path, MAX_RULES_FILE_BYTES).decode("utf-8")
-    except FileNotFoundError:
-        raise RulesError(f"{path}: no such file") from None
-    except OSError as exc:
-        raise RulesError(f"{path}: {exc.strerror or exc}; a rules file must be a regular file") from None
+        text = read_file(path, MAX_RULES_FILE_BYTES, whole=True).data.decode("utf-8")
+    except UnsafeFile as exc:
+        if exc.reason == "not-found":
+            raise RulesError(f"{path}: no such file") from None
+        limit = MAX_RULES_FILE_BYTES // 1024
+        raise RulesError(f"{exc}; a rules file must be a regular file of at most {limit} KiB") from None
     except UnicodeDecodeError:
         raise RulesError(f"{path}: not UTF-8 text") from None
     try:

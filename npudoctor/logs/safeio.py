@@ -38,13 +38,3 @@ def open_input(path: str, regular_only: bool = True, nofollow: bool = False) -> 
     except BaseException:
         os.close(fd)
         raise
-
-
-def read_small_file(path: str, max_bytes: int) -> bytes:
-    """The whole of a small regular file (a rules file): OSError with a one-line reason for anything else
-    (a FIFO, ``/dev/zero``, a file over ``max_bytes``), after reading at most ``max_bytes + 1`` bytes."""
-    with open_input(path) as handle:
-        data = handle.read(max_bytes + 1)
-    if len(data) > max_bytes:
-        raise OSError(0, f"larger than {max_bytes // 1024} KiB; refused", path)
-    return data

@@ -19,3 +19,13 @@ def decode_text(data: bytes) -> str:
         return data.decode("gb18030")
     except UnicodeDecodeError:
         return data.decode("utf-8", errors="replace")
+
+
+def strip_header(text: str) -> str:
+    """The verbatim part of a captured sample: everything after its ``# source:`` ... ``# ---`` header (the
+    text itself when it has no header in its first 40 lines)."""
+    lines = text.splitlines(keepends=True)
+    for index, line in enumerate(lines[:40]):
+        if line.rstrip() == "# ---":
+            return "".join(lines[index + 1:])
+    return text

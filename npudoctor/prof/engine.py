@@ -106,6 +106,8 @@ def analyze(paths: Sequence[str], profile: Optional[NodeProfile] = None, steps: 
     readable = [r for r in ranks if r.tables_read]
     if not readable:
         details = [p for r in ranks for p in r.problems] + problems
+        if not details:  # tables of known names whose columns are foreign or that hold no row said nothing
+            details = [f"{', '.join(paths)}: no rows with the columns of an Ascend profiling table"]
         raise ProfInputError("no profiling table could be read: " + "; ".join(details[:3]))
     for rank in ranks:
         problems.extend(rank.problems)

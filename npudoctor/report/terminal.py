@@ -37,10 +37,6 @@ def set_color_choice(choice: Optional[str]) -> None:
     _color_choice = choice if choice in COLOR_CHOICES else "auto"
 
 
-def color_choice() -> str:
-    return _color_choice
-
-
 def use_color(stream: Optional[IO[str]] = None, choice: Optional[str] = None,
               environ: Optional[Dict[str, str]] = None) -> bool:
     """Whether to colour what goes to ``stream`` (stdout by default)."""

@@ -118,12 +118,6 @@ class Device:
         stats = module.memory_stats(self.index)
         return {name: _int_or_none(stats.get(key)) for name, key in ALLOCATOR_KEYS.items()}
 
-    def reset_peak(self) -> None:
-        module = self._module()
-        if module is not None:
-            module.reset_peak_memory_stats(self.index)
-
-
 #: memlog/1 key -> key in ``torch.{cuda,npu}.memory_stats()``
 ALLOCATOR_KEYS = {
     "allocated_bytes": "allocated_bytes.all.current",
@@ -163,20 +157,3 @@ def select_device(wanted: str = "auto", index: int = 0) -> Device:
                                     f"(torch {torch.__version__}, CUDA build: {torch.version.cuda or 'no'})")
         return Device("cpu", 0, f"no accelerator: npu: {npu_why}; cuda: not available")
     return Device("cpu", 0, "requested")
-
-
-def process_rss_bytes() -> Optional[int]:
-    """Resident memory of this process (psutil), None when psutil is missing."""
-    try:
-        import psutil
-    except ImportError:
-        return None
-    return int(psutil.Process().memory_info().rss)
-
-
-def host_total_bytes() -> Optional[int]:
-    try:
-        import psutil
-    except ImportError:
-        return None
-    return int(psutil.virtual_memory().total)
