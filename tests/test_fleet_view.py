@@ -108,3 +108,29 @@ def test_demo_fleet_shows_every_scenario_and_drift():
     failing = {item["id"] for item in document["failing_checks"]}
     assert failing == {"VER003", "LIB001", "PCI002", "SMI001", "PCI004", "HCCL002"}
     assert {d["field"] for d in document["drift"]} >= {"driver", "firmware", "cann_toolkit", "torch_npu"}
+
+
+def test_archives_of_reports_are_read_one_member_at_a_time_within_caps(tmp_path, documents, monkeypatch):
+    """An archive of reports is untrusted like a bundle: a huge long-name header or too many members is
+    refused with one reason, never read into memory (it used getmembers(): 2 GB for a 2 MB archive)."""
+    from npudoctor.probes import bundle
+
+    long_name = tmp_path / "long-name.tar"
+    with tarfile.open(long_name, "w", format=tarfile.GNU_FORMAT) as tar:
+        data = json.dumps(documents["healthy"]).encode()
+        info = tarfile.TarInfo("x" * (bundle.MAX_TAR_HEADER_BYTES + 1) + ".json")
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+    many = tmp_path / "many.tar"
+    with tarfile.open(many, "w") as tar:
+        for index in range(5):
+            info = tarfile.TarInfo(f"note-{index}.txt")
+            tar.addfile(info, io.BytesIO(b""))
+    write_report(tmp_path / "good.json", documents["healthy"], hostname="good")
+    monkeypatch.setattr(bundle, "MAX_BUNDLE_MEMBERS", 3)
+    result = view.build([str(tmp_path / "good.json"), str(long_name), str(many)])
+    assert [node.name for node in result.nodes] == ["good"]
+    reasons = {os.path.basename(path): reason for path, reason in result.errors}
+    assert reasons["long-name.tar"].startswith("not a readable archive")
+    assert "extended header" in reasons["long-name.tar"]
+    assert reasons["many.tar"] == "not a readable archive: more than 3 members"

@@ -244,25 +244,33 @@ class _Builder:
         self.add(document, source)
 
     def _read_archive(self, path: str) -> None:
-        """A bundle (manifest.json inside) is replayed; any other tar is read as an archive of reports."""
+        """A bundle (manifest.json inside) is replayed; any other tar is read as an archive of reports, one
+        member at a time within the bundle reader's caps (member count, uncompressed size, header size)."""
+        import zlib
+
+        from npudoctor.probes.bundle import BundleError, iter_archive
+
+        is_bundle = False
         try:
-            with tarfile.open(path, "r:*") as tar:
-                members = [m for m in tar.getmembers() if m.isfile()]
-                if any(m.name.lstrip("./") == "manifest.json" for m in members):
+            for name, member, tar in iter_archive(path):
+                if not member.isfile():
+                    continue
+                if name == "manifest.json":
                     is_bundle = True
-                else:
-                    is_bundle = False
-                    for member in members:
-                        if not member.name.endswith(".json"):
-                            continue
-                        source = f"{path}:{member.name}"
-                        if member.size > MAX_REPORT_BYTES:
-                            self.view.errors.append((source, f"larger than {MAX_REPORT_BYTES} bytes: not a report"))
-                            continue
-                        extracted = tar.extractfile(member)
-                        if extracted is not None:
-                            self._add_bytes(extracted.read(), source)
-        except (tarfile.TarError, EOFError, OSError, ValueError) as exc:
+                    break
+                if not name.endswith(".json"):
+                    continue
+                source = f"{path}:{member.name}"
+                if member.size > MAX_REPORT_BYTES:
+                    self.view.errors.append((source, f"larger than {MAX_REPORT_BYTES} bytes: not a report"))
+                    continue
+                extracted = tar.extractfile(member)
+                if extracted is not None:
+                    self._add_bytes(extracted.read(MAX_REPORT_BYTES + 1), source)
+        except BundleError as exc:
+            self.view.errors.append((path, f"not a readable archive: {str(exc)[len(path) + 2:]}"))
+            return
+        except (tarfile.TarError, EOFError, OSError, ValueError, zlib.error) as exc:
             reason = str(exc).splitlines()[0] if str(exc) else exc.__class__.__name__
             self.view.errors.append((path, f"not a readable archive: {reason}"))
             return

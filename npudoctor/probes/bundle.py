@@ -21,7 +21,7 @@ import stat
 import tarfile
 import time
 import zlib
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
+from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple
 
 from npudoctor import __version__
 from npudoctor.parsers.text import decode_text
@@ -275,38 +275,46 @@ def read_bundle(path: str) -> Dict[str, bytes]:
     return _read_archive(path)
 
 
+def iter_archive(path: str) -> Iterator[Tuple[str, tarfile.TarInfo, tarfile.TarFile]]:
+    """A tar archive's members as ``(name, header, archive)``, one header at a time (never ``getmembers()``,
+    whose list and GNU long names can take GBs), at most :data:`MAX_BUNDLE_MEMBERS` members and
+    :data:`MAX_ARCHIVE_BYTES` uncompressed; the file is opened without blocking (a FIFO cannot hang it).
+    Raises :class:`BundleError` past a cap; tarfile, zlib and OS errors pass through."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    with os.fdopen(fd, "rb") as raw, tarfile.open(fileobj=raw, mode="r:*", tarinfo=_CappedTarInfo) as tar:
+        for count, info in enumerate(tar, 1):
+            tar.members = []  # type: ignore[attr-defined]  # tarfile keeps every header it saw: not for 10**6 members
+            if count > MAX_BUNDLE_MEMBERS:
+                raise BundleError(f"{path}: more than {MAX_BUNDLE_MEMBERS} members")
+            if info.offset_data + info.size > MAX_ARCHIVE_BYTES:
+                raise BundleError(f"{path}: the archive is larger than {MAX_ARCHIVE_BYTES} bytes uncompressed")
+            yield _member_name(info.name), info, tar
+
+
 def _read_archive(path: str) -> Dict[str, bytes]:
     members: Dict[str, bytes] = {}
     referenced: Optional[set] = None
     total = 0
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-        with os.fdopen(fd, "rb") as raw, tarfile.open(fileobj=raw, mode="r:*", tarinfo=_CappedTarInfo) as tar:
-            for count, info in enumerate(tar, 1):  # lazily: one header at a time, never getmembers()
-                tar.members = []  # type: ignore[attr-defined]  # tarfile keeps every header it saw: not for a bundle of 10**6 members
-                name = _member_name(info.name)
-                if count > MAX_BUNDLE_MEMBERS:
-                    raise BundleError(f"{path}: more than {MAX_BUNDLE_MEMBERS} members")
-                if info.offset_data + info.size > MAX_ARCHIVE_BYTES:
-                    raise BundleError(f"{path}: the archive is larger than {MAX_ARCHIVE_BYTES} bytes uncompressed")
-                if name.startswith("/") or ".." in name.split("/"):
-                    raise BundleError(f"{path}: member {name!r} points outside the bundle")
-                if info.issym() or info.islnk():
-                    raise BundleError(f"{path}: member {name!r} is a link; bundles hold regular files only")
-                if not info.isfile() or not _wanted(name):
-                    continue
-                if referenced is not None and name not in referenced:
-                    continue  # the manifest came first and does not use it: never read
-                if info.size > MAX_BUNDLE_MEMBER_BYTES:
-                    raise BundleError(f"{path}: member {name} is larger than {MAX_BUNDLE_MEMBER_BYTES} bytes")
-                total += info.size
-                if total > MAX_BUNDLE_TOTAL_BYTES:
-                    raise BundleError(f"{path}: its files hold more than {MAX_BUNDLE_TOTAL_BYTES} bytes")
-                extracted = tar.extractfile(info)
-                if extracted is not None:
-                    members[name] = extracted.read(MAX_BUNDLE_MEMBER_BYTES)
-                if name == MANIFEST:
-                    referenced = _referenced(parse_manifest(path, members[name]))
+        for name, info, tar in iter_archive(path):
+            if name.startswith("/") or ".." in name.split("/"):
+                raise BundleError(f"{path}: member {name!r} points outside the bundle")
+            if info.issym() or info.islnk():
+                raise BundleError(f"{path}: member {name!r} is a link; bundles hold regular files only")
+            if not info.isfile() or not _wanted(name):
+                continue
+            if referenced is not None and name not in referenced:
+                continue  # the manifest came first and does not use it: never read
+            if info.size > MAX_BUNDLE_MEMBER_BYTES:
+                raise BundleError(f"{path}: member {name} is larger than {MAX_BUNDLE_MEMBER_BYTES} bytes")
+            total += info.size
+            if total > MAX_BUNDLE_TOTAL_BYTES:
+                raise BundleError(f"{path}: its files hold more than {MAX_BUNDLE_TOTAL_BYTES} bytes")
+            extracted = tar.extractfile(info)
+            if extracted is not None:
+                members[name] = extracted.read(MAX_BUNDLE_MEMBER_BYTES)
+            if name == MANIFEST:
+                referenced = _referenced(parse_manifest(path, members[name]))
     except BundleError:
         raise
     except (tarfile.TarError, EOFError, OSError, ValueError, zlib.error) as exc:
