@@ -309,3 +309,18 @@ def test_a_step_that_crashes_on_the_device_is_a_fail_finding_not_a_traceback(mon
     assert "✗ TRN001" in result.stdout
     assert "NPU out of memory. Tried to allocate 2.00 GiB (EL0004)" in " ".join(result.stdout.split())
     assert result.stdout.splitlines()[-1].startswith("1 problem training on cpu")
+
+
+def test_a_script_runs_the_whole_step_through_the_session_without_the_cli(tmp_path):
+    """The engine of `train-step` is usable from a script: one call gives the result document and its
+    TRN findings; an unusable input is one StepUnusable, not a traceback from deep inside."""
+    from npudoctor import api
+    from npudoctor.model import Status
+    from npudoctor.workload import session
+
+    request = session.StepRequest(device="cpu", steps=4, batch=4, log=str(tmp_path / "mem.jsonl"))
+    document, report = session.run(request, api.load_profile())
+    assert document["train"]["steps"] == 4 and len((tmp_path / "mem.jsonl").read_text().splitlines()) == 4
+    assert {f.id: f.status for f in report.findings}["TRN001"] is Status.PASS
+    with pytest.raises(session.StepUnusable, match="--inject-leak"):
+        session.run(request._replace(inject_leak="lots"), api.load_profile())

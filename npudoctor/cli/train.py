@@ -14,18 +14,6 @@ from npudoctor.cli import EXIT_FINDINGS, EXIT_OK, fail_usage
 from npudoctor.report.progress import Progress
 
 
-def _step_progress(progress: Any, label: str) -> Any:
-    """Training steps on the shared spinner (stderr, a terminal only): step, loss and step time."""
-    if not progress.enabled:
-        return None
-
-    def show(step: int, steps: int, loss: Optional[float], step_s: float) -> None:
-        loss_text = f"{loss:.3f}" if loss is not None else "nan"
-        progress.update(label, detail=f"step {step + 1}/{steps}  loss {loss_text}  {step_s * 1000:.0f} ms/step")
-
-    return show
-
-
 @click.command("train-step")
 @click.option("--device", "device_name", type=click.Choice(["auto", "npu", "cuda", "cpu"]), default="auto",
               show_default=True, help="auto: npu (torch_npu), then cuda, then cpu.")
@@ -52,14 +40,8 @@ def train_step(device_name: str, model: str, batch: int, steps: int, precision: 
                compare_cpu: bool, ops: bool, profile_name: Optional[str], fmt: str, verbose: bool) -> None:
     """Train a real CLIP for a few steps: does the device run, does the loss fall, does memory leak?"""
     from npudoctor import api
-    from npudoctor.workload import device as devices
-    from npudoctor.workload import leak, train
-    from npudoctor.workload.selftest import result_document
+    from npudoctor.workload import session
 
-    try:
-        leak_value = train.parse_leak(inject_leak) if inject_leak else None
-    except ValueError as exc:
-        raise fail_usage(f"--inject-leak {exc}") from None
     if weights and not os.path.isfile(weights):
         raise fail_usage(f"--weights {weights}: not a regular file")
     if log_path:
@@ -78,21 +60,18 @@ def train_step(device_name: str, model: str, batch: int, steps: int, precision: 
         profile = api.load_profile(profile_name)
     except api.UsageError as exc:
         raise fail_usage(str(exc)) from None
+    request = session.StepRequest(
+        device=device_name, model=model, batch=batch, steps=steps, precision=precision, workers=workers,
+        log=log_path, weights=weights, seed=seed, lr=lr, inject_leak=inject_leak, ops=ops, compare_cpu=compare_cpu)
     started = time.time()
+    out = None
     progress = Progress()
-    progress.start()
-    try:
-        progress.update("importing torch")
-        devices.import_torch()
-        progress.update("choosing the device")
-        device = devices.select_device(device_name)
-    except (devices.TorchMissing, devices.DeviceUnavailable) as exc:
-        progress.stop()
-        raise fail_usage(str(exc)) from None
 
-    from npudoctor.workload import clip, numerics
-
-    if fmt == "text":  # the header at once, as `check` prints it; the findings when the run ends
+    def header(device: Any) -> None:
+        """The header at once, as `check` prints it; the findings when the run ends."""
+        nonlocal out
+        if fmt != "text":
+            return
         from npudoctor import __version__
         from npudoctor.report import console as consoles
         from npudoctor.report import train_console
@@ -103,48 +82,19 @@ def train_step(device_name: str, model: str, batch: int, steps: int, precision: 
                                                    device.name, profile.name, out.width):
                 out.print(line)
 
-    options = train.TrainOptions(
-        device=device_name, model=model, batch=batch, steps=steps, precision=precision, workers=workers,
-        log=log_path, weights=weights, seed=seed, inject_leak=leak_value, lr=lr,
-        loss_drop_min=float(profile.get("train.loss_drop_min", 0.1)),
-        leak_settings=leak.LeakSettings.from_mapping(profile.get("train.leak")))
-    failure: Optional[str] = None
-    result = op_results = comparison = None
+    progress.start()
     try:
-        label = f"training {model} CLIP on {device.name}"
-        progress.update(label)
-        result = train.run(options, device, progress=_step_progress(progress, label))
-        tolerance = float(profile.get("train.ops_tolerance", numerics.DEFAULT_OP_TOLERANCE))
-        if ops:
-            progress.update(f"comparing operators on {device.name} with float64 on the CPU")
-        op_results = numerics.compare_ops(device, tolerance) if ops else None
-        comparison = None
-        if compare_cpu:
-            progress.update(f"comparing one step on {device.name} with the CPU")
-            state = clip.load_state_dict_file(weights) if weights else None
-            config = clip.config_from_state_dict(state) if state is not None else clip.CONFIGS[model]
-            comparison = numerics.compare_step(
-                device, config, batch=min(batch, 8), seed=seed, weights=state,
-                loss_tolerance=float(profile.get("train.compare_cpu.loss_rtol", 1e-4)),
-                grad_tolerance=float(profile.get("train.compare_cpu.grad_norm_rtol", 1e-3)))
-    except clip.WeightsError as exc:
+        document, report = session.run(request, profile, progress, on_device=header)
+    except session.StepUnusable as exc:
         raise fail_usage(str(exc)) from None
-    except OSError as exc:
-        raise fail_usage(f"{exc.filename or ''}: {exc.strerror or exc}") from None
-    except Exception as exc:  # the device could not train (out of memory, a kernel error): a FAIL finding
-        failure = f"{type(exc).__name__}: {' '.join(str(exc).split())}"[:1000]
     finally:
         progress.stop()
-    document = result_document(device, result, op_results, comparison, torch_version=devices.import_torch().__version__,
-                               stage="train" if failure else "done", error=failure)
-    from npudoctor.workload.report import train_report
-
-    injected = inject_leak if leak_value is not None else None
-    report = train_report(document, profile, injected=injected)
     report.started = started
     if fmt == "json":
         click.echo(json.dumps({**document, "report": report.to_dict()}, indent=2, default=str))
     else:
+        from npudoctor.report import train_console
+
         train_console.render(report, document, verbose=verbose, console=out, header=False)
     raise click.exceptions.Exit(report.exit_code())
 

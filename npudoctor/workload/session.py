@@ -1,0 +1,122 @@
+"""One ``npudoctor train-step`` run, end to end: torch and the device, the training, the numerics, the verdicts.
+
+The engine of the command (the CLI only checks its options and renders), usable from a script::
+
+    document, report = session.run(session.StepRequest(model="tiny", steps=30), api.load_profile())
+
+torch is imported here only when :func:`run` is called.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, NamedTuple, Optional, Tuple
+
+from npudoctor.model.finding import Report
+from npudoctor.model.profile import NodeProfile
+
+
+class StepRequest(NamedTuple):
+    device: str = "auto"
+    model: str = "tiny"
+    batch: int = 32
+    steps: int = 50
+    precision: str = "fp32"
+    workers: int = 0
+    log: Optional[str] = None
+    weights: Optional[str] = None
+    seed: int = 0
+    lr: float = 5e-4
+    inject_leak: Optional[str] = None  # "1MiB" or "graph", as given (checked by train.parse_leak)
+    ops: bool = False
+    compare_cpu: bool = False
+
+
+class StepUnusable(Exception):
+    """The run cannot start or its inputs are unusable (no torch, no such device, bad weights): a usage error,
+    one line."""
+
+
+class _Silent:
+    """A progress sink that shows nothing (for scripts)."""
+
+    enabled = False
+
+    def update(self, label: str, detail: str = "") -> None:
+        pass
+
+
+def step_progress(progress: Any, label: str) -> Optional[Callable[[int, int, Optional[float], float], None]]:
+    """Training steps on a progress line: step, loss and step time (None when the progress shows nothing)."""
+    if not progress.enabled:
+        return None
+
+    def show(step: int, steps: int, loss: Optional[float], step_s: float) -> None:
+        loss_text = f"{loss:.3f}" if loss is not None else "nan"
+        progress.update(label, detail=f"step {step + 1}/{steps}  loss {loss_text}  {step_s * 1000:.0f} ms/step")
+
+    return show
+
+
+def run(request: StepRequest, profile: NodeProfile, progress: Any = None,
+        on_device: Optional[Callable[[Any], None]] = None) -> Tuple[Dict[str, Any], Report]:
+    """Train, compare and judge; returns the result document (``npudoctor.trainresult/1``) and its report
+    (TRN findings). ``on_device(device)`` is called once the device is chosen, before training (the CLI prints
+    its header then). A run that fails on the device is a FAIL finding, not an exception; unusable inputs
+    raise :class:`StepUnusable`."""
+    from npudoctor.workload import device as devices
+    from npudoctor.workload import leak, train
+
+    progress = progress if progress is not None else _Silent()
+    try:
+        leak_value = train.parse_leak(request.inject_leak) if request.inject_leak else None
+    except ValueError as exc:
+        raise StepUnusable(f"--inject-leak {exc}") from None
+    try:
+        progress.update("importing torch")
+        devices.import_torch()
+        progress.update("choosing the device")
+        device = devices.select_device(request.device)
+    except (devices.TorchMissing, devices.DeviceUnavailable) as exc:
+        raise StepUnusable(str(exc)) from None
+    if on_device is not None:
+        on_device(device)
+
+    from npudoctor.workload import clip, numerics
+    from npudoctor.workload.report import train_report
+    from npudoctor.workload.selftest import result_document
+
+    options = train.TrainOptions(
+        device=request.device, model=request.model, batch=request.batch, steps=request.steps,
+        precision=request.precision, workers=request.workers, log=request.log, weights=request.weights,
+        seed=request.seed, inject_leak=leak_value, lr=request.lr,
+        loss_drop_min=float(profile.get("train.loss_drop_min", 0.1)),
+        leak_settings=leak.LeakSettings.from_mapping(profile.get("train.leak")))
+    failure: Optional[str] = None
+    result = op_results = comparison = None
+    try:
+        label = f"training {request.model} CLIP on {device.name}"
+        progress.update(label)
+        result = train.run(options, device, progress=step_progress(progress, label))
+        if request.ops:
+            progress.update(f"comparing operators on {device.name} with float64 on the CPU")
+            op_results = numerics.compare_ops(
+                device, float(profile.get("train.ops_tolerance", numerics.DEFAULT_OP_TOLERANCE)))
+        if request.compare_cpu:
+            progress.update(f"comparing one step on {device.name} with the CPU")
+            state = clip.load_state_dict_file(request.weights) if request.weights else None
+            config = clip.config_from_state_dict(state) if state is not None else clip.CONFIGS[request.model]
+            comparison = numerics.compare_step(
+                device, config, batch=min(request.batch, 8), seed=request.seed, weights=state,
+                loss_tolerance=float(profile.get("train.compare_cpu.loss_rtol", 1e-4)),
+                grad_tolerance=float(profile.get("train.compare_cpu.grad_norm_rtol", 1e-3)))
+    except clip.WeightsError as exc:
+        raise StepUnusable(str(exc)) from None
+    except OSError as exc:
+        raise StepUnusable(f"{exc.filename or ''}: {exc.strerror or exc}") from None
+    except Exception as exc:  # the device could not train (out of memory, a kernel error): a FAIL finding
+        failure = f"{type(exc).__name__}: {' '.join(str(exc).split())}"[:1000]
+    document = result_document(device, result, op_results, comparison,
+                               torch_version=devices.import_torch().__version__,
+                               stage="train" if failure else "done", error=failure)
+    injected = request.inject_leak if leak_value is not None else None
+    return document, train_report(document, profile, injected=injected)
