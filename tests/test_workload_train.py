@@ -318,9 +318,9 @@ def test_a_script_runs_the_whole_step_through_the_session_without_the_cli(tmp_pa
     from npudoctor.model import Status
     from npudoctor.workload import session
 
-    request = session.StepRequest(device="cpu", steps=4, batch=4, log=str(tmp_path / "mem.jsonl"))
+    request = session.StepRequest(session.TrainOptions(device="cpu", steps=4, batch=4, log=str(tmp_path / "mem.jsonl")))
     document, report = session.run(request, api.load_profile())
     assert document["train"]["steps"] == 4 and len((tmp_path / "mem.jsonl").read_text().splitlines()) == 4
     assert {f.id: f.status for f in report.findings}["TRN001"] is Status.PASS
     with pytest.raises(session.StepUnusable, match="--inject-leak"):
-        session.run(request._replace(inject_leak="lots"), api.load_profile())
+        session.run(request._replace(train=session.TrainOptions(device="cpu", inject_leak="lots")), api.load_profile())

@@ -61,8 +61,9 @@ def train_step(device_name: str, model: str, batch: int, steps: int, precision: 
     except api.UsageError as exc:
         raise fail_usage(str(exc)) from None
     request = session.StepRequest(
-        device=device_name, model=model, batch=batch, steps=steps, precision=precision, workers=workers,
-        log=log_path, weights=weights, seed=seed, lr=lr, inject_leak=inject_leak, ops=ops, compare_cpu=compare_cpu)
+        session.TrainOptions(device=device_name, model=model, batch=batch, steps=steps, precision=precision,
+                             workers=workers, log=log_path, weights=weights, seed=seed, lr=lr, inject_leak=inject_leak),
+        ops=ops, compare_cpu=compare_cpu)
     started = time.time()
     out = None
     progress = Progress()

@@ -2,33 +2,26 @@
 
 The engine of the command (the CLI only checks its options and renders), usable from a script::
 
-    document, report = session.run(session.StepRequest(model="tiny", steps=30), api.load_profile())
+    document, report = session.run(session.StepRequest(TrainOptions(steps=30)), api.load_profile())
 
 torch is imported here only when :func:`run` is called.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Callable, Dict, NamedTuple, Optional, Tuple
 
 from npudoctor.model.finding import Report
 from npudoctor.model.profile import NodeProfile
+from npudoctor.workload import leak, train
+from npudoctor.workload.train import TrainOptions
 
 
 class StepRequest(NamedTuple):
-    device: str = "auto"
-    model: str = "tiny"
-    batch: int = 32
-    steps: int = 50
-    precision: str = "fp32"
-    workers: int = 0
-    log: Optional[str] = None
-    weights: Optional[str] = None
-    seed: int = 0
-    lr: float = 5e-4
-    inject_leak: Optional[str] = None  # "1MiB" or "graph", as given (checked by train.parse_leak)
-    ops: bool = False
-    compare_cpu: bool = False
+    train: TrainOptions  # what to train; ``inject_leak`` as given ("1MiB", "graph"); thresholds come from the profile
+    ops: bool = False  # also compare single operators with a float64 CPU reference
+    compare_cpu: bool = False  # also compare one seeded step with the CPU
 
 
 class StepUnusable(Exception):
@@ -64,18 +57,18 @@ def run(request: StepRequest, profile: NodeProfile, progress: Any = None,
     its header then). A run that fails on the device is a FAIL finding, not an exception; unusable inputs
     raise :class:`StepUnusable`."""
     from npudoctor.workload import device as devices
-    from npudoctor.workload import leak, train
 
+    given = request.train
     progress = progress if progress is not None else _Silent()
     try:
-        leak_value = train.parse_leak(request.inject_leak) if request.inject_leak else None
+        leak_value = train.parse_leak(str(given.inject_leak)) if given.inject_leak else None
     except ValueError as exc:
         raise StepUnusable(f"--inject-leak {exc}") from None
     try:
         progress.update("importing torch")
         devices.import_torch()
         progress.update("choosing the device")
-        device = devices.select_device(request.device)
+        device = devices.select_device(given.device)
     except (devices.TorchMissing, devices.DeviceUnavailable) as exc:
         raise StepUnusable(str(exc)) from None
     if on_device is not None:
@@ -85,16 +78,12 @@ def run(request: StepRequest, profile: NodeProfile, progress: Any = None,
     from npudoctor.workload.report import train_report
     from npudoctor.workload.selftest import result_document
 
-    options = train.TrainOptions(
-        device=request.device, model=request.model, batch=request.batch, steps=request.steps,
-        precision=request.precision, workers=request.workers, log=request.log, weights=request.weights,
-        seed=request.seed, inject_leak=leak_value, lr=request.lr,
-        loss_drop_min=float(profile.get("train.loss_drop_min", 0.1)),
-        leak_settings=leak.LeakSettings.from_mapping(profile.get("train.leak")))
+    options = replace(given, inject_leak=leak_value, loss_drop_min=float(profile.get("train.loss_drop_min", 0.1)),
+                      leak_settings=leak.LeakSettings.from_mapping(profile.get("train.leak")))
     failure: Optional[str] = None
     result = op_results = comparison = None
     try:
-        label = f"training {request.model} CLIP on {device.name}"
+        label = f"training {given.model} CLIP on {device.name}"
         progress.update(label)
         result = train.run(options, device, progress=step_progress(progress, label))
         if request.ops:
@@ -103,10 +92,10 @@ def run(request: StepRequest, profile: NodeProfile, progress: Any = None,
                 device, float(profile.get("train.ops_tolerance", numerics.DEFAULT_OP_TOLERANCE)))
         if request.compare_cpu:
             progress.update(f"comparing one step on {device.name} with the CPU")
-            state = clip.load_state_dict_file(request.weights) if request.weights else None
-            config = clip.config_from_state_dict(state) if state is not None else clip.CONFIGS[request.model]
+            state = clip.load_state_dict_file(given.weights) if given.weights else None
+            config = clip.config_from_state_dict(state) if state is not None else clip.CONFIGS[given.model]
             comparison = numerics.compare_step(
-                device, config, batch=min(request.batch, 8), seed=request.seed, weights=state,
+                device, config, batch=min(given.batch, 8), seed=given.seed, weights=state,
                 loss_tolerance=float(profile.get("train.compare_cpu.loss_rtol", 1e-4)),
                 grad_tolerance=float(profile.get("train.compare_cpu.grad_norm_rtol", 1e-3)))
     except clip.WeightsError as exc:
@@ -118,5 +107,5 @@ def run(request: StepRequest, profile: NodeProfile, progress: Any = None,
     document = result_document(device, result, op_results, comparison,
                                torch_version=devices.import_torch().__version__,
                                stage="train" if failure else "done", error=failure)
-    injected = request.inject_leak if leak_value is not None else None
+    injected = str(given.inject_leak) if leak_value is not None else None
     return document, train_report(document, profile, injected=injected)
