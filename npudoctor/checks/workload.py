@@ -7,7 +7,7 @@ with a CPU reference). ``npudoctor train-step`` renders the same checks for its 
 
 from __future__ import annotations
 
-from typing import Any, Dict, Iterable, List, Optional
+from typing import Any, Callable, Dict, Iterable, List, Optional
 
 from npudoctor.checks.registry import CheckContext, Outcome, check, error, fail, passed, skip, warn
 
@@ -17,6 +17,15 @@ TRAIN_EXTRA = "pip install 'npudoctor[train]'"
 def _document(ctx: CheckContext) -> Optional[Dict[str, Any]]:
     trial = ctx.facts("train_selftest")
     return trial.result if trial.ran and isinstance(trial.result, dict) else None
+
+
+def _judge_trained(ctx: CheckContext, outcomes: Callable[[Dict[str, Any]], Iterable[Outcome]]) -> Iterable[Outcome]:
+    """``outcomes`` of the training result, or SKIP when the run gave none (TRN001 says why)."""
+    document = _document(ctx)
+    if document is None or not document.get("train"):
+        yield skip("no training result (see TRN001)")
+        return
+    yield from outcomes(document)
 
 
 def _mib(value: Any) -> str:
@@ -97,11 +106,7 @@ def loss_falls(ctx: CheckContext) -> Iterable[Outcome]:
     Fix: compare with ``npudoctor train-step --compare-cpu`` (which gradient differs from the CPU's) and
     ``--ops`` (which operator is off); for overflows in fp16, train in bf16.
     """
-    document = _document(ctx)
-    if document is None or not document.get("train"):
-        yield skip("no training result (see TRN001)")
-        return
-    yield from loss_outcome(document)
+    yield from _judge_trained(ctx, loss_outcome)
 
 
 def loss_outcome(document: Dict[str, Any]) -> Iterable[Outcome]:
@@ -145,11 +150,7 @@ def memory_does_not_leak(ctx: CheckContext) -> Iterable[Outcome]:
     ``PYTORCH_CUDA_ALLOC_CONF``) or ``empty_cache()`` between phases. ``npudoctor leak analyze LOG`` judges
     a log of the user's own job (``npudoctor.monitor.MemoryMonitor``).
     """
-    document = _document(ctx)
-    if document is None or not document.get("train"):
-        yield skip("no training result (see TRN001)")
-        return
-    yield from leak_outcome(document)
+    yield from _judge_trained(ctx, leak_outcome)
 
 
 def leak_outcome(document: Dict[str, Any], injected: Any = None) -> Iterable[Outcome]:
@@ -189,11 +190,7 @@ def numerics_match(ctx: CheckContext) -> Iterable[Outcome]:
     Fix: pin the CANN/torch_npu versions that pass; report the operator with the evidence to the vendor;
     meanwhile run that operator on the CPU or in fp32.
     """
-    document = _document(ctx)
-    if document is None or not document.get("train"):
-        yield skip("no training result (see TRN001)")
-        return
-    yield from numerics_outcomes(document)
+    yield from _judge_trained(ctx, numerics_outcomes)
 
 
 def numerics_outcomes(document: Dict[str, Any]) -> Iterable[Outcome]:
@@ -251,11 +248,8 @@ def input_keeps_up(ctx: CheckContext) -> Iterable[Outcome]:
     Fix: more DataLoader workers (``num_workers``), ``pin_memory=True``, faster storage, or check the
     container's CPU limit.
     """
-    document = _document(ctx)
-    if document is None or not document.get("train"):
-        yield skip("no training result (see TRN001)")
-        return
-    yield from data_wait_outcome(document, float(ctx.profile.get("train.data_wait_max_fraction", 0.25)))
+    limit = float(ctx.profile.get("train.data_wait_max_fraction", 0.25))
+    yield from _judge_trained(ctx, lambda document: data_wait_outcome(document, limit))
 
 
 def data_wait_outcome(document: Dict[str, Any], limit: float) -> Iterable[Outcome]:
