@@ -15,7 +15,8 @@ from tests.samples import sample_data, sample_path
 
 
 def run(args, stdin=None):
-    return cli_runner().invoke(main, ["logs", "scan", *args], input=stdin)
+    # Wide, so that what is asserted is the content; the 80-column layout has its own test and goldens.
+    return cli_runner().invoke(main, ["logs", "scan", *args], input=stdin, env={"COLUMNS": "1000"})
 
 
 @pytest.fixture

@@ -63,6 +63,15 @@ def test_text_report_findings_first_then_files_then_verdict(workspace) -> None:
     assert str(workspace) not in result.stdout  # paths below the current folder are shown relative to it
 
 
+def test_text_fits_80_columns_wrapped_never_cut(workspace) -> None:
+    """Issue 10: every command fits the terminal (80 columns when piped); paths fold, nothing is cut."""
+    for args in (["logs"], ["logs", "-v"]):
+        result = run(args, cwd=workspace, env={"NO_COLOR": "1", "COLUMNS": "80"})
+        assert max(len(line) for line in result.stdout.splitlines()) <= 80
+        wide = run(args, cwd=workspace, env={"NO_COLOR": "1", "COLUMNS": "1000"}).stdout
+        assert " ".join(result.stdout.split()) == " ".join(wide.split()).replace("/ ", "/")
+
+
 def test_verbose_lists_every_file(workspace) -> None:
     result = run(["logs", "-v"], cwd=workspace, env={"NO_COLOR": "1", "COLUMNS": "120"})
     check_golden("logs_scan.verbose.txt", result.stdout)
@@ -73,7 +82,7 @@ def test_escape_sequences_in_logs_never_reach_the_terminal(tmp_path) -> None:
     log = tmp_path / "evil.log"
     log.write_bytes(b"[ERROR] GE(1,x):2025-01-01-00:00:00.000.000 [a.cc:1]1 \x1b]0;owned\x07\x1b[2J\x1b[31mboom"
                     b"\x01 EZ9999\n")
-    result = run([str(log), "-v"])
+    result = run([str(log), "-v"], env={"COLUMNS": "1000"})  # the content, not the wrapping
     assert result.exit_code == 1
     assert "\x1b" not in result.stdout and "\x07" not in result.stdout and "\x01" not in result.stdout
     assert "boom EZ9999" in result.stdout and "owned" not in result.stdout

@@ -53,6 +53,21 @@ def _finding_lines(finding: LogFinding, verbose: bool, symbols: Mapping[Status, 
     return text
 
 
+def _print_wrapped(console: Console, text: Text) -> None:
+    """Each line of ``text`` wrapped to the console's width, styles kept, continuations indented under the
+    line's own text (under the text after ``fix:``, ``cause:`` or ``sample:``); a path longer than a line is
+    folded, never cut."""
+    for piece in text.split("\n"):
+        plain = piece.plain
+        lead = len(plain) - len(plain.lstrip(" "))
+        label = next((f"{word}: " for word in ("fix", "cause", "sample") if plain.lstrip().startswith(f"{word}: ")), "")
+        hang = lead + (len(label) if label else 2 if lead < 4 else 0)
+        room = max(console.width - hang, 20)
+        for index, line in enumerate(piece.wrap(console, room, overflow="fold")):
+            line.rstrip()  # in place: the space a wrap leaves at a line's end
+            console.print(line if index == 0 else Text(" " * hang) + line)
+
+
 def _skipped_lines(skipped: Sequence[Tuple[str, str]], verbose: bool) -> List[str]:
     """One line per reason: "25 files skipped: not logs (a.md, b.yaml, c.ckpt, +22 more)"."""
     by_reason: Dict[str, List[str]] = collections.defaultdict(list)
@@ -77,7 +92,7 @@ def render(result: ScanResult, console: Console, verbose: bool = False, fail_on:
     if not result.findings:
         console.print(Text("  nothing found that needs attention"))
     for finding in result.findings:
-        console.print(_finding_lines(finding, verbose, symbols, ellipsis))
+        _print_wrapped(console, _finding_lines(finding, verbose, symbols, ellipsis))
 
     readable = result.readable_files
     if verbose:
@@ -91,7 +106,7 @@ def render(result: ScanResult, console: Console, verbose: bool = False, fail_on:
             line.append(f"{summary.format}, {summary.records:,} records, {summary.lines:,} lines", style="dim")
             if summary.error:
                 line.append(f"  {summary.status}: {printable(summary.error)}", style=STYLE[status])
-            console.print(line)
+            _print_wrapped(console, line)
     lines = sum(f.lines for f in readable)
     records = sum(f.records for f in readable)
     levels = ", ".join(f"{level} {n:,}" for level, n in result.levels.most_common())
@@ -104,9 +119,9 @@ def render(result: ScanResult, console: Console, verbose: bool = False, fail_on:
         files_line += f"; {len(partial)} partial ({', '.join(printable(f.path) for f in partial[:3])})"
     if unreadable:
         files_line += f"; {len(unreadable)} unreadable ({', '.join(printable(f.path) for f in unreadable[:3])})"
-    console.print(Text(files_line))
+    _print_wrapped(console, Text(files_line))
     for skipped_line in _skipped_lines(result.skipped, verbose):
-        console.print(Text(skipped_line, style="dim"))
+        _print_wrapped(console, Text(skipped_line, style="dim"))
 
     counts = result.severity_counts()
     failing = sum(1 for f in result.findings if finding_fails(f, fail_on))
@@ -114,4 +129,4 @@ def render(result: ScanResult, console: Console, verbose: bool = False, fail_on:
     causes = len(result.findings)
     verdict = f"{causes} cause{'s' if causes != 1 else ''} found" + (f" ({by_severity})" if by_severity else "")
     verdict += f"; {failing} match --fail-on {','.join(fail_on)}: exit {exit_code}"
-    console.print(Text("\nsummary: " + verdict))
+    _print_wrapped(console, Text("\nsummary: " + verdict))
