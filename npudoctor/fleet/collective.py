@@ -27,6 +27,7 @@ import time
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from npudoctor.model.finding import Finding, Status
+from npudoctor.parsers import jsondoc
 
 SCHEMA = "npudoctor.collective/1"
 OPS = ("all_reduce", "all_gather", "broadcast")
@@ -422,8 +423,8 @@ def launch(nproc: int, worker_args: Sequence[str], timeout_s: float) -> Dict[str
         if returncode != 0 or not os.path.exists(result_file):
             last = next((line for line in reversed(output.strip().splitlines()) if line.strip()), "")
             return {"error": f"torchrun exited with code {returncode}: {last[:200]}", "output": output}
-        with open(result_file, encoding="utf-8") as handle:
-            document: Dict[str, Any] = json.load(handle)
+        with open(result_file, "rb") as handle:
+            document: Dict[str, Any] = jsondoc.loads(handle.read(), result_file)
         return document
 
 

@@ -14,6 +14,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from npudoctor.fleet.view import MAX_REPORT_BYTES
 from npudoctor.model.inventory import CHIP_FIELDS, SOFTWARE_FIELDS, SYSTEM_FIELDS
+from npudoctor.parsers import jsondoc
 from npudoctor.probes.safe_open import UnsafeFile, read_file
 
 # Where each inventory value comes from on a node, for the comments of the derived profile.
@@ -58,9 +59,9 @@ def load_source(path: str, base: Optional[str] = None) -> Tuple[Dict[str, Any], 
     except UnsafeFile as exc:
         raise DeriveError(str(exc)) from None
     try:
-        document = json.loads(data)
-    except (UnicodeDecodeError, ValueError):
-        raise DeriveError(f"{path}: neither a bundle nor an npudoctor.report/1 JSON document") from None
+        document = jsondoc.loads(data, path)
+    except jsondoc.JsonDocumentError as exc:
+        raise DeriveError(f"{exc}: neither a bundle nor an npudoctor.report/1 JSON document") from None
     if not isinstance(document, dict) or document.get("schema") != "npudoctor.report/1":
         raise DeriveError(f"{path}: not an npudoctor.report/1 document")
     if not isinstance(document.get("inventory"), dict) or not document["inventory"]:

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 from npudoctor.model.profile import flatten
+from npudoctor.parsers import jsondoc
 
 SCHEMA = "npudoctor.fleet/1"
 REPORT_SCHEMA = "npudoctor.report/1"
@@ -237,9 +238,9 @@ class _Builder:
             self.view.errors.append((source, f"larger than {MAX_REPORT_BYTES} bytes: not a report"))
             return
         try:
-            document = json.loads(data)
-        except (UnicodeDecodeError, ValueError) as exc:
-            self.view.errors.append((source, f"not JSON ({str(exc).splitlines()[0][:80]})"))
+            document = jsondoc.loads(data, "")
+        except jsondoc.JsonDocumentError as exc:
+            self.view.errors.append((source, f"not JSON ({str(exc)[2:][:100]})"))
             return
         self.add(document, source)
 

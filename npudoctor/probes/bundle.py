@@ -24,6 +24,7 @@ import zlib
 from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple
 
 from npudoctor import __version__
+from npudoctor.parsers import jsondoc
 from npudoctor.parsers.text import decode_text
 from npudoctor.probes import sources
 from npudoctor.probes.redact import redact_env, redact_text
@@ -384,11 +385,9 @@ def _type_name(value: Any) -> str:
 def parse_manifest(path: str, data: bytes) -> Dict[str, Any]:
     """``manifest.json`` parsed and checked against its schema; :class:`BundleError` names the field."""
     try:
-        manifest = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise BundleError(f"{path}: manifest.json is not valid JSON ({exc})") from None
-    except RecursionError:
-        raise BundleError(f"{path}: manifest.json: nested too deeply") from None
+        manifest = jsondoc.loads(data, f"{path}: manifest.json")
+    except jsondoc.JsonDocumentError as exc:
+        raise BundleError(str(exc)) from None
 
     def bad(field: str, expected: str, value: Any) -> BundleError:
         return BundleError(f"{path}: manifest.json: {field}: expected {expected}, got {_type_name(value)}")

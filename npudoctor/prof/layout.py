@@ -15,12 +15,12 @@ Symbolic links are not followed while walking (a loop or a link to ``/`` cannot 
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
+from npudoctor.parsers import jsondoc
 from npudoctor.prof.columns import TABLES, column_map
 
 TORCH_OUTPUT = "ASCEND_PROFILER_OUTPUT"
@@ -119,8 +119,11 @@ def _read_json(path: str, problems: List[str]) -> Optional[object]:
             problems.append(f"{path}: larger than {MAX_JSON_BYTES >> 20} MiB, not read")
             return None
         with open(path, "rb") as handle:
-            return json.loads(handle.read().decode("utf-8", errors="replace"))
-    except (OSError, ValueError) as exc:
+            return jsondoc.loads(handle.read().decode("utf-8", errors="replace"), path)
+    except jsondoc.JsonDocumentError as exc:
+        problems.append(f"{path}: not readable JSON ({str(exc)[len(path) + 2:][:120]})")
+        return None
+    except OSError as exc:
         problems.append(f"{path}: not readable JSON ({str(exc).splitlines()[0][:120]})")
         return None
 

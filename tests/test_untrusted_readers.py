@@ -1,0 +1,246 @@
+"""Untrusted input, round three (issue 19): every reader bounded, one error class, one line for the user.
+
+Each hostile input is built here; commands run in a child bounded by ``tests/bounded.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from npudoctor.parsers import jsondoc
+from npudoctor.workload import memlog
+from tests.bounded import run_npudoctor
+
+DEEP = "[" * 20000 + "]" * 20000  # 40 KB: a RecursionError in json.loads
+DEEP_OBJECT = '{"a":' * 15000 + "1" + "}" * 15000  # 90 KB
+
+
+def good_line(step: int, allocated: int = 1 << 30, **extra) -> str:
+    record = memlog.make_record(step, "run1", allocated_bytes=allocated, reserved_bytes=2 << 30, device="npu:0")
+    record.update(extra)
+    return json.dumps(record) + "\n"
+
+
+# -- point 3: one JSON loader with a depth guard ----------------------------------------------------------------
+@pytest.mark.parametrize("text", [DEEP, DEEP_OBJECT, "[" * 100000, '{"a": ' + DEEP + "}"])
+def test_the_loader_refuses_deep_nesting_in_one_line(text):
+    for data in (text, text.encode()):
+        with pytest.raises(jsondoc.JsonDocumentError, match=r"^x.json: nested deeper than 64 levels$"):
+            jsondoc.loads(data, "x.json")
+
+
+def test_the_loader_reads_ordinary_documents_and_counts_brackets_in_strings_as_text():
+    assert jsondoc.loads('\ufeff{"a": "[[[[{{{{", "b": [1, {"c": "\\"]]]"}]}') == \
+        {"a": "[[[[{{{{", "b": [1, {"c": '"]]]'}]}
+    nested = "[" * 64 + "]" * 64
+    assert jsondoc.loads(nested) is not None
+    with pytest.raises(jsondoc.JsonDocumentError):
+        jsondoc.loads("[" + nested + "]")
+    for bad in ("", "{", b"\xff\xfe", "1" * 5000, "[1,]", '"unterminated'):
+        with pytest.raises(jsondoc.JsonDocumentError):
+            jsondoc.loads(bad)
+
+
+def test_deep_json_is_one_line_in_leak_analyze_fleet_and_derive(tmp_path):
+    log = tmp_path / "deep.jsonl"
+    log.write_text(good_line(0) + "[" * 60000 + "\n")  # a line under the 64 KiB line cap
+    result = run_npudoctor(["leak", "analyze", str(log)])
+    assert result.rc in (0, 1) and "Traceback" not in result.stderr, result.stderr[-800:]
+    only_deep = tmp_path / "only-deep.jsonl"
+    only_deep.write_text("[" * 60000 + "\n")
+    run_npudoctor(["leak", "analyze", str(only_deep)]).assert_one_line_error("no npudoctor.memlog/1 records")
+
+    report = tmp_path / "report.json"
+    report.write_text('{"schema": "npudoctor.report/1", "inventory": ' + DEEP_OBJECT + "}")
+    result = run_npudoctor(["fleet", str(report)])
+    result.assert_one_line_error("nested deeper than 64 levels")
+    result.assert_cheap()
+    result = run_npudoctor(["profile", "derive", str(report), "-o", str(tmp_path / "site.yaml")])
+    result.assert_one_line_error("nested deeper than 64 levels")
+    assert not (tmp_path / "site.yaml").exists()
+
+
+def test_deep_info_json_is_a_problem_of_its_file_in_prof_analyze_and_check_prof(tmp_path):
+    from tests.profdirs import msprof_collection
+
+    prof = msprof_collection(tmp_path / "run")
+    (prof / "device_0" / "info.json.0").write_text(DEEP)
+    result = run_npudoctor(["prof", "analyze", str(tmp_path / "run"), "--format", "json"])
+    assert "Traceback" not in result.stderr and result.rc in (0, 1), result.stderr[-800:]
+    document = json.loads(result.stdout)
+    assert "nested deeper than 64 levels" in json.dumps(document)
+    result = run_npudoctor(["check", "--prof", str(tmp_path / "run"), "--format", "json"], kill_after_s=60)
+    assert "Traceback" not in result.stderr and result.rc in (0, 1), result.stderr[-800:]
+    json.loads(result.stdout)
+
+
+def test_the_dashboard_follower_skips_a_deep_line(tmp_path):
+    from npudoctor.live.training import TrainingFollow
+
+    log = tmp_path / "mem.jsonl"
+    log.write_text(good_line(0) + "[" * 60000 + "\n" + good_line(1))
+    view = TrainingFollow(str(log)).poll()
+    assert view.steps_seen == 2 and view.last["step"] == 1
+
+
+def test_a_crash_of_the_dashboard_app_is_exit_1(monkeypatch):
+    from click.testing import CliRunner
+
+    pytest.importorskip("textual")
+    from npudoctor.cli import main
+    from npudoctor.report import terminal
+    from npudoctor.tui import app as tui_app
+
+    class Crashing:
+        return_code = 1
+
+        def __init__(self, *args, **kwargs):
+            pass
+
+        def run(self):
+            pass
+
+    monkeypatch.setattr(tui_app, "DashboardApp", Crashing)
+    monkeypatch.setattr(terminal, "is_terminal", lambda stream: True)
+    result = CliRunner().invoke(main, ["dashboard", "--demo", "--no-check"])
+    assert result.exit_code == 1
+
+
+# -- points 5 and 6: the memlog reader checks every field -------------------------------------------------------
+HOSTILE_RECORDS = [
+    {"allocated_bytes": int("9" * 4000)},  # json parses it; every float() of it overflows
+    {"step": int("9" * 4000)},
+    {"rss_bytes": -(1 << 70)},
+    {"step_s": int("1" * 400)},
+    {"run": [1]},
+    {"run": {"a": 1}},
+    {"device": 5},
+    {"device": ["npu:0"]},
+    {"allocated_bytes": "1024"},
+    {"allocated_bytes": [1]},
+    {"loss": {"x": 1}},
+    {"step": 1.5},
+    {"step": True},
+    {"step": -3},
+    {"device": "x" * 5000},
+]
+
+
+@pytest.mark.parametrize("change", HOSTILE_RECORDS, ids=lambda change: next(iter(change)))
+def test_a_record_with_a_value_of_the_wrong_type_or_out_of_range_is_refused(change):
+    record = json.loads(good_line(4))
+    record.update(change)
+    assert memlog.parse_line(json.dumps(record)) is None
+
+
+def test_nan_and_missing_values_read_as_unknown_and_ordinary_records_keep_their_values():
+    record = memlog.parse_line('{"schema":"npudoctor.memlog/1","step":3,"loss":NaN,"allocated_bytes":5.0}')
+    assert record is not None and record["loss"] is None and record["allocated_bytes"] == 5.0
+    assert record["run"] is None and record["device"] is None
+    assert memlog.parse_line(good_line(7, allocated=(1 << 62)))["allocated_bytes"] == 1 << 62
+
+
+def write_hostile_log(path, steps=40):
+    lines = [good_line(step, (1 << 30) + step * (1 << 20)) for step in range(steps)]
+    for index, change in enumerate(HOSTILE_RECORDS):
+        record = json.loads(good_line(steps + index))
+        record.update(change)
+        lines.insert(3 + index * 2, json.dumps(record) + "\n")
+    path.write_text("".join(lines))
+
+
+def test_leak_analyze_judges_the_good_records_of_a_hostile_log(tmp_path):
+    log = tmp_path / "hostile.jsonl"
+    write_hostile_log(log)
+    for fmt in ("text", "json"):
+        result = run_npudoctor(["leak", "analyze", str(log), "--format", fmt])
+        assert result.rc == 1 and "Traceback" not in result.stderr, result.stderr[-800:]
+        result.assert_cheap()
+    verdict = json.loads(result.stdout)
+    assert verdict["kind"] == "device" and verdict["steps_total"] == 40 and verdict["device"] == "npu:0"
+
+
+def test_the_dashboard_follower_refuses_a_4000_digit_integer_per_record(tmp_path):
+    from npudoctor.live.training import TrainingFollow
+    from npudoctor.tui import views
+
+    log = tmp_path / "mem.jsonl"
+    write_hostile_log(log)
+    follow = TrainingFollow(str(log), clock=lambda: 1e9)
+    view = follow.poll()
+    assert view.steps_seen == 40 and view.verdict is not None and view.verdict.kind == "device"
+    assert any("LEAK" in text for text, _style in views.training_lines(view))
+
+
+def test_onboard_reads_the_good_records_of_a_hostile_memlog_and_writes_its_page(tmp_path):
+    from npudoctor.fleet import onboard as engine
+    from npudoctor.report import html
+
+    log = tmp_path / "hostile.jsonl"
+    write_hostile_log(log)
+    records = engine.read_memory(str(log))
+    assert len(records) == 40
+    page = html.render({"schema": "npudoctor.report/1", "findings": []}, records)
+    assert "Memory over training steps" in page
+
+
+# -- point 7 (onboard) and point 15: bounded reading of a memlog ------------------------------------------------
+def test_onboard_memlog_of_256_mib_is_read_thin(tmp_path):
+    log = tmp_path / "big.jsonl"
+    line = good_line(0).encode()
+    count = (256 << 20) // len(line)
+    with open(log, "wb") as handle:
+        block = b"".join(good_line(step).encode() for step in range(4096))
+        for _ in range(count // 4096):
+            handle.write(block)
+    script = ("import sys; from npudoctor.fleet.onboard import read_memory; "
+              "records = read_memory(sys.argv[1]); print(len(records))")
+    result = _run_python(script, str(log))
+    assert result.rc == 0, result.stderr[-800:]
+    assert 0 < int(result.stdout) <= 2 * 512 + 1
+    assert result.peak_mib < 100, result.peak_mib
+
+
+def _run_python(script: str, *args: str):
+    import subprocess
+    import sys
+    import tempfile
+    import time
+
+    from tests.bounded import Bounded
+
+    with tempfile.NamedTemporaryFile("r", delete=False) as hwm:
+        measured = (f"import atexit\n{script}\n"
+                    f"kib = next(l.split()[1] for l in open('/proc/self/status') if l.startswith('VmHWM:'))\n"
+                    f"open({hwm.name!r}, 'w').write(kib)\n")
+        started = time.monotonic()
+        proc = subprocess.run([sys.executable, "-c", measured, *args], capture_output=True, text=True, timeout=120)
+        peak = float(Path(hwm.name).read_text() or 0) / 1024
+    os.unlink(hwm.name)
+    return Bounded(proc.returncode, proc.stdout, proc.stderr, time.monotonic() - started, peak)
+
+
+def test_leak_analyze_on_a_link_to_pagemap_returns(tmp_path):
+    link = tmp_path / "pagemap.jsonl"
+    os.symlink("/proc/self/pagemap", link)
+    result = run_npudoctor(["leak", "analyze", str(link)])
+    assert result.rc == 2 and "Traceback" not in result.stderr, result.stderr[-800:]
+    result.assert_cheap()
+
+
+def test_a_last_line_longer_than_the_tail_does_not_hide_the_records_before_it(tmp_path):
+    log = tmp_path / "torn.jsonl"
+    lines = [good_line(step, (1 << 30) + step * (1 << 20)) for step in range(64)]
+    with open(log, "w") as handle:
+        handle.write("".join(lines))
+        handle.write('{"schema": "npudoctor.memlog/1", "junk": "' + "x" * (3 << 20))  # torn, no newline
+    records = memlog.read_records(str(log), max_bytes=1 << 20)
+    assert [r["step"] for r in records] == list(range(64))
+    # ... and a window that starts inside a line drops only that line
+    window = sum(len(line) for line in lines[54:]) + 5
+    records = memlog.read_records(str(log), max_bytes=window)
+    assert [r["step"] for r in records] == list(range(54, 64))
