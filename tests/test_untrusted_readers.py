@@ -244,3 +244,44 @@ def test_a_last_line_longer_than_the_tail_does_not_hide_the_records_before_it(tm
     window = sum(len(line) for line in lines[54:]) + 5
     records = memlog.read_records(str(log), max_bytes=window)
     assert [r["step"] for r in records] == list(range(54, 64))
+
+
+# -- point 11: npu-smi cells that are no reading ----------------------------------------------------------------
+def odd_cell_table() -> str:
+    from tests.nodes import B3_8CARD
+    from tests.samples import sample_text
+
+    lines = sample_text(B3_8CARD).splitlines()
+    # NPU 0: power inf, temperature nan; its HBM total 1e400; NPU 1 is printed "1." and its power 9 x 40.
+    lines[6] = lines[6].replace("91.1       ", "inf        ").replace("32  ", "nan ", 1)
+    lines[7] = lines[7].replace("3397 / 65536", "3397 / 1e400")
+    lines[9] = lines[9].replace("| 1     910B3", "| 1.    910B3").replace("88.6", "9" * 40)
+    lines[10] = lines[10].replace("3396 / 65536", "1e309/ 65536")
+    return "\n".join(lines) + "\n"
+
+
+def test_parse_npu_smi_reads_inf_nan_and_huge_cells_as_no_reading(tmp_path):
+    path = tmp_path / "odd.txt"
+    path.write_text(odd_cell_table())
+    result = run_npudoctor(["parse", "npu-smi", "--format", "json", str(path)])
+    assert result.rc == 0, result.stderr[-800:]
+    chips = json.loads(result.stdout)["chips"]  # json.loads would accept NaN: check the text too
+    assert "NaN" not in result.stdout and "Infinity" not in result.stdout
+    assert len(chips) == 8 and [c["npu_id"] for c in chips] == list(range(8))
+    assert chips[0]["power_w"] is None and chips[0]["temp_c"] is None and chips[0]["hbm_total_mib"] is None
+    assert chips[0]["hbm_used_mib"] == 3397 and chips[1]["power_w"] is None and chips[1]["hbm_used_mib"] is None
+    assert chips[2]["power_w"] == 89.4
+    result = run_npudoctor(["parse", "npu-smi", str(path)])
+    assert result.rc == 0 and "Traceback" not in result.stderr, result.stderr[-800:]
+
+
+def test_odd_npu_smi_cells_do_not_block_the_chip_checks(node):
+    from npudoctor import api
+    from npudoctor.model import Status
+
+    node.npu_node(8, device_id="d802")
+    node.command("npu-smi", stdout=odd_cell_table())
+    report = api.run_checks(node.runner(), api.load_profile(), only=("pcie", "npu-smi"))
+    statuses = {f.id: f.status for f in report.findings if f.id.startswith("SMI")}
+    assert statuses["SMI001"] is Status.PASS, [f.detail for f in report.findings if f.id == "SMI001"]
+    assert Status.ERROR not in statuses.values() and {"SMI002", "SMI003", "SMI004"} <= set(statuses)
