@@ -285,3 +285,101 @@ def test_odd_npu_smi_cells_do_not_block_the_chip_checks(node):
     statuses = {f.id: f.status for f in report.findings if f.id.startswith("SMI")}
     assert statuses["SMI001"] is Status.PASS, [f.detail for f in report.findings if f.id == "SMI001"]
     assert Status.ERROR not in statuses.values() and {"SMI002", "SMI003", "SMI004"} <= set(statuses)
+
+
+# -- point 10: report shapes are checked (profile derive, fleet) and capped -------------------------------------
+def report(**fields):
+    document = {"schema": "npudoctor.report/1", "tool": {"profile": "default"}, "summary": {"pass": 1, "fail": 0},
+                "findings": [{"id": "SMI001", "status": "pass", "title": "npu-smi runs"}],
+                "inventory": {"hostname": "node-a", "driver": "23.0.7", "chips": {"count": 8, "model": "910B3"}}}
+    for path, value in fields.items():
+        *parents, leaf = path.split("__")
+        target = document
+        for parent in parents:
+            target = target[parent]
+        target[leaf] = value
+    return document
+
+
+WRONG_SHAPES = {
+    "summary.fail many": report(summary__fail="many"),
+    "summary.fail list": report(summary__fail=[1]),
+    "summary list": report(summary=[1]),
+    "tool string": report(tool="npudoctor"),
+    "tool.profile list": report(tool__profile=["x"]),
+    "inventory.chips list": report(inventory__chips=[8]),
+    "inventory.chips string": report(inventory__chips="8"),
+    "host list": report(host=["node-a"]),
+    "host.hostname object": report(host={"hostname": {"a": 1}}),
+    "inventory.hostname int": report(inventory__hostname=5),
+    "status list": report(findings=[{"id": "SMI001", "status": ["fail"]}]),
+    "id object": report(findings=[{"id": {"a": 1}, "status": "fail"}]),
+    "finding string": report(findings=["SMI001"]),
+    "findings object": report(findings={"SMI001": "fail"}),
+    "run list": report(run=[1]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(WRONG_SHAPES))
+def test_profile_derive_names_the_field_of_the_wrong_type(tmp_path, name):
+    from npudoctor.fleet import derive
+
+    path = tmp_path / "report.json"
+    path.write_text(json.dumps(WRONG_SHAPES[name]))
+    with pytest.raises(derive.DeriveError, match=r"report.json: .*expected"):
+        derive.load_source(str(path))
+
+
+def test_derive_and_fleet_on_wrong_shapes_are_one_line_errors(tmp_path):
+    paths = []
+    for index, name in enumerate(sorted(WRONG_SHAPES)):
+        paths.append(tmp_path / f"r{index}.json")
+        paths[-1].write_text(json.dumps(WRONG_SHAPES[name]))
+    result = run_npudoctor(["profile", "derive", str(paths[0]), "-o", str(tmp_path / "site.yaml")])
+    result.assert_one_line_error("expected")
+    result = run_npudoctor(["fleet", "--format", "json", *map(str, paths)])
+    result.assert_one_line_error("no readable npudoctor report")
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps(report()))
+    result = run_npudoctor(["fleet", "--format", "json", str(good), *map(str, paths)])
+    assert "Traceback" not in result.stderr, result.stderr[-800:]
+    document = json.loads(result.stdout)
+    assert document["summary"]["nodes"] == 1 and len(document["unreadable"]) == len(WRONG_SHAPES)
+    assert all("expected" in entry["reason"] for entry in document["unreadable"]), document["unreadable"]
+
+
+def test_a_good_report_derives_and_reads_as_before(tmp_path):
+    from npudoctor.fleet import derive, view
+
+    path = tmp_path / "report.json"
+    path.write_text(json.dumps(report()))
+    document, _source = derive.load_source(str(path))
+    assert "910B3" in derive.derive(document, "report")
+    assert view.build([str(path)]).nodes[0].name == "node-a"
+
+
+def test_reports_that_bring_too_much_are_refused_with_bounded_memory(tmp_path):
+    ids = [{"id": f"X{i:06d}", "status": "fail"} for i in range(100_000)]
+    keys = {f"k{i:06d}": 1 for i in range(250_000)}
+    paths = []
+    for index in range(3):
+        paths.append(tmp_path / f"ids{index}.json")
+        paths[-1].write_text(json.dumps(report(findings=ids)))
+        paths.append(tmp_path / f"keys{index}.json")
+        paths[-1].write_text(json.dumps(report(inventory=keys)))
+    result = run_npudoctor(["fleet", *map(str, paths)], kill_after_s=60)
+    result.assert_one_line_error("findings: more than 20000")
+    assert "inventory: more than 1000 fields" in result.stderr
+    assert result.peak_mib < 150, result.peak_mib
+
+
+def test_the_fleet_compares_a_bounded_number_of_fields_and_says_so():
+    from npudoctor.fleet import view
+
+    documents = [(report(inventory={"hostname": f"n{n}", **{f"k{n}_{i}": i for i in range(900)}}), f"r{n}")
+                 for n in range(6)]
+    fleet = view.from_documents(documents)
+    assert len(fleet.nodes) == 6 and len(fleet.fields) == view.MAX_FLEET_FIELDS
+    assert fleet.fields_not_compared == 1 + 6 * 900 - view.MAX_FLEET_FIELDS  # hostname is shared
+    assert "not compared" in view.render_text(fleet)
+    assert view.to_dict(fleet)["fields_not_compared"] == fleet.fields_not_compared

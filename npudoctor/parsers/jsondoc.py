@@ -28,6 +28,15 @@ _INNERMOST = re.compile(rb"\[\]|\{\}")
 _NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
 
 
+_TYPE_NAMES = {type(None): "null", dict: "an object", list: "a list", str: "a string", bool: "a boolean",
+               int: "an integer", float: "a number"}
+
+
+def type_name(value: Any) -> str:
+    """How a JSON value's type is named in error messages ("an object", "a list", "null", ...)."""
+    return _TYPE_NAMES.get(type(value), type(value).__name__)
+
+
 class JsonDocumentError(ValueError):
     """Not valid JSON, nested too deeply, or not text: one line for the user."""
 

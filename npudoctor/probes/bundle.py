@@ -374,14 +374,6 @@ _KINDS = ("command", "file", "dir", "stat", "env", "which", "host", "net")
 _VALUE_TYPES: Dict[str, Tuple[type, ...]] = {"which": _STR + _NULL, "host": (dict,), "net": (dict,)}
 
 
-_TYPE_NAMES: Dict[type, str] = {type(None): "null", dict: "an object", list: "a list", str: "a string",
-                                 bool: "a boolean", int: "an integer", float: "a number"}
-
-
-def _type_name(value: Any) -> str:
-    return _TYPE_NAMES.get(type(value), type(value).__name__)
-
-
 def parse_manifest(path: str, data: bytes) -> Dict[str, Any]:
     """``manifest.json`` parsed and checked against its schema; :class:`BundleError` names the field."""
     try:
@@ -390,7 +382,7 @@ def parse_manifest(path: str, data: bytes) -> Dict[str, Any]:
         raise BundleError(str(exc)) from None
 
     def bad(field: str, expected: str, value: Any) -> BundleError:
-        return BundleError(f"{path}: manifest.json: {field}: expected {expected}, got {_type_name(value)}")
+        return BundleError(f"{path}: manifest.json: {field}: expected {expected}, got {jsondoc.type_name(value)}")
 
     if not isinstance(manifest, dict):
         raise bad("(top level)", "an object", manifest)
@@ -431,7 +423,7 @@ def parse_manifest(path: str, data: bytes) -> Dict[str, Any]:
             if types is None:
                 continue
             if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
-                raise bad(f"{where}.{field}", " or ".join(_TYPE_NAMES.get(t, t.__name__) for t in types), value)
+                raise bad(f"{where}.{field}", " or ".join(jsondoc.type_name(t()) for t in types), value)
             if field in ("argv", "entries") and not all(isinstance(v, str) for v in record[field]):
                 raise bad(f"{where}.{field}", "a list of strings", value)
             if field == "variables" and not all(isinstance(v, str) for v in record[field].values()):

@@ -1,0 +1,112 @@
+"""An ``npudoctor.report/1`` document read back from a file (``fleet``, ``profile derive``) is untrusted input.
+
+It is checked field by field, as bundle manifests are (``probes.bundle.parse_manifest``), for the fields the
+readers use, and capped in what one report may bring: a report of a real node has ~60 findings and ~30
+inventory fields, so 500,000 distinct inventory keys or 400,000 failing IDs are refused, not kept.
+:class:`ReportShapeError` names the field; unknown fields are ignored (a newer minor version may add some).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Mapping
+
+from npudoctor.parsers.jsondoc import type_name
+
+REPORT_SCHEMA = "npudoctor.report/1"
+# A report is 10-50 KiB; anything far bigger is not one, and must not be parsed whole: 4 MiB of tiny findings
+# parse into ~60 MiB of objects (16 MiB into 210 MiB).
+MAX_REPORT_BYTES = 4 * 1024 * 1024
+MAX_FINDINGS = 20_000
+MAX_INVENTORY_FIELDS = 1_000
+MAX_ID_CHARS = 64
+MAX_TEXT_CHARS = 4096  # a title, host name, profile name or time
+MAX_LIST_ITEMS = 1_024  # an inventory list (bus ids of the chips)
+MAX_ROW_FIELDS = 64  # a chip's row in inventory.chips.devices
+SUMMARY_KEYS = ("pass", "warn", "fail", "skip", "error")
+_OBJECTS = ("tool", "summary", "inventory", "host", "run")
+_TEXTS = (("tool", "profile"), ("tool", "command"), ("host", "hostname"), ("inventory", "hostname"),
+          ("run", "started"))
+_SCALARS = (str, int, float, bool, type(None))
+
+
+class ReportShapeError(ValueError):
+    """Not a report, or a field of the wrong type or size: one line naming the field."""
+
+
+def _bad(field: str, expected: str, value: Any) -> ReportShapeError:
+    return ReportShapeError(f"{field}: expected {expected}, got {type_name(value)}")
+
+
+def check_report(document: Any) -> Dict[str, Any]:
+    """``document`` when it has the shape of an ``npudoctor.report/1`` document, else :class:`ReportShapeError`.
+
+    >>> check_report({"schema": "npudoctor.report/1", "summary": {"fail": "many"}})
+    Traceback (most recent call last):
+    ...
+    npudoctor.fleet.reportdoc.ReportShapeError: summary.fail: expected a count, got a string
+    """
+    if not isinstance(document, dict) or document.get("schema") != REPORT_SCHEMA:
+        schema = document.get("schema") if isinstance(document, dict) else None
+        shown = repr(schema)[:60] if isinstance(schema, (str, type(None))) else type_name(schema)
+        raise ReportShapeError(f"not an {REPORT_SCHEMA} document (schema {shown})")
+    for key in _OBJECTS:
+        value = document.get(key)
+        if value is not None and type(value) is not dict:
+            raise _bad(key, "an object", value)
+    for section, key in _TEXTS:
+        value = (document.get(section) or {}).get(key)
+        if value is not None and (type(value) is not str or len(value) > MAX_TEXT_CHARS):
+            raise _bad(f"{section}.{key}", f"a string of at most {MAX_TEXT_CHARS} characters", value)
+    summary: Mapping[str, Any] = document.get("summary") or {}
+    for key in SUMMARY_KEYS:
+        value = summary.get(key)
+        if value is not None and (type(value) is not int or not 0 <= value <= MAX_FINDINGS):
+            raise _bad(f"summary.{key}", "a count", value)
+    _check_findings(document.get("findings"))
+    _check_inventory(document.get("inventory") or {})
+    return document
+
+
+def _check_findings(findings: Any) -> None:
+    if findings is None:
+        return
+    if type(findings) is not list:
+        raise _bad("findings", "a list", findings)
+    if len(findings) > MAX_FINDINGS:
+        raise ReportShapeError(f"findings: more than {MAX_FINDINGS}")
+    for index, finding in enumerate(findings):
+        if type(finding) is not dict:
+            raise _bad(f"findings[{index}]", "an object", finding)
+        for key, limit in (("id", MAX_ID_CHARS), ("status", MAX_ID_CHARS), ("title", MAX_TEXT_CHARS)):
+            value = finding.get(key)
+            if value is not None and (type(value) is not str or len(value) > limit):
+                raise _bad(f"findings[{index}].{key}", f"a string of at most {limit} characters", value)
+
+
+def _is_value_or_row(item: Any) -> bool:
+    if type(item) is dict:
+        return len(item) <= MAX_ROW_FIELDS and all(isinstance(v, _SCALARS) for v in item.values())
+    return isinstance(item, _SCALARS)
+
+
+def _check_inventory(inventory: Mapping[str, Any]) -> None:
+    count = 0
+    stack = [("inventory", inventory)]
+    while stack:
+        where, node = stack.pop()
+        for key, value in node.items():
+            count += 1
+            if count > MAX_INVENTORY_FIELDS:
+                raise ReportShapeError(f"inventory: more than {MAX_INVENTORY_FIELDS} fields")
+            if type(value) is dict:
+                stack.append((f"{where}.{key}", value))
+            elif type(value) is list:  # values (bus ids), or flat rows (chips.devices: one per chip)
+                if len(value) > MAX_LIST_ITEMS or not all(_is_value_or_row(item) for item in value):
+                    raise _bad(f"{where}.{key}", f"a list of at most {MAX_LIST_ITEMS} values or rows", value)
+            elif not isinstance(value, _SCALARS):
+                raise _bad(f"{where}.{key}", "a value", value)
+            elif type(value) is str and len(value) > MAX_TEXT_CHARS:
+                raise _bad(f"{where}.{key}", f"a string of at most {MAX_TEXT_CHARS} characters", value)
+    chips = inventory.get("chips")
+    if chips is not None and type(chips) is not dict:
+        raise _bad("inventory.chips", "an object", chips)
