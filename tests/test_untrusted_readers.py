@@ -383,3 +383,110 @@ def test_the_fleet_compares_a_bounded_number_of_fields_and_says_so():
     assert fleet.fields_not_compared == 1 + 6 * 900 - view.MAX_FLEET_FIELDS  # hostname is shared
     assert "not compared" in view.render_text(fleet)
     assert view.to_dict(fleet)["fields_not_compared"] == fleet.fields_not_compared
+
+
+# -- point 8: profiler tables of odd shapes; numbers out of range are unreadable cells --------------------------
+def prof_run(tmp_path, api_statistic=None, edit_op_summary=None):
+    from tests.profdirs import TS, msprof_collection
+
+    prof = msprof_collection(tmp_path / "run")
+    out = prof / "mindstudio_profiler_output"
+    if api_statistic is not None:
+        (out / f"api_statistic_{TS}.csv").write_text(api_statistic)
+    if edit_op_summary is not None:
+        path = out / f"op_summary_{TS}.csv"
+        path.write_text(edit_op_summary(path.read_text()))
+    return str(tmp_path / "run")
+
+
+def analyze_json(folder):
+    result = run_npudoctor(["prof", "analyze", folder, "--format", "json"], kill_after_s=60)
+    assert result.rc in (0, 1) and "Traceback" not in result.stderr, result.stderr[-1500:]
+    assert "NaN" not in result.stdout and "Infinity" not in result.stdout
+    return json.loads(result.stdout)
+
+
+def edit_cells(text, row, cells):
+    """``text`` (a CSV table) with ``cells`` (column name -> new text) changed in data row ``row``."""
+    import csv
+    import io
+
+    rows = list(csv.reader(io.StringIO(text)))
+    for name, value in cells.items():
+        rows[row + 1][rows[0].index(name)] = value
+    out = io.StringIO()
+    csv.writer(out, lineterminator="\n").writerows(rows)
+    return out.getvalue()
+
+
+API_HEADER = "Device_id,Level,API Name,Time(us),Count,Avg(us),Min(us),Max(us),Variance\n"
+
+
+@pytest.mark.parametrize("table", [
+    "Device_id,Level,API Name,Time(us),Avg(us)\nhost,acl,aclnnInplaceCopy,351.99,17.6\n",  # no Count
+    API_HEADER,  # a header only
+    API_HEADER + "host,acl,aclnnInplaceCopy,351.99,1e309,17.6,10.27,71.45,181.029\n",  # Count 1e309
+    API_HEADER + "host,acl,aclnnInplaceCopy,inf,20,17.6,10.27,71.45,181.029\n"
+                 "host,acl,aclrtLaunch,nan,20,17.6,10.27,71.45,181.029\n"
+                 "host,acl,aclrtSync,48.11,-1e400,17.6,10.27,71.45,181.029\n",
+], ids=["no-count", "header-only", "count-1e309", "time-inf-nan"])
+def test_api_statistic_of_odd_shapes_is_read_or_said(tmp_path, table):
+    document = analyze_json(prof_run(tmp_path, api_statistic=table))
+    assert document["findings"], document
+
+
+def test_an_out_of_range_count_is_an_unreadable_cell_and_counted(tmp_path):
+    table = API_HEADER + ("host,acl,aclnnInplaceCopy,351.99,1e309,17.6,10.27,71.45,181.029\n"
+                          "host,acl,aclrtSync,48.11,2,24.055,13.63,34.48,108.681\n")
+    document = analyze_json(prof_run(tmp_path, api_statistic=table))
+    assert "1 cell(s) with a number out of range" in json.dumps(document)
+
+
+def test_block_dim_1e309_does_not_crash_prof004(tmp_path):
+    def edit(text):
+        return edit_cells(text, 0, {"Block Num": "1e309", "Task Duration(us)": "1e309"})
+
+    document = analyze_json(prof_run(tmp_path, edit_op_summary=edit))
+    prof004 = [f for f in document["findings"] if f["id"] == "PROF004"]
+    assert prof004 and all(f["status"] != "error" for f in prof004), prof004
+    assert "cell(s) with a number out of range" in json.dumps(document)
+
+
+def test_the_json_writer_never_writes_nan_or_infinity():
+    from npudoctor.report import json_report
+
+    text = json_report.dumps({"a": float("nan"), "b": [float("inf"), {"c": -float("inf")}], "d": 1.5})
+    assert json.loads(text) == {"a": None, "b": [None, {"c": None}], "d": 1.5}
+
+
+# -- point 18: a cell over 1 MiB; a library truncated while libs maps it ---------------------------------------
+def test_a_cell_over_a_mib_does_not_drop_the_rest_of_the_table(tmp_path):
+    def edit(text):
+        return edit_cells(text, 2, {"Input Shapes": "1;" * (1 << 20)})  # 2 MiB, over Arrow's 1 MiB block
+
+    plain = analyze_json(prof_run(tmp_path / "plain"))
+    wide = analyze_json(prof_run(tmp_path / "wide", edit_op_summary=edit))
+    assert "straddl" not in json.dumps(wide)
+
+    def verdicts(document):
+        return [(f["id"], f["subject"], f["status"], f["detail"]) for f in document["findings"]]
+
+    assert verdicts(wide) == verdicts(plain)
+
+
+@pytest.mark.parametrize("arrow", [True, False], ids=["arrow", "pandas"])
+def test_both_table_readers_empty_and_count_numbers_out_of_range(tmp_path, monkeypatch, arrow):
+    from npudoctor.prof import tables
+    from npudoctor.prof.columns import column_map
+
+    monkeypatch.setattr(tables, "USE_ARROW", arrow)
+    path = tmp_path / "api_statistic.csv"
+    path.write_text(API_HEADER + "".join(f"host,acl,api{i},{t},{c},1,1,1,1\n" for i, (t, c) in enumerate(
+        [("1.5", "2"), ("inf", "3"), ("2.5", "1e309"), ("-1e400", "-inf"), ("1e19", "4"), ("3.5", "5")])))
+    problems = []
+    _resolved, frame = tables.read_small(str(path), column_map("api_statistic"), ["api_name", "total_us", "count"],
+                                         ["total_us", "count"], problems)
+    assert frame["total_us"].tolist()[0] == 1.5 and frame["total_us"].isna().tolist() == [
+        False, True, False, True, True, False]
+    assert frame["count"].isna().tolist() == [False, False, True, True, False, False]
+    assert problems == [f"{path}: 5 cell(s) with a number out of range read as empty"]
