@@ -14,6 +14,7 @@ import pytest
 from npudoctor.parsers import jsondoc
 from npudoctor.workload import memlog
 from tests.bounded import run_npudoctor
+from tests.test_runner import _alive
 
 DEEP = "[" * 20000 + "]" * 20000  # 40 KB: a RecursionError in json.loads
 DEEP_OBJECT = '{"a":' * 15000 + "1" + "}" * 15000  # 90 KB
@@ -490,3 +491,137 @@ def test_both_table_readers_empty_and_count_numbers_out_of_range(tmp_path, monke
         False, True, False, True, True, False]
     assert frame["count"].isna().tolist() == [False, False, True, True, False, False]
     assert problems == [f"{path}: 5 cell(s) with a number out of range read as empty"]
+
+
+# -- point 14: a PROF_* entry that is a file or a FIFO ---------------------------------------------------------
+def test_prof_run_passes_over_a_prof_file_or_fifo_and_analyses_the_rest(tmp_path):
+    from tests.test_prof_run import fake_env, npudoctor
+
+    env = fake_env(tmp_path)
+    made = "touch out/PROF_000001_1_FILE && mkfifo out/PROF_000002_2_FIFO && ln -s / out/PROF_000003_3_LINK"
+    out = npudoctor(["prof", "run", "-o", "out", "--format", "json", "--", "sh", "-c", made], env, tmp_path)
+    assert "Traceback" not in out.stderr and out.returncode in (0, 1), out.stderr[-1500:]
+    document = json.loads(out.stdout)
+    assert document["ranks"] and document["ranks"][0]["by_core"] == {"AI_VECTOR_CORE": 20}
+    for name in ("PROF_000001_1_FILE", "PROF_000002_2_FIFO", "PROF_000003_3_LINK"):
+        assert f"{name}: not a folder" in out.stderr
+
+
+# -- point 9: nothing npudoctor started runs after it returns ---------------------------------------------------
+LEFTOVERS = r"""
+(trap '' INT TERM; exec sleep 600) & echo $! > "$D/ignoring"
+setsid sh -c 'sleep 600 & echo $! > "$D/daemon"' &
+sleep 600 & echo $! > "$D/background"
+while [ ! -s "$D/daemon" ]; do sleep 0.02; done
+echo $$ > "$D/ready.tmp" && mv "$D/ready.tmp" "$D/ready"
+[ "$MODE" = exit ] && exit 0
+sleep 600
+"""
+
+
+def _wait_for(path, process, what):
+    import time
+
+    while not path.exists():  # the event: the command has started all its children
+        assert process.poll() is None, (what, process.communicate())
+        time.sleep(0.02)
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="reads /proc")
+@pytest.mark.parametrize("mode", ["exit", "ctrl-c", "timeout"])
+def test_prof_run_leaves_no_process_behind(tmp_path, mode):
+    import signal
+    import subprocess
+    import sys
+
+    from tests.test_prof_run import fake_env
+
+    env = fake_env(tmp_path, D=str(tmp_path), MODE=mode)
+    script = tmp_path / "app.sh"
+    script.write_text(LEFTOVERS)
+    timeout_s = 8.0 if mode == "timeout" else 600.0
+    launcher = ("import shutil, sys; from npudoctor.prof import launch; "
+                "o = launch.run_profiled(shutil.which('msprof'), sys.argv[1], ['sh', sys.argv[2]], "
+                f"timeout_s={timeout_s}, grace_s=0.5); print(o.exit_code, o.timed_out, o.interrupted)")
+    process = subprocess.Popen([sys.executable, "-c", launcher, str(tmp_path / "out"), str(script)], env=env,
+                               cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if mode == "ctrl-c":
+        _wait_for(tmp_path / "ready", process, mode)
+        process.send_signal(signal.SIGINT)
+    stdout, stderr = process.communicate(timeout=120)
+    assert process.returncode == 0, stderr[-1500:]
+    assert (tmp_path / "ready").exists(), (stdout, stderr)
+    assert stdout.splitlines()[-1].split() == {"exit": ["0", "False", "False"], "ctrl-c": ["130", "False", "True"],
+                              "timeout": ["124", "True", "False"]}[mode]
+    pids = {name: int((tmp_path / name).read_text()) for name in ("ignoring", "daemon", "background", "ready")}
+    left = [name for name, pid in pids.items() if _alive(pid)]
+    for name in left:  # a failing run must not leave them to the rest of the suite either
+        os.kill(pids[name], signal.SIGKILL)
+    assert not left, pids
+
+
+# torchrun stands for itself: workers in sessions of their own (start_new_session=True, as torchrun starts them),
+# one ignoring SIGTERM, one detaching further (a double fork), then the parent waits or exits.
+FAKE_TORCHRUN = r"""
+import os, signal, subprocess, sys, time
+d, mode = sys.argv[1], sys.argv[2]
+stubborn = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(600)"
+workers = [subprocess.Popen([sys.executable, "-c", stubborn], start_new_session=True),
+           subprocess.Popen(["sh", "-c", "sleep 600 & echo $! > " + d + "/detached"], start_new_session=True)]
+workers[1].wait()
+pids = [w.pid for w in workers[:1]] + [int(open(d + "/detached").read())]
+with open(d + "/pids.tmp", "w") as handle:
+    handle.write(" ".join(map(str, pids + [os.getpid()])))
+os.rename(d + "/pids.tmp", d + "/pids")
+print("rank 0 waiting", flush=True)
+if mode == "exit":
+    sys.exit(0)
+time.sleep(600)
+"""
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="reads /proc")
+@pytest.mark.parametrize("mode", ["exit", "ctrl-c", "timeout"])
+def test_collective_leaves_no_rank_behind(tmp_path, mode):
+    import signal
+    import subprocess
+    import sys
+
+    fake = tmp_path / "torchrun.py"
+    fake.write_text(FAKE_TORCHRUN)
+    timeout_s = 8.0 if mode == "timeout" else 600.0
+    launcher = ("import os, sys; from npudoctor.fleet import collective as probe; probe.STOP_GRACE_S = 0.5\n"
+                "try:\n"
+                f"    code, output = probe.run_group([sys.executable, sys.argv[1], sys.argv[2], sys.argv[3]], "
+                f"{timeout_s}, os.environ)\n"
+                "    print(code, 'rank 0 waiting' in output)\n"
+                "except KeyboardInterrupt:\n"
+                "    print('interrupted')\n")
+    process = subprocess.Popen([sys.executable, "-c", launcher, str(fake), str(tmp_path), mode],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if mode == "ctrl-c":
+        _wait_for(tmp_path / "pids", process, mode)
+        process.send_signal(signal.SIGINT)
+    stdout, stderr = process.communicate(timeout=120)
+    assert process.returncode == 0, stderr[-1500:]
+    assert stdout.split() == {"exit": ["0", "True"], "ctrl-c": ["interrupted"], "timeout": ["None", "True"]}[mode]
+    pids = [int(pid) for pid in (tmp_path / "pids").read_text().split()]
+    left = [pid for pid in pids if _alive(pid)]
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+    assert not left, pids
+
+
+def test_collective_keeps_a_bounded_head_and_tail_of_a_gigabyte_of_output(tmp_path):
+    noisy = ("import sys; block = b'x' * 1023 + b'\\n'; sys.stdout.buffer.write(b'first error EI0006\\n'); "
+             "[sys.stdout.buffer.write(block * 1024) for _ in range(1024)]; "
+             "sys.stdout.buffer.write(b'last line of torchrun\\n'); sys.exit(1)")
+    script = ("import os, sys; from npudoctor.fleet import collective as probe\n"
+              "code, output = probe.run_group([sys.executable, '-c', sys.argv[1]], 600, os.environ)\n"
+              "print(code, len(output), output.startswith('first error EI0006'), "
+              "output.rstrip().endswith('last line of torchrun'), 'bytes of output not kept' in output)\n")
+    result = _run_python(script, noisy)
+    assert result.rc == 0, result.stderr[-1500:]
+    code, size, head, tail, said = result.stdout.split()
+    assert (code, head, tail, said) == ("1", "True", "True", "True") and int(size) < 400 << 10
+    assert result.peak_mib < 100, result.peak_mib
