@@ -625,3 +625,39 @@ def test_collective_keeps_a_bounded_head_and_tail_of_a_gigabyte_of_output(tmp_pa
     code, size, head, tail, said = result.stdout.split()
     assert (code, head, tail, said) == ("1", "True", "True", "True") and int(size) < 400 << 10
     assert result.peak_mib < 100, result.peak_mib
+
+
+# -- point 7: many tiny rank folders ----------------------------------------------------------------------------
+KERNEL = ("Step Id,Device_id,Name,Type,Accelerator Core,Start Time(us),Duration(us),Wait Time(us),Block Dim\n"
+          "1,0,op,MatMul,AI_CORE,1,30,0,20\n")
+
+
+def tiny_ranks(root, count):
+    for index in range(count):
+        output = root / f"worker{index:05d}_1_20230628101435_ascend_pt" / "ASCEND_PROFILER_OUTPUT"
+        output.mkdir(parents=True)
+        (output / "kernel_details.csv").write_text(KERNEL)
+    return root
+
+
+def test_prof_analyze_caps_the_number_of_sources_and_says_so(tmp_path):
+    root = tiny_ranks(tmp_path / "ranks", 60)
+    script = ("import sys; from npudoctor.prof import layout; layout.MAX_SOURCES = 25\n"
+              "from npudoctor.cli import main\n"
+              "main(['prof', 'analyze', sys.argv[1], '--format', 'json'])\n")
+    result = _run_python(script, str(root))
+    assert result.rc in (0, 1), result.stderr[-1500:]
+    document = json.loads(result.stdout)
+    assert len(document["ranks"]) == 25
+    assert any("more than 25 profiling sources" in p for p in document["problems"]), document["problems"]
+
+
+def test_the_walk_stops_after_max_folders(tmp_path, monkeypatch):
+    from npudoctor.prof import layout
+
+    for index in range(40):
+        (tmp_path / "empty" / f"d{index:03d}").mkdir(parents=True)
+    tiny_ranks(tmp_path / "empty" / "zzz", 1)
+    monkeypatch.setattr(layout, "MAX_FOLDERS", 30)
+    sources, problems = layout.discover([str(tmp_path / "empty")])
+    assert sources == [] and problems == [f"{tmp_path / 'empty'}: more than 30 folders; the walk stopped there"]
