@@ -661,3 +661,21 @@ def test_the_walk_stops_after_max_folders(tmp_path, monkeypatch):
     monkeypatch.setattr(layout, "MAX_FOLDERS", 30)
     sources, problems = layout.discover([str(tmp_path / "empty")])
     assert sources == [] and problems == [f"{tmp_path / 'empty'}: more than 30 folders; the walk stopped there"]
+
+
+@pytest.mark.skipif(not hasattr(__import__("signal"), "SIGBUS"), reason="SIGBUS is a POSIX signal")
+def test_a_library_truncated_while_mapped_is_a_one_line_error_not_sigbus(tmp_path):
+    import _ctypes
+    import shutil
+
+    library = _ctypes.__file__  # any shared object larger than a few pages
+    copy = tmp_path / "libvictim.so"
+    shutil.copyfile(library, copy)
+    script = ("import os, sys; from npudoctor.elf.reader import open_elf\n"
+              "elf = open_elf(sys.argv[1])\n"
+              "os.truncate(sys.argv[1], 4096)  # another process replaces the library in place\n"
+              "print(len(bytes(elf.data[len(elf.data) - 8192:])))\n")
+    result = _run_python(script, str(copy))
+    assert result.rc == 2, (result.rc, result.stderr[-800:])
+    assert result.stderr.splitlines() == ["npudoctor: error: a library shrank while npudoctor read it (replaced or "
+                                          "truncated during the run); run it again"]
