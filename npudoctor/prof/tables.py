@@ -64,7 +64,10 @@ def read_header(path: str) -> List[str]:
     text = decode_text(line).lstrip("\ufeff").rstrip("\r")
     if not text.strip():
         raise TableError(f"{path}: empty file (no header row)")
-    return next(csv.reader(io.StringIO(text)))
+    try:
+        return next(csv.reader(io.StringIO(text)))
+    except csv.Error as exc:  # a stray carriage return or NUL-free oddity inside the header line
+        raise TableError(f"{path}: header row is not CSV ({exc})") from None
 
 
 def open_table(path: str, cmap: ColumnMap) -> Resolved:

@@ -197,16 +197,17 @@ def parse_line(line: bytes | str) -> Optional[Record]:
         if value is None or key in ("schema", "step"):
             continue
         if key in _INT_FIELDS or key in _FLOAT_FIELDS:
-            if type(value) is int:
-                if not -MAX_COUNT <= value <= MAX_COUNT or (key in _INT_FIELDS and value < 0):
-                    return None
-            elif type(value) is float:
-                if not math.isfinite(value):  # a writer with allow_nan: unknown, as the schema says
-                    continue
-                if key in _INT_FIELDS and not 0 <= value <= MAX_COUNT:
-                    return None
-            else:
+            if type(value) not in (int, float):
                 return None  # a string, list or object where a number belongs
+            if value != value:
+                continue  # nan (a writer with allow_nan): unknown, as the schema says
+            if key in _INT_FIELDS:
+                if not 0 <= value <= MAX_COUNT:
+                    return None
+            elif not -MAX_COUNT <= value <= MAX_COUNT:
+                if type(value) is int:
+                    return None  # a 4000-digit integer is no time or loss
+                continue  # inf or 1e308 seconds or loss: unknown
         elif key in _TEXT_FIELDS and (type(value) is not str or len(value) > MAX_TEXT_CHARS):
             return None
         record[key] = value
