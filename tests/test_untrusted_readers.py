@@ -679,3 +679,28 @@ def test_a_library_truncated_while_mapped_is_a_one_line_error_not_sigbus(tmp_pat
     assert result.rc == 2, (result.rc, result.stderr[-800:])
     assert result.stderr.splitlines() == ["npudoctor: error: a library shrank while npudoctor read it (replaced or "
                                           "truncated during the run); run it again"]
+
+
+def test_onboard_with_a_hostile_memlog_writes_all_three_records(node, tmp_path, monkeypatch):
+    from npudoctor.fleet import onboard as engine
+    from npudoctor.report import html
+    from tests.nodes import healthy_910b_node
+
+    healthy_910b_node(node)
+    log = tmp_path / "hostile.jsonl"
+    write_hostile_log(log)
+    out = tmp_path / "accept"
+    engine.onboard(str(out), "atlas800t-a2-8x910b", engine.CollectiveOptions(run=False),
+                   {"python": None, "logs_dirs": ()}, root=str(node.root), environ=node.env,
+                   memory=engine.read_memory(str(log)))
+    assert sorted(p.name for p in out.iterdir()) == ["bundle.tar.gz", "report.html", "report.json"]
+    assert "Memory over training steps" in (out / "report.html").read_text()
+
+    def broken(*args):
+        raise RuntimeError("a page that cannot be drawn")
+
+    monkeypatch.setattr(html, "render", broken)
+    with pytest.raises(RuntimeError):
+        engine.onboard(str(tmp_path / "again"), "atlas800t-a2-8x910b", engine.CollectiveOptions(run=False),
+                       {"python": None, "logs_dirs": ()}, root=str(node.root), environ=node.env)
+    assert "report.json" not in {p.name for p in (tmp_path / "again").iterdir()}  # never one without the other
