@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, Mapping
 
+from npudoctor.errors import InputError
 from npudoctor.parsers.jsondoc import type_name
 
 REPORT_SCHEMA = "npudoctor.report/1"
@@ -29,7 +30,7 @@ _TEXTS = (("tool", "profile"), ("tool", "command"), ("host", "hostname"), ("inve
 _SCALARS = (str, int, float, bool, type(None))
 
 
-class ReportShapeError(ValueError):
+class ReportShapeError(InputError, ValueError):
     """Not a report, or a field of the wrong type or size: one line naming the field."""
 
 

@@ -22,6 +22,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
+from npudoctor.errors import InputError
 from npudoctor.fleet.reportdoc import MAX_REPORT_BYTES, ReportShapeError, check_report
 from npudoctor.model.profile import flatten
 from npudoctor.parsers import jsondoc
@@ -114,7 +115,7 @@ class FleetView:
         return 1 if any(node.failing for node in self.nodes) else 0
 
 
-class FleetInputError(Exception):
+class FleetInputError(InputError):
     """No input could be read at all: one line for the user."""
 
 

@@ -19,6 +19,8 @@ import json
 import re
 from typing import Any, Union
 
+from npudoctor.errors import InputError
+
 #: Deeper than any document npudoctor reads (a report is 4-5 levels, a trace event 3-4).
 MAX_DEPTH = 64
 
@@ -37,7 +39,7 @@ def type_name(value: Any) -> str:
     return _TYPE_NAMES.get(type(value), type(value).__name__)
 
 
-class JsonDocumentError(ValueError):
+class JsonDocumentError(InputError, ValueError):
     """Not valid JSON, nested too deeply, or not text: one line for the user."""
 
 

@@ -13,6 +13,7 @@ import os
 import stat
 from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
+from npudoctor.errors import InputError
 from npudoctor.prof.columns import ColumnMap, Resolved, resolve, scale_of
 
 if TYPE_CHECKING:
@@ -31,7 +32,7 @@ NULLS = ["", "N/A", "NA", "n/a", "null", "None", "-"]
 MAX_CELL_VALUE = 2.0 ** 63
 
 
-class TableError(Exception):
+class TableError(InputError):
     """A table could not be read (one line: path and reason)."""
 
 
