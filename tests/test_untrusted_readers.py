@@ -704,3 +704,12 @@ def test_onboard_with_a_hostile_memlog_writes_all_three_records(node, tmp_path, 
         engine.onboard(str(tmp_path / "again"), "atlas800t-a2-8x910b", engine.CollectiveOptions(run=False),
                        {"python": None, "logs_dirs": ()}, root=str(node.root), environ=node.env)
     assert "report.json" not in {p.name for p in (tmp_path / "again").iterdir()}  # never one without the other
+
+
+def test_the_dashboard_follower_reads_nothing_from_a_link_to_pagemap(tmp_path):
+    from npudoctor.workload import memlog
+
+    link = tmp_path / "pagemap.jsonl"
+    os.symlink("/proc/self/pagemap", link)
+    tail = memlog.MemlogTail(str(link))
+    assert tail.poll() == [] and tail.poll() == [] and tail._offset == 0

@@ -348,7 +348,8 @@ class MemlogTail:
             if info.st_ino != self._inode or info.st_size < self._offset:
                 self._offset, self._partial, self._inode = 0, b"", info.st_ino
             handle.seek(self._offset)
-            chunk = handle.read(max_bytes)
+            # Up to the size it says it has: a /proc file (size 0) would give bytes without end.
+            chunk = handle.read(min(max_bytes, info.st_size - self._offset))
         self._offset += len(chunk)
         data = self._partial + chunk
         lines = data.split(b"\n")
