@@ -318,6 +318,7 @@ WRONG_SHAPES = {
     "finding string": report(findings=["SMI001"]),
     "findings object": report(findings={"SMI001": "fail"}),
     "run list": report(run=[1]),
+    "inventory NaN": report(inventory__driver=float("nan")),
 }
 
 
@@ -713,3 +714,27 @@ def test_the_dashboard_follower_reads_nothing_from_a_link_to_pagemap(tmp_path):
     os.symlink("/proc/self/pagemap", link)
     tail = memlog.MemlogTail(str(link))
     assert tail.poll() == [] and tail.poll() == [] and tail._offset == 0
+
+
+def test_the_dashboard_app_shows_a_hostile_followed_log(tmp_path):
+    import asyncio
+
+    pytest.importorskip("textual")
+    from tests.test_dashboard_app import make_app, poll, text_of
+
+    log = tmp_path / "hostile.jsonl"
+    lines = [good_line(step, (1 << 30) + step * (1 << 20)) for step in range(40)]
+    lines.insert(30, good_line(30, int("9" * 4000)))  # the same run: inside the judged window
+    log.write_text("".join(lines))
+
+    async def scenario():
+        app, _sampler, clock = make_app(follow=str(log))
+        async with app.run_test(size=(80, 24)) as pilot:
+            await pilot.press("3")
+            clock.t += 5
+            await poll(app, pilot)
+            training = text_of(app, "#training-text")
+            assert "step 39" in training and "LEAK (device)" in training, training
+        assert app.return_code in (None, 0)
+
+    asyncio.run(scenario())

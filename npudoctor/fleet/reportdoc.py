@@ -8,6 +8,7 @@ inventory fields, so 500,000 distinct inventory keys or 400,000 failing IDs are 
 
 from __future__ import annotations
 
+import math
 from typing import Any, Dict, Mapping
 
 from npudoctor.errors import InputError
@@ -104,8 +105,8 @@ def _check_inventory(inventory: Mapping[str, Any]) -> None:
             elif type(value) is list:  # values (bus ids), or flat rows (chips.devices: one per chip)
                 if len(value) > MAX_LIST_ITEMS or not all(_is_value_or_row(item) for item in value):
                     raise _bad(f"{where}.{key}", f"a list of at most {MAX_LIST_ITEMS} values or rows", value)
-            elif not isinstance(value, _SCALARS):
-                raise _bad(f"{where}.{key}", "a value", value)
+            elif not isinstance(value, _SCALARS) or (type(value) is float and not math.isfinite(value)):
+                raise _bad(f"{where}.{key}", "a value", value)  # NaN/Infinity: JSON has no such number
             elif type(value) is str and len(value) > MAX_TEXT_CHARS:
                 raise _bad(f"{where}.{key}", f"a string of at most {MAX_TEXT_CHARS} characters", value)
     chips = inventory.get("chips")
