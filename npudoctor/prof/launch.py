@@ -118,21 +118,21 @@ def run_profiled(msprof: str, output: str, command: Sequence[str], aic_metrics: 
     tree.watch(process.pid)
     interrupted = timed_out = False
     deadline = time.monotonic() + timeout_s
-    try:
+    try:  # Ctrl-C anywhere in the loop (also during a refresh) is an interruption, not a traceback
         while True:
             try:
                 code = process.wait(timeout=max(0.05, min(1.0, deadline - time.monotonic())))
                 break
             except subprocess.TimeoutExpired:
-                tree.refresh()  # keeps sight of a detaching child where no subreaper is possible
-                if time.monotonic() >= deadline:
-                    timed_out = True
-                    code = 124
-                    break
-            except KeyboardInterrupt:
-                interrupted = True
-                code = 130
+                pass
+            tree.refresh()  # keeps sight of a detaching child where no subreaper is possible
+            if time.monotonic() >= deadline:
+                timed_out = True
+                code = 124
                 break
+    except KeyboardInterrupt:
+        interrupted = True
+        code = 130
     finally:
         # What the command left running (a background child, a setsid daemon, one that ignores SIGTERM) is
         # stopped too, on a timeout, Ctrl-C or a normal exit alike.
