@@ -28,7 +28,20 @@ SUMMARY_KEYS = ("pass", "warn", "fail", "skip", "error")
 _OBJECTS = ("tool", "summary", "inventory", "host", "run")
 _TEXTS = (("tool", "profile"), ("tool", "command"), ("host", "hostname"), ("inventory", "hostname"),
           ("run", "started"))
-_SCALARS = (str, int, float, bool, type(None))
+_SCALAR_TYPES = frozenset({str, int, float, bool, type(None)})
+_TEXT_OR_NULL = frozenset({str, type(None)})
+
+
+def _values_or_rows(items: Any) -> bool:
+    """Scalars, or flat objects of at most MAX_ROW_FIELDS scalars."""
+    kinds = {type(item) for item in items}
+    if kinds <= _SCALAR_TYPES:
+        return True
+    if kinds - _SCALAR_TYPES - {dict}:
+        return False
+    rows = [item for item in items if type(item) is dict]
+    return all(len(row) <= MAX_ROW_FIELDS for row in rows) and \
+        {type(value) for row in rows for value in row.values()} <= _SCALAR_TYPES
 
 
 class ReportShapeError(InputError, ValueError):
@@ -76,19 +89,16 @@ def _check_findings(findings: Any) -> None:
         raise _bad("findings", "a list", findings)
     if len(findings) > MAX_FINDINGS:
         raise ReportShapeError(f"findings: more than {MAX_FINDINGS}")
-    for index, finding in enumerate(findings):
-        if type(finding) is not dict:
-            raise _bad(f"findings[{index}]", "an object", finding)
-        for key, limit in (("id", MAX_ID_CHARS), ("status", MAX_ID_CHARS), ("title", MAX_TEXT_CHARS)):
-            value = finding.get(key)
-            if value is not None and (type(value) is not str or len(value) > limit):
-                raise _bad(f"findings[{index}].{key}", f"a string of at most {limit} characters", value)
-
-
-def _is_value_or_row(item: Any) -> bool:
-    if type(item) is dict:
-        return len(item) <= MAX_ROW_FIELDS and all(isinstance(v, _SCALARS) for v in item.values())
-    return isinstance(item, _SCALARS)
+    # The fleet reads 50,000 reports of ~60 findings: one pass over the types first, details only on a miss.
+    if {type(finding) for finding in findings} - {dict}:
+        index = next(i for i, finding in enumerate(findings) if type(finding) is not dict)
+        raise _bad(f"findings[{index}]", "an object", findings[index])
+    for key, limit in (("id", MAX_ID_CHARS), ("status", MAX_ID_CHARS), ("title", MAX_TEXT_CHARS)):
+        values = [finding.get(key) for finding in findings]
+        if {type(value) for value in values} - _TEXT_OR_NULL or max(map(len, filter(None, values)), default=0) > limit:
+            index, value = next((i, v) for i, v in enumerate(values)
+                                if v is not None and (type(v) is not str or len(v) > limit))
+            raise _bad(f"findings[{index}].{key}", f"a string of at most {limit} characters", value)
 
 
 def _check_inventory(inventory: Mapping[str, Any]) -> None:
@@ -96,18 +106,19 @@ def _check_inventory(inventory: Mapping[str, Any]) -> None:
     stack = [("inventory", inventory)]
     while stack:
         where, node = stack.pop()
+        count += len(node)
+        if count > MAX_INVENTORY_FIELDS:
+            raise ReportShapeError(f"inventory: more than {MAX_INVENTORY_FIELDS} fields")
         for key, value in node.items():
-            count += 1
-            if count > MAX_INVENTORY_FIELDS:
-                raise ReportShapeError(f"inventory: more than {MAX_INVENTORY_FIELDS} fields")
-            if type(value) is dict:
+            kind = type(value)
+            if kind is dict:
                 stack.append((f"{where}.{key}", value))
-            elif type(value) is list:  # values (bus ids), or flat rows (chips.devices: one per chip)
-                if len(value) > MAX_LIST_ITEMS or not all(_is_value_or_row(item) for item in value):
+            elif kind is list:  # values (bus ids), or flat rows (chips.devices: one per chip)
+                if len(value) > MAX_LIST_ITEMS or not _values_or_rows(value):
                     raise _bad(f"{where}.{key}", f"a list of at most {MAX_LIST_ITEMS} values or rows", value)
-            elif not isinstance(value, _SCALARS) or (type(value) is float and not math.isfinite(value)):
+            elif kind not in _SCALAR_TYPES or (kind is float and not math.isfinite(value)):
                 raise _bad(f"{where}.{key}", "a value", value)  # NaN/Infinity: JSON has no such number
-            elif type(value) is str and len(value) > MAX_TEXT_CHARS:
+            elif kind is str and len(value) > MAX_TEXT_CHARS:
                 raise _bad(f"{where}.{key}", f"a string of at most {MAX_TEXT_CHARS} characters", value)
     chips = inventory.get("chips")
     if chips is not None and type(chips) is not dict:

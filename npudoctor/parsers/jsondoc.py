@@ -2,12 +2,12 @@
 
 ``json.loads`` recurses once per level of nesting, so a 5 KB document of ``[[[[...`` is a ``RecursionError``
 (and a document just under the interpreter's limit parses, then breaks whatever walks it recursively next).
-:func:`loads` first measures the nesting without recursion and refuses anything deeper than ``max_depth``,
-then parses; every failure is a :class:`JsonDocumentError` (a ``ValueError``) whose text fits on one line.
-
-The measure runs in C: strings are cut out with one linear regular expression, everything but brackets is
-deleted, and innermost ``[]``/``{}`` pairs are removed level by level, so a document of depth *d* costs *d*
-passes over its brackets (at most ``max_depth + 1``).
+:func:`loads` parses (CPython's C scanner raises a clean ``RecursionError`` at the interpreter's limit), then
+makes sure what it got nests at most ``max_depth`` deep: the brackets of the text alone, innermost pairs
+removed level by level in C (a report: ~5 passes over a few hundred bytes), and only when that cannot tell
+(brackets inside strings that do not pair up) a walk of the parsed containers without recursion. Every
+failure is a :class:`JsonDocumentError` whose text fits on one line. (Cutting the strings out of the text
+first, or walking every parsed report, cost 1.7x and 0.6x the parse itself.)
 
 Streamed readers of big files (the profiler's ``trace_view.json``) do not come here: this is for documents
 held whole in memory.
@@ -24,12 +24,6 @@ from npudoctor.errors import InputError
 #: Deeper than any document npudoctor reads (a report is 4-5 levels, a trace event 3-4).
 MAX_DEPTH = 64
 
-_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
-_STRING_BYTES = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
-_INNERMOST = re.compile(rb"\[\]|\{\}")
-_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
-
-
 _TYPE_NAMES = {type(None): "null", dict: "an object", list: "a list", str: "a string", bool: "a boolean",
                int: "an integer", float: "a number"}
 
@@ -43,27 +37,43 @@ class JsonDocumentError(InputError, ValueError):
     """Not valid JSON, nested too deeply, or not text: one line for the user."""
 
 
-def nesting_depth(text: Union[str, bytes], limit: int = MAX_DEPTH) -> int:
-    """How deeply ``text`` nests arrays and objects, counted up to ``limit + 1`` (more is not measured).
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+_INNERMOST = re.compile(rb"\[\]|\{\}")
 
-    Brackets inside strings do not count; unbalanced brackets are measured as far as they pair up.
 
-    >>> nesting_depth('{"a": [1, {"b": "[[["}]}'), nesting_depth("[" * 10000 + "]" * 10000, limit=64)
-    (3, 65)
-    """
-    if isinstance(text, str):
-        data = _STRING.sub("", text).encode("utf-8", "surrogatepass")
-    else:
-        data = _STRING_BYTES.sub(b"", text)
+def _surely_shallow(data: bytes, limit: int) -> bool:
+    """True when the brackets of ``data`` cannot nest deeper than ``limit`` (in C: the brackets alone, innermost
+    pairs removed level by level); False means "measure the parsed value" (deep, or brackets inside strings
+    that do not pair up)."""
     brackets = data.translate(None, _NOT_BRACKETS)
-    depth = 0
-    while brackets and depth <= limit:
+    if len(brackets) <= limit:
+        return True
+    for _ in range(limit):
         reduced = _INNERMOST.sub(b"", brackets)
-        if len(reduced) == len(brackets):  # unbalanced from here on: the parser will say where
-            return depth + (1 if depth < limit else 0)
+        if not reduced:
+            return True
+        if len(reduced) == len(brackets):
+            return False
         brackets = reduced
-        depth += 1
-    return depth
+    return False
+
+
+def deeper_than(value: Any, limit: int) -> bool:
+    """Whether ``value`` (parsed JSON) nests arrays and objects more than ``limit`` deep; walked without
+    recursion, looking only at containers.
+
+    >>> deeper_than({"a": [1, {"b": "[[["}]}, 3), deeper_than({"a": [1, {"b": [2]}]}, 3)
+    (False, True)
+    """
+    stack = [(value, 1)] if type(value) in (dict, list) else []
+    while stack:
+        node, depth = stack.pop()
+        if depth > limit:
+            return True
+        for child in (node.values() if type(node) is dict else node):
+            if type(child) in (dict, list):
+                stack.append((child, depth + 1))
+    return False
 
 
 def loads(text: Union[str, bytes], what: str = "document", max_depth: int = MAX_DEPTH) -> Any:
@@ -77,21 +87,25 @@ def loads(text: Union[str, bytes], what: str = "document", max_depth: int = MAX_
     ...     print(exc)
     x.json: nested deeper than 64 levels
     """
-    if isinstance(text, (bytes, bytearray)):
+    if isinstance(text, str):
+        document, raw = text, text.encode("utf-8", "surrogatepass")
+    else:
+        raw = bytes(text)
         try:
-            text = bytes(text).decode("utf-8")
+            document = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise JsonDocumentError(f"{what}: not UTF-8 text (byte {exc.start})") from None
-    if text.startswith("\ufeff"):
-        text = text[1:]
-    if nesting_depth(text, max_depth) > max_depth:
-        raise JsonDocumentError(f"{what}: nested deeper than {max_depth} levels")
+    if document.startswith("\ufeff"):
+        document = document[1:]
     try:
-        return json.loads(text)
+        value = json.loads(document)
+        if not _surely_shallow(raw, max_depth) and deeper_than(value, max_depth):
+            raise RecursionError
+        return value
     except json.JSONDecodeError as exc:
         raise JsonDocumentError(f"{what}: not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") \
             from None
-    except RecursionError:  # unbalanced brackets, deep: the measure stopped where they stopped pairing
+    except RecursionError:  # deeper than the interpreter's limit, or parsed and measured deeper than max_depth
         raise JsonDocumentError(f"{what}: nested deeper than {max_depth} levels") from None
     except ValueError as exc:  # an integer over the interpreter's digit limit
         raise JsonDocumentError(f"{what}: not valid JSON ({str(exc).splitlines()[0][:80]})") from None
