@@ -114,12 +114,24 @@ PROF_JSON = ["prof_msprof_device_info_json_910.json", "prof_profiler_metadata_js
              "prof_msprof_device_start_info.json"]
 
 
-def test_profiler_json_documents_load_or_raise_the_loaders_error():
+def test_profiler_json_documents_load_or_raise_the_loaders_error(tmp_path):
     from npudoctor.parsers import jsondoc
+    from npudoctor.prof import layout
+    from tests.profdirs import msprof_collection
 
     texts = [sample_data(name).decode("utf-8") for name in PROF_JSON]
+    prof = msprof_collection(tmp_path / "run")
+    info = prof / "device_0" / "info.json.0"
+    device_info = info.read_text()
     loaded = 0
-    for rng in fuzzing.cases("prof-json", 3000):
+    for index, rng in enumerate(fuzzing.cases("prof-json", 3000)):
+        if index % 10 == 0:  # the layout reads info.json.N whole: its facts, or a problem, never an exception
+            info.write_text(fuzzing.mutate_text(rng, device_info), encoding="utf-8", errors="surrogatepass")
+            sources, problems = layout.discover([str(tmp_path / "run")])
+            assert len(sources) == 1 and all("\n" not in p for p in problems)
+            cores = sources[0].core_count()
+            assert all(c is None or (type(c) is int and c > 0) for c in cores), cores
+            continue
         text = fuzzing.mutate_text(rng, rng.choice(texts))
         if rng.random() < 0.1:
             text = "[" * rng.choice([63, 64, 65, 3000]) + text
