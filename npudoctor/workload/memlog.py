@@ -67,7 +67,7 @@ _TEXT_FIELDS = frozenset({"run", "device"})
 MAX_COUNT = (1 << 63) - 1  # bytes and counters: what an int64 counter can hold
 MAX_STEP = 1 << 53  # steps become floats in the verdict: exact up to here
 MAX_TEXT_CHARS = 256  # a run id or a device name
-MAX_RECORD_DEPTH = 8  # a record is a flat object; a line of [[[[... is refused before it is parsed
+MAX_RECORD_DEPTH = 8  # a record is a flat object; a line of [[[[... is no record
 
 #: A line longer than this is not a memlog record (a record is ~600 bytes); it is skipped unread.
 MAX_LINE_BYTES = 1 << 16
