@@ -287,7 +287,8 @@ def _needs_report(ctx: CheckContext) -> Any:
     return facts, None
 
 
-@check("LIB002", stage="libraries", title="torch_npu's shared libraries resolve")
+@check("LIB002", stage="libraries", title="torch_npu's shared libraries resolve",
+       settings=("libraries.set_env_timeout_s",))
 def libraries_resolve(ctx: CheckContext) -> Iterable[Outcome]:
     """Every library torch_npu's ``_C`` extension needs (directly or through libtorch_npu.so) is found.
 
@@ -296,7 +297,7 @@ def libraries_resolve(ctx: CheckContext) -> Iterable[Outcome]:
     loaded as they are after ``import torch``. A library that is not found is what
     ``ImportError: libhccl.so: cannot open shared object file`` means.
 
-    The fix depends on the cause, and the finding says which: source CANN's set_env.sh (checked by
+    Fix: it depends on the cause, and the finding says which: source CANN's set_env.sh (checked by
     computing the environment it produces and resolving again), install CANN, or repair LD_LIBRARY_PATH.
     """
     facts, blocked = _needs_report(ctx)
@@ -519,7 +520,8 @@ def _symbol_diagnosis(symbol: str, ctx: CheckContext) -> Optional[Diagnosis]:
     return None
 
 
-@check("LIB005", stage="libraries", title="import torch_npu and one NPU op work", level=2)
+@check("LIB005", stage="libraries", title="import torch_npu and one NPU op work", level=2,
+       settings=("libraries.import_timeout_s",))
 def import_works(ctx: CheckContext) -> Iterable[Outcome]:
     """``import torch, torch_npu`` and one small op on the NPU work in a child interpreter.
 

@@ -94,7 +94,7 @@ def _merged_outcome(kind: str, findings: List[LogFinding]) -> Outcome:
 MAX_SUBJECTS_SHOWN = 4
 
 
-@register("LOG001", stage="logs", title="Newest CANN plogs")
+@register("LOG001", stage="logs", title="Newest CANN plogs", settings=("logs.newest_files", "logs.max_bytes_per_file"))
 def newest_plogs(ctx: CheckContext) -> Iterable[Outcome]:
     """Scan the newest CANN plogs for errors, device exceptions, HCCL timeouts and CPU fallbacks.
 

@@ -27,7 +27,7 @@ CONTAINER_DEVICES_FIX = (
 )
 
 
-@check("PCI001", stage="pcie", title="Ascend NPUs on the PCI bus")
+@check("PCI001", stage="pcie", title="Ascend NPUs on the PCI bus", settings=("node.npu_count", "node.chip_family"))
 def npus_on_pci_bus(ctx: CheckContext) -> Iterable[Outcome]:
     """Finds Huawei Ascend NPUs (vendor 0x19e5, class "Processing accelerators") under /sys/bus/pci/devices.
 
@@ -110,7 +110,8 @@ def _stricter(one: Callable[..., Outcome], other: Callable[..., Outcome]) -> Cal
     return fail if fail in (one, other) else one
 
 
-@check("PCI003", stage="pcie", title="PCIe link at full width and speed", requires=("PCI001",))
+@check("PCI003", stage="pcie", title="PCIe link at full width and speed", requires=("PCI001",),
+       settings=("pcie.link_width_downgrade", "pcie.link_speed_downgrade"))
 def pcie_link(ctx: CheckContext) -> Iterable[Outcome]:
     """Compares each NPU's current PCIe link width and speed with what the device supports.
 

@@ -67,7 +67,7 @@ def _fix(key: str, expected: Any) -> str:
     return "bring the node in line with the reference node, or update the site profile if this is intended"
 
 
-@check("SITE001", stage="site", title="Node as the site profile pins it")
+@check("SITE001", stage="site", title="Node as the site profile pins it", settings=("fleet.pin_mismatch", "inventory"))
 def pinned_inventory(ctx: CheckContext) -> Iterable[Outcome]:
     """The node matches the values its site profile pins under ``inventory:``: chip model, family, count, HBM
     per chip, bus ids, PCIe link width and speed; driver, firmware, CANN toolkit and nnae, Python, torch,
@@ -80,5 +80,7 @@ def pinned_inventory(ctx: CheckContext) -> Iterable[Outcome]:
     such a profile from a known-good node; each difference is a finding of its own (FAIL, or WARN with
     ``fleet.pin_mismatch: warn``), with the value to install. Delete a pin from the profile to stop checking
     it. Without pinned values: SKIP.
+
+    Fix: install the value the finding names, or delete the pin from the profile.
     """
     yield from compare_pins(ctx, PINNABLE)

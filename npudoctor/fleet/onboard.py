@@ -57,7 +57,7 @@ def prepare(directory: str) -> None:
 
 
 def training_supported() -> bool:
-    return any(spec.level >= 3 for spec in api.list_checks(level=3))
+    return any(spec.level >= 3 for spec in api.ordered_specs())
 
 
 def _skip(check_id: str, title: str, stage: str, subject: str, detail: str) -> Finding:
@@ -69,7 +69,7 @@ def run_collective(options: CollectiveOptions, inventory: Mapping[str, Any],
     """The collective probe on this node, or a SKIP saying why it could not run here."""
     from npudoctor.fleet import collective as probe
 
-    title = probe.TITLES["COL001"]
+    title = probe.rulebook.REGISTRY["COL001"].title
     if not options.run:
         return None, [_skip("COL001", title, "collective", "collective", "not run (--no-collective)")]
     try:
