@@ -22,8 +22,9 @@ STAGES: Sequence[str] = ("pcie", "npu-smi", "versions", "libraries", "hccl", "lo
 
 # The cause shared by every check that cannot apply on a machine without Ascend NPUs.
 NOT_AN_ASCEND_NODE = "not an Ascend node"
-# The check that finds whether this is an Ascend node at all (no Ascend NPU on the PCI bus: it is not).
-ASCEND_NODE_CHECK = "PCI001"
+# The checks that may find that this is not an Ascend node (from the PCI bus, /dev, npu-smi, the driver), in
+# stage order: a needs_npu check left alone by --only asks them, unreported, as the full run would have.
+ASCEND_NODE_CHECKS: Sequence[str] = ("PCI001", "PCI004", "SMI001", "VER001", "VER007")
 # The cause shared by the checks that compare or load an installed CANN.
 NO_CANN = "no CANN installed"
 
@@ -164,16 +165,18 @@ class FactsUnavailable(Exception):
         self.reason = reason
 
 
-def _blocked_by(spec: CheckSpec, ctx: CheckContext) -> Optional[Tuple[str, str]]:
-    """Why ``spec`` cannot run (a required check did not pass) and which check that is, or None.
+def _blocked_by(spec: CheckSpec, ctx: CheckContext) -> Optional[Tuple[str, Optional[Finding]]]:
+    """Which required check did not pass (so ``spec`` cannot run), and its finding when ``--only``/``--skip``
+    left it out of the report; None when every requirement passed.
 
     A required check left out by ``--only``/``--skip`` still decides: it runs unreported, so a check never
-    reads facts its requirement would have refused (``--only SMI002`` on a node where npu-smi fails).
+    reads facts its requirement would have refused (``--only SMI002`` on a node where npu-smi fails), and
+    says what it says in the full run.
     """
     for required in spec.requires:
         statuses = ctx.statuses(required)
         if any(s in _BLOCKING for s in statuses):
-            return f"blocked by {required}", required
+            return required, None
         if statuses or required not in REGISTRY:
             continue
         if required not in ctx.unreported:
@@ -181,8 +184,7 @@ def _blocked_by(spec: CheckSpec, ctx: CheckContext) -> Optional[Tuple[str, str]]
             ctx.unreported[required] = run_check(REGISTRY[required], ctx)
         for hidden in ctx.unreported[required]:
             if hidden.status in _BLOCKING:
-                said = f": {hidden.detail}" if hidden.detail else ""
-                return f"requires {required} (not run: it would give {hidden.status.name}{said})", required
+                return required, hidden
     return None
 
 
@@ -202,12 +204,14 @@ def cause_of(check_id: str, ctx: CheckContext) -> str:
 
 
 def _not_an_ascend_node(ctx: CheckContext) -> bool:
-    """Whether an earlier check found no Ascend NPU. PCI001 decides it first in a full run: left out by
-    ``--only``/``--skip``, it runs unreported, so that a narrowed run says what the full run says."""
-    if not ctx.statuses(ASCEND_NODE_CHECK) and ASCEND_NODE_CHECK not in ctx.unreported \
-            and ASCEND_NODE_CHECK in REGISTRY:
-        ctx.unreported[ASCEND_NODE_CHECK] = []
-        ctx.unreported[ASCEND_NODE_CHECK] = run_check(REGISTRY[ASCEND_NODE_CHECK], ctx)
+    """Whether an earlier check found no Ascend NPU. Those of ``ASCEND_NODE_CHECKS`` that ``--only``/``--skip``
+    left out run unreported (until one says so), so that a narrowed run says what the full run says."""
+    for check_id in ASCEND_NODE_CHECKS:
+        if any(f.cause == NOT_AN_ASCEND_NODE for f in _decided(ctx)):
+            return True
+        if not ctx.statuses(check_id) and check_id not in ctx.unreported and check_id in REGISTRY:
+            ctx.unreported[check_id] = []
+            ctx.unreported[check_id] = run_check(REGISTRY[check_id], ctx)
     return any(f.cause == NOT_AN_ASCEND_NODE for f in _decided(ctx))
 
 
@@ -222,8 +226,11 @@ def run_check(spec: CheckSpec, ctx: CheckContext) -> List[Finding]:
 
     blocker = _blocked_by(spec, ctx)
     if blocker is not None:
-        reason, required = blocker
-        return [finding(skip(reason, cause=cause_of(required, ctx)))]
+        required, hidden = blocker
+        # The evidence says what the requirement left out of the report would have said.
+        unseen = {} if hidden is None else {"not_reported": {"id": required, "status": hidden.status.name,
+                                                             "detail": hidden.detail}}
+        return [finding(skip(f"blocked by {required}", evidence=unseen, cause=cause_of(required, ctx)))]
     if spec.needs_npu and _not_an_ascend_node(ctx):
         return [finding(skip(f"{NOT_AN_ASCEND_NODE} (no Ascend NPU on the PCI bus)",
                              cause=NOT_AN_ASCEND_NODE))]
