@@ -223,7 +223,8 @@ def install_torch_npu_fix(ctx: CheckContext) -> str:
     return wanted
 
 
-@check("LIB001", stage="libraries", title="CANN installed and set_env.sh sourced")
+@check("LIB001", stage="libraries", title="CANN installed and set_env.sh sourced",
+       settings=("versions.python_timeout_s",))
 def cann_environment(ctx: CheckContext) -> Iterable[Outcome]:
     """CANN is installed and its set_env.sh has been sourced in this environment.
 
@@ -288,7 +289,7 @@ def _needs_report(ctx: CheckContext) -> Any:
 
 
 @check("LIB002", stage="libraries", title="torch_npu's shared libraries resolve",
-       settings=("libraries.set_env_timeout_s",))
+       settings=("libraries.set_env_timeout_s", "versions.python_timeout_s"))
 def libraries_resolve(ctx: CheckContext) -> Iterable[Outcome]:
     """Every library torch_npu's ``_C`` extension needs (directly or through libtorch_npu.so) is found.
 
@@ -320,7 +321,8 @@ def libraries_resolve(ctx: CheckContext) -> Iterable[Outcome]:
     )
 
 
-@check("LIB003", stage="libraries", title="torch_npu's undefined symbols resolve")
+@check("LIB003", stage="libraries", title="torch_npu's undefined symbols resolve",
+       settings=("versions.python_timeout_s",))
 def symbols_resolve(ctx: CheckContext) -> Iterable[Outcome]:
     """Every undefined (non-weak) symbol of torch_npu's objects is exported, in the right version, by a
     library the loader picked.
@@ -393,7 +395,8 @@ def symbols_resolve(ctx: CheckContext) -> Iterable[Outcome]:
     )
 
 
-@check("LIB004", stage="libraries", title="No CANN library shadowed by another CANN install")
+@check("LIB004", stage="libraries", title="No CANN library shadowed by another CANN install",
+       settings=("versions.python_timeout_s",))
 def no_shadowing(ctx: CheckContext) -> Iterable[Outcome]:
     """No library torch_npu loads exists in two CANN installs on the search path.
 
@@ -521,7 +524,7 @@ def _symbol_diagnosis(symbol: str, ctx: CheckContext) -> Optional[Diagnosis]:
 
 
 @check("LIB005", stage="libraries", title="import torch_npu and one NPU op work", level=2,
-       settings=("libraries.import_timeout_s",))
+       settings=("libraries.import_timeout_s", "versions.python_timeout_s"))
 def import_works(ctx: CheckContext) -> Iterable[Outcome]:
     """``import torch, torch_npu`` and one small op on the NPU work in a child interpreter.
 

@@ -53,7 +53,8 @@ def explain_failure(failure: NpuSmiFailure) -> Dict[str, str]:
     return dict(known["no_such_file"])
 
 
-@check("SMI001", stage="npu-smi", title="npu-smi available and runs", settings=("commands.npu_smi_timeout_s",))
+@check("SMI001", stage="npu-smi", title="npu-smi available and runs",
+       settings=("commands.npu_smi_timeout_s", "npu_smi.health_detail_max_chips"))
 def npu_smi_runs(ctx: CheckContext) -> Iterable[Outcome]:
     """Runs ``npu-smi info`` (the Ascend ``nvidia-smi``) with a time limit and reads its table.
 

@@ -480,7 +480,7 @@ def torch_and_torch_npu(ctx: CheckContext) -> Iterable[Outcome]:
 
 
 @check("VER004", stage="versions", title="torch_npu built for the CANN in use",
-       settings=("versions.cann_newer_than_matrix",))
+       settings=("versions.cann_newer_than_matrix", "versions.python_timeout_s"))
 def torch_npu_and_cann(ctx: CheckContext) -> Iterable[Outcome]:
     """Each torch_npu release is built and tested with one CANN release (the official matrix, shipped as
     ``checks/compat_matrix.yaml``): ``torch_npu 2.1.0.post10`` with CANN 8.0.0, ``2.1.0.post12`` with
