@@ -251,3 +251,72 @@ def test_collective_check_fires_on_its_case_and_not_on_its_quiet_one(check_id):
     calm = [f.status for f in probe.findings(quiet, profile) if f.id == check_id]
     assert {Status.WARN, Status.FAIL} & set(fired), fired
     assert calm and all(status is Status.PASS for status in calm), calm
+
+
+def _rank(root: Path) -> None:
+    from tests import profdirs
+
+    profdirs.torch_npu_rank(root, rank=0)
+
+
+def _pipe(kernel: str):
+    def build(root: Path) -> None:
+        from tests import profdirs
+
+        profdirs.torch_npu_rank(root, rank=3, kernel=kernel, extras=False)
+    return build
+
+
+def _sample_based(table: str):
+    def build(root: Path) -> None:
+        from tests import profdirs
+
+        prof = profdirs.msprof_collection(root)
+        profdirs.put(prof / "mindstudio_profiler_output", {f"ai_core_utilization_{profdirs.TS}.csv": table})
+    return build
+
+
+PIPE = _pipe("prof_kernel_details_pipeutil_matmul_bf16.csv")
+STATIC = _pipe("prof_kernel_details_pipeutil_static_constructed.csv")
+ALL_LINKS = ("SDMA", "RDMA", "HCCS", "PCIE", "SIO")
+# ID: ((profile data, prof.* settings) that make it fire, (data, settings) where it must not). Mostly the same
+# real data on both sides: the threshold in force decides, as a site profile would.
+PROF_CASES = {
+    "PROF001": ((_rank, {}), (_rank, {"aicpu_fail_share": 1.0, "min_task_us": 1e8})),
+    "PROF002": ((PIPE, {"no_bound_warn_share": 0}), (PIPE, {"no_bound_warn_share": 1})),
+    "PROF003": ((PIPE, {"cube_utilization_min_pct": 100}), (PIPE, {"cube_utilization_min_pct": 0})),
+    "PROF004": ((_rank, {}), (_rank, {"block_dim_warn_share": 1})),
+    "PROF005": ((_sample_based("prof_ai_core_utilization_pipeutil_constructed.csv"), {}),
+                (_sample_based("prof_ai_core_utilization_balanced_constructed.csv"), {})),
+    "PROF006": ((_rank, {}), (_rank, {"free_warn_share": 1, "free_fail_share": 1})),
+    "PROF008": ((PIPE, {}), (STATIC, {})),
+    "PROF009": ((_rank, {}), (_rank, {"communication_warn_share": 1})),
+    "PROF010": ((_rank, {"link_min_bandwidth_gbps": {link: 1e6 for link in ALL_LINKS}}), (_rank, {})),
+    "PROF011": ((_rank, {}), (_rank, {"memory_unused_warn_share": 1})),
+}
+# IDs that inform and never judge (they always PASS when they apply), and why.
+INFORMATION_ONLY = {"PROF007": "lists the operators taking the most time; the other PROF checks judge"}
+
+
+def _prof_statuses(tmp_path: Path, case, check_id: str) -> List[Status]:
+    from npudoctor.model.profile import deep_merge
+    from npudoctor.prof.engine import analyze
+
+    build, settings = case
+    root = tmp_path / f"case{len(list(tmp_path.iterdir()))}"
+    build(root)
+    profile = NodeProfile("case", deep_merge(api.load_profile().data, {"prof": settings}))
+    return [f.status for f in analyze([str(root)], profile).findings if f.id == check_id]
+
+
+@pytest.mark.parametrize("check_id", [spec.id for spec in SPECS if spec.room == "prof"])
+def test_prof_check_fires_on_its_case_and_not_on_its_quiet_one(tmp_path, check_id):
+    if check_id in INFORMATION_ONLY:
+        assert check_id not in PROF_CASES
+        assert set(_prof_statuses(tmp_path, (PIPE, {}), check_id)) == {Status.PASS}
+        return
+    firing, quiet = PROF_CASES[check_id]
+    fired = _prof_statuses(tmp_path, firing, check_id)
+    calm = _prof_statuses(tmp_path, quiet, check_id)
+    assert {Status.WARN, Status.FAIL} & set(fired), fired
+    assert calm and set(calm) == {Status.PASS}, calm
