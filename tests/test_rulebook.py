@@ -320,3 +320,250 @@ def test_prof_check_fires_on_its_case_and_not_on_its_quiet_one(tmp_path, check_i
     calm = _prof_statuses(tmp_path, quiet, check_id)
     assert {Status.WARN, Status.FAIL} & set(fired), fired
     assert calm and set(calm) == {Status.PASS}, calm
+
+
+# -- node checks -------------------------------------------------------------------------------------------
+def _healthy(node) -> dict:
+    from tests.nodes import healthy_910b_node
+
+    healthy_910b_node(node)
+    return {}
+
+
+def _then(*steps):
+    """A case: the healthy 8x910B3 node, then each step (a function of the node giving run arguments)."""
+    def build(node) -> dict:
+        arguments = _healthy(node)
+        for step in steps:
+            given = step(node)
+            arguments.update(given if isinstance(given, dict) else {})
+        return arguments
+    return build
+
+
+def _sample(name: str) -> str:
+    from tests.samples import sample_text
+
+    return sample_text(name)
+
+
+def _unlink(*paths: str):
+    return lambda node: [node.path(path).unlink() for path in paths] and {}
+
+
+def _env(**variables: str):
+    return lambda node: node.setenv(**variables)
+
+
+def _unset(*names: str):
+    return lambda node: [node.env.pop(name, None) for name in names] and {}
+
+
+def _python(version: str = "3.10.14", **packages: str):
+    from tests.nodes import target_python
+
+    return lambda node: target_python(node, version, **packages)
+
+
+def _profile(**sections):
+    return lambda node: {"profile": sections}
+
+
+def _hccn(answers=None):
+    """The blog's 910B node as far as its real hccn.conf shows it (NPUs 0 and 7), hccn_tool answering."""
+    def build(node) -> dict:
+        from tests.test_hccl_checks import HOST, npu_node
+
+        node.pci_device("0000:c1:00.0")
+        npu_node(node, answers)
+        node.interfaces = {name: list(addresses) for name, addresses in HOST.items()}
+        return {}
+    return build
+
+
+def _whitelist(*extra_addresses: str):
+    def step(node):
+        from tests.test_hccl_checks import HOST
+
+        node.file("/etc/hccl/whitelist.json", _sample("hccl_whitelist_2hosts.json.txt"))
+        node.setenv(HCCL_WHITELIST_DISABLE="0", HCCL_WHITELIST_FILE="/etc/hccl/whitelist.json")
+        node.interfaces = {**{name: list(addresses) for name, addresses in HOST.items()},
+                           **({"eth0": list(extra_addresses)} if extra_addresses else {})}
+    return step
+
+
+def _interfaces(node):
+    from tests.test_hccl_checks import HOST
+
+    node.interfaces = {name: list(addresses) for name, addresses in HOST.items()}
+
+
+def _plog(text: str):
+    def step(node):
+        node.file("/root/ascend/log/debug/plog/plog-1_20250101000000000.log", text)
+        return {"options": {"logs_dirs": ("/root/ascend/log",)}}
+    return step
+
+
+def _cpu_box(node) -> dict:
+    node.pci_device("0000:00:01.0", vendor_id="8086", device_id="1234", class_code="0x060000", driver=None)
+    return {}
+
+
+# IDs whose only verdict besides PASS is a SKIP with its fix (what they find blocks the checks after them).
+FIRES_AS_SKIP = {"HCCL006": "no hccn_tool: the RoCE port checks cannot run, and the fix says how to get it"}
+NODE_CASES = {  # ID: (a case that makes it fire, a case where it must not)
+    "PCI001": (_cpu_box, _healthy),
+    "PCI002": (_then(_unlink("/sys/bus/pci/devices/0000:41:00.0/driver")), _healthy),
+    "PCI003": (_then(lambda node: node.file("/sys/bus/pci/devices/0000:41:00.0/current_link_width", "8\n")),
+               _healthy),
+    "PCI004": (_then(_unlink("/dev/hisi_hdc")), _healthy),
+    "SMI001": (_then(lambda node: node.command("npu-smi", stdout=_sample("npu-smi_fail_dcmi-8005_constructed.txt"),
+                                                rc=255)), _healthy),
+    "SMI002": (_then(lambda node: node.command("npu-smi", stdout=_sample(
+        "npu-smi-info_910B3_8card_NPU3-Warning_misaligned_constructed.txt"))), _healthy),
+    "SMI003": (_then(_profile(node={"npu_count": 16})), _healthy),
+    "VER001": (_then(_unlink("/usr/local/Ascend/driver/version.info")), _healthy),
+    "VER003": (_then(_python(torch="2.2.0", torch_npu="2.1.0.post10")), _healthy),
+    "VER005": (_then(_python("3.12.3", torch="2.1.0+cpu", torch_npu="2.1.0.post10")), _healthy),
+    "VER006": (_then(_python(torch="2.8.0+cpu", torch_npu="2.8.0")), _healthy),
+    "LIB001": (_then(_unset("ASCEND_HOME_PATH", "ASCEND_TOOLKIT_HOME", "ASCEND_OPP_PATH", "LD_LIBRARY_PATH")),
+               _healthy),
+    "HCCL001": (_then(_env(HCCL_WHITELIST_DISABLE="2")), _then(_interfaces)),
+    "HCCL002": (_then(_env(HCCL_WHITELIST_DISABLE="0")), _then(_whitelist("192.0.2.11"))),
+    "HCCL003": (_then(_interfaces, _env(HCCL_IF_IP="198.51.100.7")),
+                _then(_interfaces, _env(HCCL_IF_IP="127.10.0.2"))),
+    "HCCL004": (_then(_interfaces, _env(HCCL_SOCKET_IFNAME="nosuch0")),
+                _then(_interfaces, _env(HCCL_SOCKET_IFNAME="enp"))),
+    "HCCL005": (_then(_interfaces, _env(HCCL_CONNECT_TIMEOUT="5")), _then(_interfaces)),
+    "HCCL006": (_then(_interfaces), _hccn()),
+    "HCCL010": (_hccn({"-i 7 -link -g": _sample("hccn_tool_link-g_DOWN.txt")}), _hccn()),
+    "HCCL011": (_hccn({"-i 0 -net_health -g": _sample("hccn_tool_net_health-g_SocketFailed_mindcluster-fixture.txt")}),
+                _hccn()),
+    "HCCL012": (_hccn({"-i 7 -ip -g": _sample("hccn_tool_ip-g_empty.txt")}), _hccn()),
+    "HCCL013": (_hccn({"-i 0 -ip -g": _sample("hccn_tool_ip-g_dev3_910B_arthurchiao-blog.txt")}), _hccn()),
+    "LOG001": (_then(_plog(_sample("plog_runtime_ffts_vector_core_exception_3lines.log"))),
+               _then(_plog(_sample("plog_run_info_ge_tdt_2024.log")))),
+    "SITE001": (_then(_profile(inventory={"driver": "24.1.0", "chips": {"count": 8}})),
+                _then(_profile(inventory={"driver": "23.0.7", "chips": {"count": 8}}))),
+}
+# Cases that need what only their stage's tests build (compiled ELF libraries, CANN installs in several
+# layouts): the test where the ID fires and the one where it must not, by name; the walk below checks that
+# both exist and name the ID.
+ELSEWHERE = {
+    "SMI004": ("test_npu_smi_checks.py::test_processes_holding_npus_warn_with_pid_name_memory",
+               "test_npu_smi_checks.py::test_healthy_8x910b_passes_the_whole_stage"),
+    "VER002": ("test_versions_checks.py::test_driver_without_cann_fails_with_recommended_cann",
+               "test_versions_checks.py::test_healthy_node_cann_800_from_version_cfg"),
+    "VER004": ("test_versions_checks.py::test_newer_cann_severity_comes_from_the_profile",
+               "test_versions_checks.py::test_healthy_node_cann_800_from_version_cfg"),
+    "VER007": ("test_profiles.py::test_driver_cann_mismatch_severity",
+               "test_versions_checks.py::test_nnae_only_cann_too_old_for_torch_npu"),
+    "LIB002": ("test_libs_checks.py::test_set_env_not_sourced_is_diagnosed_and_fix_checked",
+               "test_libs_checks.py::test_all_resolves_when_set_env_sourced"),
+    "LIB003": ("test_libs_checks.py::test_torch_and_torch_npu_builds_do_not_match",
+               "test_libs_checks.py::test_all_resolves_when_set_env_sourced"),
+    "LIB004": ("test_libs_checks.py::test_older_cann_earlier_on_ld_library_path",
+               "test_libs_checks.py::test_all_resolves_when_set_env_sourced"),
+    "LIB005": ("test_libs_checks.py::test_level2_maps_real_error_texts",
+               "test_libs_checks.py::test_level2_passes_when_the_op_runs"),
+}
+PASSING_RUN = {  # what the training child reports when the step ran well (npudoctor.trainresult/1)
+    "device": "cpu", "train": {"losses": [3.1, 1.2], "loss_fell": True, "steps": 30, "overflows": [],
+                               "verdict": {"leak": False, "summary": "no leak"}, "data_wait_fraction": 0.05},
+    "ops": [{"op": "matmul", "ok": True, "error": 1e-6, "tolerance": 1e-3}],
+    "compare_cpu": {"ok": True, "reference": "cpu", "loss_rel_diff": 1e-6, "grad_norm_rel_diff": 1e-6,
+                    "loss_tolerance": 1e-3, "grad_tolerance": 1e-3, "worst_param": "w"},
+}
+
+
+def _run_with(**changes):
+    import copy
+
+    document = copy.deepcopy(PASSING_RUN)
+    for dotted, value in changes.items():
+        node = document
+        *parents, last = dotted.split("__")
+        for part in parents:
+            node = node[part]
+        node[last] = value
+    return document
+
+
+TRAINING_CASES = {  # ID: (the child's result that makes it fire, one where it must not)
+    "TRN001": ({"error": "RuntimeError: EZ9999", "stage": "train", "device": "npu:0"}, PASSING_RUN),
+    "TRN002": (_run_with(train__loss_fell=False), PASSING_RUN),
+    "TRN003": (_run_with(train__verdict={"leak": True, "kind": "device", "summary": "device memory leak"}),
+               PASSING_RUN),
+    "TRN004": (_run_with(ops=[{"op": "matmul", "ok": False, "error": 0.5, "tolerance": 1e-3}]), PASSING_RUN),
+    "TRN005": (_run_with(train__data_wait_fraction=0.9), PASSING_RUN),
+}
+
+
+def _node_statuses(node, case, spec) -> List[Status]:
+    arguments = case(node)
+    profile = api.load_profile()
+    if arguments.get("profile"):
+        from npudoctor.model.profile import deep_merge
+
+        profile = NodeProfile("case", deep_merge(profile.data, arguments["profile"]))
+    report = api.run_checks(node.runner(), profile, only=(spec.id,), level=max(spec.level, 1),
+                            options=arguments.get("options"))
+    return [f.status for f in report.findings if f.id == spec.id]
+
+
+def _training_statuses(spec, document) -> List[Status]:
+    from npudoctor.probes.workload import TrainTrial
+
+    class Given:
+        profile = api.load_profile()
+
+        def facts(self, name):
+            return TrainTrial("/usr/bin/python3", True, 0, "train", document, "", None, 300.0)
+
+    return [outcome.status for outcome in spec.func(Given())]
+
+
+def _named_test(reference: str, check_id: str) -> bool:
+    import ast
+
+    file_name, test_name = reference.split("::")
+    source = (Path(__file__).resolve().parent / file_name).read_text(encoding="utf-8")
+    for item in ast.walk(ast.parse(source)):
+        if isinstance(item, ast.FunctionDef) and item.name == test_name:
+            return check_id in (ast.get_source_segment(source, item) or "")
+    return False
+
+
+def test_every_id_has_its_cases():
+    ids = {spec.id for spec in SPECS}
+    covered = {*NODE_CASES, *ELSEWHERE, *TRAINING_CASES, *PROF_CASES, *INFORMATION_ONLY, *COLLECTIVE_CASES,
+               *LOG_RULES}
+    assert ids - covered == set() and covered - ids == set()
+
+
+@pytest.mark.parametrize("check_id", sorted(ELSEWHERE))
+def test_cases_kept_in_their_stage_tests_exist_and_name_the_id(check_id):
+    assert all(_named_test(reference, check_id) for reference in ELSEWHERE[check_id]), ELSEWHERE[check_id]
+
+
+@pytest.mark.parametrize("check_id", sorted(NODE_CASES))
+def test_node_check_fires_on_its_case_and_not_on_its_quiet_one(tmp_path, check_id):
+    from npudoctor.checks.registry import REGISTRY
+    from tests.fakenode import FakeNode
+
+    firing, quiet = NODE_CASES[check_id]
+    fired = _node_statuses(FakeNode(tmp_path / "firing"), firing, REGISTRY[check_id])
+    calm = _node_statuses(FakeNode(tmp_path / "quiet"), quiet, REGISTRY[check_id])
+    firing_statuses = {Status.WARN, Status.FAIL, *([Status.SKIP] if check_id in FIRES_AS_SKIP else [])}
+    assert firing_statuses & set(fired), fired
+    assert calm and set(calm) == {Status.PASS}, calm
+
+
+@pytest.mark.parametrize("check_id", sorted(TRAINING_CASES))
+def test_training_check_fires_on_its_case_and_not_on_its_quiet_one(check_id):
+    from npudoctor.checks.registry import REGISTRY
+
+    firing, quiet = TRAINING_CASES[check_id]
+    assert {Status.WARN, Status.FAIL} & set(_training_statuses(REGISTRY[check_id], firing))
+    assert set(_training_statuses(REGISTRY[check_id], quiet)) == {Status.PASS}
