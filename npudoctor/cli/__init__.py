@@ -197,7 +197,7 @@ def _emit(report: Any, fmt: str, listener: Any, fail_on: str = "fail") -> None:
     if fmt == "json":
         json_report.emit(report.to_dict())
     else:
-        junit.emit(junit.render(report))
+        junit.emit(junit.render(report, fail_on))
 
 
 RULES_OPTION = click.option("--rules", "rules_files", multiple=True, metavar="FILE",

@@ -403,7 +403,9 @@ def render_text(document: Mapping[str, Any], found: Sequence[Finding], width: in
 
 
 def to_json(document: Mapping[str, Any], found: Sequence[Finding]) -> str:
-    return json.dumps({**document, "schema": SCHEMA, "findings": [f.to_dict() for f in found]}, indent=2) + "\n"
+    from npudoctor.report import json_report
+
+    return json_report.document_text({**document, "schema": SCHEMA, "findings": [f.to_dict() for f in found]})
 
 
 # -- launching torchrun on this node --------------------------------------------------------------------------

@@ -336,7 +336,9 @@ def to_dict(view: FleetView) -> Dict[str, Any]:
 
 
 def render_json(view: FleetView) -> str:
-    return json.dumps(to_dict(view), indent=1, ensure_ascii=False, default=str) + "\n"
+    from npudoctor.report import json_report
+
+    return json_report.document_text(to_dict(view))
 
 
 def render_csv(view: FleetView) -> str:
