@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Callable, Iterable, Iterator, List, Mapping, Optional, Sequence
 
-from npudoctor.checks.registry import Outcome, by_severity, check, error, fail, passed, skip, warn
+from npudoctor.checks.registry import Outcome, by_severity, check, error, fail, passed, setting, skip, warn
 from npudoctor.parsers.hccl_env import (
     default_interface_order,
     interfaces_with_address,
@@ -339,8 +339,8 @@ def connect_timeout(ctx) -> Iterator[Outcome]:
 
     Fix: ``export HCCL_CONNECT_TIMEOUT=600`` (any integer in the range).
     """
-    low = int(ctx.profile.get("hccl.connect_timeout_s.min", 120))
-    high = int(ctx.profile.get("hccl.connect_timeout_s.max", 7200))
+    low = int(setting(ctx, "hccl.connect_timeout_s.min"))
+    high = int(setting(ctx, "hccl.connect_timeout_s.max"))
     value = ctx.facts("hccl.env").get(CONNECT_TIMEOUT)
     subject = _env(CONNECT_TIMEOUT)
     range_text = f"[{low}, {high}]"
@@ -571,7 +571,7 @@ def device_ip_set(ctx) -> Iterator[Outcome]:
     them); npudoctor prints the command, it never runs it.
     """
     conf = ctx.facts("hccl.hccn_conf")
-    report = by_severity(ctx, "hccl.device_ip_missing", "fail")
+    report = by_severity(ctx, "hccl.device_ip_missing")
 
     def judge(device: HccnDevice, subject: str) -> Optional[Outcome]:
         assert device.device_ip is not None

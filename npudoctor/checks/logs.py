@@ -6,7 +6,7 @@ import posixpath
 import re
 from typing import TYPE_CHECKING, Dict, Iterable, List, Tuple
 
-from npudoctor.checks.registry import CheckContext, Outcome, error, passed, skip
+from npudoctor.checks.registry import CheckContext, Outcome, error, passed, setting, skip
 from npudoctor.checks.registry import check as register
 from npudoctor.model.finding import Status
 
@@ -114,8 +114,8 @@ def newest_plogs(ctx: CheckContext) -> Iterable[Outcome]:
     if not roots:
         yield skip("no log directory given (npudoctor check --logs DIR)")
         return
-    newest = int(ctx.profile.get("logs.newest_files", 5))
-    max_bytes = int(ctx.profile.get("logs.max_bytes_per_file", 16 * 1024 * 1024))
+    newest = int(setting(ctx, "logs.newest_files"))
+    max_bytes = int(setting(ctx, "logs.max_bytes_per_file"))
     from npudoctor.logs import scan_paths  # only with --logs: the scanner's patterns cost start-up time
 
     problems: List[str] = []

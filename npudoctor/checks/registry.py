@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, FrozenSet, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
 
 from npudoctor.errors import InputError
+from npudoctor.knowledge import shipped_defaults
 from npudoctor.model import rulebook
 from npudoctor.model.finding import Finding, Status
 from npudoctor.model.profile import NodeProfile
@@ -72,12 +73,22 @@ def error(detail: str, subject: str = "", evidence: Optional[Mapping[str, Any]] 
     return Outcome(Status.ERROR, subject, detail, evidence or {})
 
 
-def by_severity(ctx: CheckContext, key: str, default: str) -> Callable[..., Outcome]:
-    """:func:`warn` or :func:`fail`, as the profile's severity ``key`` says (``default`` when a profile made
-    in code lacks it). One rule for every check: the profile schema admits only ``warn`` and ``fail`` (any
-    case, normalised at load), so anything else here is a profile built around the loader, and an error
-    rather than a silent guess."""
-    level = ctx.profile.get(key, default)
+_MISSING = object()
+
+
+def setting(ctx: CheckContext, key: str) -> Any:
+    """The value in force of the profile key ``key`` (declared in the check's ``settings``): the profile's,
+    or, for a profile built in code without it, the shipped default profile's. No check writes a default of
+    its own: each has one home, ``profiles/default.yaml``."""
+    value = ctx.profile.get(key, _MISSING)
+    return shipped_defaults().get(key) if value is _MISSING else value
+
+
+def by_severity(ctx: CheckContext, key: str) -> Callable[..., Outcome]:
+    """:func:`warn` or :func:`fail`, as the profile's severity ``key`` says. One rule for every check: the
+    profile schema admits only ``warn`` and ``fail`` (any case, normalised at load), so anything else here is
+    a profile built around the loader, and an error rather than a silent guess."""
+    level = setting(ctx, key)
     chosen = {"warn": warn, "fail": fail}.get(str(level).strip().lower())
     if chosen is None:
         raise ValueError(f"profile {ctx.profile.name}: {key}: {level!r} is not a severity (warn or fail)")

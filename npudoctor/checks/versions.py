@@ -581,7 +581,7 @@ def torch_npu_and_cann(ctx: CheckContext) -> Iterable[Outcome]:
             fix,
         )
     else:
-        yield by_severity(ctx, "versions.cann_newer_than_matrix", "warn")(
+        yield by_severity(ctx, "versions.cann_newer_than_matrix")(
             "python:torch_npu",
             f"torch_npu {torch_npu.text} was built for CANN {release.cann.text}; the CANN in use is "
             f"{cann.label} (newer, untested combination)",
@@ -759,7 +759,7 @@ def cann_and_driver(ctx: CheckContext) -> Iterable[Outcome]:
             evidence,
         )
         return
-    yield by_severity(ctx, "versions.driver_cann_mismatch", "warn")(
+    yield by_severity(ctx, "versions.driver_cann_mismatch")(
         "cann",
         f"{cann.label} ({cann_inner.train_code}) does not list driver {driver.driver_version} "
         f"({driver_inner.train_code}), nor does the driver list it",

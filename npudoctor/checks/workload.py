@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, Iterable, List, Optional
 
-from npudoctor.checks.registry import CheckContext, Outcome, check, error, fail, passed, skip, warn
+from npudoctor.checks.registry import CheckContext, Outcome, check, error, fail, passed, setting, skip, warn
 
 TRAIN_EXTRA = "pip install 'npudoctor[train]'"
 
@@ -254,7 +254,7 @@ def input_keeps_up(ctx: CheckContext) -> Iterable[Outcome]:
     Fix: more DataLoader workers (``num_workers``), ``pin_memory=True``, faster storage, or check the
     container's CPU limit.
     """
-    limit = float(ctx.profile.get("train.data_wait_max_fraction", 0.25))
+    limit = float(setting(ctx, "train.data_wait_max_fraction"))
     yield from _judge_trained(ctx, lambda document: data_wait_outcome(document, limit))
 
 
