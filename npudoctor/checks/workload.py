@@ -28,10 +28,6 @@ def _judge_trained(ctx: CheckContext, outcomes: Callable[[Dict[str, Any]], Itera
     yield from outcomes(document)
 
 
-def _mib(value: Any) -> str:
-    return f"{float(value) / (1 << 20):.2f} MiB" if isinstance(value, (int, float)) else "?"
-
-
 @check("TRN001", stage="workload", title="a CLIP training step runs on the device", level=3,
        settings=("train.timeout_s", "train.steps", "train.batch"))
 def device_trains(ctx: CheckContext) -> Iterable[Outcome]:

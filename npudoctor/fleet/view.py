@@ -34,7 +34,6 @@ BUNDLE_SUFFIXES = (".tar.gz", ".tgz", ".tar")
 NOT_DRIFT = frozenset({"hostname", "chips.source"})
 # Per-chip rows (health, temperature): state for chip tables, not an inventory value to compare or keep.
 NOT_KEPT = frozenset({"chips.devices"})
-FAILING = ("fail", "error")
 NOTABLE = frozenset({"fail", "error", "warn"})
 
 
