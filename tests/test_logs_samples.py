@@ -166,7 +166,7 @@ EXPECTED: Dict[str, Expected] = {
             ('hccl_link', 'error CQE'),  # the heartbeat's "cqe err status[12]" (its only HCCL ERROR record)
             ('hccl_timeout', 'socket setup'),
         ]),
-    "plog_roce_hccl_error_cqe_EI0013_hccl-doc.log":
+    "hccl_EI0013_error-cqe_roce_plog_hccl-doc.txt":
         ("plog", [('error_code', 'EI0013'), ('error_record', 'ROCE'), ('hccl_link', 'error CQE')]),
     "plog_run_debug_level_runtime_2024.log":
         ("plog", [
