@@ -112,11 +112,8 @@ def check(
     if stage not in STAGES:
         raise ValueError(f"unknown stage {stage!r}")
 
-    def register(func: CheckFunc) -> CheckFunc:
-        rulebook.register(Spec(id, stage, title, func, level, tuple(requires), needs_npu, settings=tuple(settings)))
-        return func
-
-    return register
+    return rulebook.check(id, stage, title, "node", level=level, requires=requires, needs_npu=needs_npu,
+                          settings=settings)
 
 
 class CheckContext:

@@ -30,7 +30,6 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 from npudoctor.errors import InputError
 from npudoctor.model import rulebook
 from npudoctor.model.finding import Finding, Status
-from npudoctor.model.rulebook import Spec
 
 SCHEMA = "npudoctor.collective/1"
 OPS = ("all_reduce", "all_gather", "broadcast")
@@ -264,10 +263,7 @@ CollectiveCheck = Callable[[Mapping[str, Any], Any], List[Finding]]
 def _collective_check(check_id: str, title: str, settings: Sequence[str] = ()) -> Callable[[CollectiveCheck],
                                                                                          CollectiveCheck]:
     """Register a check over a finished run's document in the rulebook (room "collective")."""
-    def register(func: CollectiveCheck) -> CollectiveCheck:
-        rulebook.register(Spec(check_id, "collective", title, func, room="collective", settings=tuple(settings)))
-        return func
-    return register
+    return rulebook.check(check_id, "collective", title, "collective", settings=settings)
 
 
 def findings(document: Mapping[str, Any], profile: Any) -> List[Finding]:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import inspect
 import re
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, TypeVar
 
 from npudoctor.model.profile import PROFILE_SCHEMA
 
@@ -87,6 +87,18 @@ def register(spec: Spec) -> Spec:
     guard(spec)
     REGISTRY[spec.id] = spec
     return spec
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def check(check_id: str, stage: str, title: str, room: str, level: int = 1, requires: Sequence[str] = (),
+          needs_npu: bool = False, settings: Sequence[str] = ()) -> Callable[[F], F]:
+    """The decorator every room registers its checks with: the function's docstring is the documentation."""
+    def register_func(func: F) -> F:
+        register(Spec(check_id, stage, title, func, level, tuple(requires), needs_npu, room, tuple(settings)))
+        return func
+    return register_func
 
 
 def find(check_id: str, extra: Iterable[Spec] = ()) -> Optional[Spec]:

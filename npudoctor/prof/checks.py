@@ -12,7 +12,6 @@ from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Seque
 
 from npudoctor.model import rulebook
 from npudoctor.model.finding import Finding, Status
-from npudoctor.model.rulebook import Spec
 from npudoctor.prof import figures
 from npudoctor.prof.model import Rank, status_for
 
@@ -58,10 +57,7 @@ ProfCheckFunc = Callable[[ProfContext], Iterable[Finding]]
 
 def prof_check(check_id: str, title: str, settings: Sequence[str] = ()) -> Callable[[ProfCheckFunc], ProfCheckFunc]:
     """Register a PROF check in the rulebook (room "prof"); ``settings`` are the profile keys it reads."""
-    def register(func: ProfCheckFunc) -> ProfCheckFunc:
-        rulebook.register(Spec(check_id, STAGE, title, func, room="prof", settings=tuple(settings)))
-        return func
-    return register
+    return rulebook.check(check_id, STAGE, title, "prof", settings=settings)
 
 
 def _finding(check_id: str, status: Status, subject: str = "", detail: str = "",
