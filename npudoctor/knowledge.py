@@ -132,6 +132,14 @@ def shipped_defaults() -> Dict[str, Any]:
     return flatten(load_yaml_file(data_dir("profiles") / "default.yaml") or {})
 
 
+def setting(profile: Any, key: str) -> Any:
+    """The value in force of profile key ``key``: the profile's, or (a profile built in code without it) the
+    shipped default profile's. Code writes no default of its own: each has one home, ``profiles/default.yaml``."""
+    missing = object()
+    value = profile.get(key, missing)
+    return shipped_defaults().get(key) if value is missing else value
+
+
 def profile_names() -> List[str]:
     return sorted(p.stem for p in data_dir("profiles").glob("*.yaml"))
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, FrozenSet, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
 
 from npudoctor.errors import InputError
-from npudoctor.knowledge import shipped_defaults
+from npudoctor.knowledge import setting as knowledge_setting
 from npudoctor.model import rulebook
 from npudoctor.model.finding import Finding, Status
 from npudoctor.model.profile import NodeProfile
@@ -73,15 +73,10 @@ def error(detail: str, subject: str = "", evidence: Optional[Mapping[str, Any]] 
     return Outcome(Status.ERROR, subject, detail, evidence or {})
 
 
-_MISSING = object()
-
-
 def setting(ctx: CheckContext, key: str) -> Any:
-    """The value in force of the profile key ``key`` (declared in the check's ``settings``): the profile's,
-    or, for a profile built in code without it, the shipped default profile's. No check writes a default of
-    its own: each has one home, ``profiles/default.yaml``."""
-    value = ctx.profile.get(key, _MISSING)
-    return shipped_defaults().get(key) if value is _MISSING else value
+    """The value in force of the profile key ``key`` (declared in the check's ``settings``; see
+    :func:`npudoctor.knowledge.setting`)."""
+    return knowledge_setting(ctx.profile, key)
 
 
 def by_severity(ctx: CheckContext, key: str) -> Callable[..., Outcome]:

@@ -28,6 +28,7 @@ import time
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from npudoctor.errors import InputError
+from npudoctor.knowledge import setting
 from npudoctor.model import rulebook
 from npudoctor.model.finding import Finding, Status
 
@@ -312,7 +313,7 @@ def bandwidth(document: Mapping[str, Any], profile: Any) -> List[Finding]:
     """
     rows: List[Mapping[str, Any]] = document.get("results") or []
     expected: Mapping[str, Any] = profile.get("fleet.collective.busbw_gbps", None) or {}
-    fraction = float(profile.get("fleet.collective.min_busbw_fraction", 0.8))
+    fraction = float(setting(profile, "fleet.collective.min_busbw_fraction"))
     backend = document.get("backend")
     result = []
     for op in dict.fromkeys(r["op"] for r in rows):
@@ -358,7 +359,7 @@ def _slowest(rows: Sequence[Mapping[str, Any]], world: int, hosts: Sequence[Any]
     totals = [sum(r["rank_times_us"][rank] for r in rows) for rank in range(world)]
     slowest = max(range(world), key=lambda rank: totals[rank])
     median = statistics.median(totals)
-    factor = float(profile.get("fleet.collective.slow_rank_factor", 1.5))
+    factor = float(setting(profile, "fleet.collective.slow_rank_factor"))
     ratio = totals[slowest] / median if median > 0 else 1.0
     host = f" on {hosts[slowest]}" if slowest < len(hosts) and hosts[slowest] else ""
     evidence = {"slowest_rank": slowest, "host": hosts[slowest] if slowest < len(hosts) else None,
