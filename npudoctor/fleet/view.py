@@ -14,7 +14,6 @@ the one read last (inputs in the order given, folders in name order).
 from __future__ import annotations
 
 import io
-import json
 import os
 import stat
 import tarfile
@@ -33,7 +32,6 @@ BUNDLE_SUFFIXES = (".tar.gz", ".tgz", ".tar")
 NOT_DRIFT = frozenset({"hostname", "chips.source"})
 # Per-chip rows (health, temperature): state for chip tables, not an inventory value to compare or keep.
 NOT_KEPT = frozenset({"chips.devices"})
-FAILING = ("fail", "error")
 NOTABLE = frozenset({"fail", "error", "warn"})
 # Distinct inventory fields the view compares (a real fleet has ~30; each report may bring 1,000 at most).
 MAX_FLEET_FIELDS = 4_096
@@ -343,7 +341,9 @@ def to_dict(view: FleetView) -> Dict[str, Any]:
 
 
 def render_json(view: FleetView) -> str:
-    return json.dumps(to_dict(view), indent=1, ensure_ascii=False, default=str) + "\n"
+    from npudoctor.report import json_report
+
+    return json_report.document_text(to_dict(view))
 
 
 def render_csv(view: FleetView) -> str:
