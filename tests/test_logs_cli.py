@@ -118,7 +118,8 @@ def test_unreadable_file_is_reported_and_the_others_still_scanned(tmp_path) -> N
     statuses = {os.path.basename(f["path"]): f["status"] for f in doc["files"]}
     assert statuses == {"a.log": "ok", "missing.log": "unreadable", "b.log.gz": "partial"}
     assert doc["summary"]["unreadable"] == 1
-    assert doc["summary"]["codes"] == {}  # the vector core exception lines carry no code
+    # the vector core exception lines carry no ACL code, only the task scheduler's retCode=0x31
+    assert doc["summary"]["codes"] == {"0x31": 1}
     assert "missing.log: no such file or directory" in result.stderr
     assert "b.log.gz" in result.stderr
 
@@ -246,8 +247,10 @@ def test_pipes_and_devices_are_read_as_given() -> None:
 def test_explain_codes() -> None:
     result = cli_runner().invoke(main, ["logs", "explain", "EI0006", "507777"])
     assert result.exit_code == 0
-    assert "EI0006: Get_Socket_Timeout" in result.stdout and "HCCL_CONNECT_TIMEOUT" in result.stdout
-    assert "507777: AscendCL internal error  (known only by its family)" in result.stdout
+    assert "EI0006: Communication_Error_Get_Socket" in result.stdout and "HCCL_CONNECT_TIMEOUT" in result.stdout
+    assert "507777: AscendCL internal error" in result.stdout and "explained by its family" in result.stdout
+    # the same explanation, in the same layout, as `npudoctor explain`
+    assert result.stdout == cli_runner().invoke(main, ["explain", "EI0006", "507777"]).stdout
     bad = cli_runner().invoke(main, ["logs", "explain", "hello"])
     assert bad.exit_code == 2 and "not a known error code: hello" in bad.stderr
 

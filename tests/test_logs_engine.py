@@ -175,7 +175,7 @@ def test_parse_rules_accepts_a_single_hint_string() -> None:
 
 @pytest.mark.parametrize("code, title, exact", [
     ("EZ9999", "AclNN_Inner_Error", True),
-    ("ei0006", "Get_Socket_Timeout", True),
+    ("ei0006", "Communication_Error_Get_Socket", True),  # the registry's own title
     ("ERR00100", "PTA call acl api failed", True),
     ("500001", "ACL_ERROR_FAILURE", True),
     ("507048", "ACL_ERROR_RT_FFTS_PLUS_TIMEOUT", True),

@@ -103,6 +103,7 @@ EXPECTED: Dict[str, Expected] = {
             ('error_code', '507011'),
             ('error_record', 'GE'),
             ('error_record', 'RUNTIME'),
+            ('error_code', '0x91'),  # retCode=0x91: TS_MODEL_STREAM_EXE_FAILED
         ]),
     "plog_2021_acl_runtime_head.log": ("plog", []),
     "plog_2021_model_execute_aicore_error.log":
@@ -112,6 +113,7 @@ EXPECTED: Dict[str, Expected] = {
             ('error_code', '507011'),
             ('error_record', 'GE'),
             ('error_record', 'RUNTIME'),
+            ('error_code', '0x91'),
         ]),
     "plog_debug_aicore_error_2025.log":
         ("plog", [
@@ -123,18 +125,20 @@ EXPECTED: Dict[str, Expected] = {
             ('error_record', 'APP'),
             ('error_record', 'IDEDD'),
             ('error_record', 'RUNTIME'),
+            ('error_code', '0x31'),  # retCode=0x31: TS_ERROR_VECTOR_CORE_EXCEPTION
         ]),
     "plog_debug_cann64_910A_aicore_exception.log":
         ("plog", [
             ('aicore_exception', '2_0_11_GatherV2'),
             ('aicore_exception', 'AI Core error'),
             ('error_code', '1343225857'),
-            ('error_code', '4294967295'),
             ('error_code', '507015'),
             ('error_code', 'EE8888'),
             ('error_code', 'EZ9999'),
             ('error_record', 'FMK'),
             ('error_record', 'RUNTIME'),
+            ('error_code', '0x26'),  # retCode=0x26: TS_ERROR_AICORE_EXCEPTION
+            ('error_record', 'GE'),  # its line held only -1 (4294967295), no code
         ]),
     "plog_debug_cann64_910A_engine_init.log": ("plog", [('missing_library', 'liboptiling.so')]),
     "plog_debug_cann64_910A_head.log": ("plog", []),
@@ -171,6 +175,7 @@ EXPECTED: Dict[str, Expected] = {
             ('error_code', 'EE8888'),
             ('error_code', 'EE9999'),
             ('error_record', 'RUNTIME'),
+            ('error_code', '0x91'),
         ]),
     "plog_run_event_cann64_910A.log": ("plog", []),
     "plog_run_info_ge_tdt_2024.log": ("plog", []),
@@ -179,13 +184,14 @@ EXPECTED: Dict[str, Expected] = {
             ('aicore_exception', '0/1_-1_0_GatherV21_tvmbin'),
             ('aicore_exception', 'vector core exception'),
             ('error_code', '1343225857'),
-            ('error_code', '4294967295'),
             ('error_code', '507035'),
             ('error_code', 'EE8888'),
             ('error_code', 'EZ9999'),
             ('error_record', 'APP'),
             ('error_record', 'IDEDD'),
             ('error_record', 'RUNTIME'),
+            ('error_code', '0x31'),
+            ('error_record', 'GE'),
         ]),
     "plog_runtime_EE1023_expand_capacity.log":
         ("plog", [
@@ -198,6 +204,7 @@ EXPECTED: Dict[str, Expected] = {
             ('aicore_exception', 'Add_ee98c6628030785f610b924ab1557b31_high_performa'),
             ('aicore_exception', 'vector core exception'),
             ('error_record', 'RUNTIME'),
+            ('error_code', '0x31'),
         ]),
     "plog_stars_aivec_error_errcode_triplet_2025.log":
         ("plog", [
@@ -208,6 +215,7 @@ EXPECTED: Dict[str, Expected] = {
             ('error_code', 'EZ9999'),
             ('error_record', 'IDEDD'),
             ('error_record', 'RUNTIME'),
+            ('error_code', '0x31'),
         ]),
     "plog_tefusion_atc_error_line_2021.log": ("plog", [('error_record', 'TEFUSION')]),
     "slog_2020_host0_hdc_ge_aicpu_fe_init.log": ("plog", [('missing_library', 'liboptiling.so')]),

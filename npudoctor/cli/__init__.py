@@ -232,10 +232,11 @@ def list_checks(fmt: str) -> None:
         click.echo(f"{spec.id:<8} {spec.stage:<10} {spec.title}{level}")
 
 
-@main.command()
+@main.command(context_settings={"ignore_unknown_options": True})  # `explain -8005`: a code, not an option
 @click.argument("topics", nargs=-1, required=True, metavar="ID|CODE...")
 def explain(topics: Tuple[str, ...]) -> None:
-    """Explain checks (PCI001) and CANN error codes (EZ9999, 507011, 0x05000004): why and how to fix.
+    """Explain checks (PCI001) and error codes of CANN, HCCL, DCMI, torch_npu (EZ9999, 507011, -8005, ERR00100,
+    0x05000004): why and how to fix.
 
     Exit codes: 0 every topic explained; 2 a topic is neither a check ID nor an error code.
     """

@@ -133,23 +133,18 @@ def _emit(result: ScanResult, fmt: str, verbose: bool, criteria: Sequence[str], 
         logs_console.render(result, console.make_console(), verbose=verbose, fail_on=criteria, exit_code=code)
 
 
-@logs.command("explain")
+@logs.command("explain", context_settings={"ignore_unknown_options": True})
 @click.argument("codes", nargs=-1, required=True, metavar="CODE...")
 def explain(codes: Tuple[str, ...]) -> None:
-    """Explain CANN / torch_npu error codes (EZ9999, EI0006, ERR00100, 507011, 0x05000004)."""
-    from npudoctor.logs.codes import explain as explain_code
+    """Explain CANN / torch_npu error codes (EZ9999, EI0006, ERR00100, 507011, -8005, 0x05000004).
 
-    unknown = []
-    for code in codes:
-        info = explain_code(code)
-        if info is None:
-            unknown.append(code)
-            continue
-        family = "" if info.exact else "  (known only by its family)"
-        click.echo(f"{info.code}: {info.title}{family}\n  meaning: {info.meaning}")
-        if info.cause:
-            click.echo(f"  cause:   {info.cause}")
-        if info.fix:
-            click.echo(f"  fix:     {info.fix}")
+    Shows what `npudoctor explain CODE` shows."""
+    from npudoctor.logs.codes import explain as explain_code
+    from npudoctor.report import explain as explain_report
+    from npudoctor.report.console import make_console
+
+    found = [(code, explain_code(code)) for code in codes]
+    explain_report.render([info for _code, info in found if info is not None], make_console())
+    unknown = [code for code, info in found if info is None]
     if unknown:
         raise fail_usage(f"not a known error code: {', '.join(unknown)}")

@@ -1,0 +1,133 @@
+"""checks/vendor_codes.yaml holds every code the vendor's own definitions hold, entry by entry (read from the
+excerpts in tests/data/samples/vendor, each with its source header), and `explain` knows every one of them in
+every spelling a log or a user uses."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from npudoctor import knowledge
+from npudoctor.logs import codes
+from tests import vendor_codes
+from tests.clirunner import cli_runner
+
+SHIPPED = knowledge.load("vendor_codes")
+
+
+def test_the_yaml_is_what_the_excerpts_define() -> None:
+    """Every family, every number and name, every registry title and class: nothing added, nothing lost."""
+    expected = vendor_codes.all_families()
+    for family in ("acl", "runtime", "ge", "hccl", "dcmi"):
+        assert {str(k): v for k, v in SHIPPED[family].items()} == expected[family], family
+    assert {k: list(v) for k, v in SHIPPED["ts"].items()} == expected["ts"]
+    torch_npu = expected["torch_npu"]
+    assert SHIPPED["torch_npu"]["submodules"] == torch_npu["submodules"]  # type: ignore[index]
+    assert {k: list(v) for k, v in SHIPPED["torch_npu"]["kinds"].items()} == torch_npu["kinds"]  # type: ignore[index]
+    registry = {code: {"title": title, "in": found_in, **({"class": component} if component else {})}
+                for code, (title, component, found_in) in SHIPPED["registry"].items()}
+    assert registry == expected["registry"]
+
+
+def test_the_yaml_cites_the_sources_of_its_excerpts() -> None:
+    for family, names in vendor_codes.EXCERPTS.items():
+        cited = SHIPPED["sources"][family]
+        assert [(s["repository"], s["commit"], s["path"]) for s in cited] == [
+            tuple(vendor_codes.source(name).values()) for name in names[:len(cited)]], family
+
+
+def test_the_yaml_is_written_by_the_extractor() -> None:
+    """No hand edit: regenerating it from the excerpts gives the same file."""
+    assert (knowledge.data_dir("checks") / "vendor_codes.yaml").read_text(encoding="utf-8") == \
+        vendor_codes.render_yaml()
+
+
+def test_the_families_are_complete() -> None:
+    """The definitions as known: acl_base.h 69 codes, rt_error_codes.h 125, ge_error_codes.h 38, HcclResult 24,
+    DCMI 21, the task scheduler 199, torch_npu 5 sub-modules x 15 kinds, the registries 532 E/W codes."""
+    sizes = {family: len(SHIPPED[family]) for family in ("acl", "runtime", "ge", "hccl", "dcmi", "ts", "registry")}
+    assert sizes == {"acl": 69, "runtime": 125, "ge": 38, "hccl": 24, "dcmi": 21, "ts": 199, "registry": 532}
+    assert len(SHIPPED["torch_npu"]["submodules"]) * len(SHIPPED["torch_npu"]["kinds"]) == 75
+
+
+def _every_code() -> list:
+    out = [str(k) for family in ("acl", "runtime", "ge", "dcmi", "ts", "registry") for k in SHIPPED[family]]
+    out += [f"HCCL {k}" for k in SHIPPED["hccl"]]
+    out += [f"ERR{m}{k}" for m in SHIPPED["torch_npu"]["submodules"] for k in SHIPPED["torch_npu"]["kinds"]]
+    return out
+
+
+def test_explain_knows_every_defined_code_exactly() -> None:
+    unknown = [code for code in _every_code() if not ((info := codes.explain(code)) and info.exact)]
+    assert unknown == []
+    missing_text = [code for code in _every_code() if not (codes.explain(code).meaning and codes.explain(code).fix)]
+    assert missing_text == []  # written for the code, or its family's advice
+
+
+def test_explain_titles_are_the_vendor_names() -> None:
+    assert codes.explain("107010").title == "ACL_ERROR_RT_FILE_WRITE"  # once explained as a parameter error
+    assert codes.explain("145000").title == "ACL_ERROR_GE_PARAM_INVALID"  # once "GE failure"
+    assert codes.explain("507051").title == "ACL_ERROR_RT_SEND_MSG"
+    assert codes.explain("E60001").title == "Invalid_Argument_Input_Tensor_Missing"
+    assert codes.explain("ERR04012").title == "PROF permission error"
+    assert codes.explain("-8020").title == "DCMI_ERR_CODE_RESOURCE_OCCUPIED"
+
+
+@pytest.mark.parametrize("spelling, code", [
+    ("507035", "507035"), ("0x7bc8b", "507019"), ("ACL_ERROR_RT_VECTOR_CORE_EXCEPTION", "507035"),
+    ("ez9999", "EZ9999"), ("ERR00100", "ERR00100"), ("-8005", "-8005"), ("8005", "-8005"),
+    ("4294959291", "-8005"),  # -8005 printed unsigned
+    ("DCMI_ERR_CODE_INNER_ERR", "-8005"), ("error code 7", "HCCL 7"), ("hccl 7", "HCCL 7"),
+    ("HCCL_E_UNAVAIL", "HCCL 7"), ("0x26", "0x26"), ("0x0000000005010001", "0x05010001"),
+    ("4294967295", "-1"),
+])
+def test_any_spelling_is_one_code(spelling: str, code: str) -> None:
+    assert codes.canonical(spelling) == code
+    assert codes.explain(spelling).code == code
+
+
+def test_minus_one_is_not_an_error_code() -> None:
+    """4294967295 is -1 printed unsigned: `explain` says so, and a log never lists it as a code."""
+    info = codes.explain("4294967295")
+    assert info.severity == "info" and "not" in codes.explain("-1").title + "not"
+    assert codes.find_codes("ErrorNo: 4294967295(failed) ge result = 4294967295") == []
+
+
+def test_a_task_scheduler_code_says_which_acl_code_it_is_reported_as() -> None:
+    info = codes.explain("0x31")
+    assert info.title == "TS_ERROR_VECTOR_CORE_EXCEPTION" and "507035" in info.meaning
+    assert info.fix == codes.explain("507035").fix
+
+
+def test_explain_says_where_the_definition_comes_from() -> None:
+    assert codes.explain("507035").source.startswith("Ascend/pytorch@")
+    assert "rt_error_codes.h" in codes.explain("507035").source
+    assert codes.explain("EZ9999").source.startswith("hicann/runtime@")
+    out = cli_runner().invoke(__import__("npudoctor.cli", fromlist=["main"]).main, ["explain", "507035"]).stdout
+    assert "Defined in: Ascend/pytorch@" in out
+
+
+def test_every_spelling_explains_alike_in_both_commands(monkeypatch) -> None:
+    """explain -8005 / 8005 / 4294959291 and logs explain: one text, one layout, wrapped to the terminal."""
+    from npudoctor.cli import main
+
+    monkeypatch.setenv("COLUMNS", "60")
+    outputs = [cli_runner().invoke(main, args) for args in (
+        ["explain", "-8005"], ["explain", "8005"], ["logs", "explain", "-8005"], ["logs", "explain", "4294959291"])]
+    assert all(result.exit_code == 0 for result in outputs), [r.stderr for r in outputs]
+    assert len({result.stdout for result in outputs}) == 1
+    assert max(len(line) for line in outputs[0].stdout.splitlines()) <= 60
+    ez = [cli_runner().invoke(main, args).stdout for args in (["explain", "EZ9999"], ["logs", "explain", "ez9999"])]
+    assert ez[0] == ez[1] and ez[0].startswith("EZ9999: AclNN_Inner_Error")
+
+
+def test_explain_is_fast() -> None:
+    """The lookup with its knowledge loaded from scratch stays far under `explain`'s 0.2 s budget."""
+    codes._vendor.cache_clear()
+    codes._base.cache_clear()
+    codes._names.cache_clear()
+    knowledge.load.cache_clear()
+    start = time.perf_counter()
+    assert codes.explain("507035") is not None
+    assert time.perf_counter() - start < 0.2
