@@ -348,7 +348,8 @@ def test_error_dense_plog_reads_exactly_like_line_by_line(monkeypatch, chunk: in
     assert (fast.levels, fast.modules, fast.codes) == (slow.levels, slow.modules, slow.codes)
     assert fast_summary.to_dict() == slow_summary.to_dict()
     assert fast_summary.examined_lines == sum(b"[ERROR]" in line or b"[WARNING]" in line or b"[fault_manager]"
-                                              in line for line in data.splitlines())
+                                              in line or b"[AIC_INFO] node_name:" in line
+                                              for line in data.splitlines())
     assert len(fast.findings) > 20 and fast.levels["ERROR"] > fast.levels["INFO"]
     assert fast.codes["507011"] == slow.codes["507011"] > 8
 

@@ -37,8 +37,9 @@ NUMERIC_CODE = re.compile(r"(?i:error ?code is:?|(?:err|error|ret)?code ?=|resul
 # ... in looser contexts (an application's check macro `failed: 507034`, `(507035)`, `ret=`, `(error N)`)
 # only numbers a vendor table defines (a size or a pid in brackets is not a code) ...
 LOOSE_CODE = re.compile(r"(?i:failed[:,]? |error |\bret ?[=:]? ?|code ?: ?|\()([125]\d{5})(?!\.?\d)")
-# ... the task scheduler's hex codes of runtime lines (`retCode=0x31, [vector core exception]`) ...
-TS_CODE = re.compile(r"(?i:retCode=)(0x[0-9a-fA-F]{1,4})(?![0-9a-fA-F])")
+# ... the task scheduler's hex codes of runtime lines (`retCode=0x31, [vector core exception]`) and of the
+# device's exception report (`Other info[0]:... error code=0x26`) ...
+TS_CODE = re.compile(r"(?i:retCode=|error code=)(0x[0-9a-fA-F]{1,4})(?![0-9a-fA-F])")
 # ... HCCL's return codes as torch_npu prints them (`HCCL function error: HcclAllReduce(...), error code is 7`)
 HCCL_RESULT = re.compile(r"HCCL function error: [^\n]{0,300}?, error code is (\d{1,2})(?!\d)")
 # ... and HCCL's errNo[0x...] status words.
@@ -111,7 +112,7 @@ def find_codes(text: str) -> List[str]:
     if "(" in text or "ailed" in text or "rror " in text or "ret" in text or "ode" in text:
         defined = _vendor()
         found += [(m.start(1), m.group(1)) for m in LOOSE_CODE.finditer(text) if m.group(1) in defined]
-    if "etCode=" in text or "etcode=" in text:
+    if "etCode=" in text or "etcode=" in text or "rror code=" in text:
         found += [(m.start(1), m.group(1)) for m in TS_CODE.finditer(text)]
     if "HCCL function error" in text:
         found += [(m.start(1), f"HCCL {m.group(1)}") for m in HCCL_RESULT.finditer(text)]

@@ -83,14 +83,19 @@ SLOGD_RECORD = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}\[(?P<level>[A-
 # (Each pattern starts with a literal or a small class so that the regex engine can skip ahead.)
 # How codes look in text (CODE, NUMERIC_CODE, HCCL_ERRNO) is defined once, in npudoctor.logs.codes.
 # Lower-cased literals in front of every NUMERIC_CODE and HCCL_ERRNO match.
-NUMERIC_CODE_GUARDS = ("ode is", "ode=", "esult", "rrorno", "errno[")
+NUMERIC_CODE_GUARDS = ("ode is", "ode=", "esult", "rrorno", "errno[",
+                       # codes.LOOSE_CODE, TS_CODE, HCCL_RESULT: `failed: N`, `(N)`, `ret=N`, `code: N`, ...
+                       "ailed", "rror ", "ret", "code", "hccl function error", "(1", "(2", "(5")
 # The bytes twin of codes.CODE, for the prefilter over raw chunks (which only needs where each match starts).
 CODE_BYTES = re.compile(codebase.CODE.pattern.encode())
 # Literals that put a line of free text (console output) in front of the full grammar, besides the rules'
 # hints and the E/W/ERR code pattern: record levels and the words before numeric codes.
 TEXT_MARKERS: Tuple[bytes, ...] = (
     b"[ERROR]", b"[WARNING]", b"rror code is", b"rror Code", b"RROR CODE", b"rrorCode", b"rrCode", b"rrcode",
-    b"RRCODE", b"RRORCODE", b"esult[", b"esult = ", b"rrorNo: ", b"errNo[")
+    b"RRCODE", b"RRORCODE", b"esult[", b"esult = ", b"rrorNo: ", b"errNo[",
+    # the looser contexts of codes.find_codes (an application's `failed: 507034`, `(507035)`, `ret=`, ...)
+    b"ailed: ", b"ailed, ", b"ode=", b"ode =", b"ode: ", b"ret=", b"ret =", b"ret: ", b"etCode=",
+    b"HCCL function error", b"(1", b"(2", b"(5", b"rror 1", b"rror 2", b"rror 5")
 
 # What changes between repeats of one record: the pid, process name and timestamp of its header.
 RECORD_VARYING = re.compile(r"\(-?\d+,[^)\n]*\): ?\d{4}-\d\d-\d\d-\d\d:\d\d:\d\d(?:\.\d{3}\.\d{3})?")
