@@ -419,7 +419,8 @@ EXPECTED: Dict[str, Expected] = {
     "torch_npu_hccl_watchdog_timeout_vllm-ascend-382.txt": ("text", [('hccl_timeout', 'ALLREDUCE')]),
     "stdout_ge_graph_build_op_failures_constructed.txt":
         ("cann-error", [('error_code', 'EZ9999'), ('error_code', 'E20001'), ('error_code', 'E40021'),
-                        ('op_build_failed', 'MatMulV2'), ('op_compile_failed', 'Conv2D'), ('op_compile_failed', 'Cast')]),
+                        ('op_build_failed', 'MatMulV2'), ('op_compile_failed', 'Conv2D'),
+                        ('op_compile_failed', 'Cast')]),
     "torch_npu_import_libhccl.so_ImportError_constructed.txt": ("text", [('missing_library', 'libhccl.so')]),
 }
 
