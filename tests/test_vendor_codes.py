@@ -131,3 +131,28 @@ def test_explain_is_fast() -> None:
     start = time.perf_counter()
     assert codes.explain("507035") is not None
     assert time.perf_counter() - start < 0.2
+
+
+FAMILY_ROWS = {"AscendCL": "acl", "runtime ACL_ERROR_RT_*": "runtime", "GE ACL_ERROR_GE_*": "ge",
+               "HcclResult": "hccl", "DCMI -80xx": "dcmi", "task scheduler retCode": "ts",
+               "torch_npu ERRsscc": "torch_npu", "CANN error registries E/W": "registry"}
+
+
+def test_the_coverage_table_in_notes_is_current() -> None:
+    """NOTES.md's coverage table: defined, known now and fixes written are recomputed here."""
+    from tests.samples import DATA
+
+    notes = (DATA.parents[1] / "NOTES.md").read_text(encoding="utf-8")
+    rows = {}
+    for line in notes.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 6 and cells[0] in FAMILY_ROWS:
+            rows[FAMILY_ROWS[cells[0]]] = (int(cells[2]), int(cells[4]), int(cells[5]))
+    counted = {}
+    for code, fact in codes.vendor_codes().items():
+        info = codes.explain(code)
+        row = counted.setdefault(fact.family, [0, 0, 0])
+        row[0] += 1
+        row[1] += bool(info and info.exact)
+        row[2] += bool(info and info.written and info.fix)
+    assert rows == {family: tuple(row) for family, row in counted.items()}
