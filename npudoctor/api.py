@@ -105,9 +105,10 @@ def find_check(check_id: str) -> Optional[Any]:
     return next((spec for spec in ordered_specs() if spec.id == wanted), None)
 
 
-def explain_topic(topic: str) -> Optional[Any]:
+def explain_topic(topic: str, installed: Optional[Mapping[str, Mapping[str, Any]]] = None) -> Optional[Any]:
     """What ``npudoctor explain TOPIC`` shows: the check with that ID (a CheckSpec), else the error code's
-    entry (a CodeInfo: ``EZ9999``, ``507011``, ``0x05000004``), else None."""
+    entry (a CodeInfo: ``EZ9999``, ``507011``, ``-8005``, ``0x05000004``), else None. ``installed``: CANN's
+    own registry texts read on the node (:func:`installed_code_texts`), preferred for a code they have."""
     spec = find_check(topic)
     if spec is not None:
         return spec
@@ -117,7 +118,28 @@ def explain_topic(topic: str) -> Optional[Any]:
         return explain_spec(topic)
     from npudoctor.logs.codes import explain
 
-    return explain(topic)
+    return explain(topic, installed)
+
+
+def explain_topics(topics: Sequence[str], root: Optional[str] = None, bundle: Optional[str] = None,
+                   codes_only: bool = False) -> Tuple[List[Any], List[str]]:
+    """(entries, unknown topics) for ``npudoctor explain`` / ``logs explain``: one lookup for both. An error
+    code's text comes from the node's CANN install where it has one (live, ``root`` or ``bundle``)."""
+    from npudoctor.logs.codes import explain
+
+    installed = installed_code_texts(make_runner(root=root, bundle=bundle))
+    found = [(topic, explain(topic, installed) if codes_only else explain_topic(topic, installed))
+             for topic in topics]
+    return [entry for _topic, entry in found if entry is not None], [t for t, entry in found if entry is None]
+
+
+def installed_code_texts(runner: Runner) -> Dict[str, Dict[str, str]]:
+    """CANN's error registry as the node's install ships it (code -> title, message, cause, solution,
+    source), read through ``runner``; {} where no install has one."""
+    from npudoctor.probes.cann_codes import read_installed_registry
+
+    registry = read_installed_registry(runner)
+    return registry.codes if registry else {}
 
 
 def run_checks(
@@ -279,6 +301,7 @@ def collect(output: str, root: Optional[str] = None, level: int = 1,
     recorder = RecordingRunner(make_runner(root=root, environ=environ))
     recorder.environ()  # always recorded: the replay needs the environment even if no check asked
     report = run_checks(recorder, profile, level=level, options=options, listener=listener)
+    installed_code_texts(recorder)  # recorded: `explain --from BUNDLE` shows the node's own CANN texts
     if samples > 0:
         from npudoctor.probes.timeline import record_samples
 

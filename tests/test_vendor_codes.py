@@ -4,6 +4,7 @@ every spelling a log or a user uses."""
 
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
@@ -156,3 +157,56 @@ def test_the_coverage_table_in_notes_is_current() -> None:
         row[1] += bool(info and info.exact)
         row[2] += bool(info and info.written and info.fix)
     assert rows == {family: tuple(row) for family, row in counted.items()}
+
+
+# CANN's own texts on a node: the registry its toolkit installs, read through the runner.
+
+NODE_REGISTRY = json.dumps({"error_info_list": [{
+    "errClass": "AclNN Errors", "errTitle": "AclNN_Inner_Error", "ErrCode": "EZ9999", "ErrMessage": "%s",
+    "Arglist": "message", "suggestion": {"Possible Cause": "N/A", "Solution": "Check the node's own advice."}}]})
+TOOLKIT = "/usr/local/Ascend/ascend-toolkit/latest"
+
+
+def _toolkit_with_registry(node) -> None:
+    node.file(f"{TOOLKIT}/aarch64-linux/conf/error_manager/error_code.json", NODE_REGISTRY)
+    node.file(f"{TOOLKIT}/aarch64-linux/ascend_toolkit_install.info", "package_name=Ascend-cann-toolkit\n"
+              "version=8.5.0\n")
+
+
+def test_explain_prefers_the_installed_registry_and_says_so(node) -> None:
+    """(constructed registry: one entry in error_code.json's layout)"""
+    from npudoctor.cli import main
+
+    _toolkit_with_registry(node)
+    result = cli_runner().invoke(main, ["explain", "EZ9999", "--root", str(node.root)])
+    assert result.exit_code == 0, result.stderr
+    assert "Check the node's own advice." in result.stdout
+    assert f"CANN 8.5.0 as installed: {TOOLKIT}/aarch64-linux/conf/error_manager/error_code.json" in \
+        " ".join(result.stdout.split())
+    again = cli_runner().invoke(main, ["logs", "explain", "ez9999", "--root", str(node.root)])
+    assert again.stdout == result.stdout
+    # a code the registry does not have keeps the shipped text and its vendor source
+    other = cli_runner().invoke(main, ["explain", "507035", "--root", str(node.root)]).stdout
+    assert "Defined in: Ascend/pytorch@" in other
+
+
+def test_collect_records_the_registry_and_explain_reads_it_from_the_bundle(node, tmp_path) -> None:
+    from npudoctor import api
+    from npudoctor.cli import main
+
+    _toolkit_with_registry(node)
+    bundle = tmp_path / "node.tar.gz"
+    api.collect(str(bundle), root=str(node.root), environ=node.env)
+    result = cli_runner().invoke(main, ["explain", "EZ9999", "--from", str(bundle)])
+    assert result.exit_code == 0 and "Check the node's own advice." in result.stdout
+
+
+def test_a_broken_registry_is_ignored(node) -> None:
+    from npudoctor.probes.cann_codes import parse_registry, read_installed_registry
+
+    for text in ("", "not json", "[1, 2]", '{"error_info_list": 3}', '{"error_info_list": [1, {"ErrCode": 5}]}',
+                 "[" * 100000):
+        assert parse_registry(text, "x") == {}
+    node.file(f"{TOOLKIT}/conf/error_manager/error_code.json", "{broken")
+    assert read_installed_registry(node.runner()) is None
+    assert codes.explain("EZ9999", {}).title == "AclNN_Inner_Error"

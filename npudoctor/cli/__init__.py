@@ -234,9 +234,11 @@ def list_checks(fmt: str) -> None:
 
 @main.command(context_settings={"ignore_unknown_options": True})  # `explain -8005`: a code, not an option
 @click.argument("topics", nargs=-1, required=True, metavar="ID|CODE...")
-def explain(topics: Tuple[str, ...]) -> None:
+@click.option("--from", "bundle", metavar="BUNDLE", help="Read CANN's own code texts from a bundle's node.")
+@click.option("--root", metavar="DIR", help="Read CANN's own code texts from the install under DIR.")
+def explain(topics: Tuple[str, ...], bundle: Optional[str], root: Optional[str]) -> None:
     """Explain checks (PCI001) and error codes of CANN, HCCL, DCMI, torch_npu (EZ9999, 507011, -8005, ERR00100,
-    0x05000004): why and how to fix.
+    0x05000004): why and how to fix. Where a CANN toolkit is installed, its own texts are shown.
 
     Exit codes: 0 every topic explained; 2 a topic is neither a check ID nor an error code.
     """
@@ -244,9 +246,11 @@ def explain(topics: Tuple[str, ...]) -> None:
     from npudoctor.report import explain as explain_report
     from npudoctor.report.console import make_console
 
-    found = [(topic, api.explain_topic(topic)) for topic in topics]
-    explain_report.render([entry for _topic, entry in found if entry is not None], make_console())
-    unknown = [topic for topic, entry in found if entry is None]
+    try:
+        entries, unknown = api.explain_topics(topics, root, bundle)
+    except api.UsageError as exc:
+        raise fail_usage(str(exc)) from None
+    explain_report.render(entries, make_console())
     if unknown:
         raise fail_usage(f"{', '.join(map(repr, unknown))}: neither a check ID nor a known error code; see "
                          "`npudoctor list-checks`")

@@ -135,16 +135,20 @@ def _emit(result: ScanResult, fmt: str, verbose: bool, criteria: Sequence[str], 
 
 @logs.command("explain", context_settings={"ignore_unknown_options": True})
 @click.argument("codes", nargs=-1, required=True, metavar="CODE...")
-def explain(codes: Tuple[str, ...]) -> None:
+@click.option("--from", "bundle", metavar="BUNDLE", help="Read CANN's own code texts from a bundle's node.")
+@click.option("--root", metavar="DIR", help="Read CANN's own code texts from the install under DIR.")
+def explain(codes: Tuple[str, ...], bundle: Optional[str], root: Optional[str]) -> None:
     """Explain CANN / torch_npu error codes (EZ9999, EI0006, ERR00100, 507011, -8005, 0x05000004).
 
     Shows what `npudoctor explain CODE` shows."""
-    from npudoctor.logs.codes import explain as explain_code
+    from npudoctor import api
     from npudoctor.report import explain as explain_report
     from npudoctor.report.console import make_console
 
-    found = [(code, explain_code(code)) for code in codes]
-    explain_report.render([info for _code, info in found if info is not None], make_console())
-    unknown = [code for code, info in found if info is None]
+    try:
+        entries, unknown = api.explain_topics(codes, root, bundle, codes_only=True)
+    except api.UsageError as exc:
+        raise fail_usage(str(exc)) from None
+    explain_report.render(entries, make_console())
     if unknown:
         raise fail_usage(f"not a known error code: {', '.join(unknown)}")
