@@ -425,3 +425,27 @@ def test_a_big_file_read_ahead_scans_like_its_bytes(tmp_path, monkeypatch) -> No
     assert [f.to_dict() for f in from_file.findings] == [f.to_dict() for f in from_bytes.findings]
     assert from_file.files[0].lines == summary.lines and from_file.levels == from_bytes.levels
     assert used  # a file of more than one chunk is read ahead
+
+
+def test_plog_record_variants_are_records() -> None:
+    """(constructed lines) The record shapes other writers and copies produce: a space after the comma of
+    `(pid, proc)`, a space between date and time, modules not seen in the samples (ROCE, HCCP, DRV, KERNEL),
+    mangled level words (`[ERRO]`, `[WARN]`, `[error]`): counted as records, levels as CANN's own words, and
+    the ERROR/WARNING ones reported per module."""
+    lines = [b"[ERROR] ROCE(1234, hccp_service.bin):2024-07-04-13:26:26.139.276 [rs.c:12]1234 rs_socket failed",
+             b"[ERROR] HCCP(1234,hccp_service.bin):2024-07-04 13:26:26.139.276 [ra.c:12]1234 qp create failed",
+             b"[WARNING] DRV(99,python):2024-07-04-13:26:26.139.276 [devdrv.c:1]99 device busy",
+             b"[ERROR] KERNEL(1,kworker):2024-07-04-13:26:26.139.276 [k.c:1]1 oops",
+             b"[ERRO] RUNTIME(5,python):2024-07-04-13:26:26.139.276 [x.cc:1]5 bad",
+             b"[WARN] RUNTIME(5,python):2024-07-04-13:26:26.139.276 [x.cc:1]5 warn",
+             b"[error] RUNTIME(5,python):2024-07-04-13:26:26.139.276 [x.cc:1]5 lower"]
+    for repeat in (1, 400):  # the usual path, and the error-dense one
+        scanner = Scanner()
+        summary = scanner.scan_bytes("p.log", b"\n".join(lines * repeat) + b"\n")
+        result = scanner.result()
+        assert summary.format == "plog" and summary.records == 7 * repeat
+        assert dict(result.levels) == {"ERROR": 5 * repeat, "WARNING": 2 * repeat}
+        found = {(f.kind, f.subject): f.count for f in result.findings}
+        assert found == {("error_record", "RUNTIME"): 2 * repeat, ("error_record", "HCCP"): repeat,
+                         ("error_record", "KERNEL"): repeat, ("error_record", "ROCE"): repeat,
+                         ("warning_record", "DRV"): repeat, ("warning_record", "RUNTIME"): repeat}

@@ -57,8 +57,10 @@ PLOG_SHARE = 0.9
 # line, so the common case (a record at the start of a line) has its own pattern with a `\n[` prefix and one
 # group (LEVEL] MODULE): about twice as fast as the general pattern, which finds records anywhere in a line
 # (console output where another logger prefixes or indents them).
+# Level words as CANN writes them, and as other writers mangle them (`[ERRO]`, `[WARN]`, `[error]`): see LEVELS.
 RECORD_FIRST_LINE = re.compile(
-    rb"\[((?:ERROR|WARNING|INFO|DEBUG|EVENT|TRACE|NULL|\d{1,2})\] ?(?:[A-Z][A-Z0-9_]*|\d+))\(")
+    rb"\[((?:ERROR|WARNING|INFO|DEBUG|EVENT|TRACE|NULL|ERRO|ERR|WARN|error|warning|info|debug|event|\d{1,2})\] ?"
+    rb"(?:[A-Z][A-Z0-9_]*|\d+))\(")
 RECORD_AT_LINE_START = re.compile(b"\n" + RECORD_FIRST_LINE.pattern)
 RECORD_ANYWHERE = re.compile(RECORD_FIRST_LINE.pattern + rb"-?\d+,")
 # The opening bracket of a record header (replaced by a newline and itself: a literal replacement is C-fast).
@@ -66,7 +68,10 @@ RECORD_BRACKET = re.compile(rb"\[(?=" + RECORD_ANYWHERE.pattern[2:] + rb")")
 # slogd's own log: `2025-05-07 19:54:54.608[INFO] log_path_mgr.c:123: msg`.
 SLOGD_FIRST_LINE = re.compile(rb"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}\[(ERROR|WARNING|INFO|DEBUG|EVENT)\] ")
 SLOGD_AT_LINE_START = re.compile(b"\n" + SLOGD_FIRST_LINE.pattern)
-PLOG_MARKERS: Tuple[bytes, ...] = (b"[ERROR]", b"[WARNING]")
+PLOG_MARKERS: Tuple[bytes, ...] = (b"[ERROR]", b"[WARNING]", b"[ERRO]", b"[ERR]", b"[WARN]", b"[error]", b"[warning]")
+# A level word as counted and reported: the mangled spellings RECORD_FIRST_LINE accepts, as CANN's own.
+LEVELS = {"ERRO": "ERROR", "ERR": "ERROR", "WARN": "WARNING", "error": "ERROR", "warning": "WARNING",
+          "info": "INFO", "debug": "DEBUG", "event": "EVENT"}
 # A plog chunk with more ERROR markers than this share of its lines is error-dense (measured: below it the
 # usual path, which pays per line examined, is the faster one; above it the shape pass).
 DENSE_SHARE = 0.12
@@ -75,8 +80,8 @@ DENSE_PROBE_BYTES = 512 * 1024
 
 # The same grammar on decoded text, with all fields.
 RECORD = re.compile(
-    r"\[(?P<level>[A-Z]+|\d{1,2})\] ?(?P<module>[A-Z][A-Z0-9_]*|\d+)\((?P<pid>-?\d+),(?P<pname>[^)]*)\): ?"
-    r"(?P<ts>\d{4}-\d\d-\d\d-\d\d:\d\d:\d\d(?:\.\d{3}\.\d{3})?)")
+    r"\[(?P<level>[A-Za-z]+|\d{1,2})\] ?(?P<module>[A-Z][A-Z0-9_]*|\d+)\((?P<pid>-?\d+),(?P<pname>[^)]*)\): ?"
+    r"(?P<ts>\d{4}-\d\d-\d\d[- ]\d\d:\d\d:\d\d(?:\.\d{3}\.\d{3})?)")
 SLOGD_RECORD = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}\[(?P<level>[A-Z]+)\] ")
 # Error codes: CANN error-message codes (EZ9999, EI0006, E19010, W11001), torch_npu ERR codes, numeric
 # AscendCL/runtime results after the words that introduce them, HCCL errNo.
@@ -98,7 +103,8 @@ TEXT_MARKERS: Tuple[bytes, ...] = (
     b"HCCL function error", b"(1", b"(2", b"(5", b"rror 1", b"rror 2", b"rror 5")
 
 # What changes between repeats of one record: the pid, process name and timestamp of its header.
-RECORD_VARYING = re.compile(r"\(-?\d+,[^)\n]*\): ?\d{4}-\d\d-\d\d-\d\d:\d\d:\d\d(?:\.\d{3}\.\d{3})?")
+# (A space may stand between the date and the time, and after the comma: `(123, python):2024-07-04 13:26:26`.)
+RECORD_VARYING = re.compile(r"\(-?\d+,[^)\n]*\): ?\d{4}-\d\d-\d\d[- ]\d\d:\d\d:\d\d(?:\.\d{3}\.\d{3})?")
 # Distinct message shapes whose analysis is kept (then the cache starts over).
 MAX_SHAPES = 8192
 # The error-dense path keeps the analysis of messages up to this long by their bytes (a few MiB at most).
@@ -432,7 +438,8 @@ class Scanner:
         merge its line groups, in the order of their first lines."""
         for header, n in headers.items():
             level, _, module = header.partition(b"]")
-            self.levels[level.decode()] += n
+            word = level.decode()
+            self.levels[LEVELS.get(word, word)] += n
             self.modules[module.strip().decode()] += n
         summary.records += records
         summary.examined_lines += examined
@@ -760,7 +767,7 @@ def unwrap_paste(region: bytes) -> bytes:
 def _level_module(record: str) -> Tuple[str, str]:
     """(level, module) of a text starting with a record header (``[ERROR] HCCL(``)."""
     level, _, module = record[1:record.index("(")].partition("]")
-    return level, module.strip()
+    return LEVELS.get(level, level), module.strip()
 
 
 def _later(current: Evidence, new: Evidence) -> Evidence:
@@ -882,7 +889,7 @@ def _bare_record(text: str) -> Optional[LineHit]:
     """An ERROR/WARNING record that no rule and no code explained, reported per module."""
     record = RECORD.search(text)
     if record is not None:
-        level, module = record.group("level"), record.group("module")
+        level, module = LEVELS.get(record.group("level"), record.group("level")), record.group("module")
     else:
         slogd = SLOGD_RECORD.match(text)
         if slogd is None:
