@@ -338,3 +338,15 @@ def test_code_contexts_stay_linear_on_adversarial_lines() -> None:
         assert time.perf_counter() - start < 0.5, unit
     long_hccl = "HCCL function error: " + "x" * MAX_MATCH_CHARS + ", error code is 7"
     assert find_codes(long_hccl) == []  # the call's text is bounded: no code from 16 KB away
+
+
+def test_wrapped_fallback_rejoin_stays_linear() -> None:
+    """Lines full of the fallback warning's pieces that never make the whole message: the rejoin tries a few
+    neighbours per piece, never more."""
+    from npudoctor.logs.scanner import rejoin_wrapped_fallbacks
+
+    pieces = [b"CAUTION: The operator 'x", b"' is not currently supported on the NPU", b"fall back to run on the CPU"]
+    region = b"\n".join(pieces * 20000) + b"\n"
+    start = time.perf_counter()
+    assert rejoin_wrapped_fallbacks(region).count(b"\n") == region.count(b"\n")
+    assert time.perf_counter() - start < 5

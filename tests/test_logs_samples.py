@@ -421,6 +421,10 @@ EXPECTED: Dict[str, Expected] = {
         ("cann-error", [('error_code', 'EZ9999'), ('error_code', 'E20001'), ('error_code', 'E40021'),
                         ('op_build_failed', 'MatMulV2'), ('op_compile_failed', 'Conv2D'),
                         ('op_compile_failed', 'Cast')]),
+    "stdout_torch_npu_cpu_fallback_hard-wrapped_constructed.txt":
+        ("text", [('cpu_fallback', 'aten::linalg_lstsq.out'), ('cpu_fallback', 'aten::_unique2'),
+                       ('cpu_fallback', 'aten::isin.Tensor_Tensor_out'), ('cpu_fallback', 'aten::nonzero'),
+                       ('cpu_fallback', 'aten::histc'), ('cpu_fallback', 'aten::bucketize.Tensor')]),
     "torch_npu_import_libhccl.so_ImportError_constructed.txt": ("text", [('missing_library', 'libhccl.so')]),
 }
 
@@ -495,3 +499,15 @@ def test_graph_build_failures_name_the_operator_type() -> None:
     assert _finding(name, "op_build_failed", "MatMulV2").details == {"node": {"model/dense/MatMul"}}
     assert _finding(name, "op_compile_failed", "Conv2D").details == {"node": {"Conv2D_1"}}
     assert _finding(name, "op_compile_failed", "Cast").details["node"] == {"Cast_3"}
+
+
+def test_hard_wrapped_fallback_warnings_point_at_their_first_line() -> None:
+    """Wrapped mid-word at 80, 100 and 40 columns, at spaces, without the [W ...] prefix, glued after a
+    progress bar: each warning is one finding at the line its operator's name starts on."""
+    name = "stdout_torch_npu_cpu_fallback_hard-wrapped_constructed.txt"
+    scanner = Scanner()
+    summary = scanner.scan_bytes(name, sample_data(name))
+    lines = {f.subject: f.first.line for f in scanner.result().findings}
+    assert lines == {"aten::linalg_lstsq.out": 2, "aten::_unique2": 5, "aten::isin.Tensor_Tensor_out": 8,
+                     "aten::nonzero": 12, "aten::histc": 15, "aten::bucketize.Tensor": 18}
+    assert summary.lines == sample_data(name).count(b"\n")  # joining keeps the line count

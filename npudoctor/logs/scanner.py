@@ -416,6 +416,9 @@ class Scanner:
             if data.startswith(b">", begin) or data.count(b"\n>", begin, end) * 3 > data.count(b"\n", begin, end):
                 data, begin, end = unwrap_paste(data[begin:end]), 0, None  # a paste from an issue tracker
                 end = len(data)
+            if any(data.find(fragment, begin, end) >= 0 for fragment in FALLBACK_FRAGMENTS):
+                data, begin, end = rejoin_wrapped_fallbacks(data[begin:end]), 0, None
+                end = len(data)
             headers = RECORD_ANYWHERE.findall(data, begin, end)
             slogd = SLOGD_AT_LINE_START.findall(data, begin, end)
             first_slogd = SLOGD_FIRST_LINE.match(data, begin, end)
@@ -762,6 +765,58 @@ def unwrap_paste(region: bytes) -> bytes:
         else:
             logical.append([line, 0])
     return b"".join(text + b"\n" * (1 + extra) for text, extra in logical)
+
+
+# torch_npu's CPU-fallback warning, as a terminal or an issue tracker hard-wraps it at a fixed width (split
+# mid-word or at a space, with or without its `[W ...]` prefix, glued after other text). A wrap breaks at
+# most one of these pieces per line end, and the message spans a few lines: a chunk holding none of
+# them holds no wrapped warning.
+FALLBACK_FRAGMENTS: Tuple[bytes, ...] = (b"CAUTION: The operator", b"is not currently supported on the NPU",
+                                         b"fall back to run on the CPU", b"performance implications",
+                                         b"npu_cpu_fallback")
+FALLBACK_MESSAGE = re.compile(rb"operator '[^'\n]{1,300}' is not currently supported on the NPU backend and will "
+                              rb"fall back to run on the CPU")
+FALLBACK_LINES = 6  # a 40-column wrap of the message
+
+
+def rejoin_wrapped_fallbacks(region: bytes) -> bytes:
+    """``region`` (whole lines) with each hard-wrapped CPU-fallback warning joined into one line again (the
+    pieces put together as they are, or with a space where the wrap dropped one); a joined line is followed
+    by empty ones, so the line count and the line numbers stay."""
+    lines = region.split(b"\n")
+    index = 0
+    while index < len(lines):
+        line = lines[index]
+        if not any(fragment in line for fragment in FALLBACK_FRAGMENTS) or FALLBACK_MESSAGE.search(line):
+            index += 1
+            continue
+        joined = _join_fallback(lines, index)
+        if joined is None:
+            index += 1
+            continue
+        start, count, text = joined
+        lines[start:start + count] = [text] + [b""] * (count - 1)
+        index = start + count
+    return b"\n".join(lines)
+
+
+def _join_fallback(lines: List[bytes], index: int) -> Optional[Tuple[int, int, bytes]]:
+    """(first line, lines, joined text) of the wrapped warning that line ``index`` is a piece of, or None."""
+    window = lines[max(0, index - FALLBACK_LINES + 1):index + FALLBACK_LINES]
+    if not any(FALLBACK_MESSAGE.search(separator.join(window)) for separator in (b"", b" ")):
+        return None  # the common miss costs two searches, not one per way of joining
+    for start in range(max(0, index - FALLBACK_LINES + 1), index + 1):
+        for count in range(max(2, index - start + 1), FALLBACK_LINES + 1):
+            pieces = lines[start:start + count]
+            if len(pieces) < count or any(not piece.strip() for piece in pieces):
+                break
+            for separator in (b"", b" "):
+                text = separator.join(pieces)
+                match = FALLBACK_MESSAGE.search(text)
+                # every piece holds some of the message: it starts in the first and ends in the last
+                if match and match.start() < len(pieces[0]) and match.end() > len(text) - len(pieces[-1]):
+                    return start, count, text
+    return None
 
 
 def _level_module(record: str) -> Tuple[str, str]:
