@@ -266,4 +266,4 @@ def test_the_health_words_are_the_ones_the_checks_map():
     from npudoctor import knowledge
     from npudoctor.parsers.npu_smi import HEALTH_WORDS
 
-    assert HEALTH_WORDS == set(knowledge.load("npu_smi_errors")["health"])
+    assert set(knowledge.load("npu_smi_errors")["health"]) == HEALTH_WORDS
