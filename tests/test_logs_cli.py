@@ -272,3 +272,13 @@ def test_folders_give_rotated_and_zipped_logs_and_slogdlog(tmp_path) -> None:
         "plog-1.log", "plog-1.log.1", "plog-1.log.2.gz", "plog-1.log.gz", "slogdlog", "train.out"]
     assert all(f["records"] == 3 for f in doc["files"])
     assert [os.path.basename(s["path"]) for s in doc["skipped"]] == ["model.om"]
+
+
+def test_text_output_shows_what_a_rule_read_out_of_the_lines(tmp_path) -> None:
+    """The HCCL watchdog finding carries its op (subject), SeqNum, timeout and ranks in the text output too."""
+    log = tmp_path / "console.txt"
+    log.write_bytes(sample_data("torch_npu_hccl_watchdog_timeout_vllm-ascend-382.txt"))
+    result = run([str(log)])
+    out = " ".join(result.stdout.split())
+    assert "hccl_timeout ALLREDUCE" in out
+    assert "seen: ran_ms 3600185, 3600993; rank 0, 1; seq 196; timeout_ms 3600000" in out
