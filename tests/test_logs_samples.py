@@ -414,6 +414,10 @@ EXPECTED: Dict[str, Expected] = {
         ("cann-error", [("error_code", "EZ3003"), ("no_engine", "TransData"), ("op_rejected", "TransData")]),
     "ranktable_json_A3_v1.2_super_device_id_mindie-pod-log_mindcluster-doc.txt": ("text", []),
     "driver_install_run_full_25.0.rc1.1_Atlas800IA2_wangjunjian-blog.txt": ("text", []),
+    # a user program's check macro `failed: 507035`; the device's `error code = 0x4000000000000000` is no code
+    "stdout_aclrt_failed_507035_EZ9999_aivec_PTOAS-808.txt":
+        ("cann-error", [('error_code', '507035'), ('error_code', 'EZ9999'), ('error_code', '0x31'),
+                        ('aicore_exception', 'vector core exception')]),
     "stdout_exception_stream_error_code_0x26_LlamaFactory-3670.txt": ("cann-error", [('error_code', '0x26')]),
     "stdout_torch_npu_error_code_is_107027_Ascend-pytorch-77.txt": ("cann-error", [('error_code', '107027')]),
     "torch_npu_hccl_watchdog_timeout_vllm-ascend-382.txt": ("text", [('hccl_timeout', 'ALLREDUCE')]),
