@@ -210,3 +210,23 @@ def test_a_broken_registry_is_ignored(node) -> None:
     node.file(f"{TOOLKIT}/conf/error_manager/error_code.json", "{broken")
     assert read_installed_registry(node.runner()) is None
     assert codes.explain("EZ9999", {}).title == "AclNN_Inner_Error"
+
+
+@pytest.mark.parametrize("text, found", [
+    ("aclrtSynchronizeStream(stream) failed: 507035 (main.cpp:92)", ["507035"]),  # PTOAS PR 808
+    ("NPU function error: AclrtSynchronizeStreamWithTimeOut(stream),error code is 107027", ["107027"]),  # pytorch #77
+    ("runtime code=507046 returned", ["507046"]),
+    ("aclInit error code is:100000", ["100000"]),
+    ("sync failed (507035)", ["507035"]),
+    ("stream sync ret=507046", ["507046"]),
+    ("Other info[0]:... line=296, error code=0x26", ["0x26"]),  # LlamaFactory #3670
+    ("HCCL function error: HcclAllReduce(send, recv), error code is 7", ["HCCL 7"]),
+    # not codes: a record's pid, sizes and pids in brackets, AI CPU's own errcode, the device's 64-bit word
+    ("[ERROR] RUNTIME(507011,python):2024-07-04-13:26:26.139.276 [a.cc:1] bad", []),
+    ("bufLen: 200802, hostPid[100809] (100809)", []),
+    ("task_id:1, errcode:135175, msg:aicpu execute failed", []),
+    ("there is an exception of aivec error, core id is 14, error code = 0x4000000000000000", []),
+    ("ErrorNo: 4294967295(failed)", []),
+])
+def test_codes_are_read_in_their_contexts_and_nowhere_else(text: str, found: list) -> None:
+    assert codes.find_codes(text) == found

@@ -36,7 +36,8 @@ NUMERIC_CODE = re.compile(r"(?i:error ?code is:?|(?:err|error|ret)?code ?=|resul
                           r"(?:runtime|failed,|ge) result = |ErrorNo: |retcode=)\s*([125]\d{5}|\d{10})(?!\.?\d)")
 # ... in looser contexts (an application's check macro `failed: 507034`, `(507035)`, `ret=`, `(error N)`)
 # only numbers a vendor table defines (a size or a pid in brackets is not a code) ...
-LOOSE_CODE = re.compile(r"(?i:failed[:,]? |error |\bret ?[=:]? ?|code ?: ?|\()([125]\d{5})(?!\.?\d)")
+# (In brackets only alone: `(507035)`, never a record's `(507011,python)` pid.)
+LOOSE_CODE = re.compile(r"(?i:failed[:,]? |error |\bret ?[=:]? ?|code ?: ?)([125]\d{5})(?!\.?\d)|\(([125]\d{5})\)")
 # ... the task scheduler's hex codes of runtime lines (`retCode=0x31, [vector core exception]`) and of the
 # device's exception report (`Other info[0]:... error code=0x26`) ...
 TS_CODE = re.compile(r"(?i:retCode=|error code=)(0x[0-9a-fA-F]{1,4})(?![0-9a-fA-F])")
@@ -111,7 +112,7 @@ def find_codes(text: str) -> List[str]:
     found += [(m.start(1), m.group(1)) for m in NUMERIC_CODE.finditer(text)]
     if "(" in text or "ailed" in text or "rror " in text or "ret" in text or "ode" in text:
         defined = _vendor()
-        found += [(m.start(1), m.group(1)) for m in LOOSE_CODE.finditer(text) if m.group(1) in defined]
+        found += [(m.start(), code) for m in LOOSE_CODE.finditer(text) if (code := m.group(1) or m.group(2)) in defined]
     if "etCode=" in text or "etcode=" in text or "rror code=" in text:
         found += [(m.start(1), m.group(1)) for m in TS_CODE.finditer(text)]
     if "HCCL function error" in text:
