@@ -22,12 +22,15 @@ def test_the_yaml_is_what_the_excerpts_define() -> None:
     expected = vendor_codes.all_families()
     for family in ("acl", "runtime", "ge", "hccl", "dcmi"):
         assert {str(k): v for k, v in SHIPPED[family].items()} == expected[family], family
-    assert {k: list(v) for k, v in SHIPPED["ts"].items()} == expected["ts"]
+    assert {k: [v.partition(" > ")[0], v.partition(" > ")[2]] for k, v in SHIPPED["ts"].items()} == expected["ts"]
     torch_npu = expected["torch_npu"]
     assert SHIPPED["torch_npu"]["submodules"] == torch_npu["submodules"]  # type: ignore[index]
     assert {k: list(v) for k, v in SHIPPED["torch_npu"]["kinds"].items()} == torch_npu["kinds"]  # type: ignore[index]
-    registry = {code: {"title": title, "in": found_in, **({"class": component} if component else {})}
-                for code, (title, component, found_in) in SHIPPED["registry"].items()}
+    registry = {}
+    for code, fields in SHIPPED["registry"].items():
+        title, component, found_in = (part.strip() for part in fields.split(" | "))
+        registry[code] = {"title": title, "in": [int(i) for i in found_in.split()],
+                          **({"class": component} if component else {})}
     assert registry == expected["registry"]
 
 

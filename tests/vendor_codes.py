@@ -155,11 +155,12 @@ def render_yaml() -> str:
         table: Mapping[str, str] = families[family]  # type: ignore[assignment]
         for number in sorted(table, key=lambda n: abs(int(n))):
             out.append(f"  {_quote(number)}: {table[number]}")
-    out.append("# retCode: [task scheduler name, the ACL_ERROR_RT code the runtime reports it as (\"\": none given)]")
+    out.append("# retCode: \"task scheduler name > the ACL_ERROR_RT code the runtime reports it as\"")
     out.append("ts:")
     ts: Mapping[str, List[str]] = families["ts"]  # type: ignore[assignment]
     for value in sorted(ts, key=lambda v: int(v, 16)):
-        out.append(f"  {_quote(value)}: [{ts[value][0]}, {_quote(ts[value][1])}]")
+        reported = f" > {ts[value][1]}" if ts[value][1] else ""
+        out.append(f"  {_quote(value)}: {_quote(ts[value][0] + reported)}")
     torch_npu: Mapping[str, Mapping[str, object]] = families["torch_npu"]  # type: ignore[assignment]
     out.append("torch_npu:")
     out.append("  submodules:")
@@ -168,14 +169,15 @@ def render_yaml() -> str:
     out.append("  kinds:")
     for number, (symbol, words) in torch_npu["kinds"].items():  # type: ignore[misc]
         out.append(f"    {_quote(number)}: [{symbol}, {_quote(words)}]")
-    out.append("# code: [title, class or \"\" (the entry names none), the sources (indexes into sources.registry)]")
+    out.append("# code: \"title | class (empty where the entry names none) | the sources (indexes into")
+    out.append("# sources.registry)\": one string each, so that this file loads in a few milliseconds")
     out.append("registry:")
     registry: Mapping[str, Mapping[str, object]] = families["registry"]  # type: ignore[assignment]
     for code in sorted(registry):
         entry = registry[code]
-        indexes = ", ".join(str(i) for i in entry["in"])  # type: ignore[attr-defined]
-        out.append(f"  {code}: [{_quote(str(entry['title']))}, {_quote(str(entry.get('class', '')))}, "
-                   f"[{indexes}]]")
+        indexes = " ".join(str(i) for i in entry["in"])  # type: ignore[attr-defined]
+        fields = f"{entry['title']} | {entry.get('class', '')} | {indexes}"
+        out.append(f"  {code}: {_quote(fields)}")
     return "\n".join(out) + "\n"
 
 

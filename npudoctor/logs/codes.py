@@ -204,17 +204,20 @@ def _vendor() -> Dict[str, VendorCode]:
             index.setdefault(str(number), VendorCode(family, str(name), source=sources[family][0]))
     for number, name in (data.get("hccl") or {}).items():
         index[f"HCCL {number}"] = VendorCode("hccl", str(name), source=sources["hccl"][0])
-    for value, (name, acl_name) in (data.get("ts") or {}).items():
-        index[str(value)] = VendorCode("ts", str(name), str(acl_name), sources["ts"][0])
+    for value, names in (data.get("ts") or {}).items():  # "TS_NAME > ACL_ERROR_RT_NAME"
+        name, _, acl_name = str(names).partition(" > ")
+        index[str(value)] = VendorCode("ts", name, acl_name, sources["ts"][0])
     torch_npu = data.get("torch_npu") or {}
     for module_number, module in (torch_npu.get("submodules") or {}).items():
         for kind_number, (_symbol, words) in (torch_npu.get("kinds") or {}).items():
             index[f"ERR{module_number}{kind_number}"] = VendorCode("torch_npu", f"{module} {words}",
                                                                    source=sources["torch_npu"][0])
     registry_sources = sources.get("registry") or []
-    for code, (title, component, found_in) in (data.get("registry") or {}).items():
-        index[str(code)] = VendorCode("registry", str(title), str(component),
-                                      registry_sources[found_in[0]] if registry_sources else "")
+    for code, fields in (data.get("registry") or {}).items():  # "title | class | source indexes"
+        title, component, found_in = (part.strip() for part in str(fields).split(" | ", 2))
+        first = int(found_in.split()[0]) if found_in and registry_sources else None
+        index[str(code)] = VendorCode("registry", title, component,
+                                      registry_sources[first] if first is not None else "")
     return index
 
 
