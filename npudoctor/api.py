@@ -121,15 +121,18 @@ def explain_topic(topic: str, installed: Optional[Mapping[str, Mapping[str, Any]
     return explain(topic, installed)
 
 
-def explain_topics(topics: Sequence[str], root: Optional[str] = None, bundle: Optional[str] = None,
-                   codes_only: bool = False) -> Tuple[List[Any], List[str]]:
-    """(entries, unknown topics) for ``npudoctor explain`` / ``logs explain``: one lookup for both. An error
-    code's text comes from the node's CANN install where it has one (live, ``root`` or ``bundle``)."""
-    from npudoctor.logs.codes import explain
+def explain_topics(topics: Sequence[str], root: Optional[str] = None,
+                   bundle: Optional[str] = None) -> Tuple[List[Any], List[str]]:
+    """(entries, unknown topics) for ``npudoctor explain``: checks, and codes in the text of the node's CANN
+    install where it has one (live, ``root`` or ``bundle``; :func:`npudoctor.probes.cann_codes.texts_on_node`,
+    which ``logs explain`` uses alone)."""
+    from npudoctor.probes.cann_codes import NodeError, texts_on_node
 
-    installed = installed_code_texts(make_runner(root=root, bundle=bundle))
-    found = [(topic, explain(topic, installed) if codes_only else explain_topic(topic, installed))
-             for topic in topics]
+    try:
+        installed = texts_on_node(root, bundle)
+    except NodeError as exc:
+        raise UsageError(str(exc)) from None
+    found = [(topic, explain_topic(topic, installed)) for topic in topics]
     return [entry for _topic, entry in found if entry is not None], [t for t, entry in found if entry is None]
 
 

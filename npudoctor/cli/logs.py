@@ -141,14 +141,18 @@ def explain(codes: Tuple[str, ...], bundle: Optional[str], root: Optional[str]) 
     """Explain CANN / torch_npu error codes (EZ9999, EI0006, ERR00100, 507011, -8005, 0x05000004).
 
     Shows what `npudoctor explain CODE` shows."""
-    from npudoctor import api
+    from npudoctor.logs.codes import explain as explain_code
+    from npudoctor.probes.cann_codes import NodeError, texts_on_node
     from npudoctor.report import explain as explain_report
     from npudoctor.report.console import make_console
 
     try:
-        entries, unknown = api.explain_topics(codes, root, bundle, codes_only=True)
-    except api.UsageError as exc:
+        installed = texts_on_node(root, bundle)
+    except NodeError as exc:
         raise fail_usage(str(exc)) from None
+    found = [(code, explain_code(code, installed)) for code in codes]
+    entries = [info for _code, info in found if info is not None]
+    unknown = [code for code, info in found if info is None]
     explain_report.render(entries, make_console())
     if unknown:
         raise fail_usage(f"not a known error code: {', '.join(unknown)}")

@@ -11,6 +11,7 @@ install, else ``/usr/local/Ascend/ascend-toolkit/latest``, ``/usr/local/Ascend/c
 from __future__ import annotations
 
 import json
+import os
 from typing import Any, Dict, List, Mapping, NamedTuple, Optional
 
 from npudoctor.probes.ascend_layout import ASCEND, HOME_VARIABLES, INFO_FILES
@@ -95,3 +96,31 @@ def read_installed_registry(runner: Any) -> Optional[InstalledRegistry]:
                     entry["source"] = label
                 return registry
     return None
+
+
+class NodeError(ValueError):
+    """``--root`` or ``--from`` names nothing that can be read (one-line reason)."""
+
+
+def texts_on_node(root: Optional[str] = None, bundle: Optional[str] = None) -> Dict[str, Dict[str, str]]:
+    """CANN's registry texts on the node ``explain`` is asked about: live (``/``), under ``root``, or as
+    ``bundle`` recorded it; {} where no install has a registry. Imports only the runner it needs, so that
+    ``logs explain`` stays as light as the code lookup itself."""
+    if bundle and root:
+        raise NodeError("--from and --root cannot be used together")
+    runner: Any
+    if bundle:
+        from npudoctor.probes.bundle import BundleError, ReplayRunner
+
+        try:
+            runner = ReplayRunner(bundle)
+        except BundleError as exc:
+            raise NodeError(str(exc)) from None
+    else:
+        if root is not None and not os.path.isdir(root):
+            raise NodeError(f"--root {root}: not a directory")
+        from npudoctor.probes.runner import LiveRunner
+
+        runner = LiveRunner(root or "/")
+    registry = read_installed_registry(runner)
+    return registry.codes if registry else {}
