@@ -128,12 +128,9 @@ def explain_topics(topics: Sequence[str], root: Optional[str] = None,
     """(entries, unknown topics) for ``npudoctor explain``: checks, and codes in the text of the node's CANN
     install where it has one (live, ``root`` or ``bundle``; :func:`npudoctor.probes.cann_codes.texts_on_node`,
     which ``logs explain`` uses alone)."""
-    from npudoctor.probes.cann_codes import NodeError, texts_on_node
+    from npudoctor.probes.cann_codes import texts_on_node
 
-    try:
-        installed = texts_on_node(root, bundle)
-    except NodeError as exc:
-        raise UsageError(str(exc)) from None
+    installed = texts_on_node(root, bundle)
     found = [(topic, explain_topic(topic, installed)) for topic in topics]
     return [entry for _topic, entry in found if entry is not None], [t for t, entry in found if entry is None]
 

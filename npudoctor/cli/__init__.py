@@ -233,10 +233,7 @@ def explain(topics: Tuple[str, ...], bundle: Optional[str], root: Optional[str])
     from npudoctor.report import explain as explain_report
     from npudoctor.report.console import make_console
 
-    try:
-        entries, unknown = api.explain_topics(topics, root, bundle)
-    except api.UsageError as exc:
-        raise fail_usage(str(exc)) from None
+    entries, unknown = api.explain_topics(topics, root, bundle)
     explain_report.render(entries, make_console())
     if unknown:
         raise fail_usage(f"{', '.join(map(repr, unknown))}: neither a check ID nor a known error code; see "

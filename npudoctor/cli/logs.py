@@ -142,14 +142,11 @@ def explain(codes: Tuple[str, ...], bundle: Optional[str], root: Optional[str]) 
 
     Shows what `npudoctor explain CODE` shows."""
     from npudoctor.logs.codes import explain as explain_code
-    from npudoctor.probes.cann_codes import NodeError, texts_on_node
+    from npudoctor.probes.cann_codes import texts_on_node
     from npudoctor.report import explain as explain_report
     from npudoctor.report.console import make_console
 
-    try:
-        installed = texts_on_node(root, bundle)
-    except NodeError as exc:
-        raise fail_usage(str(exc)) from None
+    installed = texts_on_node(root, bundle)  # a bad --root/--from is an InputError: one line, exit 2
     found = [(code, explain_code(code, installed)) for code in codes]
     entries = [info for _code, info in found if info is not None]
     unknown = [code for code, info in found if info is None]

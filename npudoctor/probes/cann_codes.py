@@ -14,6 +14,7 @@ import json
 import os
 from typing import Any, Dict, List, Mapping, NamedTuple, Optional
 
+from npudoctor.errors import InputError
 from npudoctor.probes.ascend_layout import ASCEND, HOME_VARIABLES, INFO_FILES
 
 REGISTRY = "conf/error_manager/error_code.json"
@@ -98,8 +99,8 @@ def read_installed_registry(runner: Any) -> Optional[InstalledRegistry]:
     return None
 
 
-class NodeError(ValueError):
-    """``--root`` or ``--from`` names nothing that can be read (one-line reason)."""
+class NodeError(InputError):
+    """``--root`` or ``--from`` names nothing that can be read (one line; exit 2 like every user error)."""
 
 
 def texts_on_node(root: Optional[str] = None, bundle: Optional[str] = None) -> Dict[str, Dict[str, str]]:
