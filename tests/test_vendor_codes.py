@@ -43,7 +43,7 @@ def test_the_yaml_cites_the_sources_of_its_excerpts() -> None:
 
 def test_the_yaml_is_written_by_the_extractor() -> None:
     """No hand edit: regenerating it from the excerpts gives the same file."""
-    assert (knowledge.data_dir("checks") / "vendor_codes.yaml").read_text(encoding="utf-8") == \
+    assert (knowledge.data_dir("knowledge") / "vendor_codes.yaml").read_text(encoding="utf-8") == \
         vendor_codes.render_yaml()
 
 
