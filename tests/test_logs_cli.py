@@ -252,7 +252,10 @@ def test_explain_codes() -> None:
     # the same explanation, in the same layout, as `npudoctor explain`
     assert result.stdout == cli_runner().invoke(main, ["explain", "EI0006", "507777"]).stdout
     bad = cli_runner().invoke(main, ["logs", "explain", "hello"])
-    assert bad.exit_code == 2 and "not a known error code: hello" in bad.stderr
+    assert bad.exit_code == 2 and "not a known error code: 'hello'" in bad.stderr
+    # whatever is pasted: no control character reaches the terminal, and one line stays one line
+    hostile = cli_runner().invoke(main, ["logs", "explain", "E\x1b[31mZ9999", "5" * 100000])
+    assert hostile.exit_code == 2 and "\x1b" not in hostile.stderr and len(hostile.stderr) < 300
 
 
 def test_folders_give_rotated_and_zipped_logs_and_slogdlog(tmp_path) -> None:

@@ -12,7 +12,7 @@ from typing import Any, Callable, ClassVar, Dict, List, Optional, Tuple, TypeVar
 import click
 
 from npudoctor import __version__
-from npudoctor.cli.common import EXIT_OK, fail_usage, split_list
+from npudoctor.cli.common import EXIT_OK, fail_usage, quoted_topics, split_list
 from npudoctor.errors import InputError
 from npudoctor.report import terminal
 
@@ -236,7 +236,7 @@ def explain(topics: Tuple[str, ...], bundle: Optional[str], root: Optional[str])
     entries, unknown = api.explain_topics(topics, root, bundle)
     explain_report.render(entries, make_console())
     if unknown:
-        raise fail_usage(f"{', '.join(map(repr, unknown))}: neither a check ID nor a known error code; see "
+        raise fail_usage(f"{quoted_topics(unknown)}: neither a check ID nor a known error code; see "
                          "`npudoctor list-checks`")
 
 

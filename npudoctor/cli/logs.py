@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Optional, Sequence, Tuple
 
 import click
 
-from npudoctor.cli.common import EXIT_FINDINGS, EXIT_OK, fail_usage, split_list
+from npudoctor.cli.common import EXIT_FINDINGS, EXIT_OK, fail_usage, quoted_topics, split_list
 
 if TYPE_CHECKING:
     from npudoctor.logs.model import ScanResult
@@ -152,4 +152,4 @@ def explain(codes: Tuple[str, ...], bundle: Optional[str], root: Optional[str]) 
     unknown = [code for code, info in found if info is None]
     explain_report.render(entries, make_console())
     if unknown:
-        raise fail_usage(f"not a known error code: {', '.join(unknown)}")
+        raise fail_usage(f"not a known error code: {quoted_topics(unknown)}")
