@@ -319,8 +319,8 @@ def explain(code: str, installed: Optional[Mapping[str, Mapping[str, Any]]] = No
                 entry[key] = str(node[theirs])
         source = str(node.get("source") or source)
     family = FAMILY_NAMES.get(fact.family, "") if fact else ""
-    if fact is not None and fact.family == "registry" and fact.component:
-        family = f"{family}, {fact.component}"
+    if fact is not None and fact.family == "registry":  # the component its class names ("HCCL Errors")
+        family = fact.component.replace("Errors", "").strip() or "CANN"
     entry["title"] = title
     return _info(spelled, entry, exact=True, family=family, source=source, written=written)
 
