@@ -197,35 +197,46 @@ def _emit(report: Any, fmt: str, listener: Any, fail_on: str = "fail") -> None:
     if fmt == "json":
         json_report.emit(report.to_dict())
     else:
-        junit.emit(junit.render(report))
+        junit.emit(junit.render(report, fail_on))
+
+
+RULES_OPTION = click.option("--rules", "rules_files", multiple=True, metavar="FILE",
+                            help="Also site log rules from FILE (as `logs scan --rules`).")
 
 
 @main.command("list-checks")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
-def list_checks(fmt: str) -> None:
-    """List every check with its stable ID, stage and summary."""
-    import json
-
+@RULES_OPTION
+def list_checks(fmt: str, rules_files: Tuple[str, ...]) -> None:
+    """List every ID npudoctor reports (node checks, PROF, COL, log rules) with its stage and what it needs."""
     from npudoctor import api
+    from npudoctor.report import explain as explain_report
 
-    specs = api.list_checks()
+    specs = api.rulebook(rules_files)
     if fmt == "json":
-        rows = [{"id": s.id, "stage": s.stage, "title": s.title, "level": s.level, "summary": s.summary}
-                for s in specs]
-        click.echo(json.dumps(rows, indent=2, ensure_ascii=False))
+        from npudoctor.report import json_report
+
+        json_report.emit([{"id": s.id, "room": s.room, "stage": s.stage, "title": s.title, "level": s.level,
+                           "needs": explain_report.needs(s), "settings": list(s.settings), "summary": s.summary}
+                          for s in specs])
         return
-    for spec in specs:
-        level = f" (level {spec.level})" if spec.level > 1 else ""
-        click.echo(f"{spec.id:<8} {spec.stage:<10} {spec.title}{level}")
+    from npudoctor.report.console import make_console
+
+    for line in explain_report.list_text(specs, make_console().width):
+        click.echo(line)
 
 
 @main.command(context_settings={"ignore_unknown_options": True})  # `explain -8005`: a code, not an option
 @click.argument("topics", nargs=-1, required=True, metavar="ID|CODE...")
+@click.option("--profile", "profile_name", metavar="NAME|PATH", help="Show the settings in force in this profile.")
+@RULES_OPTION
 @click.option("--from", "bundle", metavar="BUNDLE", help="Read CANN's own code texts from a bundle's node.")
 @click.option("--root", metavar="DIR", help="Read CANN's own code texts from the install under DIR.")
-def explain(topics: Tuple[str, ...], bundle: Optional[str], root: Optional[str]) -> None:
-    """Explain checks (PCI001) and error codes of CANN, HCCL, DCMI, torch_npu (EZ9999, 507011, -8005, ERR00100,
-    0x05000004): why and how to fix. Where a CANN toolkit is installed, its own texts are shown.
+def explain(topics: Tuple[str, ...], profile_name: Optional[str], rules_files: Tuple[str, ...],
+            bundle: Optional[str], root: Optional[str]) -> None:
+    """Explain checks (PCI001, PROF009, hccl-socket-timeout) and error codes of CANN, HCCL, DCMI, torch_npu
+    (EZ9999, 507011, -8005, ERR00100, 0x05000004): why, how to fix, and the settings in force. Where a CANN
+    toolkit is installed, its own texts are shown.
 
     Exit codes: 0 every topic explained; 2 a topic is neither a check ID nor an error code.
     """
@@ -233,8 +244,9 @@ def explain(topics: Tuple[str, ...], bundle: Optional[str], root: Optional[str])
     from npudoctor.report import explain as explain_report
     from npudoctor.report.console import make_console
 
-    entries, unknown = api.explain_topics(topics, root, bundle)
-    explain_report.render(entries, make_console())
+    profile = api.load_profile(profile_name)
+    entries, unknown = api.explain_topics(topics, root, bundle, rules_files)
+    explain_report.render(entries, make_console(), profile)
     if unknown:
         raise fail_usage(f"{quoted_topics(unknown)}: neither a check ID nor a known error code; see "
                          "`npudoctor list-checks`")
