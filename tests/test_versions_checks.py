@@ -116,7 +116,8 @@ def test_known_bad_torch_npu_280_on_new_cann_layout(node):
     assert cann.status is Status.PASS and "toolkit 8.5.0 in use (via /usr/local/Ascend/cann)" in cann.detail
     assert cann.evidence["links"] == {f"{ASCEND}/cann": "cann-8.5.0"}
     bad = one_finding(report, "VER006")
-    assert bad.status is Status.FAIL and "torch_npu 2.8.0 leaks device (NPU) memory" in bad.detail
+    assert bad.status is Status.FAIL and "torch_npu 2.8.0 leaks memory" in bad.detail
+    assert "vllm-ascend issue 6299" in bad.detail
     assert bad.fix.startswith("pip install torch_npu==2.8.0.post2")  # for torch 2.8.0 and CANN 8.5.0
     # 2.8.0 was built for CANN 8.3.RC1; 8.5.0 is newer: untested, a WARN by default profile
     pairing = one_finding(report, "VER004")
@@ -300,3 +301,16 @@ def test_fixes_never_recommend_a_known_bad_release(node):
     assert finding.fix.startswith(
         "pip install torch_npu==2.8.0.post4   # built for torch 2.8.0 and CANN 9.0.0"
     )
+
+
+def test_every_known_bad_entry_cites_a_public_source_and_its_fix() -> None:
+    """Each entry says where it comes from (a public issue or release note, quoted) and which release fixed
+    it; this project's own tracker is no source."""
+    from npudoctor import knowledge
+
+    for entry in knowledge.load("known_bad")["known_bad"]:
+        assert entry["url"].startswith("https://github.com/") and "npudoctor" not in entry["url"]
+        assert entry["says"] and entry["source"] and isinstance(entry["fixed"], list)
+        assert not set(entry["fixed"]) & set(entry["versions"])
+    first = knowledge.load("known_bad")["known_bad"][0]
+    assert (first["versions"], first["fixed"][0]) == (["2.8.0"], "2.8.0.post1")

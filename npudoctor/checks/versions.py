@@ -649,7 +649,7 @@ def python_supported(ctx: CheckContext) -> Iterable[Outcome]:
 @check("VER006", stage="versions", title="No known-bad package versions", settings=("versions.python_timeout_s",))
 def known_bad_versions(ctx: CheckContext) -> Iterable[Outcome]:
     """Compares installed packages with ``checks/known_bad.yaml``: versions with a known defect, whatever
-    the matrix says (e.g. torch_npu 2.8.0 leaks device memory).
+    the matrix says (e.g. torch_npu 2.8.0 leaks memory: vllm-ascend issue 6299).
 
     Such a defect shows up as slow memory growth until "out of memory" after hours of training, which no
     version matrix explains.

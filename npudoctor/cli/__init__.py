@@ -12,7 +12,7 @@ from typing import Any, Callable, ClassVar, Dict, List, Optional, Tuple, TypeVar
 import click
 
 from npudoctor import __version__
-from npudoctor.cli.common import EXIT_OK, fail_usage, split_list
+from npudoctor.cli.common import EXIT_OK, fail_usage, quoted_topics, split_list
 from npudoctor.errors import InputError
 from npudoctor.report import terminal
 
@@ -226,13 +226,17 @@ def list_checks(fmt: str, rules_files: Tuple[str, ...]) -> None:
         click.echo(line)
 
 
-@main.command()
+@main.command(context_settings={"ignore_unknown_options": True})  # `explain -8005`: a code, not an option
 @click.argument("topics", nargs=-1, required=True, metavar="ID|CODE...")
 @click.option("--profile", "profile_name", metavar="NAME|PATH", help="Show the settings in force in this profile.")
 @RULES_OPTION
-def explain(topics: Tuple[str, ...], profile_name: Optional[str], rules_files: Tuple[str, ...]) -> None:
-    """Explain checks (PCI001, PROF009, hccl-socket-timeout) and CANN error codes (EZ9999, 507011,
-    0x05000004): why, how to fix, and the settings in force.
+@click.option("--from", "bundle", metavar="BUNDLE", help="Read CANN's own code texts from a bundle's node.")
+@click.option("--root", metavar="DIR", help="Read CANN's own code texts from the install under DIR.")
+def explain(topics: Tuple[str, ...], profile_name: Optional[str], rules_files: Tuple[str, ...],
+            bundle: Optional[str], root: Optional[str]) -> None:
+    """Explain checks (PCI001, PROF009, hccl-socket-timeout) and error codes of CANN, HCCL, DCMI, torch_npu
+    (EZ9999, 507011, -8005, ERR00100, 0x05000004): why, how to fix, and the settings in force. Where a CANN
+    toolkit is installed, its own texts are shown.
 
     Exit codes: 0 every topic explained; 2 a topic is neither a check ID nor an error code.
     """
@@ -241,11 +245,10 @@ def explain(topics: Tuple[str, ...], profile_name: Optional[str], rules_files: T
     from npudoctor.report.console import make_console
 
     profile = api.load_profile(profile_name)
-    found = [(topic, api.explain_topic(topic, rules_files)) for topic in topics]
-    explain_report.render([entry for _topic, entry in found if entry is not None], make_console(), profile)
-    unknown = [topic for topic, entry in found if entry is None]
+    entries, unknown = api.explain_topics(topics, root, bundle, rules_files)
+    explain_report.render(entries, make_console(), profile)
     if unknown:
-        raise fail_usage(f"{', '.join(map(repr, unknown))}: neither a check ID nor a known error code; see "
+        raise fail_usage(f"{quoted_topics(unknown)}: neither a check ID nor a known error code; see "
                          "`npudoctor list-checks`")
 
 

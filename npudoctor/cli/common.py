@@ -22,3 +22,12 @@ def fail_usage(message: str) -> click.exceptions.Exit:
 def split_list(values: Sequence[str]) -> Tuple[str, ...]:
     """Accept both `--only A --only B` and `--only A,B`."""
     return tuple(part.strip() for value in values for part in value.split(",") if part.strip())
+
+
+# A topic is shown at most this long in an error (`explain` is given whatever a user pastes).
+TOPIC_SHOWN = 60
+
+
+def quoted_topics(topics: Sequence[str]) -> str:
+    """Topics for a one-line error: quoted with repr (no control character reaches the terminal), each cut."""
+    return ", ".join(repr(t) if len(t) <= TOPIC_SHOWN else repr(t[:TOPIC_SHOWN]) + "..." for t in topics)
