@@ -297,6 +297,10 @@ def test_fixes_never_recommend_a_known_bad_release(node):
     target_python(node, torch="2.8.0", torch_npu="2.1.0.post17")
     finding = one_finding(run(node), "VER003")
     assert finding.status is Status.FAIL
-    assert finding.fix.startswith(
-        "pip install torch_npu==2.8.0.post4   # built for torch 2.8.0 and CANN 9.0.0"
+    assert "torch_npu==2.8.0 " not in finding.fix
+    # the CANN in place stays: torch_npu 2.1.0.post17 is built for it, so torch goes back to 2.1.0; the newest
+    # pair for CANN 8.3.RC1 that is not known-bad is 2.7.1
+    assert finding.fix == (
+        "pip install torch==2.1.0   # built for torch 2.1.0 and CANN 8.3.RC1 (in use)\n"
+        "or pip install torch==2.7.1 torch_npu==2.7.1   # the newest pair built for CANN 8.3.RC1 (in use)"
     )
