@@ -307,6 +307,29 @@ def _cann_install_hint(cann: Version) -> str:
 # --- checks --------------------------------------------------------------------------------------------
 
 
+def _driver_in_use(ctx: CheckContext, info_path: str, installed: Version) -> Iterable[Outcome]:
+    """The driver npu-smi reports (the one loaded, through DCMI) against the one version.info records (the
+    package on disk): they differ after a driver upgrade or rollback without a reboot."""
+    smi = ctx.facts_or_none("npu_smi")
+    table = getattr(smi, "table", None)
+    reported = parse_version(table.driver_version) if table is not None and table.driver_version else None
+    if reported is None:
+        return  # npu-smi did not run or printed no version: SMI001 says why
+    evidence = {"version_info": installed.text, "npu_smi_driver": reported.text, "version_info_path": info_path}
+    if reported.same_release_as(installed) or installed.same_release_as(reported):
+        yield passed("driver:in-use", f"npu-smi reports driver {reported.text}, as {info_path} records", evidence)
+        return
+    yield warn(
+        "driver:in-use",
+        f"npu-smi reports driver {reported.text} but {info_path} records {installed.text}: the driver package "
+        f"was changed without a reboot (or the container mounts another driver's files)",
+        evidence,
+        fix=f"reboot the node so that the installed driver {installed.text} is the one loaded; afterwards "
+        f"`npu-smi info` and `cat {info_path}` must show the same version (in a container: mount the "
+        f"host's /usr/local/Ascend/driver)",
+    )
+
+
 @check("VER001", stage="versions", title="Ascend driver and firmware installed and compatible")
 def driver_and_firmware(ctx: CheckContext) -> Iterable[Outcome]:
     """Reads /usr/local/Ascend/driver/version.info and /usr/local/Ascend/firmware/version.info and checks
@@ -321,9 +344,14 @@ def driver_and_firmware(ctx: CheckContext) -> Iterable[Outcome]:
     real files pair firmware from HDK 23.0.7 with ``[23.0.0,23.0.0.]``, so npudoctor compares the driver's
     major.minor train (``23.0``) with each entry's, not the literal bounds.
 
+    The driver npu-smi reports (the one loaded) is compared with the one version.info records (the package
+    on disk): after a driver upgrade without a reboot they differ, the new user-space libraries talk to the
+    old kernel module, and device open or HCCL fail in ways no version file explains.
+
     Fix: install the firmware package of the same HDK release as the driver
     (``Ascend-hdk-<chip>-npu-firmware_<driver version>.run --full``), or the driver matching the firmware;
-    then reboot. Inside a container the firmware file is usually not mounted: that part is skipped.
+    then reboot. Inside a container the firmware file is usually not mounted: that part is skipped. A
+    driver in use that is not the installed one: reboot.
     """
     facts = ctx.facts("ascend_driver")
     driver = facts.driver
@@ -361,6 +389,7 @@ def driver_and_firmware(ctx: CheckContext) -> Iterable[Outcome]:
     yield passed(
         "driver", f"driver {version.text} ({driver.get('Innerversion') or 'no Innerversion'})", evidence
     )
+    yield from _driver_in_use(ctx, driver.path, version)
 
     firmware = facts.firmware
     if not firmware.present:
