@@ -176,7 +176,9 @@ def check(level: Optional[int], profile_name: Optional[str], bundle: Optional[st
         from npudoctor.report import npd
 
         raise click.exceptions.Exit(npd.verdict(report, fail_on)[0])
-    raise click.exceptions.Exit(report.exit_code(fail_on))
+    # A run that could check nothing (every check skipped: an empty --root, --only LOG001 without --logs) is
+    # not "no problems": 2, the doctor could not tell.
+    raise click.exceptions.Exit(2 if report.nothing_checked else report.exit_code(fail_on))
 
 
 def split_list(values: Sequence[str]) -> Tuple[str, ...]:
