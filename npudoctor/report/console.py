@@ -352,10 +352,10 @@ def verdict(report: Report, scope: Optional[str] = None) -> str:
     if problems:
         stages = len(dict.fromkeys(f.stage for f in problems))
         where = scope or f"in {plural(stages, 'stage')}"
-        count = plural(len(problems), "problem")
+        how_many = plural(len(problems), "problem")
         if parts:
-            count = count.replace(" ", " other ", 1)
-        parts.append(f"{count} {where}")
+            how_many = how_many.replace(" ", " other ", 1)
+        parts.append(f"{how_many} {where}")
     elif parts:
         pass  # not an Ascend node, and nothing else wrong
     elif findings and not ran:
