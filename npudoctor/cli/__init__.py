@@ -16,6 +16,8 @@ from npudoctor import __version__
 from npudoctor.report import terminal
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
+# Ctrl-C, as a shell reports a command stopped by SIGINT (128 + 2): what was recorded is still reported
+EXIT_INTERRUPTED = 130
 
 F = TypeVar("F", bound=Callable[..., Any])
 

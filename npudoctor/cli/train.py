@@ -10,7 +10,7 @@ from typing import Any, Optional
 
 import click
 
-from npudoctor.cli import EXIT_FINDINGS, EXIT_OK, fail_usage
+from npudoctor.cli import EXIT_FINDINGS, EXIT_INTERRUPTED, EXIT_OK, fail_usage
 from npudoctor.report.progress import Progress
 
 
@@ -88,16 +88,23 @@ def train_step(device_name: str, model: str, batch: int, steps: int, precision: 
         document, report = session.run(request, profile, progress, on_device=header)
     except session.StepUnusable as exc:
         raise fail_usage(str(exc)) from None
+    except KeyboardInterrupt:  # before training started (importing torch, choosing the device): nothing recorded
+        click.echo("npudoctor: interrupted before training started; nothing was recorded", err=True)
+        raise click.exceptions.Exit(EXIT_INTERRUPTED) from None
     finally:
         progress.stop()
     report.started = started
+    trained = document.get("train") or {}
+    if trained.get("interrupted"):  # Ctrl-C while training: what was recorded is judged, as `prof run` does
+        click.echo(f"npudoctor: interrupted after {trained.get('steps', 0)} of {steps} steps; the findings judge "
+                   "the steps recorded", err=True)
     if fmt == "json":
         click.echo(json.dumps({**document, "report": report.to_dict()}, indent=2, default=str))
     else:
         from npudoctor.report import train_console
 
         train_console.render(report, document, verbose=verbose, console=out, header=False)
-    raise click.exceptions.Exit(report.exit_code())
+    raise click.exceptions.Exit(EXIT_INTERRUPTED if trained.get("interrupted") else report.exit_code())
 
 
 # The verdict thins a run to 256 points anyway; the last 64 MiB hold ~100,000 steps of the last run.
