@@ -205,7 +205,9 @@ def test_cli_usage_errors_are_one_line_and_exit_2(tmp_path):
 def test_missing_torch_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "torch", None)
     result = cli_runner().invoke(main, ["train-step", "--device", "cpu"])
-    assert result.exit_code == 2 and "pip install 'npudoctor[train]'" in result.stderr
+    assert result.exit_code == 2 and "pip install torch --index-url https://download.pytorch.org/whl/cpu" in (
+        result.stderr)
+    assert "[train]'" in result.stderr and len(result.stderr.splitlines()) == 1
 
 
 def test_readme_monitor_example_runs_and_its_log_is_judged(tmp_path):

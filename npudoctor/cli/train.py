@@ -39,9 +39,10 @@ def train_step(device_name: str, model: str, batch: int, steps: int, precision: 
                log_path: Optional[str], weights: Optional[str], seed: int, lr: float, inject_leak: Optional[str],
                compare_cpu: bool, ops: bool, profile_name: Optional[str], fmt: str, verbose: bool) -> None:
     """Train a real CLIP for a few steps: does the device run, does the loss fall, does memory leak?"""
-    from npudoctor import api
+    from npudoctor import api, install
     from npudoctor.workload import session
 
+    install.require("numpy")  # beside torch (TorchMissing names both): without it torch warns, DataLoader fails
     if weights and not os.path.isfile(weights):
         raise fail_usage(f"--weights {weights}: not a regular file")
     if log_path:
