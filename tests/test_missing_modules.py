@@ -104,3 +104,26 @@ def test_ranks_that_fail_are_quoted_by_their_own_first_error_and_the_fix_fits_it
     text = " ".join(done.stdout.split())
     assert "torchrun exited with code 1: RuntimeError: Numpy is not available" in text, done.stdout
     assert "fix: numpy is missing beside torch: pip install -e '" in text and "HCCL" not in text, done.stdout
+
+
+def test_hints_follow_how_npudoctor_was_installed(tmp_path, monkeypatch):
+    from npudoctor import install
+
+    # a checkout (this one): its own extra, by path, or "." from inside it
+    monkeypatch.chdir(REPO)
+    assert install.extra_hint("train") == "pip install -e '.[train]'"
+    monkeypatch.chdir(tmp_path)
+    assert install.extra_hint("prof") == f"pip install -e '{REPO}[prof]'"
+    # a wheel: site-packages has no pyproject.toml beside the package
+    wheel = tmp_path / "site-packages" / "npudoctor"
+    wheel.mkdir(parents=True)
+    monkeypatch.setattr(install, "__file__", str(wheel / "install.py"))
+    assert install.checkout_root() is None
+    assert install.extra_hint("train") == "pip install 'npudoctor[train]'"
+    assert install.extra_hint() == "pip install 'npudoctor'"
+    # torch: a CPU build unless a torch_npu is installed, then the torch the matrix pairs with it
+    monkeypatch.setattr(install, "torch_npu_version", lambda: None)
+    assert install.torch_hint().startswith("pip install torch --index-url https://download.pytorch.org/whl/cpu")
+    monkeypatch.setattr(install, "torch_npu_version", lambda: "2.1.0.post10")
+    assert install.torch_hint() == "pip install torch==2.1.0   # the torch torch_npu 2.1.0.post10 was built for"
+    assert install.train_hint().startswith("pip install torch==2.1.0 && pip install 'npudoctor[train]'")
