@@ -336,17 +336,25 @@ def test_ctrl_c_in_train_step_reports_what_was_recorded_with_exit_130(tmp_path):
 
     log = tmp_path / "run.jsonl"
     env = {**os.environ, "NO_COLOR": "1"}
+    # SIGINT back to its default in the child: a test run started in the background (CI) inherits it ignored,
+    # and Python then never raises KeyboardInterrupt
     process = subprocess.Popen(
         [sys.executable, "-m", "npudoctor", "train-step", "--device", "cpu", "--model", "tiny", "--batch", "4",
          "--steps", "1000000", "--log", str(log)],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 600  # a hang guard only
-    while time.monotonic() < deadline and process.poll() is None:
-        if log.exists() and log.read_text().count("\n") >= 4:
-            break
-        time.sleep(0.05)
-    process.send_signal(signal.SIGINT)
-    stdout, stderr = process.communicate(timeout=600)
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        deadline = time.monotonic() + 600  # a hang guard only
+        while time.monotonic() < deadline and process.poll() is None:
+            if log.exists() and log.read_text().count("\n") >= 4:
+                break
+            time.sleep(0.05)
+        process.send_signal(signal.SIGINT)
+        stdout, stderr = process.communicate(timeout=600)
+    finally:
+        if process.poll() is None:  # never leave a million-step run behind
+            process.kill()
+            process.wait()
     assert process.returncode == 130, stderr
     assert "Aborted!" not in stderr and "Traceback" not in stderr
     assert "npudoctor: interrupted after " in stderr and "of 1000000 steps" in stderr
