@@ -287,10 +287,11 @@ def pair_fixes(
         return [_install_pair(target, torch, torch_npu, f"built for CANN {target.cann.text}") + "\n"
                 + _cann_install_hint(target.cann)]
     direction = "a downgrade" if target.cann < cann else "an upgrade"
+    which = f"the one for torch {torch.text}" if same_torch and torch is not None else "the newest"
     return [
         f"no torch/torch_npu pair in the matrix is built for CANN {cann.text} (in use)"
         + (f" and Python {python_minor}" if python_minor else "")
-        + f"; the nearest needs CANN {target.cann.text} ({direction}):\n"
+        + f"; {which} needs CANN {target.cann.text} ({direction}):\n"
         + _install_pair(target, torch, torch_npu, f"built for CANN {target.cann.text}")
         + "\n"
         + _cann_install_hint(target.cann)
@@ -657,14 +658,21 @@ def torch_npu_and_cann(ctx: CheckContext) -> Iterable[Outcome]:
     maintained_here = [r for r in keep_cann if not r.eol]
     fixes = pair_fixes(ctx, facts, torch, torch_npu, maintained=True) if maintained_here else []
     if not release.eol and (installed < release.cann or not maintained_here):
+        # keep the packages, change CANN to the one torch_npu was built for; said plainly when it goes back
+        lead = (
+            ""
+            if installed < release.cann
+            else f"no maintained torch/torch_npu pair in the matrix is built for CANN {installed.text} (in use); "
+            f"keeping torch_npu {torch_npu.text} means going back to CANN {release.cann.text} (a downgrade): "
+        )
         if other_installed:
             home = other_installed[0].found_via[0]
             fixes.append(
-                f"use the installed CANN {release.cann.text} at {home} "
+                lead + f"use the installed CANN {release.cann.text} at {home} "
                 f"(source its set_env.sh / export ASCEND_HOME_PATH={home})"
             )
         else:
-            fixes.append(_cann_install_hint(release.cann))
+            fixes.append(lead + _cann_install_hint(release.cann))
     if keep_cann and not maintained_here:
         fixes.extend(pair_fixes(ctx, facts, torch, torch_npu))
     if not maintained_here:
