@@ -331,7 +331,8 @@ def _driver_in_use(ctx: CheckContext, info_path: str, installed: Version) -> Ite
     )
 
 
-@check("VER001", stage="versions", title="Ascend driver and firmware installed and compatible")
+@check("VER001", stage="versions", title="Ascend driver and firmware installed and compatible",
+       settings=("commands.npu_smi_timeout_s", "npu_smi.health_detail_max_chips"))  # the driver npu-smi reports
 def driver_and_firmware(ctx: CheckContext) -> Iterable[Outcome]:
     """Reads /usr/local/Ascend/driver/version.info and /usr/local/Ascend/firmware/version.info and checks
     that the firmware lies in the driver's ``compatible_version_fw`` range and the driver in the firmware's
