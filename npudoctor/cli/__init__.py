@@ -93,6 +93,17 @@ class LazyGroup(click.Group):
             return super().invoke(ctx)
         except InputError as exc:  # every command's user errors, printed the one way
             raise fail_usage(str(exc)) from None
+        except ImportError as exc:
+            # A module of an extra (or of the base install) is missing: one line with the install hint that
+            # matches how npudoctor was installed, never a traceback. Any other import error is a bug.
+            from npudoctor import install
+
+            hint = install.missing_module_hint(exc.name or "")
+            if hint is None:
+                raise
+            command = f"npudoctor {ctx.invoked_subcommand}" if ctx.invoked_subcommand else "npudoctor"
+            raise fail_usage(f"{command} needs {exc.name}, which is not installed for {sys.executable}: "
+                             f"{hint}") from None
         except BrokenPipeError:
             # The reader went away (`npudoctor list-checks | head -1`): what it wanted, it has. Click would
             # exit 1 here; a pipeline under `set -o pipefail` must not fail because head stopped reading.
@@ -143,6 +154,10 @@ def check(level: Optional[int], profile_name: Optional[str], bundle: Optional[st
 
     only = split_list(only)
     skip_ids = split_list(skip_ids)
+    if prof_dirs:  # the profiling doctor reads with pandas: say so before the first stage is printed
+        from npudoctor import install
+
+        install.require("pandas")
     if python and bundle:
         click.echo(f"npudoctor: note: --python {python} is not used with --from: a bundle replays the "
                    "interpreter it recorded", err=True)
@@ -168,7 +183,9 @@ def check(level: Optional[int], profile_name: Optional[str], bundle: Optional[st
         from npudoctor.report import npd
 
         raise click.exceptions.Exit(npd.verdict(report, fail_on)[0])
-    raise click.exceptions.Exit(report.exit_code(fail_on))
+    # A run that could check nothing (every check skipped: an empty --root, --only LOG001 without --logs) is
+    # not "no problems": 2, the doctor could not tell.
+    raise click.exceptions.Exit(2 if report.nothing_checked else report.exit_code(fail_on))
 
 
 def _listener(fmt: str, verbose: bool, progress: Any) -> Any:

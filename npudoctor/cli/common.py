@@ -11,6 +11,8 @@ from typing import Sequence, Tuple
 import click
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
+# Ctrl-C, as a shell reports a command stopped by SIGINT (128 + 2): what was recorded is still reported
+EXIT_INTERRUPTED = 130
 
 
 def fail_usage(message: str) -> click.exceptions.Exit:
