@@ -19,6 +19,7 @@ from npudoctor.live.devices import ReplaySampler, Snapshot
 from npudoctor.live.history import History
 from npudoctor.live.poller import Poller, PollState
 from npudoctor.live.session import DashboardConfig
+from npudoctor.report.symbols import STYLE
 from npudoctor.tui import views
 
 TABS = ("devices", "history", "training", "findings")
@@ -279,7 +280,7 @@ class DashboardApp(App[None]):
         table.clear()
         for finding in views.ordered_findings(report.findings):
             cells = list(views.finding_cells(finding))
-            style = views.STATUS_STYLE.get(finding.status.value, "")
+            style = STYLE.get(finding.status, "")  # the house status styles, as `check` prints them
             table.add_row(Text(cells[0], style=style), *cells[1:])
 
     # -- actions -------------------------------------------------------------------------------------------

@@ -19,8 +19,6 @@ HEALTH_BADGES: Dict[str, Tuple[str, str]] = {
     "ok": ("OK", "green"), "warning": ("WARN", "bold yellow"), "alarm": ("ALARM", "bold red"),
     "critical": ("CRIT", "bold white on red"), "general warning": ("WARN", "bold yellow"),
 }
-STATUS_STYLE = {"pass": "green", "warn": "yellow", "fail": "bold red", "skip": "dim", "error": "bold magenta",
-                "error-sev": "bold red", "warning": "yellow", "info": "dim"}
 # Column -> width: the table fits 80 columns with its cell padding.
 DEVICE_COLUMNS = {"Chip": 6, "Health": 6, "AICore": 6, "HBM used / total": 21, "Temp": 4, "Power": 5,
                   "Held by": 15}
