@@ -107,6 +107,7 @@ def rank_dict(rank: Rank) -> Dict[str, Any]:
         "steps": shares or [],
         "memory": rank.memory,
         "problems": list(rank.problems),
+        "not_used": list(rank.unused),
     }
 
 
