@@ -15,7 +15,7 @@ from typing import IO, Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 MAX_ITEM_BYTES = 1 << 20          # one trace event / one operator record
 MAX_ITEMS = 10_000_000            # events of one trace file
-MAX_KEYS = 20_000_000             # object keys walked in one communication file
+MAX_KEYS = 1_000_000              # object keys walked one by one in one communication file
 MAX_DEPTH = 8                     # object levels walked in a communication file
 READ_BYTES = 1 << 20
 WHITESPACE = " \t\r\n"
@@ -66,6 +66,14 @@ class _Buffer:
 
     def value(self) -> Any:
         """Decode the value at the position (bounded by ``max_item``)."""
+        found, value = self.try_value()
+        if not found:
+            raise JsonStreamError(f"an element larger than {self.max_item >> 10} KiB")
+        return value
+
+    def try_value(self) -> Tuple[bool, Any]:
+        """(True, value) for the value at the position, or (False, None) when it is larger than ``max_item``
+        (the position is left on it)."""
         self.peek()
         while True:
             try:
@@ -73,17 +81,18 @@ class _Buffer:
             except RecursionError:
                 raise JsonStreamError("nested too deep (an element thousands of levels deep)") from None
             except ValueError as exc:
-                if len(self.text) - self.pos > self.max_item or not self.fill():
-                    if len(self.text) - self.pos > self.max_item:
-                        raise JsonStreamError(f"an element larger than {self.max_item >> 10} KiB") from None
+                if len(self.text) - self.pos > self.max_item:
+                    return False, None
+                if not self.fill():
                     raise JsonStreamError(f"not valid JSON ({str(exc).splitlines()[0][:100]})") from None
                 continue
             if end >= len(self.text) and not self.eof:  # a number cut at the buffer's end: read on, decode again
-                if len(self.text) - self.pos > self.max_item or not self.fill():
-                    raise JsonStreamError(f"an element larger than {self.max_item >> 10} KiB")
+                if len(self.text) - self.pos > self.max_item:
+                    return False, None
+                self.fill()
                 continue
             self.pos = end
-            return value
+            return True, value
 
 
 def iter_array(handle: IO[bytes], max_items: int = MAX_ITEMS, max_item: int = MAX_ITEM_BYTES,
@@ -164,11 +173,34 @@ def iter_members(handle: IO[bytes], wanted: Sequence[str], max_depth: int = MAX_
         if key in wanted:
             found[-1][key] = buffer.value()
         elif buffer.peek() == "{" and len(trail) < max_depth:
-            buffer.pos += 1
-            trail.append(str(key)[:200])
-            found.append({})
-            continue
+            small, value = buffer.try_value()  # most objects are small: decoded in C, walked in memory
+            if not small:
+                buffer.pos += 1
+                trail.append(str(key)[:200])
+                found.append({})
+                continue
+            yield from _walk_decoded(value, [*trail, str(key)[:200]], wanted, max_depth)
         else:
             buffer.value()
         if buffer.expect(",}") == "}":
             buffer.pos -= 1
+
+
+def _walk_decoded(node: Any, trail: List[str], wanted: Sequence[str], max_depth: int
+                  ) -> Iterator[Tuple[Tuple[str, ...], Dict[str, Any]]]:
+    """:func:`iter_members` over an object already decoded (small), children before their parent."""
+    stack: List[Tuple[Any, List[str], bool]] = [(node, trail, False)]
+    while stack:
+        current, path, visited = stack.pop()
+        if not isinstance(current, dict):
+            continue
+        if visited:
+            members = {key: current[key] for key in wanted if key in current}
+            if members:
+                yield tuple(path), members
+            continue
+        stack.append((current, path, True))
+        if len(path) < max_depth:
+            for key, value in reversed(list(current.items())):
+                if key not in wanted and isinstance(value, dict):
+                    stack.append((value, [*path, str(key)[:200]], False))

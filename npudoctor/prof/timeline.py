@@ -118,7 +118,6 @@ def read_events(paths: Sequence[str], on_tasks: Optional[Callable[[List[Dict[str
             problems.append(f"{path}: {str(exc).splitlines()[0][:160]}" if not isinstance(exc, TableError)
                             else str(exc))
         except JsonStreamError as exc:
-            timeline.sources.append(path)
             problems.append(f"{path}: {exc} (read up to there)")
         problems.extend(f"{path}: {note}" for note in notes)
         if tasks and on_tasks is not None:
