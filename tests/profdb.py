@@ -134,7 +134,7 @@ def write_profiler_db(path: Path, kernel: str = "prof_kernel_details_memory_metr
         conn.execute("INSERT INTO STEP_TIME VALUES (?, ?, ?)", (step, min(times), max(times)))
     if extras:
         _memory(conn, sid)
-        _host_apis(conn, sid)
+        _trace_host_events(conn, sid)
     for name, value in (host or {}).items():
         _host(conn, sid, name, value)
     conn.executemany("INSERT INTO ENUM_API_TYPE VALUES (?, ?)", [(v, k) for k, v in API_TYPES.items()])
@@ -161,18 +161,29 @@ def _memory(conn: sqlite3.Connection, sid: Strings) -> None:
                      (sid(cell["Name"]), round(float(cell["Size(KB)"]) * 1024)))
 
 
-def _host_apis(conn: sqlite3.Connection, sid: Strings) -> None:
-    """api_statistic.csv's per-API totals as that many CANN_API calls of equal length."""
-    header, rows = rows_of("prof_api_statistic_2026.csv")
-    start = 1_695_115_378_000_000_000
-    for row in rows:
-        cell = dict(zip(header, row))
-        count = int(float(cell["Count"]))
-        each = round(float(cell["Time(us)"]) * 1000 / max(count, 1))
-        for _ in range(count):
+def _trace_host_events(conn: sqlite3.Connection, sid: Strings) -> None:
+    """The host events of the run's trace_view.json (the text layout's) as CANN_API / PYTORCH_API / GC_RECORD /
+    AICORE_FREQ rows: ``AscendCL@x`` is an acl API named x, ``Node@x`` a node API, the rest framework calls."""
+    prefixes = {"AscendCL@": "acl", "Runtime@": "runtime", "Node@": "node", "Model@": "model"}
+    for event in json.loads(sample_data("prof_trace_view_excerpt.json")):
+        args = event.get("args") or {}
+        start = round(float(event.get("ts", 0)) * 1000)
+        if event.get("ph") == "C" and event.get("name") == "AI Core Freq":
+            conn.execute("INSERT INTO AICORE_FREQ VALUES (0, ?, ?)", (start, args.get("MHz")))
+        if event.get("ph") != "X" or "Task Type" in args:
+            continue
+        end = start + round(float(event.get("dur", 0)) * 1000)
+        name = str(event.get("name", ""))
+        if str(event.get("cat", "")).lower() == "gc":
+            conn.execute("INSERT INTO GC_RECORD VALUES (?, ?, 1)", (start, end))
+            continue
+        prefix = next((p for p in prefixes if name.startswith(p)), None)
+        if prefix is not None:
             conn.execute("INSERT INTO CANN_API (startNs, endNs, type, name) VALUES (?, ?, ?, ?)",
-                         (start, start + each, API_TYPES.get(cell["Level"], 20000), sid(cell["API Name"])))
-            start += each + 1000
+                         (start, end, API_TYPES[prefixes[prefix]], sid(name[len(prefix):])))
+        else:
+            conn.execute("INSERT INTO PYTORCH_API (startNs, endNs, name, type) VALUES (?, ?, ?, 50001)",
+                         (str(start), str(end), sid(name)))
 
 
 def _host(conn: sqlite3.Connection, sid: Strings, kind: str, value: Any) -> None:

@@ -710,3 +710,7 @@ def find(check_id: str) -> Optional[ProfCheck]:
 
 def all_checks() -> List[ProfCheck]:
     return list(REGISTRY.values())
+
+
+# The host-side and cluster families register into the same registry (imported last: they use this module).
+from npudoctor.prof import host_checks  # noqa: E402,F401
