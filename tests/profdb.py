@@ -96,15 +96,20 @@ def create(path: Path, tables: Dict[str, str]) -> sqlite3.Connection:
 
 
 def write_profiler_db(path: Path, kernel: str = "prof_kernel_details_memory_metrics.csv",
-                      extras: bool = True, host: Optional[Dict[str, Any]] = None) -> Path:
-    """ascend_pytorch_profiler_N.db holding the kernel table (and memory, host APIs) of the samples."""
+                      extras: bool = True, host: Optional[Dict[str, Any]] = None, rows_to: int = 0) -> Path:
+    """ascend_pytorch_profiler_N.db holding the kernel table (and memory, host events) of the samples;
+    ``rows_to``: the sample's rows repeated to that many tasks (the benchmark's table of the same size)."""
     conn = create(path, PROFILER_TABLES)
     sid = Strings()
     header, rows = rows_of(kernel)
     at = {name: index for index, name in enumerate(header)}
     pmu = [name for name in header if name.lower().startswith(PMU_PREFIXES)]
     steps: Dict[int, List[int]] = {}
-    for gid, row in enumerate(rows, 1):
+    tasks: List[Tuple[Any, ...]] = []
+    infos: List[Tuple[Any, ...]] = []
+    pmus: List[List[Tuple[int, float]]] = []
+    comms: Dict[int, Tuple[Any, ...]] = {}   # sample row -> its COMMUNICATION_OP values
+    for number, row in enumerate(rows):
         cell = dict(zip(header, row))
         start = round(float(cell["Start Time(us)"]) * 1000)
         end = start + round(float(cell["Duration(us)"]) * 1000)
@@ -112,24 +117,35 @@ def write_profiler_db(path: Path, kernel: str = "prof_kernel_details_memory_metr
         if step is not None:
             steps.setdefault(int(step), []).extend([start, end])
         if cell["Accelerator Core"] == "HCCL":
-            conn.execute("INSERT INTO COMMUNICATION_OP (opName, startNs, endNs, groupName, opId, opType, deviceId) "
-                         "VALUES (?, ?, ?, ?, ?, ?, 0)", (sid(cell["Name"]), start, end, sid("group0"), gid,
-                                                         sid(cell["Type"])))
+            comms[number] = (sid(cell["Name"]), start, end, sid("group0"), sid(cell["Type"]))
+            tasks.append(())
+            infos.append(())
+            pmus.append([])
             continue
-        conn.execute("INSERT INTO TASK (startNs, endNs, deviceId, globalTaskId, taskType, streamId) "
-                     "VALUES (?, ?, 0, ?, 0, ?)", (start, end, gid, _number(cell.get("Stream ID", ""))))
         block = _number(cell.get("Block Dim", ""))
         mix = _number(cell.get("Mix Block Dim", ""))
         state = cell["OP State"] if "OP State" in at else "N/A"
-        conn.execute("INSERT INTO COMPUTE_TASK_INFO (name, globalTaskId, blockNum, mixBlockNum, taskType, opType, "
-                     "inputDataTypes, opState) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                     (sid(cell["Name"]), gid, None if block is None else int(block), None if mix is None else int(mix),
+        tasks.append((start, end, _number(cell.get("Stream ID", ""))))
+        infos.append((sid(cell["Name"]), None if block is None else int(block), None if mix is None else int(mix),
                       sid(cell["Accelerator Core"]), sid(cell["Type"]), sid(cell.get("Input Data Types", "")),
                       sid(state)))
-        for name in pmu:
-            value = _number(cell[name])
-            if value is not None:
-                conn.execute("INSERT INTO TASK_PMU_INFO VALUES (?, ?, ?)", (gid, sid(name), value))
+        pmus.append([(sid(name), value) for name in pmu for value in [_number(cell[name])] if value is not None])
+    total = rows_to or len(rows)
+
+    def repeated() -> Iterator[int]:
+        return (number % len(rows) for number in range(total))
+
+    conn.executemany("INSERT INTO TASK (startNs, endNs, deviceId, globalTaskId, taskType, streamId) "
+                     "VALUES (?, ?, 0, ?, 0, ?)",
+                     ((*tasks[i][:2], gid, tasks[i][2]) for gid, i in enumerate(repeated(), 1) if tasks[i]))
+    conn.executemany("INSERT INTO COMPUTE_TASK_INFO (name, globalTaskId, blockNum, mixBlockNum, taskType, opType, "
+                     "inputDataTypes, opState) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                     ((infos[i][0], gid, *infos[i][1:]) for gid, i in enumerate(repeated(), 1) if infos[i]))
+    conn.executemany("INSERT INTO TASK_PMU_INFO VALUES (?, ?, ?)",
+                     ((gid, name, value) for gid, i in enumerate(repeated(), 1) for name, value in pmus[i]))
+    conn.executemany("INSERT INTO COMMUNICATION_OP (opName, startNs, endNs, groupName, opId, opType, deviceId) "
+                     "VALUES (?, ?, ?, ?, ?, ?, 0)",
+                     ((*comms[i][:4], gid, comms[i][4]) for gid, i in enumerate(repeated(), 1) if i in comms))
     for step, times in steps.items():
         conn.execute("INSERT INTO STEP_TIME VALUES (?, ?, ?)", (step, min(times), max(times)))
     if extras:
