@@ -268,6 +268,7 @@ def torch_npu_db_rank(root: Path, rank: Optional[int], kernel: str = "prof_kerne
                              "ascend_pytorch_profiler.db"), kernel, extras, host)
     if extras:
         write_analysis_db(out / "analysis.db")
+        profdirs.put(pt, {"profiler_metadata.json": "prof_profiler_metadata_json.json"})  # written in both modes
     profdirs.put(pt / profdirs.PROF / "device_0", {"info.json.0": "prof_msprof_device_info_json_910.json",
                                                    "start_info.0": "prof_msprof_device_start_info.json"})
     (pt / (f"profiler_info_{rank}.json" if rank is not None else "profiler_info.json")).write_text("{}")

@@ -196,6 +196,22 @@ def test_no_bound_judges_every_task_even_on_a_dynamic_shape_profile(tmp_path: Pa
 def test_explain_documents_every_new_check() -> None:
     from npudoctor.prof.checks import find
 
-    for number in range(12, 19):
+    for number in range(12, 20):
         check: Optional[Any] = find(f"PROF0{number}")
         assert check is not None and len(check.doc.splitlines()) > 5 and "Fix:" in check.doc
+
+
+# --- PROF019 environment ----------------------------------------------------------------------------------------
+
+def test_recorded_environment_real_metadata_passes_and_harmful_values_warn(tmp_path: Path) -> None:
+    """The real profiler_metadata.json records the variables empty: nothing to say (the advisor lists all)."""
+    real = analyze([str(profdirs.torch_npu_rank(tmp_path / "real", rank=0))])
+    assert one(real, "PROF019").status is Status.PASS
+    pt = profdirs.torch_npu_rank(tmp_path / "set", rank=0)
+    metadata = json.loads((pt / "profiler_metadata.json").read_text())
+    metadata["ENV_VARIABLES"].update({"ASCEND_LAUNCH_BLOCKING": "1", "ASCEND_GLOBAL_LOG_LEVEL": "1"})
+    (pt / "profiler_metadata.json").write_text(json.dumps(metadata))
+    warned = [f for f in analyze([str(pt)]).findings if f.id == "PROF019"]
+    assert sorted(f.subject for f in warned) == ["ASCEND_GLOBAL_LOG_LEVEL", "ASCEND_LAUNCH_BLOCKING"]
+    assert all(f.status is Status.WARN for f in warned)
+    assert one(analyze([str(db_rank(tmp_path / "db", {}))]), "PROF019").status is Status.SKIP

@@ -343,3 +343,55 @@ def rank_gap(ctx: ProfContext) -> Iterable[Finding]:
     yield _finding("PROF018", Status.WARN, detail=f"{len(means)} ranks: " + "; ".join(parts), evidence=evidence,
                    fix="Look at the named rank: its device (npudoctor check), data shard and host (DataLoader, CPU "
                        "binding), then its links (PROF010).")
+
+
+def _environment_problems(environment: Dict[str, str]) -> List[Tuple[str, str, str]]:
+    """(variable, value, why) for the values that slow a training job (from the vendor's variable reference)."""
+    out = []
+    blocking = environment.get("ASCEND_LAUNCH_BLOCKING", "").strip()
+    if blocking and blocking not in ("0", "false", "False"):
+        out.append(("ASCEND_LAUNCH_BLOCKING", blocking, "every operator runs synchronously (a debugging switch)"))
+    level = environment.get("ASCEND_GLOBAL_LOG_LEVEL", "").strip()
+    if level in ("0", "1"):
+        out.append(("ASCEND_GLOBAL_LOG_LEVEL", level, f"{'debug' if level == '0' else 'info'} logging on the "
+                    "host slows the step (3 = error is the default)"))
+    event = environment.get("ASCEND_GLOBAL_EVENT_ENABLE", "").strip()
+    if event == "1":
+        out.append(("ASCEND_GLOBAL_EVENT_ENABLE", event, "event logging on the host"))
+    return out
+
+
+@prof_check("PROF019", "Environment recorded with the profile")
+def profiled_environment(ctx: ProfContext) -> Iterable[Finding]:
+    """Environment variables set for the profiled job that slow it down.
+
+    The torch_npu profiler writes the job's performance-relevant variables into ``profiler_metadata.json``
+    (``ENV_VARIABLES``). msprof-analyze's advisor lists every one of them with a suggestion whether set or
+    not; this check reports only values that cost time: ``ASCEND_LAUNCH_BLOCKING`` set (operators run one
+    at a time, see PROF015), ``ASCEND_GLOBAL_LOG_LEVEL`` 0 or 1 (debug/info logging), and
+    ``ASCEND_GLOBAL_EVENT_ENABLE=1``. The other recorded variables (``HCCL_*``, ``PYTORCH_NPU_ALLOC_CONF``,
+    ``HOST_CACHE_CAPACITY``, ...) are in the evidence as recorded. WARN per harmful value; PASS otherwise;
+    SKIP without profiler_metadata.json.
+
+    Fix: ``unset ASCEND_LAUNCH_BLOCKING``; ``export ASCEND_GLOBAL_LOG_LEVEL=3``; ``unset
+    ASCEND_GLOBAL_EVENT_ENABLE``.
+    """
+    recorded = [(rank.label, rank.source.environment) for rank in ctx.ranks if rank.source.environment]
+    if not recorded:
+        yield _finding("PROF019", Status.SKIP, detail="no profiler_metadata.json with ENV_VARIABLES (torch_npu "
+                       "profiler output has it)")
+        return
+    found: Dict[Tuple[str, str, str], List[str]] = {}
+    for label, environment in recorded:
+        for problem in _environment_problems(environment):
+            found.setdefault(problem, []).append(label)
+    evidence = {"recorded": {label: {k: v for k, v in env.items() if v != ""} for label, env in recorded[:8]}}
+    for (name, value, why), labels in sorted(found.items()):
+        yield _finding("PROF019", Status.WARN, name, f"{name}={value} on {_ranks_text(labels)}: {why}",
+                       evidence={**evidence, "variable": name, "value": value},
+                       fix={"ASCEND_LAUNCH_BLOCKING": "unset ASCEND_LAUNCH_BLOCKING",
+                            "ASCEND_GLOBAL_LOG_LEVEL": "export ASCEND_GLOBAL_LOG_LEVEL=3"}.get(
+                                name, f"unset {name}"))
+    if not found:
+        yield _finding("PROF019", Status.PASS, detail=f"no variable that slows the job is set in {len(recorded)} "
+                       "rank(s)' recorded environment", evidence=evidence)

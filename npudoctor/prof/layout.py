@@ -53,6 +53,7 @@ class Source:
     analysis_dbs: List[str] = field(default_factory=list)        # torch_npu analysis.db
     unused: List[str] = field(default_factory=list)              # files seen that no check reads (listed)
     devices: Dict[str, Dict[str, object]] = field(default_factory=dict)  # device id -> info.json facts
+    environment: Dict[str, str] = field(default_factory=dict)    # profiler_metadata.json ENV_VARIABLES
     rank: Optional[int] = None
     problems: List[str] = field(default_factory=list)
 
@@ -177,6 +178,12 @@ def _torch_source(root: str, problems: List[str]) -> Source:
         match = RANK_IN_NAME.match(name)
         if match:
             source.rank = int(match.group(1))
+        if name == "profiler_metadata.json":
+            metadata = _read_json(os.path.join(root, name), problems)
+            variables = metadata.get("ENV_VARIABLES") if isinstance(metadata, dict) else None
+            if isinstance(variables, dict):
+                source.environment = {str(k)[:64]: str(v)[:256] for k, v in list(variables.items())[:256]
+                                      if isinstance(v, (str, int, float))}
         if PROF_DIR.match(name) and _is_dir(os.path.join(root, name)):
             _add_device_info(source, os.path.join(root, name), problems)
     if source.rank is None:
