@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any, List, Set
 
 from npudoctor.prof.columns import column_map
-from npudoctor.prof.engine import Rank
 from npudoctor.prof.layout import Source
+from npudoctor.prof.model import Rank
 from npudoctor.prof.tables import TableError
 
 CUBE_SPELLINGS = ("cube_utilization(%)", "Cube Utilization(%)")

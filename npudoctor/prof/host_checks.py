@@ -13,7 +13,7 @@ from typing import Any, Dict, Iterable, List, Optional, Tuple
 from npudoctor.model.finding import Finding, Status
 from npudoctor.prof import figures
 from npudoctor.prof.checks import ProfContext, _finding, _ms, _pct, _ranks_text, prof_check
-from npudoctor.prof.engine import Rank
+from npudoctor.prof.model import Rank
 
 
 def _timelines(ctx: ProfContext) -> List[Tuple[str, Any]]:
