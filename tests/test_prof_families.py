@@ -196,7 +196,7 @@ def test_no_bound_judges_every_task_even_on_a_dynamic_shape_profile(tmp_path: Pa
 def test_explain_documents_every_new_check() -> None:
     from npudoctor.prof.checks import find
 
-    for number in range(12, 20):
+    for number in range(12, 21):
         check: Optional[Any] = find(f"PROF0{number}")
         assert check is not None and len(check.doc.splitlines()) > 5 and "Fix:" in check.doc
 
@@ -215,3 +215,17 @@ def test_recorded_environment_real_metadata_passes_and_harmful_values_warn(tmp_p
     assert sorted(f.subject for f in warned) == ["ASCEND_GLOBAL_LOG_LEVEL", "ASCEND_LAUNCH_BLOCKING"]
     assert all(f.status is Status.WARN for f in warned)
     assert one(analyze([str(db_rank(tmp_path / "db", {}))]), "PROF019").status is Status.SKIP
+
+
+# --- PROF020 operators compiled on the host -------------------------------------------------------------------
+
+def test_operators_compiled_on_the_host(tmp_path: Path) -> None:
+    compile_calls = [host_event("AscendCL@aclopCompileAndExecuteV2", TS0 + i * 5000, 3100.0, "cpu_op")
+                     for i in range(24)]
+    real = one(analyze([str(trace_rank(tmp_path / "real", []))]), "PROF020")  # the real excerpt has one
+    assert real.status is Status.PASS and real.evidence["ranks"]["rank 0"]["calls"] == 1
+    finding = one(analyze([str(trace_rank(tmp_path / "jit", compile_calls))]), "PROF020")
+    assert finding.status is Status.WARN and finding.evidence["ranks"]["rank 0"]["calls"] == 25
+    assert "jit_compile=False" in finding.fix
+    assert one(analyze([str(trace_rank(tmp_path / "binary", compile_calls[:2]))]), "PROF020").status is Status.PASS
+    assert one(analyze([str(db_rank(tmp_path / "db", {}))]), "PROF020").status is Status.SKIP

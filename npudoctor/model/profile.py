@@ -122,6 +122,7 @@ PROFILE_SCHEMA: Dict[str, Field] = {
     "prof.syncbn_max_calls": Field("int", 0, 10 ** 9, doc="PROF014: SyncBatchNorm calls per rank allowed"),
     "prof.sync_after_launch_warn_share": Field("number", 0, 1, doc="PROF015: launches followed by a sync"),
     "prof.aicore_freq_drop_warn_share": Field("number", 0, 1, doc="PROF016: AI Core frequency below rated"),
+    "prof.host_compile_warn_calls": Field("int", 0, 10 ** 9, doc="PROF020: operator compilations that WARN"),
     **{f"prof.small_transfer_mb.{transport}": Field("number", 0, 1e9, nullable=True,
                                                    doc=f"PROF017: a {transport} transfer under this is small")
        for transport in ("SDMA", "RDMA")},

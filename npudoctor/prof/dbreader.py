@@ -72,6 +72,7 @@ def read_databases(rank: Rank, source: Source, min_task_us: float, bound_ratio: 
 
 def _read_timeline(db: Any, timeline: Any, sync_stream: str, node_launch: str) -> None:
     from npudoctor.prof import database
+    from npudoctor.prof.timeline import OP_COMPILE
 
     for duration in database.gc_durations(db):
         timeline.add_host("GC", "gc", 0.0, duration)
@@ -80,7 +81,7 @@ def _read_timeline(db: Any, timeline: Any, sync_stream: str, node_launch: str) -
     for name, start, duration in database.framework_events(db, "syncbatchnorm"):
         if "dataloader" not in name.lower():
             timeline.add_host(name, "", start, duration)
-    for name, start, duration in database.host_events(db, (sync_stream, node_launch)):
+    for name, start, duration in database.host_events(db, (sync_stream, node_launch, OP_COMPILE)):
         timeline.add_host(name, "", start, duration)
     for start, mhz in database.aicore_freq(db):
         timeline.add_freq(start, mhz)

@@ -395,3 +395,34 @@ def profiled_environment(ctx: ProfContext) -> Iterable[Finding]:
     if not found:
         yield _finding("PROF019", Status.PASS, detail=f"no variable that slows the job is set in {len(recorded)} "
                        "rank(s)' recorded environment", evidence=evidence)
+
+
+@prof_check("PROF020", "Operators compiled on the host at run time")
+def host_compile(ctx: ProfContext) -> Iterable[Finding]:
+    """Operators compiled while the job runs (``aclopCompileAndExecute`` on the host).
+
+    Without binary kernels (or with ``jit_compile=True``) each new operator shape is compiled by the host
+    during the step: ``AscendCL@aclopCompileAndExecute`` in the host timeline. WARN when a rank has at
+    least ``prof.host_compile_warn_calls`` (20, msprof-analyze's ``MAX_OP_COMPILE_NUM``) of them, with their
+    total time; PASS with fewer; SKIP without a host timeline.
+
+    Fix: ``torch_npu.npu.set_compile_mode(jit_compile=False)`` with the binary kernel package installed
+    (``Ascend-cann-kernels``); fewer distinct shapes (bucketing, see PROF008).
+    """
+    timelines = _timelines(ctx)
+    if not timelines:
+        yield _finding("PROF020", Status.SKIP, detail=NO_TIMELINE)
+        return
+    bar = int(ctx.get("host_compile_warn_calls", 20))
+    counts = {label: {"calls": t.compiles, "total_us": round(t.compile_us, 3)} for label, t in timelines}
+    worst_label = max(counts, key=lambda label: counts[label]["calls"])
+    worst = counts[worst_label]
+    evidence = {"warn_calls": bar, "ranks": counts}
+    if worst["calls"] >= bar:
+        yield _finding("PROF020", Status.WARN, detail=f"{worst['calls']} operator compilation(s) on the host "
+                       f"({_ms(worst['total_us'])}) on {worst_label}", evidence=evidence,
+                       fix="torch_npu.npu.set_compile_mode(jit_compile=False) with the binary kernels installed; "
+                           "fewer distinct shapes (bucketing).")
+    else:
+        yield _finding("PROF020", Status.PASS, detail=f"at most {worst['calls']} operator compilation(s) on the "
+                       f"host (bar {bar})", evidence=evidence)

@@ -14,6 +14,7 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tupl
 SYNC_STREAM = "AscendCL@aclrtSynchronizeStream"   # msprof-analyze's Constant.SYNC_STREAM
 NODE_LAUNCH = "Node@launch"                       # ... and Constant.NODE_LAUNCH
 FREQ_COUNTER = "AI Core Freq"
+OP_COMPILE = "AscendCL@aclopCompileAndExecute"    # ... and Constant.OP_COMPILE_NAME (V2 too)
 MAX_KEPT = 5_000_000                               # events of one kind kept (more: counted only)
 
 
@@ -29,6 +30,8 @@ class HostTimeline:
     launch_ts: Any = field(default_factory=lambda: array("d"))          # Node@launch start times
     sync_ts: Any = field(default_factory=lambda: array("d"))            # aclrtSynchronizeStream start times
     freq: List[Tuple[float, float]] = field(default_factory=list)       # (time, MHz) of the frequency counter
+    compiles: int = 0                                                   # aclopCompileAndExecute calls
+    compile_us: float = 0.0
     host_events: int = 0
     dropped: int = 0
 
@@ -44,6 +47,9 @@ class HostTimeline:
                 self.dataloader = sorted(self.dataloader, key=lambda item: -item[1])[:1024]
         if lowered == "syncbatchnorm":
             self.syncbn += 1
+        if name.startswith(OP_COMPILE):
+            self.compiles += 1
+            self.compile_us += duration
         if name.startswith(SYNC_STREAM):
             self._keep(self.sync_ts, start)
         elif name.startswith(NODE_LAUNCH):
