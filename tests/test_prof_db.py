@@ -181,3 +181,29 @@ def test_the_db_is_opened_read_only_and_never_written(tmp_path: Path) -> None:
                 list(db.rows(statement))
     assert (path.stat().st_mtime_ns, path.read_bytes()) == before
     assert sorted(os.listdir(tmp_path)) == [path.name]  # no journal, no WAL left behind
+
+
+def test_seeded_mutations_of_a_db_raise_nothing_but_the_readers_error(tmp_path: Path) -> None:
+    """Random bytes of a real-schema .db flipped, a few hundred times: a result or ProfInputError, no other
+    exception (the sqlite3 errors of a corrupt file become one line). NPUDOCTOR_FUZZ_TRIALS raises the count."""
+    import random
+
+    source = profdb.write_profiler_db(tmp_path / "base.db", KERNELS[1], extras=True).read_bytes()
+    rng = random.Random(20)
+    trials = int(os.environ.get("NPUDOCTOR_FUZZ_TRIALS", "150"))
+    outcomes = {"read": 0, "refused": 0}
+    for trial in range(trials):
+        data = bytearray(source)
+        for _ in range(rng.choice((1, 4, 32))):
+            data[rng.randrange(100, len(data))] = rng.randrange(256)  # past the magic: the pages themselves
+        folder = tmp_path / f"t{trial}"
+        folder.mkdir()
+        path = folder / "ascend_pytorch_profiler_0.db"
+        path.write_bytes(bytes(data))
+        try:
+            analyze([str(path)])
+            outcomes["read"] += 1
+        except ProfInputError as exc:
+            assert "\n" not in str(exc)
+            outcomes["refused"] += 1
+    assert sum(outcomes.values()) == trials and outcomes["read"] > 0

@@ -98,3 +98,24 @@ def test_trace_events_split_anywhere_read_the_same() -> None:
 
     assert list(iter_array(Trickle(text))) == events
     assert list(iter_array(io.BytesIO(json.dumps({"traceEvents": events, "x": 1}).encode()))) == events
+
+
+def test_seeded_mutations_of_trace_and_communication_json_raise_only_the_stream_error() -> None:
+    import random
+
+    rng = random.Random(19)
+    trace = json.dumps(json.loads(sample_data("prof_trace_view_excerpt.json"))).encode()
+    communication = json.dumps(json.loads(sample_data("prof_communication_json_torch_npu.json"))).encode()
+    for trial in range(600):
+        base = trace if trial % 2 else communication
+        data = bytearray(base)
+        for _ in range(rng.choice((1, 3, 12))):
+            position = rng.randrange(len(data))
+            data[position:position + 1] = bytes([rng.choice(b'{}[],:"\\0123 x\xff')]) * rng.choice((1, 2, 300))
+        try:
+            if trial % 2:
+                list(iter_array(io.BytesIO(bytes(data))))
+            else:
+                list(iter_members(io.BytesIO(bytes(data)), ("Communication Bandwidth Info",)))
+        except JsonStreamError as exc:
+            assert "\n" not in str(exc)

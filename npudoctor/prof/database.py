@@ -124,6 +124,7 @@ class ProfileDb:
             conn = sqlite3.connect(uri, uri=True, isolation_level=None)
         except sqlite3.Error as exc:
             raise self._fail(_one_line(exc)) from None
+        conn.text_factory = _text  # a corrupt or GBK string is replaced, never an exception
         try:
             if hasattr(conn, "enable_load_extension"):
                 conn.enable_load_extension(False)
@@ -146,6 +147,9 @@ class ProfileDb:
         except sqlite3.Error as exc:
             conn.close()
             raise self._fail(_one_line(exc)) from None
+        except UnicodeDecodeError:  # SQLite's message quoted bytes of a corrupt schema
+            conn.close()
+            raise self._fail("corrupt SQLite database (schema not readable)") from None
         except TableError:
             conn.close()
             raise
@@ -213,6 +217,8 @@ class ProfileDb:
             raise self._fail(_one_line(exc)) from None
         except sqlite3.Error as exc:
             raise self._fail(_one_line(exc)) from None
+        except UnicodeDecodeError:
+            raise self._fail("corrupt SQLite database (a message or name not readable)") from None
 
     def strings(self) -> str:
         """A join target for string ids: ``LEFT JOIN <strings> AS x ON x.id = ...``."""
@@ -225,6 +231,10 @@ class ProfileDb:
         join = (f" LEFT JOIN {self.strings()} AS {join_alias} ON {join_alias}.{self.col('string_ids', 'id')} = "
                 f"{self.col(table, column, alias)}")
         return f"COALESCE({join_alias}.{self.col('string_ids', 'value')}, '')", join
+
+
+def _text(value: bytes) -> str:
+    return value.decode("utf-8", "replace")
 
 
 def _one_line(exc: BaseException) -> str:
