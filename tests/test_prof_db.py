@@ -207,3 +207,19 @@ def test_seeded_mutations_of_a_db_raise_nothing_but_the_readers_error(tmp_path: 
             assert "\n" not in str(exc)
             outcomes["refused"] += 1
     assert sum(outcomes.values()) == trials and outcomes["read"] > 0
+
+
+def test_null_and_odd_cells_give_valid_json(tmp_path: Path) -> None:
+    """NULL durations, text in number columns, 1e999: a machine format never holds NaN or Infinity."""
+    import json
+
+    pt = profdb.torch_npu_db_rank(tmp_path, rank=0, kernel=KERNELS[1])
+    out = pt / "ASCEND_PROFILER_OUTPUT"
+    with_sql(out / "ascend_pytorch_profiler_0.db", "UPDATE TASK SET endNs = NULL WHERE rowid % 3 = 0",
+             "UPDATE TASK SET startNs = 'x' WHERE rowid % 5 = 0", "UPDATE COMPUTE_TASK_INFO SET blockNum = 'NO'",
+             "UPDATE MEMORY_RECORD SET totalReserved = 1e999", "UPDATE OP_MEMORY SET size = NULL")
+    with_sql(out / "analysis.db", "UPDATE CommAnalyzerBandwidth SET bandwidth = 'fast', transit_size = NULL",
+             "UPDATE StepTraceTime SET free = 1e999")
+    outcome = run_npudoctor(["prof", "analyze", str(pt), "--format", "json"])
+    assert outcome.rc in (0, 1), outcome.stderr[-2000:]
+    json.loads(outcome.stdout, parse_constant=lambda name: pytest.fail(f"{name} in the JSON"))

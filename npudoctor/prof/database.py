@@ -385,8 +385,7 @@ def kernel_groups(db: ProfileDb, min_task_us: float, bound_ratio: float,
         return text.get(value, "") if isinstance(value, int) else ("" if value is None else str(value))
 
     def dim(value: Any) -> float:
-        number = _float(value)
-        return -1.0 if number != number else number
+        return -1.0 if value is None or isinstance(value, (str, bytes)) else _float(value)
 
     rows = [(r[0], r[1], shown(r[2]), shown(r[3]), dim(r[4]), dim(r[5]), shown(r[6]), r[7], r[8], shown(r[9]), r[10],
              _float(r[11]) / NS_PER_US, _float(r[12]) / NS_PER_US, _float(r[13]) / NS_PER_US, _float(r[14]) / NS_PER_US)
@@ -450,7 +449,7 @@ def memory_peaks(db: ProfileDb) -> Dict[str, Dict[str, float]]:
     sql = f"SELECT {component}, {', '.join(parts)} FROM {db.name('memory_record')} m{join} GROUP BY 1"
     peaks: Dict[str, Dict[str, float]] = {}
     for row in db.rows(sql, limit=10_000):
-        values = {name: value / BYTES_PER_MB for name, value in zip(wanted, map(_float, row[1:])) if value == value}
+        values = {name: _float(value) / BYTES_PER_MB for name, value in zip(wanted, row[1:]) if value is not None}
         peaks[str(row[0] or "")] = values
     return peaks
 
@@ -477,9 +476,9 @@ def links(db: ProfileDb) -> List[Dict[str, Any]]:
     for row in db.rows(sql, limit=1_000_000):
         record = dict(zip(names, row))
         path = [str(record[k]) for k in ("step", "kind", "op_name") if record.get(k) not in (None, "")]
-        out.append({"path": path, "transport": str(record.get("transport") or ""),
-                    "size_mb": _float(record.get("size_mb")), "bandwidth_gbps": _float(record.get("bandwidth_gbps")),
-                    "transit_ms": _float(record.get("transit_ms")), "wait_ratio": None, "elapse_ms": None})
+        numbers = [_float(record.get(k)) for k in ("size_mb", "bandwidth_gbps", "transit_ms")]  # empty = 0
+        out.append({"path": path, "transport": str(record.get("transport") or ""), "size_mb": numbers[0],
+                    "bandwidth_gbps": numbers[1], "transit_ms": numbers[2], "wait_ratio": None, "elapse_ms": None})
     return out
 
 
@@ -551,8 +550,9 @@ def aicore_freq(db: ProfileDb) -> List[Tuple[float, float]]:
 
 
 def _float(value: Any) -> float:
+    """A finite float; NULL, text and out-of-range cells read as 0 (a machine format never holds NaN)."""
     try:
         number = float(value)
     except (TypeError, ValueError, OverflowError):
-        return float("nan")
-    return number if abs(number) != float("inf") else float("nan")
+        return 0.0
+    return number if number == number and abs(number) != float("inf") else 0.0
