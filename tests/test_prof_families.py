@@ -196,7 +196,7 @@ def test_no_bound_judges_every_task_even_on_a_dynamic_shape_profile(tmp_path: Pa
 def test_explain_documents_every_new_check() -> None:
     from npudoctor.prof.checks import find
 
-    for number in range(12, 21):
+    for number in range(12, 22):
         check: Optional[Any] = find(f"PROF0{number}")
         assert check is not None and len(check.doc.splitlines()) > 5 and "Fix:" in check.doc
 
@@ -229,3 +229,22 @@ def test_operators_compiled_on_the_host(tmp_path: Path) -> None:
     assert "jit_compile=False" in finding.fix
     assert one(analyze([str(trace_rank(tmp_path / "binary", compile_calls[:2]))]), "PROF020").status is Status.PASS
     assert one(analyze([str(db_rank(tmp_path / "db", {}))]), "PROF020").status is Status.SKIP
+
+
+# --- PROF021 RDMA retransmission ------------------------------------------------------------------------------
+
+def test_rdma_retransmission_on_every_rank_fires_and_the_real_data_passes(tmp_path: Path) -> None:
+    real = one(analyze([str(profdirs.torch_npu_rank(tmp_path / "real", rank=0))]), "PROF021")
+    assert real.status is Status.PASS and real.evidence["rdma_transfers"] > 0
+    data = json.loads(sample_data("prof_communication_json_torch_npu.json"))
+    op = data["step2"]["p2p"]["hcom_send__822_0@13337953553061386822"]
+    op["Communication Bandwidth Info"]["RDMA"]["Transit Time(ms)"] = 4213.5  # a lost packet, retransmitted
+    op["Communication Time Info"]["Elapse Time(ms)"] = 4215.0
+    for number in (0, 1):
+        pt = profdirs.torch_npu_rank(tmp_path / "lost", rank=number)
+        (pt / "ASCEND_PROFILER_OUTPUT" / "communication.json").write_text(json.dumps(data))
+    finding = one(analyze([str(tmp_path / "lost")]), "PROF021")
+    assert finding.status is Status.WARN and finding.evidence["operators"][0]["ranks"] == 2
+    op["Communication Time Info"]["Elapse Time(ms)"] = 5.0  # on one rank only: ranks out of step, not the network
+    (pt / "ASCEND_PROFILER_OUTPUT" / "communication.json").write_text(json.dumps(data))
+    assert one(analyze([str(tmp_path / "lost")]), "PROF021").status is Status.PASS

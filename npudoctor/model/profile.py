@@ -128,6 +128,7 @@ PROFILE_SCHEMA: Dict[str, Field] = {
        for transport in ("SDMA", "RDMA")},
     "prof.small_transfer_warn_share": Field("number", 0, 1, doc="PROF017: small transfers' share of the time"),
     "prof.rank_gap_warn_share": Field("number", 0, 10, doc="PROF018: gap between ranks over the mean"),
+    "prof.rdma_retransmission_ms": Field("number", 0, 1e9, doc="PROF021: RDMA transit time of a retransmission"),
     "prof.run_timeout_s": Field("number", 1, 10 ** 7, doc="`prof run`: the profiled command is stopped after"),
     "prof.export_timeout_s": Field("number", 1, 10 ** 6, doc="`prof run`: msprof --export"),
     # The fleet room (site pins, `npudoctor collective`, `onboard`).

@@ -426,3 +426,56 @@ def host_compile(ctx: ProfContext) -> Iterable[Finding]:
     else:
         yield _finding("PROF020", Status.PASS, detail=f"at most {worst['calls']} operator compilation(s) on the "
                        f"host (bar {bar})", evidence=evidence)
+
+
+@prof_check("PROF021", "RDMA retransmission suspected")
+def rdma_retransmission(ctx: ProfContext) -> Iterable[Finding]:
+    """A collective whose RDMA transfer took seconds on every rank: the mark of a retransmission.
+
+    RoCE retransmits a lost packet after a timeout of seconds, so one operator's RDMA transit time jumps far
+    above its usual milliseconds. Per operator (the same step, group and operator across ranks, from
+    communication.json or msprof-analyze's cluster_communication.json): when its RDMA transit time is above
+    ``prof.rdma_retransmission_ms`` (4 s, msprof-analyze's ``min_retransmission_time``) and its elapsed time
+    is above it on every rank (one slow rank alone is ranks out of step, not the network), WARN with the
+    operators; PASS otherwise; SKIP without RDMA transfers.
+
+    Fix: the switch and NIC configuration (PFC/ECN, ``HCCL_RDMA_TC`` / ``HCCL_RDMA_SL`` matching the switch
+    queues), link errors (``hccn_tool -i N -stat -g``), and the optics of the links used by the listed group.
+    """
+    bar = float(ctx.get("rdma_retransmission_ms", 4000))
+    by_op: Dict[Tuple[str, ...], Dict[str, Any]] = {}
+    rdma = 0
+    for rank in ctx.ranks:
+        for link in rank.links:
+            path = link["path"]
+            if "Total Op Info" in path or not path:
+                continue
+            key = tuple(path[:-1]) if path[-1].isdigit() else tuple(path)  # cluster files end with the rank
+            entry = by_op.setdefault(key, {"elapse": [], "rdma_ms": 0.0, "ranks": set()})
+            entry["ranks"].add(path[-1] if path[-1].isdigit() else rank.label)
+            if link.get("elapse_ms") is not None:
+                entry["elapse"].append(float(link["elapse_ms"]))
+            if link["transport"].upper() == "RDMA" and link["size_mb"] > 0:
+                rdma += 1
+                entry["rdma_ms"] = max(entry["rdma_ms"], float(link["transit_ms"]))
+    if not rdma:
+        yield _finding("PROF021", Status.SKIP, detail="no RDMA transfer in the communication data")
+        return
+    flagged = sorted(((key, e) for key, e in by_op.items()
+                      if e["rdma_ms"] > bar and e["elapse"] and min(e["elapse"]) >= bar),
+                     key=lambda item: -item[1]["rdma_ms"])
+    evidence = {"threshold_ms": bar, "rdma_transfers": rdma,
+                "operators": [{"where": "/".join(key), "rdma_transit_ms": round(e["rdma_ms"], 3),
+                               "min_elapse_ms": round(min(e["elapse"]), 3), "ranks": len(e["ranks"])}
+                              for key, e in flagged[:ctx.top_n]]}
+    if flagged:
+        key, worst = flagged[0]
+        yield _finding("PROF021", Status.WARN, detail=f"{len(flagged)} collective(s) with an RDMA transfer over "
+                       f"{_ms(bar * 1000)} on every rank, worst {_ms(worst['rdma_ms'] * 1000)} ({'/'.join(key)})",
+                       evidence=evidence, fix="Check PFC/ECN on the switch and NICs, HCCL_RDMA_TC / HCCL_RDMA_SL, "
+                       "link errors (hccn_tool -i N -stat -g) and the optics of that group's links.")
+    else:
+        slowest = max((e["rdma_ms"] for e in by_op.values()), default=0.0)
+        yield _finding("PROF021", Status.PASS, detail=f"{rdma} RDMA transfer(s), the slowest {_ms(slowest * 1000)} "
+                       f"(retransmission bar {_ms(bar * 1000)})", evidence=evidence)
+
