@@ -119,3 +119,12 @@ def test_seeded_mutations_of_trace_and_communication_json_raise_only_the_stream_
                 list(iter_members(io.BytesIO(bytes(data)), ("Communication Bandwidth Info",)))
         except JsonStreamError as exc:
             assert "\n" not in str(exc)
+
+
+def test_deep_profiler_metadata_is_one_problem_line(tmp_path: Path) -> None:
+    pt = profdirs.torch_npu_rank(tmp_path, rank=0)
+    (pt / "profiler_metadata.json").write_bytes(b"[" * 100_000 + b"]" * 100_000)
+    result = analyze([str(tmp_path)])
+    (line,) = [p for p in result.problems if "profiler_metadata.json" in p]
+    assert "not readable JSON" in line and "\n" not in line
+    assert [f.status.value for f in result.findings if f.id == "PROF019"] == ["skip"]

@@ -145,7 +145,7 @@ def _read_json(path: str, problems: List[str]) -> Optional[object]:
             return None
         with open(path, "rb") as handle:
             return json.loads(handle.read().decode("utf-8", errors="replace"))
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:  # RecursionError: nested thousands deep
         problems.append(f"{path}: not readable JSON ({str(exc).splitlines()[0][:120]})")
         return None
 
