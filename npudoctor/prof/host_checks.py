@@ -25,7 +25,7 @@ NO_TIMELINE = ("no host timeline read (trace_view.json of the torch_npu profiler
                "tables of a .db export)")
 
 
-@prof_check("PROF012", "Slow DataLoader")
+@prof_check("PROF012", "Slow DataLoader", settings=("prof.dataloader_warn_us", "prof.top_n"))
 def slow_dataloader(ctx: ProfContext) -> Iterable[Finding]:
     """DataLoader steps that keep the training loop waiting for its next batch.
 
@@ -69,7 +69,7 @@ def slow_dataloader(ctx: ProfContext) -> Iterable[Finding]:
                        f"(bar {_ms(bar)})", evidence=evidence)
 
 
-@prof_check("PROF013", "Garbage collection during training")
+@prof_check("PROF013", "Garbage collection during training", settings=("prof.gc_warn_us",))
 def garbage_collection(ctx: ProfContext) -> Iterable[Finding]:
     """Python garbage collections long enough to stall the step.
 
@@ -105,7 +105,7 @@ def garbage_collection(ctx: ProfContext) -> Iterable[Finding]:
                        f"{_ms(bar)}", evidence=evidence)
 
 
-@prof_check("PROF014", "SyncBatchNorm")
+@prof_check("PROF014", "SyncBatchNorm", settings=("prof.syncbn_max_calls",))
 def sync_batchnorm(ctx: ProfContext) -> Iterable[Finding]:
     """SyncBatchNorm layers: one collective per layer and step, and slow dispatch on the host.
 
@@ -134,7 +134,8 @@ def sync_batchnorm(ctx: ProfContext) -> Iterable[Finding]:
                        evidence=evidence)
 
 
-@prof_check("PROF015", "Stream synchronised after every launch (ASCEND_LAUNCH_BLOCKING)")
+@prof_check("PROF015", "Stream synchronised after every launch (ASCEND_LAUNCH_BLOCKING)",
+            settings=("prof.sync_after_launch_warn_share",))
 def launch_blocking(ctx: ProfContext) -> Iterable[Finding]:
     """The host waits for the device after each operator launch.
 
@@ -186,7 +187,7 @@ def _rated_mhz(rank: Rank) -> Optional[float]:
     return values.pop() if len(values) == 1 else None
 
 
-@prof_check("PROF016", "AI Core frequency below its rated value")
+@prof_check("PROF016", "AI Core frequency below its rated value", settings=("prof.aicore_freq_drop_warn_share",))
 def aicore_frequency(ctx: ProfContext) -> Iterable[Finding]:
     """The AI Cores ran below their rated frequency (power or thermal capping).
 
@@ -229,7 +230,8 @@ def aicore_frequency(ctx: ProfContext) -> Iterable[Finding]:
         yield _finding("PROF016", Status.PASS, detail=detail + f" (bar {_pct(bar)})", evidence=evidence)
 
 
-@prof_check("PROF017", "Small communication transfers")
+@prof_check("PROF017", "Small communication transfers",
+            settings=("prof.small_transfer_mb.SDMA", "prof.small_transfer_mb.RDMA", "prof.small_transfer_warn_share"))
 def small_transfers(ctx: ProfContext) -> Iterable[Finding]:
     """Collectives that move too little data per transfer to reach the link's bandwidth.
 
@@ -284,7 +286,7 @@ PARTS = (("computing_us", "computing"), ("comm_not_overlapped_us", "not-overlapp
          ("free_us", "free (device idle)"))
 
 
-@prof_check("PROF018", "Gap between ranks (slow rank)")
+@prof_check("PROF018", "Gap between ranks (slow rank)", settings=("prof.rank_gap_warn_share",))
 def rank_gap(ctx: ProfContext) -> Iterable[Finding]:
     """Ranks whose computing, communication or idle time differs from the others'.
 
@@ -397,7 +399,7 @@ def profiled_environment(ctx: ProfContext) -> Iterable[Finding]:
                        "rank(s)' recorded environment", evidence=evidence)
 
 
-@prof_check("PROF020", "Operators compiled on the host at run time")
+@prof_check("PROF020", "Operators compiled on the host at run time", settings=("prof.host_compile_warn_calls",))
 def host_compile(ctx: ProfContext) -> Iterable[Finding]:
     """Operators compiled while the job runs (``aclopCompileAndExecute`` on the host).
 
@@ -428,7 +430,7 @@ def host_compile(ctx: ProfContext) -> Iterable[Finding]:
                        f"host (bar {bar})", evidence=evidence)
 
 
-@prof_check("PROF021", "RDMA retransmission suspected")
+@prof_check("PROF021", "RDMA retransmission suspected", settings=("prof.rdma_retransmission_ms", "prof.top_n"))
 def rdma_retransmission(ctx: ProfContext) -> Iterable[Finding]:
     """A collective whose RDMA transfer took seconds on every rank: the mark of a retransmission.
 
