@@ -1,6 +1,6 @@
 """Write docs/dashboard.svg: the real dashboard on the shipped demo recording, 80x24, 45 s in (NPU 5 Warning).
 
-Run from the repository root: `python docs/make_dashboard_svg.py` (needs textual: `pip install -e '.[tui]'`).
+Run from the repository root: `python docs/make_dashboard_svg.py` (textual comes with `pip install -e .`).
 """
 
 from __future__ import annotations

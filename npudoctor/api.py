@@ -110,15 +110,38 @@ def find_check(check_id: str, rules_files: Sequence[str] = ()) -> Optional[Spec]
     return next((spec for spec in rulebook(rules_files) if spec.id.lower() == wanted), None)
 
 
-def explain_topic(topic: str, rules_files: Sequence[str] = ()) -> Optional[Any]:
+def explain_topic(topic: str, rules_files: Sequence[str] = (),
+                  installed: Optional[Mapping[str, Mapping[str, Any]]] = None) -> Optional[Any]:
     """What ``npudoctor explain TOPIC`` shows: the spec with that ID, else the error code's entry (a CodeInfo:
-    ``EZ9999``, ``507011``, ``0x05000004``), else None."""
+    ``EZ9999``, ``507011``, ``-8005``, ``0x05000004``), else None. ``installed``: CANN's own registry texts
+    read on the node (:func:`npudoctor.probes.cann_codes.texts_on_node`), preferred for a code they have."""
     spec = find_check(topic, rules_files)
     if spec is not None:
         return spec
     from npudoctor.logs.codes import explain
 
-    return explain(topic)
+    return explain(topic, installed)
+
+
+def explain_topics(topics: Sequence[str], root: Optional[str] = None, bundle: Optional[str] = None,
+                   rules_files: Sequence[str] = ()) -> Tuple[List[Any], List[str]]:
+    """(entries, unknown topics) for ``npudoctor explain``: checks, and codes in the text of the node's CANN
+    install where it has one (live, ``root`` or ``bundle``; :func:`npudoctor.probes.cann_codes.texts_on_node`,
+    which ``logs explain`` uses alone)."""
+    from npudoctor.probes.cann_codes import texts_on_node
+
+    installed = texts_on_node(root, bundle)
+    found = [(topic, explain_topic(topic, rules_files, installed)) for topic in topics]
+    return [entry for _topic, entry in found if entry is not None], [t for t, entry in found if entry is None]
+
+
+def installed_code_texts(runner: Runner) -> Dict[str, Dict[str, str]]:
+    """CANN's error registry as the node's install ships it (code -> title, message, cause, solution,
+    source), read through ``runner``; {} where no install has one."""
+    from npudoctor.probes.cann_codes import read_installed_registry
+
+    registry = read_installed_registry(runner)
+    return registry.codes if registry else {}
 
 
 def run_checks(
@@ -297,6 +320,7 @@ def collect(output: str, root: Optional[str] = None, level: int = 1,
     recorder = RecordingRunner(make_runner(root=root, environ=environ))
     recorder.environ()  # always recorded: the replay needs the environment even if no check asked
     report = run_checks(recorder, profile, level=level, options=options, listener=listener)
+    installed_code_texts(recorder)  # recorded: `explain --from BUNDLE` shows the node's own CANN texts
     if samples > 0:
         from npudoctor.probes.timeline import record_samples
 

@@ -28,18 +28,21 @@ from tests.nodes import (
     B3_8CARD,
     DCMI_8005,
     DRIVER,
+    DRIVER_24,
     FIRMWARE,
+    FIRMWARE_24,
     PYTHON_FACTS_ARGS,
     VERSION_CFG_800,
     WARNING_TABLE,
     healthy_910b_node,
+    install_driver,
     python_report,
 )
 from tests.samples import sample_text
 
 SET_ENV = "cann_ascend-toolkit_set_env.sh_content_8.0.0_rst-notes.txt"
 TOOLKIT = "/usr/local/Ascend/ascend-toolkit"
-BASE_SAMPLES = [B3_8CARD, DRIVER, FIRMWARE, VERSION_CFG_800, SET_ENV]
+BASE_SAMPLES = [B3_8CARD, DRIVER_24, FIRMWARE_24, VERSION_CFG_800, SET_ENV]
 # A real openEuler 22.03 LTS SP3 /etc/os-release (as the distribution ships it; Atlas nodes commonly run it).
 OS_RELEASE = ('NAME="openEuler"\nVERSION="22.03 (LTS-SP3)"\nID="openEuler"\nVERSION_ID="22.03"\n'
               'PRETTY_NAME="openEuler 22.03 (LTS-SP3)"\nANSI_COLOR="0;31"\n\n')
@@ -100,6 +103,12 @@ def _container_without_devices(node: FakeNode) -> None:
         path.unlink()
 
 
+def _driver_not_reloaded(node: FakeNode) -> None:
+    # the real 23.0.7 driver and firmware files on disk while npu-smi still reports 24.1.0.3: a rollback of
+    # the driver package without the reboot that loads it
+    install_driver(node)
+
+
 def _whitelist_without_file(node: FakeNode) -> None:
     node.setenv(HCCL_WHITELIST_DISABLE="0")
 
@@ -121,6 +130,8 @@ SCENARIOS: Dict[str, Scenario] = {
     "dcmi-8005": Scenario("npu-smi fails with dcmi -8005 (devices cannot be opened)", _dcmi_8005, [DCMI_8005]),
     "no-dev-davinci": Scenario("a container started without /dev/davinci* and the manager devices",
                                _container_without_devices, []),
+    "driver-not-reloaded": Scenario("driver package 23.0.7 installed, 24.1.0.3 still loaded: no reboot since",
+                                    _driver_not_reloaded, [DRIVER, FIRMWARE]),
     "whitelist-no-file": Scenario("HCCL whitelist switched on without a whitelist file", _whitelist_without_file,
                                   []),
 }

@@ -14,6 +14,9 @@ from tests.samples import sample_text
 ASCEND = "/usr/local/Ascend"
 DRIVER = "driver_version.info_23.0.7_mindcluster-fixture.txt"
 FIRMWARE = "firmware_version.info_7.1.0.11.220_mindcluster-fixture.txt"
+# The driver the real 8x910B3 npu-smi capture reports (24.1.0.3) with the firmware of its HDK train.
+DRIVER_24 = "driver_version.info_24.1.0.3_constructed.txt"
+FIRMWARE_24 = "firmware_version.info_7.5.0.1.129_constructed.txt"
 VERSION_CFG_800 = "cann_version.cfg_toolkit_8.0.0_rst-notes.txt"
 TOOLKIT_81RC1 = "ascend_toolkit_install.info_8.1.RC1_aarch64_vllm-ascend-1047.txt"
 TOOLKIT_70T10 = "ascend_toolkit_install.info_7.0.T10_aarch64_mindcluster-fixture.txt"
@@ -21,8 +24,8 @@ TOOLKIT_850_NEW_LAYOUT = "ascend_toolkit_install.info_8.5.0_aarch64_cann-path_mi
 NNAE_80RC3 = "ascend_nnae_install.info_8.0.RC3_mindcluster-fixture.txt"
 
 
-def install_driver(node, firmware: str = FIRMWARE) -> None:
-    node.file(f"{ASCEND}/driver/version.info", sample_text(DRIVER))
+def install_driver(node, firmware: str = FIRMWARE, driver: str = DRIVER) -> None:
+    node.file(f"{ASCEND}/driver/version.info", sample_text(driver))
     if firmware:
         node.file(f"{ASCEND}/firmware/version.info", sample_text(firmware))
 
@@ -75,8 +78,9 @@ B3_BUS_IDS = ("0000:c1:00.0", "0000:c2:00.0", "0000:81:00.0", "0000:82:00.0",
 
 
 def healthy_910b_node(node):
-    """An Atlas 800T A2 as the real captures show it: 8x910B3 bound and linked, npu-smi all OK, driver 23.0.7
-    with its firmware, CANN toolkit 8.0.0 sourced, torch 2.1.0 with torch_npu 2.1.0.post10 (a matrix pair)."""
+    """An Atlas 800T A2 as the real captures show it: 8x910B3 bound and linked, npu-smi all OK, driver 24.1.0.3
+    (the one npu-smi reports) with the firmware of its train, CANN toolkit 8.0.0 sourced, torch 2.1.0 with
+    torch_npu 2.1.0.post10 (a matrix pair)."""
     for bdf in B3_BUS_IDS:
         node.pci_device(bdf, device_id="d802")
     for index in range(len(B3_BUS_IDS)):
@@ -84,7 +88,7 @@ def healthy_910b_node(node):
     for name in ("davinci_manager", "devmm_svm", "hisi_hdc"):
         node.file(f"/dev/{name}")
     node.command("npu-smi", stdout=sample_text(B3_8CARD))
-    install_driver(node)
+    install_driver(node, FIRMWARE_24, DRIVER_24)  # the driver npu-smi reports: no reboot pending
     install_toolkit(node, "8.0.0", VERSION_CFG_800)
     toolkit = f"{ASCEND}/ascend-toolkit/latest"
     node.setenv(ASCEND_HOME_PATH=toolkit, ASCEND_TOOLKIT_HOME=toolkit, ASCEND_OPP_PATH=f"{toolkit}/opp",

@@ -21,7 +21,7 @@ pytest.importorskip("textual")
 from npudoctor.live.devices import Sampler, snapshot_from_npu_smi
 from npudoctor.live.session import DashboardConfig
 from npudoctor.probes.sources import CommandResult
-from npudoctor.tui.app import DashboardApp
+from npudoctor.tui.app import DashboardApp, TextScreen
 from tests.samples import DATA, sample_text
 
 GOLDEN = DATA / "golden" / "dashboard"
@@ -196,6 +196,39 @@ def test_findings_run_the_check_in_a_worker_and_r_runs_it_again():
             await pilot.press("escape", "r")
             await app.workers.wait_for_complete()
         assert len(calls) == 2
+    run(scenario())
+
+
+def test_the_tick_redraws_while_a_detail_or_help_screen_is_open():
+    # Under load a 1 Hz tick came as the app shut down, after its widgets were gone (NoMatches: no '#status'):
+    # the tick is called here while each screen is open and after the app ends, instead of hoping it falls there.
+    from npudoctor import api
+    from npudoctor.live.recording import DEMO_BUNDLE
+
+    def check():
+        return api.run_checks(api.make_runner(bundle=str(DEMO_BUNDLE)), only=("npu-smi",))
+
+    async def scenario():
+        app, _sampler, _clock = make_app(check=check)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await pilot.press("4", "r")
+            await app.workers.wait_for_complete()
+            await pilot.pause()
+            await pilot.press("enter")
+            assert "npudoctor explain" in text_of(app.screen, "#finding-detail")
+            await poll(app, pilot)  # the tick, with the detail screen on top
+            app.action_recheck()  # and a check finishing behind it
+            await app.workers.wait_for_complete()
+            await pilot.pause()
+            assert "npudoctor explain" in text_of(app.screen, "#finding-detail")
+            await pilot.press("escape", "question_mark")
+            await poll(app, pilot)
+            assert isinstance(app.screen, TextScreen)  # the help screen, with the tick done behind it
+            assert "updated" in str(app.screen_stack[0].query_one("#status").content)
+        # a last tick and a last check result after the app has shut down (the widgets are gone) change nothing
+        app.tick()
+        app._show_report(None, "late", 0.0)
+        app._show_log_findings([])
     run(scenario())
 
 

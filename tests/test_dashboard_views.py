@@ -153,4 +153,6 @@ def test_without_textual_the_dashboard_says_which_extra_to_install(monkeypatch):
         monkeypatch.delitem(sys.modules, name)
     monkeypatch.delattr(npudoctor.tui, "app", raising=False)
     result = cli_runner().invoke(main, ["dashboard", "--demo"])
-    assert result.exit_code == 2 and "pip install 'npudoctor[tui]'" in result.stderr
+    assert result.exit_code == 2 and "npudoctor dashboard needs textual" in result.stderr
+    assert "textual comes with npudoctor itself: reinstall it (pip install -e '" in result.stderr
+    assert len(result.stderr.splitlines()) == 1

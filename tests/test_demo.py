@@ -26,6 +26,7 @@ EXPECTED = {
     "dcmi-8005": ({"SMI001"}, set()),
     "no-dev-davinci": ({"PCI004"}, set()),
     "whitelist-no-file": ({"HCCL002"}, set()),
+    "driver-not-reloaded": (set(), {"VER001"}),
 }
 
 

@@ -33,7 +33,7 @@ def test_derived_profile_pins_the_node_and_passes_on_it(tmp_path):
     pins = data["inventory"]
     assert pins["chips"] == {"model": "910B3", "family": "910B", "count": 8, "hbm_mib": 65536, "link_width": 16,
                              "link_speed_gts": 16.0, "bus_ids": pins["chips"]["bus_ids"]}
-    assert (pins["driver"], pins["cann_toolkit"], pins["torch_npu"]) == ("23.0.7", "8.0.0", "2.1.0.post10")
+    assert (pins["driver"], pins["cann_toolkit"], pins["torch_npu"]) == ("24.1.0.3", "8.0.0", "2.1.0.post10")
     assert "nnae" not in pins  # not known on the reference node: not pinned, and the file says so
     pinned_lines = [line for line in site.read_text().splitlines()
                     if line.startswith("  ") and not line.strip().startswith("#") and not line.endswith(":")]

@@ -37,7 +37,7 @@ def test_prometheus_text_parses_with_one_series_per_check_and_status():
     assert totals == {k: float(v) for k, v in report.summary.to_dict().items()}
     info = next(lab for name, lab, _v in parsed if name == "npudoctor_node_info")
     assert info["hostname"] == "atlas-unbound-device" and info["chip_model"] == "910B3"
-    assert info["driver"] == "23.0.7" and info["torch_npu"] == "2.1.0.post10" and info["cann_toolkit"] == "8.0.0"
+    assert info["driver"] == "24.1.0.3" and info["torch_npu"] == "2.1.0.post10" and info["cann_toolkit"] == "8.0.0"
     values = {name: v for name, _lab, v in parsed}
     assert values["npudoctor_node_ok"] == 0 and values["npudoctor_chips"] == 8
     assert values["npudoctor_last_run_timestamp_seconds"] == prometheus.started_epoch(report) > 1.7e9

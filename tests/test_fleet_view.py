@@ -46,7 +46,7 @@ def test_reports_bundles_and_archives_in_one_view(tmp_path, documents):
     assert names["node-c"].failing == ("PCI002",) and names["atlas-chip-warning"].warning == ("SMI002",)
     assert dict(result.failing_checks()) == {"PCI002": ["node-c"], "VER003": ["node-e"]}
     drift = {d.field: d for d in result.drift()}
-    assert drift["driver"].majority == "23.0.7" and drift["driver"].majority_count == 4
+    assert drift["driver"].majority == "24.1.0.3" and drift["driver"].majority_count == 4
     assert drift["driver"].others == [("24.1.0", ["node-b"])]
     assert drift["torch"].others == [("2.2.0", ["node-e"])]
     assert "hostname" not in drift and "chips.source" not in drift

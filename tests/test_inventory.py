@@ -23,7 +23,7 @@ def test_inventory_of_a_healthy_node_names_chips_and_every_version(node, tmp_pat
     assert inventory["chips"]["model"] == "910B3" and inventory["chips"]["count"] == 8
     assert inventory["chips"]["hbm_mib"] == 65536 and inventory["chips"]["link_width"] == 16
     assert inventory["chips"]["bus_ids"][0] == "0000:01:00.0" and len(inventory["chips"]["bus_ids"]) == 8
-    assert (inventory["driver"], inventory["firmware"], inventory["cann_toolkit"]) == ("23.0.7", "7.1.0.11.220",
+    assert (inventory["driver"], inventory["firmware"], inventory["cann_toolkit"]) == ("24.1.0.3", "7.5.0.1.129",
                                                                                       "8.0.0")
     assert (inventory["python"], inventory["torch"], inventory["torch_npu"]) == ("3.10.14", "2.1.0+cpu",
                                                                                 "2.1.0.post10")
@@ -49,15 +49,15 @@ def test_site_profile_pins_report_each_difference(node):
     healthy_910b_node(node)
     node.file("/sys/bus/pci/devices/0000:42:00.0/current_link_width", "8\n")  # one card trained at x8
     profile = site_profile(chips={"model": "910B3", "count": 8, "link_width": 16},
-                           driver="24.1.0", firmware="7.1.0.11.220", torch_npu="2.1.0.post10")
+                           driver="24.1.0", firmware="7.5.0.1.129", torch_npu="2.1.0.post10")
     report = api.run_checks(node.runner(), profile, only=("site",))
     failed = {f.subject: f for f in report.findings if f.status is Status.FAIL}
     assert set(failed) == {"inventory:chips.link_width", "inventory:driver"}
-    assert failed["inventory:driver"].evidence == {"expected": "24.1.0", "actual": "23.0.7"}
+    assert failed["inventory:driver"].evidence == {"expected": "24.1.0", "actual": "24.1.0.3"}
     assert failed["inventory:chips.link_width"].evidence["actual"] == [8, 16]
     passed = [f for f in report.findings if f.status is Status.PASS]
     assert len(passed) == 1 and passed[0].evidence == {"chips.model": "910B3", "chips.count": 8,
-                                                       "firmware": "7.1.0.11.220", "torch_npu": "2.1.0.post10"}
+                                                       "firmware": "7.5.0.1.129", "torch_npu": "2.1.0.post10"}
     assert report.exit_code() == 1
 
 

@@ -462,3 +462,32 @@ def test_exactly_one_missing_library_deep_in_the_chain_fails_lib002(node, built)
     lib002 = findings(node)["LIB002"]
     assert lib002.status == Status.FAIL
     assert lib002.evidence["missing"] == [{"name": "libhccl.so", "needed_by": f"{SITE}/torch_npu/lib/libtorch_npu.so"}]
+
+
+def test_import_probe_failure_nobody_diagnoses_quotes_the_childs_first_error():
+    """LIB005: an error no known diagnosis matches is quoted by the child's own first error line (the root
+    cause of the first traceback), and a missing module gets the install that fits it."""
+    from npudoctor.checks.registry import REGISTRY
+    from npudoctor.model.profile import NodeProfile
+    from npudoctor.probes.libraries import ImportTrial
+
+    class Given:
+        profile = NodeProfile("default", {})
+
+        def __init__(self, trial):
+            self.trial = trial
+
+        def facts_or_none(self, name):
+            return None
+
+        def facts(self, name):
+            assert name == "torch_npu_import"
+            return self.trial
+
+    output = ("NPUDOCTOR-STAGE import torch\nTraceback (most recent call last):\n  File \"<string>\", line 4\n"
+              "ModuleNotFoundError: No module named 'numpy'\n\nDuring handling of the above exception, another "
+              "exception occurred:\n\nTraceback (most recent call last):\nRuntimeError: init failed\n")
+    (outcome,) = REGISTRY["LIB005"].func(Given(ImportTrial("/opt/venv/bin/python3", True, 1, "import torch", output)))
+    assert outcome.status is Status.FAIL
+    assert outcome.detail == "import torch failed (exit 1): ModuleNotFoundError: No module named 'numpy'"
+    assert "[train]'" in outcome.fix

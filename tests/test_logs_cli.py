@@ -118,7 +118,8 @@ def test_unreadable_file_is_reported_and_the_others_still_scanned(tmp_path) -> N
     statuses = {os.path.basename(f["path"]): f["status"] for f in doc["files"]}
     assert statuses == {"a.log": "ok", "missing.log": "unreadable", "b.log.gz": "partial"}
     assert doc["summary"]["unreadable"] == 1
-    assert doc["summary"]["codes"] == {}  # the vector core exception lines carry no code
+    # the vector core exception lines carry no ACL code, only the task scheduler's retCode=0x31
+    assert doc["summary"]["codes"] == {"0x31": 1}
     assert "missing.log: no such file or directory" in result.stderr
     assert "b.log.gz" in result.stderr
 
@@ -246,10 +247,15 @@ def test_pipes_and_devices_are_read_as_given() -> None:
 def test_explain_codes() -> None:
     result = cli_runner().invoke(main, ["logs", "explain", "EI0006", "507777"])
     assert result.exit_code == 0
-    assert "EI0006: Get_Socket_Timeout" in result.stdout and "HCCL_CONNECT_TIMEOUT" in result.stdout
-    assert "507777: AscendCL internal error  (known only by its family)" in result.stdout
+    assert "EI0006: Communication_Error_Get_Socket" in result.stdout and "HCCL_CONNECT_TIMEOUT" in result.stdout
+    assert "507777: AscendCL internal error" in result.stdout and "explained by its family" in result.stdout
+    # the same explanation, in the same layout, as `npudoctor explain`
+    assert result.stdout == cli_runner().invoke(main, ["explain", "EI0006", "507777"]).stdout
     bad = cli_runner().invoke(main, ["logs", "explain", "hello"])
-    assert bad.exit_code == 2 and "not a known error code: hello" in bad.stderr
+    assert bad.exit_code == 2 and "not a known error code: 'hello'" in bad.stderr
+    # whatever is pasted: no control character reaches the terminal, and one line stays one line
+    hostile = cli_runner().invoke(main, ["logs", "explain", "E\x1b[31mZ9999", "5" * 100000])
+    assert hostile.exit_code == 2 and "\x1b" not in hostile.stderr and len(hostile.stderr) < 300
 
 
 def test_folders_give_rotated_and_zipped_logs_and_slogdlog(tmp_path) -> None:
@@ -269,3 +275,13 @@ def test_folders_give_rotated_and_zipped_logs_and_slogdlog(tmp_path) -> None:
         "plog-1.log", "plog-1.log.1", "plog-1.log.2.gz", "plog-1.log.gz", "slogdlog", "train.out"]
     assert all(f["records"] == 3 for f in doc["files"])
     assert [os.path.basename(s["path"]) for s in doc["skipped"]] == ["model.om"]
+
+
+def test_text_output_shows_what_a_rule_read_out_of_the_lines(tmp_path) -> None:
+    """The HCCL watchdog finding carries its op (subject), SeqNum, timeout and ranks in the text output too."""
+    log = tmp_path / "console.txt"
+    log.write_bytes(sample_data("torch_npu_hccl_watchdog_timeout_vllm-ascend-382.txt"))
+    result = run([str(log)])
+    out = " ".join(result.stdout.split())
+    assert "hccl_timeout ALLREDUCE" in out
+    assert "seen: ran_ms 3600185, 3600993; rank 0, 1; seq 196; timeout_ms 3600000" in out

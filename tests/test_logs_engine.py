@@ -176,7 +176,7 @@ def test_parse_rules_accepts_a_single_hint_string() -> None:
 
 @pytest.mark.parametrize("code, title, exact", [
     ("EZ9999", "AclNN_Inner_Error", True),
-    ("ei0006", "Get_Socket_Timeout", True),
+    ("ei0006", "Communication_Error_Get_Socket", True),  # the registry's own title
     ("ERR00100", "PTA call acl api failed", True),
     ("500001", "ACL_ERROR_FAILURE", True),
     ("507048", "ACL_ERROR_RT_FFTS_PLUS_TIMEOUT", True),
@@ -349,7 +349,8 @@ def test_error_dense_plog_reads_exactly_like_line_by_line(monkeypatch, chunk: in
     assert (fast.levels, fast.modules, fast.codes) == (slow.levels, slow.modules, slow.codes)
     assert fast_summary.to_dict() == slow_summary.to_dict()
     assert fast_summary.examined_lines == sum(b"[ERROR]" in line or b"[WARNING]" in line or b"[fault_manager]"
-                                              in line for line in data.splitlines())
+                                              in line or b"[AIC_INFO] node_name:" in line
+                                              for line in data.splitlines())
     assert len(fast.findings) > 20 and fast.levels["ERROR"] > fast.levels["INFO"]
     assert fast.codes["507011"] == slow.codes["507011"] > 8
 
@@ -425,3 +426,27 @@ def test_a_big_file_read_ahead_scans_like_its_bytes(tmp_path, monkeypatch) -> No
     assert [f.to_dict() for f in from_file.findings] == [f.to_dict() for f in from_bytes.findings]
     assert from_file.files[0].lines == summary.lines and from_file.levels == from_bytes.levels
     assert used  # a file of more than one chunk is read ahead
+
+
+def test_plog_record_variants_are_records() -> None:
+    """(constructed lines) The record shapes other writers and copies produce: a space after the comma of
+    `(pid, proc)`, a space between date and time, modules not seen in the samples (ROCE, HCCP, DRV, KERNEL),
+    mangled level words (`[ERRO]`, `[WARN]`, `[error]`): counted as records, levels as CANN's own words, and
+    the ERROR/WARNING ones reported per module."""
+    lines = [b"[ERROR] ROCE(1234, hccp_service.bin):2024-07-04-13:26:26.139.276 [rs.c:12]1234 rs_socket failed",
+             b"[ERROR] HCCP(1234,hccp_service.bin):2024-07-04 13:26:26.139.276 [ra.c:12]1234 qp create failed",
+             b"[WARNING] DRV(99,python):2024-07-04-13:26:26.139.276 [devdrv.c:1]99 device busy",
+             b"[ERROR] KERNEL(1,kworker):2024-07-04-13:26:26.139.276 [k.c:1]1 oops",
+             b"[ERRO] RUNTIME(5,python):2024-07-04-13:26:26.139.276 [x.cc:1]5 bad",
+             b"[WARN] RUNTIME(5,python):2024-07-04-13:26:26.139.276 [x.cc:1]5 warn",
+             b"[error] RUNTIME(5,python):2024-07-04-13:26:26.139.276 [x.cc:1]5 lower"]
+    for repeat in (1, 400):  # the usual path, and the error-dense one
+        scanner = Scanner()
+        summary = scanner.scan_bytes("p.log", b"\n".join(lines * repeat) + b"\n")
+        result = scanner.result()
+        assert summary.format == "plog" and summary.records == 7 * repeat
+        assert dict(result.levels) == {"ERROR": 5 * repeat, "WARNING": 2 * repeat}
+        found = {(f.kind, f.subject): f.count for f in result.findings}
+        assert found == {("error_record", "RUNTIME"): 2 * repeat, ("error_record", "HCCP"): repeat,
+                         ("error_record", "KERNEL"): repeat, ("error_record", "ROCE"): repeat,
+                         ("warning_record", "DRV"): repeat, ("warning_record", "RUNTIME"): repeat}

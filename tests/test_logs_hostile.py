@@ -321,3 +321,32 @@ def test_error_dense_near_misses_scan_in_linear_time() -> None:
     summary = Scanner().scan_bytes("f.log", data)
     assert time.perf_counter() - start < 5  # about 0.1 s; quadratic backtracking would take minutes
     assert summary.lines == data.count(b"\n") and summary.examined_lines == summary.lines
+
+
+def test_code_contexts_stay_linear_on_adversarial_lines() -> None:
+    """The code reader's contexts (`failed: N`, `(N)`, `ret=`, `code=`, retCode=0x, `HCCL function error: ...,
+    error code is N`) on 16 KB lines made of near misses: each line is read in well under the budget."""
+    from npudoctor.logs.codes import find_codes
+    from npudoctor.logs.scanner import MAX_MATCH_CHARS
+
+    units = ["failed: 50703", "(50703", "ret=10700", "code=50704", "retCode=0x", "error code is:10000",
+             "HCCL function error: HcclAllReduce(", ", error code is ", "ErrorNo: 429496729", "errNo[0x"]
+    for unit in units:
+        line = (unit * (MAX_MATCH_CHARS // len(unit) + 1))[:MAX_MATCH_CHARS]
+        start = time.perf_counter()
+        find_codes(line)
+        assert time.perf_counter() - start < 0.5, unit
+    long_hccl = "HCCL function error: " + "x" * MAX_MATCH_CHARS + ", error code is 7"
+    assert find_codes(long_hccl) == []  # the call's text is bounded: no code from 16 KB away
+
+
+def test_wrapped_fallback_rejoin_stays_linear() -> None:
+    """Lines full of the fallback warning's pieces that never make the whole message: the rejoin tries a few
+    neighbours per piece, never more."""
+    from npudoctor.logs.scanner import rejoin_wrapped_fallbacks
+
+    pieces = [b"CAUTION: The operator 'x", b"' is not currently supported on the NPU", b"fall back to run on the CPU"]
+    region = b"\n".join(pieces * 20000) + b"\n"
+    start = time.perf_counter()
+    assert rejoin_wrapped_fallbacks(region).count(b"\n") == region.count(b"\n")
+    assert time.perf_counter() - start < 5

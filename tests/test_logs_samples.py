@@ -103,6 +103,7 @@ EXPECTED: Dict[str, Expected] = {
             ('error_code', '507011'),
             ('error_record', 'GE'),
             ('error_record', 'RUNTIME'),
+            ('error_code', '0x91'),  # retCode=0x91: TS_MODEL_STREAM_EXE_FAILED
         ]),
     "plog_2021_acl_runtime_head.log": ("plog", []),
     "plog_2021_model_execute_aicore_error.log":
@@ -112,6 +113,7 @@ EXPECTED: Dict[str, Expected] = {
             ('error_code', '507011'),
             ('error_record', 'GE'),
             ('error_record', 'RUNTIME'),
+            ('error_code', '0x91'),
         ]),
     "plog_debug_aicore_error_2025.log":
         ("plog", [
@@ -123,18 +125,21 @@ EXPECTED: Dict[str, Expected] = {
             ('error_record', 'APP'),
             ('error_record', 'IDEDD'),
             ('error_record', 'RUNTIME'),
+            ('error_code', '0x31'),  # retCode=0x31: TS_ERROR_VECTOR_CORE_EXCEPTION
         ]),
     "plog_debug_cann64_910A_aicore_exception.log":
         ("plog", [
             ('aicore_exception', '2_0_11_GatherV2'),
             ('aicore_exception', 'AI Core error'),
             ('error_code', '1343225857'),
-            ('error_code', '4294967295'),
             ('error_code', '507015'),
             ('error_code', 'EE8888'),
             ('error_code', 'EZ9999'),
             ('error_record', 'FMK'),
             ('error_record', 'RUNTIME'),
+            ('error_code', '0x26'),  # retCode=0x26: TS_ERROR_AICORE_EXCEPTION
+            ('error_record', 'GE'),  # its line held only -1 (4294967295), no code
+            ('aicore_exception', 'GatherV2'),  # [AIC_INFO] node_name:GatherV2 (DEBUG)
         ]),
     "plog_debug_cann64_910A_engine_init.log": ("plog", [('missing_library', 'liboptiling.so')]),
     "plog_debug_cann64_910A_head.log": ("plog", []),
@@ -174,21 +179,24 @@ EXPECTED: Dict[str, Expected] = {
             ('error_code', 'EE8888'),
             ('error_code', 'EE9999'),
             ('error_record', 'RUNTIME'),
+            ('error_code', '0x91'),
         ]),
-    "plog_run_event_cann64_910A.log": ("plog", []),
+    # GE's exception dump at EVENT level (issue 17 point 4: "nothing found" before)
+    "plog_run_event_cann64_910A.log": ("plog", [('aicore_exception', 'GatherV2')]),
     "plog_run_info_ge_tdt_2024.log": ("plog", []),
     "plog_run_runtime_idedd_errors_2024.log":
         ("plog", [
             ('aicore_exception', '0/1_-1_0_GatherV21_tvmbin'),
             ('aicore_exception', 'vector core exception'),
             ('error_code', '1343225857'),
-            ('error_code', '4294967295'),
             ('error_code', '507035'),
             ('error_code', 'EE8888'),
             ('error_code', 'EZ9999'),
             ('error_record', 'APP'),
             ('error_record', 'IDEDD'),
             ('error_record', 'RUNTIME'),
+            ('error_code', '0x31'),
+            ('error_record', 'GE'),
         ]),
     "plog_runtime_EE1023_expand_capacity.log":
         ("plog", [
@@ -201,6 +209,7 @@ EXPECTED: Dict[str, Expected] = {
             ('aicore_exception', 'Add_ee98c6628030785f610b924ab1557b31_high_performa'),
             ('aicore_exception', 'vector core exception'),
             ('error_record', 'RUNTIME'),
+            ('error_code', '0x31'),
         ]),
     "plog_stars_aivec_error_errcode_triplet_2025.log":
         ("plog", [
@@ -211,6 +220,7 @@ EXPECTED: Dict[str, Expected] = {
             ('error_code', 'EZ9999'),
             ('error_record', 'IDEDD'),
             ('error_record', 'RUNTIME'),
+            ('error_code', '0x31'),
         ]),
     "plog_tefusion_atc_error_line_2021.log": ("plog", [('error_record', 'TEFUSION')]),
     "slog_2020_host0_hdc_ge_aicpu_fe_init.log": ("plog", [('missing_library', 'liboptiling.so')]),
@@ -407,6 +417,21 @@ EXPECTED: Dict[str, Expected] = {
         ("cann-error", [("error_code", "EZ3003"), ("no_engine", "TransData"), ("op_rejected", "TransData")]),
     "ranktable_json_A3_v1.2_super_device_id_mindie-pod-log_mindcluster-doc.txt": ("text", []),
     "driver_install_run_full_25.0.rc1.1_Atlas800IA2_wangjunjian-blog.txt": ("text", []),
+    # a user program's check macro `failed: 507035`; the device's `error code = 0x4000000000000000` is no code
+    "stdout_aclrt_failed_507035_EZ9999_aivec_PTOAS-808.txt":
+        ("cann-error", [('error_code', '507035'), ('error_code', 'EZ9999'), ('error_code', '0x31'),
+                        ('aicore_exception', 'vector core exception')]),
+    "stdout_exception_stream_error_code_0x26_LlamaFactory-3670.txt": ("cann-error", [('error_code', '0x26')]),
+    "stdout_torch_npu_error_code_is_107027_Ascend-pytorch-77.txt": ("cann-error", [('error_code', '107027')]),
+    "torch_npu_hccl_watchdog_timeout_vllm-ascend-382.txt": ("text", [('hccl_timeout', 'ALLREDUCE')]),
+    "stdout_ge_graph_build_op_failures_constructed.txt":
+        ("cann-error", [('error_code', 'EZ9999'), ('error_code', 'E20001'), ('error_code', 'E40021'),
+                        ('op_build_failed', 'MatMulV2'), ('op_compile_failed', 'Conv2D'),
+                        ('op_compile_failed', 'Cast')]),
+    "stdout_torch_npu_cpu_fallback_hard-wrapped_constructed.txt":
+        ("text", [('cpu_fallback', 'aten::linalg_lstsq.out'), ('cpu_fallback', 'aten::_unique2'),
+                       ('cpu_fallback', 'aten::isin.Tensor_Tensor_out'), ('cpu_fallback', 'aten::nonzero'),
+                       ('cpu_fallback', 'aten::histc'), ('cpu_fallback', 'aten::bucketize.Tensor')]),
     "torch_npu_import_libhccl.so_ImportError_constructed.txt": ("text", [('missing_library', 'libhccl.so')]),
 }
 
@@ -452,3 +477,44 @@ def test_every_shared_log_sample_is_covered_and_scans_in_one_pass() -> None:
     assert vector.count == sum(
         1 for p in shared for line in sample_bytes(p).decode("utf-8", "replace").splitlines()
         if "vector core exception" in line or "there is an aivec error" in line)
+
+
+def _finding(name: str, kind: str, subject: str):
+    scanner = Scanner()
+    scanner.scan_bytes(name, sample_data(name))
+    (found,) = [f for f in scanner.result().findings if (f.kind, f.subject) == (kind, subject)]
+    return found
+
+
+def test_ge_exception_dump_at_event_level_names_the_operator() -> None:
+    """issue 17 point 4: the RUN plog of the msaicerr test data holds GE's dump of the AI Core exception at
+    EVENT level; `logs scan` said "nothing found"."""
+    found = _finding("plog_run_event_cann64_910A.log", "aicore_exception", "GatherV2")
+    assert found.details == {"op_type": {"GatherV2"}, "stream": {"2"}, "task": {"6"}}
+    assert found.first.line == 248 - 5  # the sample's line 248, after its 5 header lines
+
+
+def test_hccl_watchdog_timeout_carries_op_seq_timeout_and_ranks() -> None:
+    found = _finding("torch_npu_hccl_watchdog_timeout_vllm-ascend-382.txt", "hccl_timeout", "ALLREDUCE")
+    assert found.details["seq"] == {"196"} and found.details["timeout_ms"] == {"3600000"}
+    assert found.details["rank"] == {"0", "1"}
+    assert "Watchdog" in found.title or "watchdog" in found.title
+
+
+def test_graph_build_failures_name_the_operator_type() -> None:
+    name = "stdout_ge_graph_build_op_failures_constructed.txt"
+    assert _finding(name, "op_build_failed", "MatMulV2").details == {"node": {"model/dense/MatMul"}}
+    assert _finding(name, "op_compile_failed", "Conv2D").details == {"node": {"Conv2D_1"}}
+    assert _finding(name, "op_compile_failed", "Cast").details["node"] == {"Cast_3"}
+
+
+def test_hard_wrapped_fallback_warnings_point_at_their_first_line() -> None:
+    """Wrapped mid-word at 80, 100 and 40 columns, at spaces, without the [W ...] prefix, glued after a
+    progress bar: each warning is one finding at the line its operator's name starts on."""
+    name = "stdout_torch_npu_cpu_fallback_hard-wrapped_constructed.txt"
+    scanner = Scanner()
+    summary = scanner.scan_bytes(name, sample_data(name))
+    lines = {f.subject: f.first.line for f in scanner.result().findings}
+    assert lines == {"aten::linalg_lstsq.out": 2, "aten::_unique2": 5, "aten::isin.Tensor_Tensor_out": 8,
+                     "aten::nonzero": 12, "aten::histc": 15, "aten::bucketize.Tensor": 18}
+    assert summary.lines == sample_data(name).count(b"\n")  # joining keeps the line count

@@ -221,3 +221,49 @@ def test_wide_26_layout_and_a_fifth_process_column():
     assert [(p.npu_id, p.chip_id, p.pid, p.name, p.memory_mib) for p in table.processes] == [
         (0, 0, 1774110, "VLLMWorker_PP", 56684), (0, 1, 1777209, "VLLMWorker_PP", 56684)]
     assert table.idle_npus == (5,)
+
+
+# Pastes that are not whole tables (issue 23): read what is visible, say it is partial.
+
+def _910b3_lines():
+    return smi("910B3_8card_24.1.0.3").splitlines()
+
+
+def test_a_paste_without_header_rows_reads_its_chips_as_partial():
+    lines = _910b3_lines()
+    first_chip_border = next(i for i, line in enumerate(lines) if line.startswith("+===="))
+    table = parse_npu_smi_info("\n".join(lines[first_chip_border:]))
+    assert len(table.chips) == 8 and table.partial
+    assert (table.chips[0].hbm_used_mib, table.chips[0].hbm_total_mib, table.chips[0].power_w) == (3397, 65536, 91.1)
+    assert any("no header rows" in note for note in table.notes)
+
+
+def test_the_version_banner_outside_the_box_is_read():
+    lines = _910b3_lines()
+    banner = next(line for line in lines if "npu-smi" in line).strip("| ").strip()  # npu-smi 24.1.0.3  Version:..
+    table = parse_npu_smi_info(banner + "\n" + "\n".join(lines[2:]))
+    assert (table.tool_version, table.driver_version, len(table.chips)) == ("24.1.0.3", "24.1.0.3", 8)
+    assert parse_npu_smi_info("root@node:~# npu-smi info\n" + "\n".join(lines[2:])).tool_version is None
+
+
+def test_hand_narrowed_cells_read_the_same():
+    narrow = "\n".join(re.sub(r" {2,}", " ", line) for line in _910b3_lines())
+    assert parse_npu_smi_info(narrow).chips == parse_npu_smi_info(smi("910B3_8card_24.1.0.3")).chips
+
+
+def test_a_row_cut_mid_way_keeps_what_is_visible():
+    lines = _910b3_lines()
+    second_chip = next(i for i, line in enumerate(lines) if line.startswith("| 1 "))
+    head = "\n".join(lines[:second_chip])
+    after_health = parse_npu_smi_info(head + "\n" + lines[second_chip][:40])  # `| 1  910B3  | OK   `
+    assert [(c.npu_id, c.health, c.hbm_used_mib) for c in after_health.chips] == [(0, "OK", 3397), (1, "OK", None)]
+    assert after_health.partial
+    in_health = parse_npu_smi_info(head + "\n" + lines[second_chip][:31] + "O")  # health cut to "O"
+    assert [c.npu_id for c in in_health.chips] == [0] and in_health.partial
+
+
+def test_the_health_words_are_the_ones_the_checks_map():
+    from npudoctor import knowledge
+    from npudoctor.parsers.npu_smi import HEALTH_WORDS
+
+    assert set(knowledge.load("npu_smi_errors")["health"]) == HEALTH_WORDS

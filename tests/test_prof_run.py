@@ -102,13 +102,16 @@ def test_ctrl_c_stops_the_child_and_still_analyses(tmp_path: Path) -> None:
     env = fake_env(tmp_path)
     marker = tmp_path / "started"
     child = (f"import pathlib, time; pathlib.Path({str(marker)!r}).write_text('x'); time.sleep(60)")
+    # SIGINT back to its default in the child: a test run started in the background (CI) inherits it ignored,
+    # and then Ctrl-C never reaches npudoctor (this, not load, made the test time out under .ci/run)
     process = subprocess.Popen([sys.executable, "-m", "npudoctor", "prof", "run", "-o", "out", "--",
                                 sys.executable, "-c", child], env=env, cwd=tmp_path, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True)
+                               stderr=subprocess.PIPE, text=True,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 60
     while not marker.exists() and time.monotonic() < deadline:
         time.sleep(0.1)
     process.send_signal(signal.SIGINT)
-    stdout, stderr = process.communicate(timeout=60)
+    stdout, stderr = process.communicate(timeout=600)  # the end of the process is the event; a hang guard
     assert process.returncode == 130, stderr
     assert "interrupted" in stderr and " prof run" in stdout and "No problems found" in stdout

@@ -495,8 +495,8 @@ NODE_CASES = {  # ID: (a case that makes it fire, a case where it must not)
     "HCCL013": (_hccn({"-i 0 -ip -g": _sample("hccn_tool_ip-g_dev3_910B_arthurchiao-blog.txt")}), _hccn()),
     "LOG001": (_then(_plog(_sample("plog_runtime_ffts_vector_core_exception_3lines.log"))),
                _then(_plog(_sample("plog_run_info_ge_tdt_2024.log")))),
-    "SITE001": (_then(_profile(inventory={"driver": "24.1.0", "chips": {"count": 8}})),
-                _then(_profile(inventory={"driver": "23.0.7", "chips": {"count": 8}}))),
+    "SITE001": (_then(_profile(inventory={"driver": "23.0.7", "chips": {"count": 8}})),
+                _then(_profile(inventory={"driver": "24.1.0.3", "chips": {"count": 8}}))),
 }
 # Cases that need what only their stage's tests build (compiled ELF libraries, CANN installs in several
 # layouts): the test where the ID fires and the one where it must not, by name; the walk below checks that

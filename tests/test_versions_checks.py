@@ -116,7 +116,8 @@ def test_known_bad_torch_npu_280_on_new_cann_layout(node):
     assert cann.status is Status.PASS and "toolkit 8.5.0 in use (via /usr/local/Ascend/cann)" in cann.detail
     assert cann.evidence["links"] == {f"{ASCEND}/cann": "cann-8.5.0"}
     bad = one_finding(report, "VER006")
-    assert bad.status is Status.FAIL and "torch_npu 2.8.0 leaks device (NPU) memory" in bad.detail
+    assert bad.status is Status.FAIL and "torch_npu 2.8.0 leaks memory" in bad.detail
+    assert "vllm-ascend issue 6299" in bad.detail
     assert bad.fix.startswith("pip install torch_npu==2.8.0.post2")  # for torch 2.8.0 and CANN 8.5.0
     # 2.8.0 was built for CANN 8.3.RC1; 8.5.0 is newer: untested, a WARN by default profile
     pairing = one_finding(report, "VER004")
@@ -297,6 +298,52 @@ def test_fixes_never_recommend_a_known_bad_release(node):
     target_python(node, torch="2.8.0", torch_npu="2.1.0.post17")
     finding = one_finding(run(node), "VER003")
     assert finding.status is Status.FAIL
-    assert finding.fix.startswith(
-        "pip install torch_npu==2.8.0.post4   # built for torch 2.8.0 and CANN 9.0.0"
+    assert "torch_npu==2.8.0 " not in finding.fix
+    # the CANN in place stays: torch_npu 2.1.0.post17 is built for it, so torch goes back to 2.1.0; the newest
+    # pair for CANN 8.3.RC1 that is not known-bad is 2.7.1
+    assert finding.fix == (
+        "pip install torch==2.1.0   # built for torch 2.1.0 and CANN 8.3.RC1 (in use)\n"
+        "or pip install torch==2.7.1 torch_npu==2.7.1   # the newest pair built for CANN 8.3.RC1 (in use)"
     )
+
+
+def test_every_known_bad_entry_cites_a_public_source_and_its_fix() -> None:
+    """Each entry says where it comes from (a public issue or release note, quoted) and which release fixed
+    it; this project's own tracker is no source."""
+    from npudoctor import knowledge
+
+    for entry in knowledge.load("known_bad")["known_bad"]:
+        assert entry["url"].startswith("https://github.com/") and "npudoctor" not in entry["url"]
+        assert entry["says"] and entry["source"] and isinstance(entry["fixed"], list)
+        assert not set(entry["fixed"]) & set(entry["versions"])
+    first = knowledge.load("known_bad")["known_bad"][0]
+    assert (first["versions"], first["fixed"][0]) == (["2.8.0"], "2.8.0.post1")
+
+
+def test_driver_npu_smi_reports_differs_from_version_info_asks_for_a_reboot(node):
+    from tests.nodes import B3_8CARD, DRIVER_24, FIRMWARE_24, healthy_910b_node
+
+    healthy_910b_node(node)
+    in_use = [f for f in run(node).findings if f.subject == "driver:in-use"]
+    assert [(f.id, f.status) for f in in_use] == [("VER001", Status.PASS)]
+    assert in_use[0].detail == "npu-smi reports driver 24.1.0.3, as /usr/local/Ascend/driver/version.info records"
+
+    install_driver(node)  # the real 23.0.7 files on disk; npu-smi (the loaded driver) still says 24.1.0.3
+    (finding,) = [f for f in run(node).findings if f.subject == "driver:in-use"]
+    assert finding.status is Status.WARN and finding.id == "VER001"
+    assert "npu-smi reports driver 24.1.0.3 but /usr/local/Ascend/driver/version.info records 23.0.7" in (
+        finding.detail)
+    assert finding.fix.startswith("reboot the node so that the installed driver 23.0.7 is the one loaded")
+    assert finding.evidence == {"version_info": "23.0.7", "npu_smi_driver": "24.1.0.3",
+                                "version_info_path": "/usr/local/Ascend/driver/version.info"}
+
+    # the fix applied: after the reboot the loaded driver is the installed one
+    node.command("npu-smi", stdout=sample_text(B3_8CARD).replace("24.1.0.3", "23.0.7"))
+    after = run(node)
+    assert [f.status for f in after.findings if f.subject == "driver:in-use"] == [Status.PASS]
+    assert not [f for f in after.findings if f.stage == "versions" and f.status in (Status.WARN, Status.FAIL)]
+
+    # without npu-smi there is nothing to compare: no such finding, and VER001 still judges the files
+    node.command("npu-smi", stdout="", stderr="npu-smi: command not found", rc=127)
+    install_driver(node, FIRMWARE_24, DRIVER_24)
+    assert not [f for f in run(node).findings if f.subject == "driver:in-use"]

@@ -98,8 +98,13 @@ def test_matrix_queries():
         "2.7.1.post2",
         "2.7.1",
     ]
-    assert m.best_for(Version.parse("2.7.1"), Version.parse("9.0.0")).torch_npu.text == "2.7.1.post4"
-    assert m.best_for(Version.parse("2.13.0")) is None  # PyTorch 2.13.0 has a Python row but no torch_npu yet
+    # the pairs built for one CANN, maintained first, never the known-bad torch_npu 2.8.0
+    assert [r.torch_npu.text for r in m.pairs_for_cann(Version.parse("8.3.RC1"))] == [
+        "2.7.1", "2.6.0.post3", "2.1.0.post17"]
+    # Python 3.9: torch 2.9.0 (3.10 and newer) drops out
+    assert [r.torch_npu.text for r in m.pairs_for_cann(Version.parse("9.0.0"), "3.9")] == ["2.8.0.post4", "2.7.1.post4"]
+    # PyTorch 2.13.0 has a Python row but no torch_npu yet
+    assert not [r for r in m.pairs_supporting("3.10") if r.torch == Version.parse("2.13.0")]
 
 
 @pytest.mark.parametrize(

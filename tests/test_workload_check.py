@@ -10,7 +10,7 @@ from importlib.util import find_spec
 
 import pytest
 
-from npudoctor.checks import workload
+from npudoctor.checks import workload  # noqa: F401  (registers the TRN checks)
 from npudoctor.checks.registry import REGISTRY
 from npudoctor.model.finding import Status
 from npudoctor.model.profile import NodeProfile
@@ -39,7 +39,9 @@ def trial(result=None, ran=True, error=None, stage="train", tail=""):
 
 def test_missing_torch_is_a_skip_with_the_install_hint():
     (outcome,) = outcomes("TRN001", trial({"torch_missing": "torch is not installed", "stage": "import torch"}))
-    assert outcome.status is Status.SKIP and "npudoctor[train]" in outcome.fix
+    assert outcome.status is Status.SKIP and outcome.fix.startswith("into /usr/bin/python3: pip install torch")
+    # run from this checkout: the hint installs the checkout's extra, never the package from the index
+    assert "&& pip install -e '" in outcome.fix and "[train]'" in outcome.fix
 
 
 def test_a_hung_or_crashed_child_fails_and_says_where():
@@ -75,7 +77,7 @@ def test_selftest_child_reports_missing_torch(monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "torch", None)
     assert selftest.main(["--steps", "5"]) == 0
     stage, document = parse_selftest_output(capsys.readouterr().out)
-    assert stage == "import torch" and "npudoctor[train]" in document["torch_missing"]
+    assert stage == "import torch" and "[train]'" in document["torch_missing"]
 
 
 def test_level_3_runs_the_tiny_step_in_a_child_and_adds_trn_findings():
@@ -99,4 +101,18 @@ def test_levels_1_and_2_do_not_list_the_training_checks():
     assert [s.id for s in api.rulebook() if s.stage == "workload"] == [
         "TRN001", "TRN002", "TRN003", "TRN004", "TRN005"]
     assert all(REGISTRY[f"TRN00{i}"].doc for i in range(1, 6))
-    assert workload.TRAIN_EXTRA in REGISTRY["TRN001"].doc
+    assert "pip install 'npudoctor[train]'" in REGISTRY["TRN001"].doc
+
+
+def test_a_child_that_died_is_quoted_by_its_own_first_error_and_the_fix_fits_it():
+    tail = ("NPUDOCTOR-STAGE train\nTraceback (most recent call last):\n  File \"selftest.py\", line 9, in main\n"
+            "RuntimeError: Numpy is not available\n")
+    died = TrainTrial("/usr/bin/python3", True, 1, "train", None, tail, None, 300.0)
+    (outcome,) = outcomes("TRN001", died)
+    assert outcome.status is Status.FAIL
+    assert outcome.detail.endswith("in stage train: RuntimeError: Numpy is not available")
+    assert outcome.fix.startswith("numpy is missing beside torch: pip install -e '") and "[train]'" in outcome.fix
+    # an error with no install to name keeps the general advice
+    other = TrainTrial("/usr/bin/python3", True, 1, "train", None, "ValueError: bad batch\n", None, 300.0)
+    (outcome,) = outcomes("TRN001", other)
+    assert outcome.detail.endswith(": ValueError: bad batch") and outcome.fix == "see the output in the evidence"

@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Dict, Iterable, List, Optional, Sequence
 
+from npudoctor import install as install_hints
 from npudoctor.checks.registry import (
     NO_CANN,
     CheckContext,
@@ -26,6 +27,7 @@ from npudoctor.checks.registry import (
     warn,
 )
 from npudoctor.logs.codes import explain, find_codes
+from npudoctor.parsers.child_output import first_error_line
 from npudoctor.probes.ascend_layout import CANN_LIBRARY_PATTERN, SOURCED_INSTALL_VARIABLES
 
 CANN_LIBRARY = re.compile(CANN_LIBRARY_PATTERN)
@@ -575,7 +577,11 @@ def import_works(ctx: CheckContext) -> Iterable[Outcome]:
     fix = found.fix if found else ""
     if found and found.kind == "not-installed":
         fix = install_torch_npu_fix(ctx) or "run on a node with Ascend NPUs"
-    detail = f"{trial.last_stage} failed" + (f": {found.detail}" if found else f" (exit {trial.rc})")
+    said = first_error_line(text)  # the child's own first error, when no known diagnosis explains it
+    detail = f"{trial.last_stage} failed" + (
+        f": {found.detail}" if found else f" (exit {trial.rc})" + (f": {said}" if said else ""))
+    if not found and said:
+        fix = install_hints.hint_for_error(said) or ""
     if found and found.kind in ("library-not-found", "undefined-symbol"):
         # The static analysis knows why: reuse its diagnosis and fix.
         static = (

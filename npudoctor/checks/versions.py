@@ -56,10 +56,8 @@ class Matrix:
     >>> m = matrix()
     >>> m.find(Version.parse("2.1.0.post12")).cann.text
     '8.1.RC1'
-    >>> m.best_for(Version.parse("2.1.0+cpu"), Version.parse("8.0.0")).torch_npu.text
-    '2.1.0.post10'
-    >>> m.best_for(Version.parse("2.1.0")).torch_npu.text   # no CANN given: the newest for torch 2.1.0
-    '2.1.0.post17'
+    >>> [r.torch.text for r in m.pairs_for_cann(Version.parse("8.0.0"), "3.11")]
+    ['2.4.0', '2.3.1', '2.1.0']
     >>> m.python_for(Version.parse("2.2.0"))
     ['3.8', '3.9', '3.10']
     """
@@ -80,7 +78,7 @@ class Matrix:
                 )
             )
         self.python: Dict[str, List[str]] = {str(k): [str(v) for v in vs] for k, vs in data["python"].items()}
-        # parsed once: newest_supporting_python looks a key up for every release
+        # parsed once: pairs_for_cann looks a key up for every release
         self._python_keys: List[Tuple[Version, str]] = [(Version.parse(key), key) for key in self.python]
         self.python_minimum: Dict[str, str] = {
             str(k): str(v) for k, v in (data.get("python_minimum") or {}).items()
@@ -93,16 +91,39 @@ class Matrix:
         """Releases built for this PyTorch release (``+cpu`` ignored), newest torch_npu first."""
         return sorted((r for r in self.releases if r.torch == torch), key=lambda r: r.torch_npu, reverse=True)
 
-    def best_for(
-        self, torch: Version, cann: Optional[Version] = None, avoid: Sequence[Version] = ()
-    ) -> Optional[Release]:
-        """The newest torch_npu for ``torch`` (built for ``cann`` when given), never a known-bad one."""
-        for release in self.for_torch(torch):
-            if release.torch_npu in avoid or release.torch_npu in self.known_bad:
-                continue
-            if cann is None or cann.same_release_as(release.cann):
-                return release
-        return None
+    def pairs_for_cann(
+        self, cann: Version, python_minor: Optional[str] = None, avoid: Sequence[Version] = ()
+    ) -> List[Release]:
+        """The torch/torch_npu pairs built for ``cann`` (the CANN in place, the hardest layer to change after
+        the driver) that support ``python_minor`` ("3.10") when given, never a known-bad or avoided one:
+        maintained releases first, then the newest torch_npu.
+
+        >>> [r.torch_npu.text for r in matrix().pairs_for_cann(Version.parse("8.0.0"), "3.10")]
+        ['2.4.0.post2', '2.3.1.post4', '2.1.0.post10']
+        >>> matrix().pairs_for_cann(Version.parse("9.9.0"))
+        []
+        """
+        fitting = [
+            r
+            for r in self.releases
+            if cann.same_release_as(r.cann)
+            and r.torch_npu not in avoid
+            and r.torch_npu not in self.known_bad
+            and (python_minor is None or python_minor in (self.python_for(r.torch) or ()))
+        ]
+        return sorted(fitting, key=lambda r: (not r.eol, r.torch_npu), reverse=True)
+
+    def pairs_supporting(self, python_minor: Optional[str], avoid: Sequence[Version] = ()) -> List[Release]:
+        """Every pair (whatever its CANN) supporting ``python_minor``, never known-bad or avoided: maintained
+        first, then the newest torch_npu."""
+        fitting = [
+            r
+            for r in self.releases
+            if r.torch_npu not in avoid
+            and r.torch_npu not in self.known_bad
+            and (python_minor is None or python_minor in (self.python_for(r.torch) or ()))
+        ]
+        return sorted(fitting, key=lambda r: (not r.eol, r.torch_npu), reverse=True)
 
     def _python_key(self, torch: Version) -> Optional[str]:
         exact = [key for version, key in self._python_keys if version == torch]
@@ -118,11 +139,6 @@ class Matrix:
     def python_minimum_for(self, torch: Version) -> Optional[str]:
         key = self._python_key(torch)
         return self.python_minimum.get(key) if key else None
-
-    def newest_supporting_python(self, python_minor: str) -> Optional[Release]:
-        """The newest torch_npu whose PyTorch supports this Python minor version ("3.8")."""
-        fitting = [r for r in self.releases if python_minor in (self.python_for(r.torch) or ())]
-        return max(fitting, key=lambda r: r.torch_npu) if fitting else None
 
 
 class KnownBad(NamedTuple):
@@ -213,6 +229,75 @@ def _pip(*pins: str) -> str:
     return "pip install " + " ".join(pins)
 
 
+def _python_minor(facts: Any) -> Optional[str]:
+    """The target interpreter's minor version ("3.10"), None when unreadable."""
+    python = parse_version(getattr(facts, "version", "") or "")
+    return f"{python.major_minor[0]}.{python.major_minor[1]}" if python else None
+
+
+def _install_pair(release: Release, torch: Optional[Version], torch_npu: Optional[Version], why: str) -> str:
+    """``pip install`` of what must change to reach ``release``'s pair (an installed package already at its
+    version is not pinned again), with ``why`` as the comment."""
+    pins = []
+    if torch is None or torch != release.torch:
+        pins.append(f"torch=={release.torch.text}")
+    if torch_npu is None or torch_npu != release.torch_npu:
+        pins.append(f"torch_npu=={release.torch_npu.text}")
+    return _pip(*pins) + f"   # {why}" + (" (end of life)" if release.eol else "")
+
+
+def pair_fixes(
+    ctx: CheckContext,
+    facts: Any,
+    torch: Optional[Version],
+    torch_npu: Optional[Version],
+    avoid: Sequence[Version] = (),
+    maintained: bool = False,
+) -> List[str]:
+    """The fixes for a torch/torch_npu pair that does not fit the node, chosen from the whole matrix at once,
+    best first. The driver and the CANN in place are the hardest layers to change, so the pairs built for
+    the CANN in place (and the target Python) come first: the one that changes the fewest packages (keep
+    torch, else keep torch_npu), then the newest. Only when no pair fits that CANN does a fix change CANN,
+    and it says so. ``maintained``: end-of-life pairs are left out. Each fix, applied, leaves no new VER
+    finding behind (tests/test_versions_converge.py applies them)."""
+    m = matrix()
+    cann = _active_cann_version(ctx)
+    python_minor = _python_minor(facts)
+    if cann is not None:
+        fitting = [r for r in m.pairs_for_cann(cann, python_minor, avoid) if not (maintained and r.eol)]
+        if fitting:
+            fewest = (
+                [r for r in fitting if torch is not None and r.torch == torch]
+                or [r for r in fitting if torch_npu is not None and r.torch_npu == torch_npu]
+                or fitting
+            )[0]
+            fixes = [_install_pair(fewest, torch, torch_npu, f"built for torch {fewest.torch.text} and "
+                                   f"CANN {fewest.cann.text} (in use)")]
+            newest = fitting[0]
+            if newest != fewest:
+                fixes.append(_install_pair(newest, torch, torch_npu,
+                                           f"the newest pair built for CANN {cann.text} (in use)"))
+            return fixes
+    candidates = [r for r in m.pairs_supporting(python_minor, avoid) if not (maintained and r.eol)]
+    same_torch = [r for r in candidates if torch is not None and r.torch == torch]
+    if not candidates:
+        return ["no torch/torch_npu pair in " + MATRIX_SOURCE + f" supports Python {python_minor}"]
+    target = (same_torch or candidates)[0]
+    if cann is None:
+        return [_install_pair(target, torch, torch_npu, f"built for CANN {target.cann.text}") + "\n"
+                + _cann_install_hint(target.cann)]
+    direction = "a downgrade" if target.cann < cann else "an upgrade"
+    which = f"the one for torch {torch.text}" if same_torch and torch is not None else "the newest"
+    return [
+        f"no torch/torch_npu pair in the matrix is built for CANN {cann.text} (in use)"
+        + (f" and Python {python_minor}" if python_minor else "")
+        + f"; {which} needs CANN {target.cann.text} ({direction}):\n"
+        + _install_pair(target, torch, torch_npu, f"built for CANN {target.cann.text}")
+        + "\n"
+        + _cann_install_hint(target.cann)
+    ]
+
+
 def _cann_install_hint(cann: Version) -> str:
     return (
         f"install CANN {cann.text}: Ascend-cann-toolkit_{cann.text}_linux-$(uname -m).run --install, "
@@ -223,7 +308,31 @@ def _cann_install_hint(cann: Version) -> str:
 # --- checks --------------------------------------------------------------------------------------------
 
 
-@check("VER001", stage="versions", title="Ascend driver and firmware installed and compatible")
+def _driver_in_use(ctx: CheckContext, info_path: str, installed: Version) -> Iterable[Outcome]:
+    """The driver npu-smi reports (the one loaded, through DCMI) against the one version.info records (the
+    package on disk): they differ after a driver upgrade or rollback without a reboot."""
+    smi = ctx.facts_or_none("npu_smi")
+    table = getattr(smi, "table", None)
+    reported = parse_version(table.driver_version) if table is not None and table.driver_version else None
+    if reported is None:
+        return  # npu-smi did not run or printed no version: SMI001 says why
+    evidence = {"version_info": installed.text, "npu_smi_driver": reported.text, "version_info_path": info_path}
+    if reported.same_release_as(installed) or installed.same_release_as(reported):
+        yield passed("driver:in-use", f"npu-smi reports driver {reported.text}, as {info_path} records", evidence)
+        return
+    yield warn(
+        "driver:in-use",
+        f"npu-smi reports driver {reported.text} but {info_path} records {installed.text}: the driver package "
+        f"was changed without a reboot (or the container mounts another driver's files)",
+        evidence,
+        fix=f"reboot the node so that the installed driver {installed.text} is the one loaded; afterwards "
+        f"`npu-smi info` and `cat {info_path}` must show the same version (in a container: mount the "
+        f"host's /usr/local/Ascend/driver)",
+    )
+
+
+@check("VER001", stage="versions", title="Ascend driver and firmware installed and compatible",
+       settings=("commands.npu_smi_timeout_s", "npu_smi.health_detail_max_chips"))  # the driver npu-smi reports
 def driver_and_firmware(ctx: CheckContext) -> Iterable[Outcome]:
     """Reads /usr/local/Ascend/driver/version.info and /usr/local/Ascend/firmware/version.info and checks
     that the firmware lies in the driver's ``compatible_version_fw`` range and the driver in the firmware's
@@ -237,9 +346,14 @@ def driver_and_firmware(ctx: CheckContext) -> Iterable[Outcome]:
     real files pair firmware from HDK 23.0.7 with ``[23.0.0,23.0.0.]``, so npudoctor compares the driver's
     major.minor train (``23.0``) with each entry's, not the literal bounds.
 
+    The driver npu-smi reports (the one loaded) is compared with the one version.info records (the package
+    on disk): after a driver upgrade without a reboot they differ, the new user-space libraries talk to the
+    old kernel module, and device open or HCCL fail in ways no version file explains.
+
     Fix: install the firmware package of the same HDK release as the driver
     (``Ascend-hdk-<chip>-npu-firmware_<driver version>.run --full``), or the driver matching the firmware;
-    then reboot. Inside a container the firmware file is usually not mounted: that part is skipped.
+    then reboot. Inside a container the firmware file is usually not mounted: that part is skipped. A
+    driver in use that is not the installed one: reboot.
     """
     facts = ctx.facts("ascend_driver")
     driver = facts.driver
@@ -277,6 +391,7 @@ def driver_and_firmware(ctx: CheckContext) -> Iterable[Outcome]:
     yield passed(
         "driver", f"driver {version.text} ({driver.get('Innerversion') or 'no Innerversion'})", evidence
     )
+    yield from _driver_in_use(ctx, driver.path, version)
 
     firmware = facts.firmware
     if not firmware.present:
@@ -440,24 +555,9 @@ def torch_and_torch_npu(ctx: CheckContext) -> Iterable[Outcome]:
         "cann": cann_version.text if cann_version else None,
     }
     built_for = m.find(torch_npu)
-    if torch.major_minor != torch_npu.major_minor:
-        best = m.best_for(torch, cann_version) or m.best_for(torch)
-        if best is not None:
-            fix = (
-                _pip(f"torch_npu=={best.torch_npu.text}")
-                + f"   # built for torch {best.torch.text} and CANN {best.cann.text}"
-            )
-        elif built_for is not None:
-            fix = (
-                _pip(f"torch=={built_for.torch.text}")
-                + f"   # the PyTorch torch_npu {torch_npu.text} was built for"
-            )
-        else:
-            newest = m.releases[0]
-            fix = (
-                _pip(f"torch=={newest.torch.text}", f"torch_npu=={newest.torch_npu.text}")
-                + f"   # with CANN {newest.cann.text}"
-            )
+    # The matrix row decides where there is one (it pairs torch_npu 1.5.0.post3 with torch 1.8.1)
+    if torch.major_minor != torch_npu.major_minor and (built_for is None or built_for.torch != torch):
+        fix = "\nor ".join(pair_fixes(ctx, facts, torch, torch_npu))
         yield fail(
             "python:torch_npu",
             f"torch {torch.text} and torch_npu {torch_npu.text} are from different "
@@ -534,15 +634,12 @@ def torch_npu_and_cann(ctx: CheckContext) -> Iterable[Outcome]:
     evidence = {**evidence, "cann_required": release.cann.text, "branch": release.branch}
     if installed.same_release_as(release.cann):
         if release.eol:
-            newer = m.best_for(release.torch)
             yield warn(
                 "python:torch_npu",
                 f"torch_npu {torch_npu.text} with CANN {installed.text} matches the "
                 f"matrix but is end of life",
                 evidence,
-                fix=(_pip(f"torch_npu=={newer.torch_npu.text}") + f"   # with CANN {newer.cann.text}")
-                if newer and not newer.eol
-                else "move to a maintained PyTorch release from the matrix",
+                fix="\nor ".join(pair_fixes(ctx, facts, torch, torch_npu, maintained=True)),
             )
             return
         yield passed(
@@ -551,26 +648,38 @@ def torch_npu_and_cann(ctx: CheckContext) -> Iterable[Outcome]:
             evidence,
         )
         return
-    alternative = m.best_for(torch or release.torch, installed)
     other_installed = [
         i
         for i in ctx.facts("cann").installs
         if (v := parse_version(i.version)) is not None and v.same_release_as(release.cann)
     ]
-    fixes = []
-    if alternative is not None:
-        fixes.append(
-            _pip(f"torch_npu=={alternative.torch_npu.text}")
-            + f"   # built for torch {alternative.torch.text} and CANN {installed.text}"
+    # A maintained pair built for the CANN in place first; then the CANN torch_npu was built for, when that is
+    # maintained and an upgrade (or nothing maintained fits the CANN in place); an end-of-life pair for the
+    # CANN in place last; else pair_fixes names the nearest maintained pair and its CANN.
+    python_minor = _python_minor(facts)
+    keep_cann = m.pairs_for_cann(installed, python_minor)
+    maintained_here = [r for r in keep_cann if not r.eol]
+    fixes = pair_fixes(ctx, facts, torch, torch_npu, maintained=True) if maintained_here else []
+    if not release.eol and (installed < release.cann or not maintained_here):
+        # keep the packages, change CANN to the one torch_npu was built for; said plainly when it goes back
+        lead = (
+            ""
+            if installed < release.cann
+            else f"no maintained torch/torch_npu pair in the matrix is built for CANN {installed.text} (in use); "
+            f"keeping torch_npu {torch_npu.text} means going back to CANN {release.cann.text} (a downgrade): "
         )
-    if other_installed:
-        home = other_installed[0].found_via[0]
-        fixes.append(
-            f"use the installed CANN {release.cann.text} at {home} "
-            f"(source its set_env.sh / export ASCEND_HOME_PATH={home})"
-        )
-    else:
-        fixes.append(_cann_install_hint(release.cann))
+        if other_installed:
+            home = other_installed[0].found_via[0]
+            fixes.append(
+                lead + f"use the installed CANN {release.cann.text} at {home} "
+                f"(source its set_env.sh / export ASCEND_HOME_PATH={home})"
+            )
+        else:
+            fixes.append(lead + _cann_install_hint(release.cann))
+    if keep_cann and not maintained_here:
+        fixes.extend(pair_fixes(ctx, facts, torch, torch_npu))
+    if not maintained_here:
+        fixes.extend(fix for fix in pair_fixes(ctx, facts, torch, torch_npu, maintained=True) if fix not in fixes)
     fix = "\nor ".join(fixes)
     if installed < release.cann:
         yield fail(
@@ -630,13 +739,7 @@ def python_supported(ctx: CheckContext) -> Iterable[Outcome]:
     fixes = [f"use Python {supported[-1]} (supported by torch {torch.text}: {', '.join(supported)})"]
     if minimum and minor in supported:
         fixes = [f"use Python {minimum} or newer in the {minor} series, or Python {supported[-1]}"]
-    other = m.newest_supporting_python(minor)
-    if other is not None:
-        fixes.append(
-            "or "
-            + _pip(f"torch=={other.torch.text}", f"torch_npu=={other.torch_npu.text}")
-            + f"   # supports Python {minor}; needs CANN {other.cann.text}"
-        )
+    fixes.extend("or " + fix for fix in pair_fixes(ctx, facts, torch, _package_version(facts, "torch_npu")))
     yield fail(
         "python",
         f"Python {python.text} is not supported by torch {torch.text} "
@@ -649,7 +752,7 @@ def python_supported(ctx: CheckContext) -> Iterable[Outcome]:
 @check("VER006", stage="versions", title="No known-bad package versions", settings=("versions.python_timeout_s",))
 def known_bad_versions(ctx: CheckContext) -> Iterable[Outcome]:
     """Compares installed packages with ``checks/known_bad.yaml``: versions with a known defect, whatever
-    the matrix says (e.g. torch_npu 2.8.0 leaks device memory).
+    the matrix says (e.g. torch_npu 2.8.0 leaks memory: vllm-ascend issue 6299).
 
     Such a defect shows up as slow memory growth until "out of memory" after hours of training, which no
     version matrix explains.
@@ -692,20 +795,10 @@ def _known_bad_fix(ctx: CheckContext, facts: Any, name: str, version: Version, b
         return f"install another {name} release than {version.text}"
     m = matrix()
     release = m.find(version)
-    torch = release.torch if release else _package_version(facts, "torch")
+    torch = _package_version(facts, "torch") or (release.torch if release else None)
     if torch is None:
         return f"install another torch_npu release than {version.text}"
-    cann_version = _active_cann_version(ctx)
-    best = m.best_for(torch, cann_version, avoid=bad) or m.best_for(torch, None, avoid=bad)
-    if best is None:
-        return f"install another torch_npu release than {version.text}"
-    fix = (
-        _pip(f"torch_npu=={best.torch_npu.text}")
-        + f"   # for torch {best.torch.text}, built for CANN {best.cann.text}"
-    )
-    if cann_version is not None and not cann_version.same_release_as(best.cann):
-        fix += f"\n{_cann_install_hint(best.cann)}"
-    return fix
+    return "\nor ".join(pair_fixes(ctx, facts, torch, version, avoid=bad))
 
 
 @check("VER007", stage="versions", title="CANN release supports the installed driver",

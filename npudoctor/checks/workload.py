@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, Iterable, List, Optional
 
+from npudoctor import install
 from npudoctor.checks.registry import CheckContext, Outcome, check, error, fail, passed, setting, skip, warn
-
-TRAIN_EXTRA = "pip install 'npudoctor[train]'"
+from npudoctor.parsers.child_output import first_error_line
 
 
 def _document(ctx: CheckContext) -> Optional[Dict[str, Any]]:
@@ -39,8 +39,9 @@ def device_trains(ctx: CheckContext) -> Iterable[Outcome]:
     is skipped, with the install hint, when the training interpreter has no torch.
 
     Fix: for a crash, the error text and CANN error codes are in the evidence (see ``npudoctor logs scan
-    ~/ascend/log``); for a hang, ``npu-smi info`` and other processes on the NPU; for a missing torch,
-    ``pip install 'npudoctor[train]'`` (and torch_npu for NPUs).
+    ~/ascend/log``); for a hang, ``npu-smi info`` and other processes on the NPU; for a missing torch, a CPU
+    build of torch (or, on an NPU node, the torch its torch_npu was built for), then ``pip install -e
+    '.[train]'`` in a checkout or ``pip install 'npudoctor[train]'`` (numpy); the fix names both.
     """
     trial = ctx.facts("train_selftest")
     evidence: Dict[str, Any] = {"python": trial.python, "stage": trial.last_stage}
@@ -55,8 +56,10 @@ def device_trains(ctx: CheckContext) -> Iterable[Outcome]:
     document = trial.result
     if not isinstance(document, dict):
         evidence["output_tail"] = trial.output_tail
+        said = first_error_line(trial.output_tail or "")  # the child's own words, not only its exit code
         yield fail("train-step", f"the training child exited ({trial.rc}) without a result, in stage "
-                   f"{trial.last_stage or 'start-up'}", evidence, fix="see the output in the evidence")
+                   f"{trial.last_stage or 'start-up'}" + (f": {said}" if said else ""), evidence,
+                   fix=install.hint_for_error(said or "") or "see the output in the evidence")
         return
     if document.get("error"):
         evidence["output_tail"] = trial.output_tail
@@ -69,15 +72,16 @@ def device_outcome(document: Dict[str, Any], evidence: Optional[Dict[str, Any]] 
     evidence = dict(evidence or {})
     if document.get("torch_missing"):
         yield skip(f"torch is not installed for {python}", "train-step", evidence,
-                   fix=f"{TRAIN_EXTRA}   # into the training interpreter; CPU torch is enough")
+                   fix=f"into {python}: {install.train_hint()}")
         return
     evidence.update(device=document.get("device"), device_reason=document.get("device_reason"),
                     torch=document.get("torch"))
     if document.get("error"):
         yield fail(document.get("device") or "train-step",
                    f"{document.get('stage')}: {document['error']}", evidence,
-                   fix="see the error in the evidence; `npudoctor check --level 2` tests the import alone; "
-                       "a device out of memory: lower --batch")
+                   fix=install.hint_for_error(str(document["error"]))
+                   or "see the error in the evidence; `npudoctor check --level 2` tests the import alone; "
+                      "a device out of memory: lower --batch")
         return
     train = document.get("train") or {}
     evidence.update(steps=train.get("steps"),

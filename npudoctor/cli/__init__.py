@@ -12,7 +12,7 @@ from typing import Any, Callable, ClassVar, Dict, List, Optional, Tuple, TypeVar
 import click
 
 from npudoctor import __version__
-from npudoctor.cli.common import EXIT_OK, fail_usage, split_list
+from npudoctor.cli.common import EXIT_OK, fail_usage, quoted_topics, split_list
 from npudoctor.errors import InputError
 from npudoctor.report import terminal
 
@@ -93,6 +93,17 @@ class LazyGroup(click.Group):
             return super().invoke(ctx)
         except InputError as exc:  # every command's user errors, printed the one way
             raise fail_usage(str(exc)) from None
+        except ImportError as exc:
+            # A module of an extra (or of the base install) is missing: one line with the install hint that
+            # matches how npudoctor was installed, never a traceback. Any other import error is a bug.
+            from npudoctor import install
+
+            hint = install.missing_module_hint(exc.name or "")
+            if hint is None:
+                raise
+            command = f"npudoctor {ctx.invoked_subcommand}" if ctx.invoked_subcommand else "npudoctor"
+            raise fail_usage(f"{command} needs {exc.name}, which is not installed for {sys.executable}: "
+                             f"{hint}") from None
         except BrokenPipeError:
             # The reader went away (`npudoctor list-checks | head -1`): what it wanted, it has. Click would
             # exit 1 here; a pipeline under `set -o pipefail` must not fail because head stopped reading.
@@ -143,6 +154,10 @@ def check(level: Optional[int], profile_name: Optional[str], bundle: Optional[st
 
     only = split_list(only)
     skip_ids = split_list(skip_ids)
+    if prof_dirs:  # the profiling doctor reads with pandas: say so before the first stage is printed
+        from npudoctor import install
+
+        install.require("pandas")
     if python and bundle:
         click.echo(f"npudoctor: note: --python {python} is not used with --from: a bundle replays the "
                    "interpreter it recorded", err=True)
@@ -168,7 +183,9 @@ def check(level: Optional[int], profile_name: Optional[str], bundle: Optional[st
         from npudoctor.report import npd
 
         raise click.exceptions.Exit(npd.verdict(report, fail_on)[0])
-    raise click.exceptions.Exit(report.exit_code(fail_on))
+    # A run that could check nothing (every check skipped: an empty --root, --only LOG001 without --logs) is
+    # not "no problems": 2, the doctor could not tell.
+    raise click.exceptions.Exit(2 if report.nothing_checked else report.exit_code(fail_on))
 
 
 def _listener(fmt: str, verbose: bool, progress: Any) -> Any:
@@ -226,13 +243,17 @@ def list_checks(fmt: str, rules_files: Tuple[str, ...]) -> None:
         click.echo(line)
 
 
-@main.command()
+@main.command(context_settings={"ignore_unknown_options": True})  # `explain -8005`: a code, not an option
 @click.argument("topics", nargs=-1, required=True, metavar="ID|CODE...")
 @click.option("--profile", "profile_name", metavar="NAME|PATH", help="Show the settings in force in this profile.")
 @RULES_OPTION
-def explain(topics: Tuple[str, ...], profile_name: Optional[str], rules_files: Tuple[str, ...]) -> None:
-    """Explain checks (PCI001, PROF009, hccl-socket-timeout) and CANN error codes (EZ9999, 507011,
-    0x05000004): why, how to fix, and the settings in force.
+@click.option("--from", "bundle", metavar="BUNDLE", help="Read CANN's own code texts from a bundle's node.")
+@click.option("--root", metavar="DIR", help="Read CANN's own code texts from the install under DIR.")
+def explain(topics: Tuple[str, ...], profile_name: Optional[str], rules_files: Tuple[str, ...],
+            bundle: Optional[str], root: Optional[str]) -> None:
+    """Explain checks (PCI001, PROF009, hccl-socket-timeout) and error codes of CANN, HCCL, DCMI, torch_npu
+    (EZ9999, 507011, -8005, ERR00100, 0x05000004): why, how to fix, and the settings in force. Where a CANN
+    toolkit is installed, its own texts are shown.
 
     Exit codes: 0 every topic explained; 2 a topic is neither a check ID nor an error code.
     """
@@ -241,11 +262,10 @@ def explain(topics: Tuple[str, ...], profile_name: Optional[str], rules_files: T
     from npudoctor.report.console import make_console
 
     profile = api.load_profile(profile_name)
-    found = [(topic, api.explain_topic(topic, rules_files)) for topic in topics]
-    explain_report.render([entry for _topic, entry in found if entry is not None], make_console(), profile)
-    unknown = [topic for topic, entry in found if entry is None]
+    entries, unknown = api.explain_topics(topics, root, bundle, rules_files)
+    explain_report.render(entries, make_console(), profile)
     if unknown:
-        raise fail_usage(f"{', '.join(map(repr, unknown))}: neither a check ID nor a known error code; see "
+        raise fail_usage(f"{quoted_topics(unknown)}: neither a check ID nor a known error code; see "
                          "`npudoctor list-checks`")
 
 

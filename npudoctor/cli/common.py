@@ -11,6 +11,8 @@ from typing import Sequence, Tuple
 import click
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
+# Ctrl-C, as a shell reports a command stopped by SIGINT (128 + 2): what was recorded is still reported
+EXIT_INTERRUPTED = 130
 
 
 def fail_usage(message: str) -> click.exceptions.Exit:
@@ -22,3 +24,12 @@ def fail_usage(message: str) -> click.exceptions.Exit:
 def split_list(values: Sequence[str]) -> Tuple[str, ...]:
     """Accept both `--only A --only B` and `--only A,B`."""
     return tuple(part.strip() for value in values for part in value.split(",") if part.strip())
+
+
+# A topic is shown at most this long in an error (`explain` is given whatever a user pastes).
+TOPIC_SHOWN = 60
+
+
+def quoted_topics(topics: Sequence[str]) -> str:
+    """Topics for a one-line error: quoted with repr (no control character reaches the terminal), each cut."""
+    return ", ".join(repr(t) if len(t) <= TOPIC_SHOWN else repr(t[:TOPIC_SHOWN]) + "..." for t in topics)

@@ -26,11 +26,8 @@ def dashboard(replay: Optional[str], demo: bool, speed: float, follow: Optional[
               interval_s: float, profile_name: Optional[str], no_check: bool) -> None:
     """Watch the node's chips, a training job's memory and the doctor's findings live (q quits, ? helps)."""
     from npudoctor.live.session import make_config
+    from npudoctor.tui import app as tui_app  # without textual: LazyGroup's one-line install hint
 
-    try:
-        from npudoctor.tui import app as tui_app
-    except ImportError as exc:
-        raise fail_usage(f"the dashboard needs textual ({exc}); install it: pip install 'npudoctor[tui]'") from None
     config = make_config(replay=replay, demo=demo, follow=follow, logs_dir=logs_dir, interval_s=interval_s,
                          speed=speed, profile=profile_name, run_check=True)
     if not (terminal.is_terminal(sys.stdout) and terminal.is_terminal(sys.stdin)):

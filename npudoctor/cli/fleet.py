@@ -114,6 +114,9 @@ def collective(backend: str, sizes: Optional[str], ops: str, fmt: str, nproc_per
         if probe.under_torchrun(os.environ):
             size_list = probe.parse_sizes(sizes or probe.DEFAULT_SIZES.get(backend, probe.DEFAULT_SIZES["hccl"]))
         else:
+            from npudoctor import install
+
+            install.require("torch", "numpy")  # the ranks need both: one line now, not N failing ranks later
             backend = probe.pick_backend(backend)
             size_list = probe.parse_sizes(sizes or probe.DEFAULT_SIZES[backend])
             if nproc_per_node is None and backend != "gloo":
@@ -137,6 +140,8 @@ def collective(backend: str, sizes: Optional[str], ops: str, fmt: str, nproc_per
         worker_args = ["--backend", backend, "--sizes", ",".join(map(str, size_list)), "--ops", ",".join(op_list),
                        "--iters", str(iters), "--warmup", str(warmup), "--timeout", str(timeout_s)]
         document = probe.launch(nproc_per_node or 2, worker_args, timeout_s + 60)
+        if "error" in document:  # what was asked for, for the header of a run that did not finish
+            document = {**document, "requested": {"backend": backend, "nproc_per_node": nproc_per_node or 2}}
     found = (probe.failed_run(document["error"], document.get("output", "")) if "error" in document
              else probe.findings(document, profile))
     click.echo(probe.to_json(document, found) if fmt == "json" else probe.render_text(document, found), nl=False)

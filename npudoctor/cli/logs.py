@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Optional, Sequence, Tuple
 
 import click
 
-from npudoctor.cli.common import EXIT_FINDINGS, EXIT_OK, fail_usage, split_list
+from npudoctor.cli.common import EXIT_FINDINGS, EXIT_OK, fail_usage, quoted_topics, split_list
 
 if TYPE_CHECKING:
     from npudoctor.logs.model import ScanResult
@@ -133,23 +133,23 @@ def _emit(result: ScanResult, fmt: str, verbose: bool, criteria: Sequence[str], 
         logs_console.render(result, console.make_console(), verbose=verbose, fail_on=criteria, exit_code=code)
 
 
-@logs.command("explain")
+@logs.command("explain", context_settings={"ignore_unknown_options": True})
 @click.argument("codes", nargs=-1, required=True, metavar="CODE...")
-def explain(codes: Tuple[str, ...]) -> None:
-    """Explain CANN / torch_npu error codes (EZ9999, EI0006, ERR00100, 507011, 0x05000004)."""
-    from npudoctor.logs.codes import explain as explain_code
+@click.option("--from", "bundle", metavar="BUNDLE", help="Read CANN's own code texts from a bundle's node.")
+@click.option("--root", metavar="DIR", help="Read CANN's own code texts from the install under DIR.")
+def explain(codes: Tuple[str, ...], bundle: Optional[str], root: Optional[str]) -> None:
+    """Explain CANN / torch_npu error codes (EZ9999, EI0006, ERR00100, 507011, -8005, 0x05000004).
 
-    unknown = []
-    for code in codes:
-        info = explain_code(code)
-        if info is None:
-            unknown.append(code)
-            continue
-        family = "" if info.exact else "  (known only by its family)"
-        click.echo(f"{info.code}: {info.title}{family}\n  meaning: {info.meaning}")
-        if info.cause:
-            click.echo(f"  cause:   {info.cause}")
-        if info.fix:
-            click.echo(f"  fix:     {info.fix}")
+    Shows what `npudoctor explain CODE` shows."""
+    from npudoctor.logs.codes import explain as explain_code
+    from npudoctor.probes.cann_codes import texts_on_node
+    from npudoctor.report import explain as explain_report
+    from npudoctor.report.console import make_console
+
+    installed = texts_on_node(root, bundle)  # a bad --root/--from is an InputError: one line, exit 2
+    found = [(code, explain_code(code, installed)) for code in codes]
+    entries = [info for _code, info in found if info is not None]
+    unknown = [code for code, info in found if info is None]
+    explain_report.render(entries, make_console())
     if unknown:
-        raise fail_usage(f"not a known error code: {', '.join(unknown)}")
+        raise fail_usage(f"not a known error code: {quoted_topics(unknown)}")

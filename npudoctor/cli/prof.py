@@ -12,7 +12,7 @@ from typing import Any, Optional, Tuple
 
 import click
 
-from npudoctor.cli.common import EXIT_USAGE, fail_usage
+from npudoctor.cli.common import EXIT_INTERRUPTED, EXIT_USAGE, fail_usage
 
 FORMATS = click.Choice(["text", "json", "junit", "github"])
 
@@ -50,7 +50,7 @@ def _analyze_and_emit(paths: Tuple[str, ...], profile_name: Optional[str], steps
             result = analyze(list(paths), profile, steps=steps, logs_dirs=logs_dirs, progress=progress.update)
     except KeyboardInterrupt:
         click.echo("npudoctor: interrupted while reading the profile", err=True)
-        raise click.exceptions.Exit(130) from None
+        raise click.exceptions.Exit(EXIT_INTERRUPTED) from None
     if fmt == "json":
         from npudoctor.report import json_report
 

@@ -9,7 +9,7 @@ from typing import Any, Optional
 
 import click
 
-from npudoctor.cli.common import EXIT_FINDINGS, EXIT_OK, fail_usage
+from npudoctor.cli.common import EXIT_FINDINGS, EXIT_INTERRUPTED, EXIT_OK, fail_usage
 from npudoctor.report.progress import Progress
 
 
@@ -38,9 +38,10 @@ def train_step(device_name: str, model: str, batch: int, steps: int, precision: 
                log_path: Optional[str], weights: Optional[str], seed: int, lr: float, inject_leak: Optional[str],
                compare_cpu: bool, ops: bool, profile_name: Optional[str], fmt: str, verbose: bool) -> None:
     """Train a real CLIP for a few steps: does the device run, does the loss fall, does memory leak?"""
-    from npudoctor import api
+    from npudoctor import api, install
     from npudoctor.workload import session
 
+    install.require("numpy")  # beside torch (TorchMissing names both): without it torch warns, DataLoader fails
     if weights and not os.path.isfile(weights):
         raise fail_usage(f"--weights {weights}: not a regular file")
     if log_path:
@@ -81,9 +82,16 @@ def train_step(device_name: str, model: str, batch: int, steps: int, precision: 
         document, report = session.run(request, profile, progress, on_device=header)
     except session.StepUnusable as exc:
         raise fail_usage(str(exc)) from None
+    except KeyboardInterrupt:  # before training started (importing torch, choosing the device): nothing recorded
+        click.echo("npudoctor: interrupted before training started; nothing was recorded", err=True)
+        raise click.exceptions.Exit(EXIT_INTERRUPTED) from None
     finally:
         progress.stop()
     report.started = started
+    trained = document.get("train") or {}
+    if trained.get("interrupted"):  # Ctrl-C while training: what was recorded is judged, as `prof run` does
+        click.echo(f"npudoctor: interrupted after {trained.get('steps', 0)} of {steps} steps; the findings judge "
+                   "the steps recorded", err=True)
     if fmt == "json":
         from npudoctor.report import json_report
 
@@ -92,7 +100,7 @@ def train_step(device_name: str, model: str, batch: int, steps: int, precision: 
         from npudoctor.report import train_console
 
         train_console.render(report, document, verbose=verbose, console=out, header=False)
-    raise click.exceptions.Exit(report.exit_code())
+    raise click.exceptions.Exit(EXIT_INTERRUPTED if trained.get("interrupted") else report.exit_code())
 
 
 @click.group()

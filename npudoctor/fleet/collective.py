@@ -245,11 +245,15 @@ def _finding(check_id: str, status: Status, subject: str, detail: str, evidence:
 
 def failed_run(reason: str, output: str) -> List[Finding]:
     """ERROR findings for a run that did not finish, with the error codes in its output explained."""
+    from npudoctor import install
     from npudoctor.logs.codes import explain, find_codes
+    from npudoctor.parsers.child_output import first_error_line
 
     explained = [info for info in (explain(code) for code in find_codes(output)[:5]) if info is not None]
     detail = reason + "".join(f"; {i.code}: {i.title} ({i.meaning})" for i in explained)
-    fix = next((i.fix for i in explained if i.fix), "") or (
+    # a fix that fits the ranks' own error: a missing module is an install, not an HCCL setting
+    fix = install.hint_for_error(first_error_line(output) or reason) or next(
+        (i.fix for i in explained if i.fix), "") or (
         "run `npudoctor check` on every node first (HCCL stage: HCCL_IF_IP, HCCL_SOCKET_IFNAME, RoCE links)")
     tail = "\n".join(output.strip().splitlines()[-12:])
     return [_finding("COL001", Status.ERROR, "collective", detail, {"codes": [i.code for i in explained],
@@ -373,11 +377,32 @@ def _slowest(rows: Sequence[Mapping[str, Any]], world: int, hosts: Sequence[Any]
 
 
 # -- output ---------------------------------------------------------------------------------------------------
+def header(document: Mapping[str, Any]) -> str:
+    """What ran, from what is known: a run that failed before rank 0 reported names what was asked for, never
+    "None" or "0 node(s)".
+
+    >>> header({"backend": "gloo", "world_size": 2, "hosts": ["a", "a"], "device": "cpu"})
+    'npudoctor collective: backend gloo, 2 rank(s) on 1 node(s), device cpu'
+    >>> header({"requested": {"backend": "gloo", "nproc_per_node": 2}, "error": "torchrun exited with code 1"})
+    'npudoctor collective: backend gloo, 2 rank(s) on this node asked for; the run did not finish'
+    """
+    if document.get("world_size") is None:
+        asked = document.get("requested") or {}
+        parts = [f"backend {asked['backend']}" if asked.get("backend") else "",
+                 f"{asked['nproc_per_node']} rank(s) on this node asked for" if asked.get("nproc_per_node") else ""]
+        what = ", ".join(p for p in parts if p) or "no rank reported"
+        return f"npudoctor collective: {what}; the run did not finish"
+    parts = [f"backend {document.get('backend')}" if document.get("backend") else "",
+             f"{document['world_size']} rank(s)"
+             + (f" on {len(set(document['hosts']))} node(s)" if document.get("hosts") else ""),
+             f"device {document['device']}" if document.get("device") else ""]
+    return "npudoctor collective: " + ", ".join(p for p in parts if p)
+
+
 def render_text(document: Mapping[str, Any], found: Sequence[Finding], width: int = 80) -> str:
     from npudoctor.report.symbols import SYMBOL
 
-    lines = [f"npudoctor collective: backend {document.get('backend')}, {document.get('world_size')} rank(s) on "
-             f"{len(set(document.get('hosts') or []))} node(s), device {document.get('device')}"]
+    lines = [header(document)]
     rows = document.get("results") or []
     if rows:
         lines.append(f"{'op':<11}{'size':>6}{'time us':>12}{'algbw GB/s':>12}{'busbw GB/s':>12}  check  slowest")
@@ -421,8 +446,12 @@ def launch(nproc: int, worker_args: Sequence[str], timeout_s: float) -> Dict[str
         if returncode is None:
             return {"error": f"torchrun did not finish within {timeout_s:g} s and was stopped", "output": output}
         if returncode != 0 or not os.path.exists(result_file):
+            # the ranks' own first error, not torchrun's last line (a row of "=" after ChildFailedError)
+            from npudoctor.parsers.child_output import first_error_line
+
             last = next((line for line in reversed(output.strip().splitlines()) if line.strip()), "")
-            return {"error": f"torchrun exited with code {returncode}: {last[:200]}", "output": output}
+            said = first_error_line(output) or last[:200]
+            return {"error": f"torchrun exited with code {returncode}: {said}", "output": output}
         with open(result_file, "rb") as handle:
             document: Dict[str, Any] = jsondoc.loads(handle.read(), result_file)
         return document

@@ -71,10 +71,10 @@ def check_arguments(name: str, bundle: Optional[str], root: Optional[str],
 
 # The demo fleet: mostly healthy nodes, every scenario somewhere, and a few nodes whose versions drifted.
 FLEET_PATTERN = ("healthy",) * 14 + ("chip-warning", "version-mismatch", "setenv-not-sourced", "unbound-device",
-                                     "dcmi-8005", "no-dev-davinci", "whitelist-no-file")
+                                     "dcmi-8005", "no-dev-davinci", "whitelist-no-file", "driver-not-reloaded")
 DRIFT = (  # (every Nth node, offset, inventory field, value): deterministic, so the demo reads the same each run
-    (50, 7, "driver", "24.1.0"),
-    (50, 7, "firmware", "7.5.0.1.129"),
+    (50, 7, "driver", "23.0.7"),  # an older HDK: the driver and firmware of the real 23.0.7 node
+    (50, 7, "firmware", "7.1.0.11.220"),
     (97, 3, "torch_npu", "2.1.0.post8"),
     (200, 11, "kernel", "5.10.0-216.0.0.115.oe2203sp4.x86_64"),
     (9, 4, "cann_toolkit", "8.0.RC3"),

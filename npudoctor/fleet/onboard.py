@@ -60,8 +60,8 @@ def training_supported() -> bool:
     return any(spec.level >= 3 for spec in api.ordered_specs())
 
 
-def _skip(check_id: str, title: str, stage: str, subject: str, detail: str) -> Finding:
-    return Finding(check_id, Status.SKIP, title, subject, detail, {}, "", stage)
+def _skip(check_id: str, title: str, stage: str, subject: str, detail: str, fix: str = "") -> Finding:
+    return Finding(check_id, Status.SKIP, title, subject, detail, {}, fix, stage)
 
 
 def run_collective(options: CollectiveOptions, inventory: Mapping[str, Any],
@@ -72,11 +72,16 @@ def run_collective(options: CollectiveOptions, inventory: Mapping[str, Any],
     title = probe.rulebook.REGISTRY["COL001"].title
     if not options.run:
         return None, [_skip("COL001", title, "collective", "collective", "not run (--no-collective)")]
+    from npudoctor import install
+
     try:
+        install.require("torch", "numpy")  # the ranks need both
         backend = probe.pick_backend(options.backend)
-    except ImportError:
+    except ImportError as exc:
+        missing = exc.name or "torch"
         return None, [_skip("COL001", title, "collective", "collective",
-                            "torch is not installed for npudoctor's interpreter: the collective probe needs it")]
+                            f"{missing} is not installed for npudoctor's interpreter: the collective probe needs it",
+                            fix=install.missing_module_hint(missing) or "")]
     if backend == "gloo" and options.backend == "auto":
         return None, [_skip("COL001", title, "collective", "collective",
                             "no NPU or GPU backend here (torch_npu does not import, no CUDA); "

@@ -1,4 +1,9 @@
-"""The error-code knowledge base (``checks/error_codes.yaml``): what a CANN / torch_npu code means.
+"""Every error code CANN, the ACL runtime, HCCL, DCMI and torch_npu define, and what it means: one lookup.
+
+Two knowledge files: ``checks/vendor_codes.yaml`` holds the facts of every publicly defined code (number,
+name, component, class, with the vendor source each comes from); ``checks/error_codes.yaml`` holds what we
+wrote about a code or a family (meaning, cause, fix), only where a source or a real sample backs it. On a
+node, CANN's own registry texts may be given too (:func:`explain`'s ``installed``).
 
 Pure API for any part of npudoctor that meets a code (log scan, library doctor, import checks)::
 
@@ -6,7 +11,9 @@ Pure API for any part of npudoctor that meets a code (log scan, library doctor, 
     >>> info = explain("507011")
     >>> info.title, info.exact
     ('ACL_ERROR_RT_MODEL_EXECUTE', True)
-    >>> explain("EI0099").title      # unknown code: explained by its family (longest known prefix)
+    >>> explain("0x7bc8b").code, explain("8005").code, explain("4294959291").code   # any spelling
+    ('507019', '-8005', '-8005')
+    >>> explain("EI0099").title      # a code nobody defines: explained by its family (longest known prefix)
     'HCCL errors'
     >>> explain("hello") is None
     True
@@ -21,58 +28,145 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from npudoctor import knowledge
 
-# What a code looks like, per family; used to normalise user input and to find codes in text.
-CODE_SHAPE = re.compile(r"^(?:[EW][0-9A-Z]\d{4}|ERR\d{5}|\d{5,10}|0x[0-9a-fA-F]{1,16})$")
 # How codes appear in text: E/W family codes and ERR codes as words (groups 1+2 form the code) ...
 CODE = re.compile(r"([EW])(?<![A-Za-z0-9_][EW])([0-9A-Z]\d{4}|RR\d{5})(?!\d)")
-# ... numbers only in the contexts CANN and torch_npu print codes in, and only code-shaped: six digits of the
+# ... numbers in the contexts CANN and torch_npu print codes in, and only code-shaped: six digits of the
 # AscendCL families (1xxxxx parameter, 2xxxxx resource, 5xxxxx internal) or a 10-digit status ...
-NUMERIC_CODE = re.compile(r"(?i:error ?code is|errcode=|errorcode=|result\[|(?:runtime|failed,|ge) result = |"
-                          r"ErrorNo: )\s*([125]\d{5}|\d{10})(?!\d)")
+NUMERIC_CODE = re.compile(r"(?i:error ?code is:?|(?:err|error|ret)?code ?=|result\[|"
+                          r"(?:runtime|failed,|ge) result = |ErrorNo: |retcode=)\s*([125]\d{5}|\d{10})(?!\.?\d)")
+# ... in looser contexts (an application's check macro `failed: 507034`, `(507035)`, `ret=`, `(error N)`)
+# only numbers a vendor table defines (a size or a pid in brackets is not a code) ...
+# (In brackets only alone: `(507035)`, never a record's `(507011,python)` pid.)
+LOOSE_CODE = re.compile(r"(?i:failed[:,]? |error |\bret ?[=:]? ?|code ?: ?)([125]\d{5})(?!\.?\d)|\(([125]\d{5})\)")
+# ... the task scheduler's hex codes of runtime lines (`retCode=0x31, [vector core exception]`) and of the
+# device's exception report (`Other info[0]:... error code=0x26`) ...
+TS_CODE = re.compile(r"(?i:retCode=|error code=)(0x[0-9a-fA-F]{1,4})(?![0-9a-fA-F])")
+# ... HCCL's return codes as torch_npu prints them (`HCCL function error: HcclAllReduce(...), error code is 7`)
+HCCL_RESULT = re.compile(r"HCCL function error: [^\n]{0,300}?, error code is (\d{1,2})(?!\d)")
 # ... and HCCL's errNo[0x...] status words.
 HCCL_ERRNO = re.compile(r"errNo\[(0x[0-9a-fA-F]{1,16})\]")
 
-
-def find_codes(text: str) -> List[str]:
-    """Every error code in ``text`` in order of appearance, once each, as the log scanner finds them.
-
-    >>> find_codes("EH9999: Inner Error! ... build op model failed, result = 500001 ... EH9999")
-    ['EH9999', '500001']
-    >>> find_codes("ret = 123456 (not a code context); HcclAllreduce errNo[0x0000000005010009]")
-    ['0x05010009']
-    """
-    found = [(m.start(), m.group(1) + m.group(2)) for m in CODE.finditer(text)]
-    found += [(m.start(1), m.group(1)) for m in NUMERIC_CODE.finditer(text)]
-    found += [(m.start(1), normalize(m.group(1))) for m in HCCL_ERRNO.finditer(text)]
-    return list(dict.fromkeys(code for _position, code in sorted(found)))
+# What the user may type or a log may print for one code (normalised by canonical()).
+_EW_CODE = re.compile(r"[EW][0-9A-Z]\d{4}|ERR\d{5}")
+_HCCL_SPELLING = re.compile(r"(?:HCCL(?:RESULT)?|HCCL ERROR CODE|ERROR CODE)[ :=#]*(\d{1,2})")
+_HEX = re.compile(r"0X[0-9A-F]{1,16}")
+_DECIMAL = re.compile(r"[+-]?\d{1,10}")
+# Kept for callers that test a spelling (--fail-on): a code is what canonical() accepts.
+CODE_SHAPE = re.compile(r"^(?:[EW][0-9A-Z]\d{4}|ERR\d{5}|-?\d{1,10}|0x[0-9a-fA-F]{1,16}|HCCL \d{1,2})$")
+# -1 printed unsigned (4294967295) or signed, and 0: a generic failure / success, never a code of its own.
+NOT_A_CODE = ("-1", "0")
+# The families of the numeric tables, in the order a 6-digit number is looked up.
+NUMERIC_FAMILIES = ("acl", "runtime", "ge")
+FAMILY_NAMES = {"acl": "AscendCL", "runtime": "runtime", "ge": "GE", "hccl": "HCCL", "dcmi": "DCMI",
+                "ts": "task scheduler", "torch_npu": "torch_npu", "registry": "CANN error registry"}
+# Who "reports" a code of each numeric family, in a sentence.
+_REPORTER = {"acl": "AscendCL", "runtime": "The runtime", "ge": "GE", "hccl": "HCCL", "dcmi": "DCMI"}
+# The words of a vendor name that say only which table it is in.
+_NAME_PREFIX = re.compile(r"^(?:ACL_ERROR_(?:RT_|GE_)?|ACLNN_|HCCL_E_|DCMI_ERR_CODE_|TS_ERROR_|TS_|ACL_)")
 
 
 @dataclass(frozen=True)
 class CodeInfo:
-    """What a code means. ``exact`` is False when only the code's family (prefix) is known."""
+    """What a code means. ``exact`` is False when only the code's family (prefix) is known. ``written`` says
+    whether meaning/fix were written for this very code (else they are its family's). ``family`` names the
+    definitions it belongs to, ``source`` where its name and text come from."""
 
     code: str
     title: str
     meaning: str
     cause: str = ""
     fix: str = ""
-    severity: str = "error"  # "error" or "warn"
+    severity: str = "error"  # "error", "warn" or "info" (not an error code at all: -1, 0)
     exact: bool = True
+    family: str = ""
+    source: str = ""
+    written: bool = True
 
     def to_dict(self) -> Dict[str, Any]:
         return {"code": self.code, "title": self.title, "meaning": self.meaning, "cause": self.cause,
-                "fix": self.fix, "severity": self.severity, "exact": self.exact}
+                "fix": self.fix, "severity": self.severity, "exact": self.exact, "family": self.family,
+                "source": self.source, "written": self.written}
+
+
+@dataclass(frozen=True)
+class VendorCode:
+    """One code as its vendor defines it."""
+
+    family: str  # a key of FAMILY_NAMES
+    name: str
+    component: str = ""  # the registry's errClass; for a TS code, the ACL code the runtime reports it as
+    source: str = ""
+
+
+def find_codes(text: str) -> List[str]:
+    """Every error code in ``text`` in order of appearance, once each, in canonical spelling.
+
+    >>> find_codes("EH9999: Inner Error! ... build op model failed, result = 500001 ... EH9999")
+    ['EH9999', '500001']
+    >>> find_codes("ret = 123456 (not a code context); HcclAllreduce errNo[0x0000000005010009]")
+    ['0x05010009']
+    >>> find_codes("aclrtSynchronizeStream failed: 507035; retCode=0x26; ErrorNo: 4294967295")
+    ['507035', '0x26']
+    """
+    found = [(m.start(), m.group(1) + m.group(2)) for m in CODE.finditer(text)]
+    found += [(m.start(1), m.group(1)) for m in NUMERIC_CODE.finditer(text)]
+    if "(" in text or "ailed" in text or "rror " in text or "ret" in text or "ode" in text:
+        defined = _vendor()
+        found += [(m.start(), code) for m in LOOSE_CODE.finditer(text) if (code := m.group(1) or m.group(2)) in defined]
+    if "etCode=" in text or "etcode=" in text or "rror code=" in text:
+        found += [(m.start(1), m.group(1)) for m in TS_CODE.finditer(text)]
+    if "HCCL function error" in text:
+        found += [(m.start(1), f"HCCL {m.group(1)}") for m in HCCL_RESULT.finditer(text)]
+    found += [(m.start(1), m.group(1)) for m in HCCL_ERRNO.finditer(text)]
+    spelled = (canonical(code) for _position, code in sorted(found))
+    return list(dict.fromkeys(code for code in spelled if code and code not in NOT_A_CODE))
+
+
+def _signed(value: int) -> int:
+    """A 32-bit value printed unsigned (4294959291) as the signed number it is (-8005)."""
+    return value - (1 << 32) if (1 << 31) <= value < (1 << 32) else value
+
+
+def canonical(text: str) -> Optional[str]:
+    """The one spelling of the code ``text`` names, in any spelling a log or a user uses, or None when it
+    is not a code: ``ez9999`` EZ9999; ``0x7bc8b`` 507019; ``8005``, ``4294959291`` -8005; ``4294967295``
+    -1; ``retCode=0x26``'s ``0x26``; ``error code 7``, ``HCCL_E_UNAVAIL`` ``HCCL 7``; ``ACL_ERROR_RT_*`` its
+    number; HCCL errNo ``0x05010009`` as ``0x`` + 8 hex digits."""
+    spelled = " ".join(text.strip().upper().split())
+    if not spelled or len(spelled) > 64:
+        return None
+    if _EW_CODE.fullmatch(spelled):
+        return spelled
+    named = _names().get(spelled)
+    if named:
+        return named
+    hccl = _HCCL_SPELLING.fullmatch(spelled)
+    if hccl:
+        return f"HCCL {int(hccl.group(1))}"
+    if _HEX.fullmatch(spelled):
+        value = int(spelled, 16)
+        if (1 << 31) <= value < (1 << 32):
+            return str(_signed(value))
+        if str(value) in _vendor():
+            return str(value)
+        if f"0x{value:02x}" in _vendor() and len(spelled) <= 6:
+            return f"0x{value:02x}"
+        return f"0x{value:08x}"
+    if _DECIMAL.fullmatch(spelled):
+        value = _signed(int(spelled))
+        digits = spelled.lstrip("+-")
+        if 8000 <= value <= 8255:  # DCMI's codes printed without their sign
+            value = -value
+        if value < 0 or value == 0:
+            return str(value)
+        if len(digits) in (6, 10) or str(value) in _vendor():
+            return str(value)
+    return None
 
 
 def normalize(code: str) -> str:
-    """Canonical spelling: upper-case letters, HCCL errNo as ``0x`` + 8 hex digits."""
-    code = code.strip()
-    if code.lower().startswith("0x"):
-        try:
-            return f"0x{int(code, 16):08x}"
-        except ValueError:
-            return code
-    return code.upper()
+    """Canonical spelling of ``code`` (see :func:`canonical`); text that is not a code is only upper-cased."""
+    return canonical(code) or code.strip().upper()
 
 
 def default_severity(code: str) -> str:
@@ -80,41 +174,159 @@ def default_severity(code: str) -> str:
     return "warn" if code.startswith("W") else "error"
 
 
-def _info(code: str, entry: Mapping[str, Any], exact: bool) -> CodeInfo:
-    severity = str(entry.get("severity") or default_severity(code))
-    return CodeInfo(code=code, title=str(entry.get("title", "")), meaning=str(entry.get("meaning", "")),
-                    cause=str(entry.get("cause", "")), fix=str(entry.get("fix", "")), severity=severity,
-                    exact=exact)
-
-
 @functools.lru_cache(maxsize=1)
 def _base() -> Tuple[Dict[str, Mapping[str, Any]], Dict[str, Mapping[str, Any]]]:
     data = knowledge.load("error_codes") or {}
-    codes = {normalize(str(k)): v for k, v in (data.get("codes") or {}).items()}
+    codes: Dict[str, Mapping[str, Any]] = {(canonical(str(k)) or str(k)): v
+                                           for k, v in (data.get("codes") or {}).items()}
     families = {str(k): v for k, v in (data.get("families") or {}).items()}
+    # What npu-smi's DCMI failures mean is written once, beside the npu-smi checks that report them.
+    smi = knowledge.load("npu_smi_errors") or {}
+    for number, entry in (smi.get("dcmi_codes") or {}).items():
+        codes.setdefault(str(number), entry)
+    if smi.get("dcmi_unknown"):
+        families.setdefault("-80", {"title": "DCMI error", **smi["dcmi_unknown"]})
     return codes, families
 
 
-def explain(code: str) -> Optional[CodeInfo]:
-    """Explain ``code`` (``EZ9999``, ``EI0006``, ``ERR00100``, ``507011``, ``0x05000004``).
+def _source_label(entry: Mapping[str, Any]) -> str:
+    return f"{entry.get('repository')}@{str(entry.get('commit'))[:8]} {entry.get('path')}"
 
-    Returns the exact entry when the code is known, otherwise the entry of its family (the longest known
-    prefix, e.g. ``EI`` for HCCL, ``5`` for AscendCL internal errors) with ``exact=False``, or None when the
-    text is not an error code at all.
-    """
-    code = normalize(code)
-    if not CODE_SHAPE.match(code):
-        return None
-    codes, families = _base()
-    if code in codes:
-        return _info(code, codes[code], exact=True)
-    if code.startswith("0x"):  # HCCL errNo: the module byte is the first non-zero one
-        prefixes: Tuple[str, ...] = ("0x0" + code[2:].lstrip("0")[:1],)
+
+@functools.lru_cache(maxsize=1)
+def _vendor() -> Dict[str, VendorCode]:
+    """Every vendor-defined code by its canonical spelling."""
+    data = knowledge.load("vendor_codes") or {}
+    sources = {family: [_source_label(s) for s in entries] for family, entries in (data.get("sources") or {}).items()}
+    index: Dict[str, VendorCode] = {}
+    for family in (*NUMERIC_FAMILIES, "dcmi"):
+        for number, name in (data.get(family) or {}).items():
+            index.setdefault(str(number), VendorCode(family, str(name), source=sources[family][0]))
+    for number, name in (data.get("hccl") or {}).items():
+        index[f"HCCL {number}"] = VendorCode("hccl", str(name), source=sources["hccl"][0])
+    for value, names in (data.get("ts") or {}).items():  # "TS_NAME > ACL_ERROR_RT_NAME"
+        name, _, acl_name = str(names).partition(" > ")
+        index[str(value)] = VendorCode("ts", name, acl_name, sources["ts"][0])
+    torch_npu = data.get("torch_npu") or {}
+    for module_number, module in (torch_npu.get("submodules") or {}).items():
+        for kind_number, (_symbol, words) in (torch_npu.get("kinds") or {}).items():
+            index[f"ERR{module_number}{kind_number}"] = VendorCode("torch_npu", f"{module} {words}",
+                                                                   source=sources["torch_npu"][0])
+    registry_sources = sources.get("registry") or []
+    for code, fields in (data.get("registry") or {}).items():  # "title | class | source indexes"
+        title, component, found_in = (part.strip() for part in str(fields).split(" | ", 2))
+        first = int(found_in.split()[0]) if found_in and registry_sources else None
+        index[str(code)] = VendorCode("registry", title, component,
+                                      registry_sources[first] if first is not None else "")
+    return index
+
+
+@functools.lru_cache(maxsize=1)
+def _names() -> Dict[str, str]:
+    """Vendor names (ACL_ERROR_RT_VECTOR_CORE_EXCEPTION, HCCL_E_UNAVAIL, DCMI_ERR_CODE_INNER_ERR) -> code."""
+    return {fact.name.upper(): code for code, fact in _vendor().items()
+            if fact.family in (*NUMERIC_FAMILIES, "hccl", "dcmi", "ts")}
+
+
+def vendor_fact(code: str) -> Optional[VendorCode]:
+    """The vendor's definition of ``code`` (any spelling), or None where no table defines it."""
+    spelled = canonical(code)
+    return _vendor().get(spelled) if spelled else None
+
+
+def vendor_codes() -> Dict[str, VendorCode]:
+    """Every vendor-defined code (for coverage and the knowledge tests)."""
+    return dict(_vendor())
+
+
+def _family_entry(code: str, families: Mapping[str, Mapping[str, Any]],
+                  fact: Optional[VendorCode] = None) -> Optional[Mapping[str, Any]]:
+    if fact is not None and fact.family == "ts":
+        prefixes: Tuple[str, ...] = ("TS",)
+    elif code.startswith("HCCL "):
+        prefixes = ("HCCL",)
+    elif code.startswith("-80") or (fact is not None and fact.family == "dcmi"):
+        prefixes = ("-80",)
+    elif code.startswith("0x"):  # HCCL errNo: the module byte is the first non-zero one
+        prefixes = ("0x0" + code[2:].lstrip("0")[:1],)
     elif code.isdigit() and len(code) != 6:  # numeric families are the 6-digit AscendCL codes only
         prefixes = ()
     else:
         prefixes = tuple(code[:n] for n in range(len(code), 0, -1))
-    for prefix in prefixes:
-        if prefix in families:
-            return _info(code, families[prefix], exact=False)
-    return None
+    return next((families[p] for p in prefixes if p in families), None)
+
+
+def _words(name: str) -> str:
+    """A vendor name as words: ACL_ERROR_RT_FILE_WRITE -> "file write"."""
+    return _NAME_PREFIX.sub("", name).replace("_", " ").lower().strip() or name
+
+
+def _vendor_meaning(fact: VendorCode) -> str:
+    family = FAMILY_NAMES[fact.family]
+    if fact.family == "registry":
+        component = f" ({fact.component})" if fact.component else ""
+        return f"CANN reports {fact.name}{component}; the message after the code says what failed."
+    if fact.family == "torch_npu":
+        return f"torch_npu reports: {fact.name}; the error printed before it (a CANN code) is the cause."
+    if fact.family == "ts":
+        reported = f", reported as {fact.component}" if fact.component else ""
+        return f"The task scheduler on the device reports {_words(fact.name)}{reported}."
+    return f"{_REPORTER.get(fact.family, family)} reports: {_words(fact.name)} ({fact.name})."
+
+
+def explain(code: str, installed: Optional[Mapping[str, Mapping[str, Any]]] = None) -> Optional[CodeInfo]:
+    """Explain ``code`` in any spelling (``EZ9999``, ``ERR00100``, ``507011``, ``0x7bc8b``, ``-8005``,
+    ``HCCL 7``, ``0x05000004``, ``ACL_ERROR_RT_AICORE_EXCEPTION``).
+
+    The vendor's definition gives the name; our entry (error_codes.yaml) the meaning, cause and fix, else the
+    code's family gives them (``written`` False). A code no table defines is explained by its family (the
+    longest known prefix, ``exact=False``). ``installed`` (code -> {title, message, cause, solution,
+    source}: CANN's own registry read on the node) is preferred for the text where it has the code. None
+    when the text is not an error code at all.
+    """
+    spelled = canonical(code)
+    if spelled is None:
+        return None
+    codes, families = _base()
+    own = codes.get(spelled)
+    fact = _vendor().get(spelled)
+    node = (installed or {}).get(spelled)
+    family_entry = _family_entry(spelled, families, fact)
+    if own is None and fact is None and node is None:
+        if family_entry is None:
+            return None
+        return _info(spelled, family_entry, exact=False, family="", source="", written=False)
+    reported_as = ""
+    if fact is not None and fact.family == "ts" and own is None and fact.component:
+        reported_as = _names().get(fact.component, "")
+        own = codes.get(reported_as)  # a TS code means what the ACL code it is reported as means
+    title = (fact.name if fact else "") or (str(own.get("title", "")) if own else "")
+    entry: Dict[str, Any] = dict(family_entry or {})
+    entry.pop("title", None)
+    written = own is not None
+    if fact is not None:
+        entry["meaning"] = _vendor_meaning(fact)
+    if own is not None:
+        entry.update({k: v for k, v in own.items() if v})
+    if reported_as and own is not None:
+        entry["meaning"] = f"{_vendor_meaning(fact)} ({reported_as}: {own.get('meaning', '')})"  # type: ignore[arg-type]
+    source = fact.source if fact else ""
+    if node is not None:
+        title = str(node.get("title") or title)
+        entry["meaning"] = str(node.get("message") or entry.get("meaning", ""))
+        for key, theirs in (("cause", "cause"), ("fix", "solution")):
+            if node.get(theirs) and node.get(theirs) != "N/A":
+                entry[key] = str(node[theirs])
+        source = str(node.get("source") or source)
+    family = FAMILY_NAMES.get(fact.family, "") if fact else ""
+    if fact is not None and fact.family == "registry":  # the component its class names ("HCCL Errors")
+        family = fact.component.replace("Errors", "").strip() or "CANN"
+    entry["title"] = title
+    return _info(spelled, entry, exact=True, family=family, source=source, written=written)
+
+
+def _info(code: str, entry: Mapping[str, Any], exact: bool, family: str, source: str, written: bool) -> CodeInfo:
+    severity = str(entry.get("severity") or default_severity(code))
+    return CodeInfo(code=code, title=str(entry.get("title", "")), meaning=str(entry.get("meaning", "")),
+                    cause=str(entry.get("cause", "")), fix=str(entry.get("fix", "")), severity=severity,
+                    exact=exact, family=family, source=source, written=written)

@@ -64,8 +64,10 @@ PLOG_SHARE = 0.9
 # line, so the common case (a record at the start of a line) has its own pattern with a `\n[` prefix and one
 # group (LEVEL] MODULE): about twice as fast as the general pattern, which finds records anywhere in a line
 # (console output where another logger prefixes or indents them).
+# Level words as CANN writes them, and as other writers mangle them (`[ERRO]`, `[WARN]`, `[error]`): see LEVELS.
 RECORD_FIRST_LINE = re.compile(
-    rb"\[((?:ERROR|WARNING|INFO|DEBUG|EVENT|TRACE|NULL|\d{1,2})\] ?(?:[A-Z][A-Z0-9_]*|\d+))\(")
+    rb"\[((?:ERROR|WARNING|INFO|DEBUG|EVENT|TRACE|NULL|ERRO|ERR|WARN|error|warning|info|debug|event|\d{1,2})\] ?"
+    rb"(?:[A-Z][A-Z0-9_]*|\d+))\(")
 RECORD_AT_LINE_START = re.compile(b"\n" + RECORD_FIRST_LINE.pattern)
 RECORD_ANYWHERE = re.compile(RECORD_FIRST_LINE.pattern + rb"-?\d+,")
 # The opening bracket of a record header (replaced by a newline and itself: a literal replacement is C-fast).
@@ -73,7 +75,10 @@ RECORD_BRACKET = re.compile(rb"\[(?=" + RECORD_ANYWHERE.pattern[2:] + rb")")
 # slogd's own log: `2025-05-07 19:54:54.608[INFO] log_path_mgr.c:123: msg`.
 SLOGD_FIRST_LINE = re.compile(rb"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}\[(ERROR|WARNING|INFO|DEBUG|EVENT)\] ")
 SLOGD_AT_LINE_START = re.compile(b"\n" + SLOGD_FIRST_LINE.pattern)
-PLOG_MARKERS: Tuple[bytes, ...] = (b"[ERROR]", b"[WARNING]")
+PLOG_MARKERS: Tuple[bytes, ...] = (b"[ERROR]", b"[WARNING]", b"[ERRO]", b"[ERR]", b"[WARN]", b"[error]", b"[warning]")
+# A level word as counted and reported: the mangled spellings RECORD_FIRST_LINE accepts, as CANN's own.
+LEVELS = {"ERRO": "ERROR", "ERR": "ERROR", "WARN": "WARNING", "error": "ERROR", "warning": "WARNING",
+          "info": "INFO", "debug": "DEBUG", "event": "EVENT"}
 # A plog chunk with more ERROR markers than this share of its lines is error-dense (measured: below it the
 # usual path, which pays per line examined, is the faster one; above it the shape pass).
 DENSE_SHARE = 0.12
@@ -82,25 +87,31 @@ DENSE_PROBE_BYTES = 512 * 1024
 
 # The same grammar on decoded text, with all fields.
 RECORD = re.compile(
-    r"\[(?P<level>[A-Z]+|\d{1,2})\] ?(?P<module>[A-Z][A-Z0-9_]*|\d+)\((?P<pid>-?\d+),(?P<pname>[^)]*)\): ?"
-    r"(?P<ts>\d{4}-\d\d-\d\d-\d\d:\d\d:\d\d(?:\.\d{3}\.\d{3})?)")
+    r"\[(?P<level>[A-Za-z]+|\d{1,2})\] ?(?P<module>[A-Z][A-Z0-9_]*|\d+)\((?P<pid>-?\d+),(?P<pname>[^)]*)\): ?"
+    r"(?P<ts>\d{4}-\d\d-\d\d[- ]\d\d:\d\d:\d\d(?:\.\d{3}\.\d{3})?)")
 SLOGD_RECORD = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}\[(?P<level>[A-Z]+)\] ")
 # Error codes: CANN error-message codes (EZ9999, EI0006, E19010, W11001), torch_npu ERR codes, numeric
 # AscendCL/runtime results after the words that introduce them, HCCL errNo.
 # (Each pattern starts with a literal or a small class so that the regex engine can skip ahead.)
 # How codes look in text (CODE, NUMERIC_CODE, HCCL_ERRNO) is defined once, in npudoctor.logs.codes.
 # Lower-cased literals in front of every NUMERIC_CODE and HCCL_ERRNO match.
-NUMERIC_CODE_GUARDS = ("ode is", "ode=", "esult", "rrorno", "errno[")
+NUMERIC_CODE_GUARDS = ("ode is", "ode=", "esult", "rrorno", "errno[",
+                       # codes.LOOSE_CODE, TS_CODE, HCCL_RESULT: `failed: N`, `(N)`, `ret=N`, `code: N`, ...
+                       "ailed", "rror ", "ret", "code", "hccl function error", "(1", "(2", "(5")
 # The bytes twin of codes.CODE, for the prefilter over raw chunks (which only needs where each match starts).
 CODE_BYTES = re.compile(codebase.CODE.pattern.encode())
 # Literals that put a line of free text (console output) in front of the full grammar, besides the rules'
 # hints and the E/W/ERR code pattern: record levels and the words before numeric codes.
 TEXT_MARKERS: Tuple[bytes, ...] = (
     b"[ERROR]", b"[WARNING]", b"rror code is", b"rror Code", b"RROR CODE", b"rrorCode", b"rrCode", b"rrcode",
-    b"RRCODE", b"RRORCODE", b"esult[", b"esult = ", b"rrorNo: ", b"errNo[")
+    b"RRCODE", b"RRORCODE", b"esult[", b"esult = ", b"rrorNo: ", b"errNo[",
+    # the looser contexts of codes.find_codes (an application's `failed: 507034`, `(507035)`, `ret=`, ...)
+    b"ailed: ", b"ailed, ", b"ode=", b"ode =", b"ode: ", b"ret=", b"ret =", b"ret: ", b"etCode=",
+    b"HCCL function error", b"(1", b"(2", b"(5", b"rror 1", b"rror 2", b"rror 5")
 
 # What changes between repeats of one record: the pid, process name and timestamp of its header.
-RECORD_VARYING = re.compile(r"\(-?\d+,[^)\n]*\): ?\d{4}-\d\d-\d\d-\d\d:\d\d:\d\d(?:\.\d{3}\.\d{3})?")
+# (A space may stand between the date and the time, and after the comma: `(123, python):2024-07-04 13:26:26`.)
+RECORD_VARYING = re.compile(r"\(-?\d+,[^)\n]*\): ?\d{4}-\d\d-\d\d[- ]\d\d:\d\d:\d\d(?:\.\d{3}\.\d{3})?")
 # Distinct message shapes whose analysis is kept (then the cache starts over).
 MAX_SHAPES = 8192
 # The error-dense path keeps the analysis of messages up to this long by their bytes (a few MiB at most).
@@ -295,6 +306,9 @@ class Scanner:
             if data.startswith(b">", begin) or data.count(b"\n>", begin, end) * 3 > data.count(b"\n", begin, end):
                 data, begin, end = unwrap_paste(data[begin:end]), 0, None  # a paste from an issue tracker
                 end = len(data)
+            if any(data.find(fragment, begin, end) >= 0 for fragment in FALLBACK_FRAGMENTS):
+                data, begin, end = rejoin_wrapped_fallbacks(data[begin:end]), 0, None
+                end = len(data)
             headers = RECORD_ANYWHERE.findall(data, begin, end)
             slogd = SLOGD_AT_LINE_START.findall(data, begin, end)
             first_slogd = SLOGD_FIRST_LINE.match(data, begin, end)
@@ -317,7 +331,8 @@ class Scanner:
         merge its line groups, in the order of their first lines."""
         for header, n in headers.items():
             level, _, module = header.partition(b"]")
-            self.levels[level.decode()] += n
+            word = level.decode()
+            self.levels[LEVELS.get(word, word)] += n
             self.modules[module.strip().decode()] += n
         summary.records += records
         summary.examined_lines += examined
@@ -642,10 +657,62 @@ def unwrap_paste(region: bytes) -> bytes:
     return b"".join(text + b"\n" * (1 + extra) for text, extra in logical)
 
 
+# torch_npu's CPU-fallback warning, as a terminal or an issue tracker hard-wraps it at a fixed width (split
+# mid-word or at a space, with or without its `[W ...]` prefix, glued after other text). A wrap breaks at
+# most one of these pieces per line end, and the message spans a few lines: a chunk holding none of
+# them holds no wrapped warning.
+FALLBACK_FRAGMENTS: Tuple[bytes, ...] = (b"CAUTION: The operator", b"is not currently supported on the NPU",
+                                         b"fall back to run on the CPU", b"performance implications",
+                                         b"npu_cpu_fallback")
+FALLBACK_MESSAGE = re.compile(rb"operator '[^'\n]{1,300}' is not currently supported on the NPU backend and will "
+                              rb"fall back to run on the CPU")
+FALLBACK_LINES = 6  # a 40-column wrap of the message
+
+
+def rejoin_wrapped_fallbacks(region: bytes) -> bytes:
+    """``region`` (whole lines) with each hard-wrapped CPU-fallback warning joined into one line again (the
+    pieces put together as they are, or with a space where the wrap dropped one); a joined line is followed
+    by empty ones, so the line count and the line numbers stay."""
+    lines = region.split(b"\n")
+    index = 0
+    while index < len(lines):
+        line = lines[index]
+        if not any(fragment in line for fragment in FALLBACK_FRAGMENTS) or FALLBACK_MESSAGE.search(line):
+            index += 1
+            continue
+        joined = _join_fallback(lines, index)
+        if joined is None:
+            index += 1
+            continue
+        start, count, text = joined
+        lines[start:start + count] = [text] + [b""] * (count - 1)
+        index = start + count
+    return b"\n".join(lines)
+
+
+def _join_fallback(lines: List[bytes], index: int) -> Optional[Tuple[int, int, bytes]]:
+    """(first line, lines, joined text) of the wrapped warning that line ``index`` is a piece of, or None."""
+    window = lines[max(0, index - FALLBACK_LINES + 1):index + FALLBACK_LINES]
+    if not any(FALLBACK_MESSAGE.search(separator.join(window)) for separator in (b"", b" ")):
+        return None  # the common miss costs two searches, not one per way of joining
+    for start in range(max(0, index - FALLBACK_LINES + 1), index + 1):
+        for count in range(max(2, index - start + 1), FALLBACK_LINES + 1):
+            pieces = lines[start:start + count]
+            if len(pieces) < count or any(not piece.strip() for piece in pieces):
+                break
+            for separator in (b"", b" "):
+                text = separator.join(pieces)
+                match = FALLBACK_MESSAGE.search(text)
+                # every piece holds some of the message: it starts in the first and ends in the last
+                if match and match.start() < len(pieces[0]) and match.end() > len(text) - len(pieces[-1]):
+                    return start, count, text
+    return None
+
+
 def _level_module(record: str) -> Tuple[str, str]:
     """(level, module) of a text starting with a record header (``[ERROR] HCCL(``)."""
     level, _, module = record[1:record.index("(")].partition("]")
-    return level, module.strip()
+    return LEVELS.get(level, level), module.strip()
 
 
 def _later(current: Evidence, new: Evidence) -> Evidence:
@@ -767,7 +834,7 @@ def _bare_record(text: str) -> Optional[LineHit]:
     """An ERROR/WARNING record that no rule and no code explained, reported per module."""
     record = RECORD.search(text)
     if record is not None:
-        level, module = record.group("level"), record.group("module")
+        level, module = LEVELS.get(record.group("level"), record.group("level")), record.group("module")
     else:
         slogd = SLOGD_RECORD.match(text)
         if slogd is None:

@@ -98,6 +98,11 @@ class Report:
     def summary(self) -> Summary:
         return Summary.of(self.findings)
 
+    @property
+    def nothing_checked(self) -> bool:
+        """Every finding is a SKIP: the run could not check anything, which is not "no problems"."""
+        return bool(self.findings) and all(f.status is Status.SKIP for f in self.findings)
+
     def exit_code(self, fail_on: str = "fail") -> int:
         """0 nothing failed; 1 a FAIL or ERROR (or a WARN under ``fail_on="warn"``)."""
         statuses = {f.status for f in self.findings}

@@ -49,6 +49,8 @@ from npudoctor.parsers.markdown import row_cells
 # What npu-smi prints where a chip has no reading (310P power, second die of an A3 NPU, SoC Bus-Id).
 _ABSENT = {"NA", "N/A", "-", "--", ""}
 _BANNER = re.compile(r"npu-smi\s+(?P<tool>\S+)(?:\s+Version:\s*(?P<driver>\S+))?", re.IGNORECASE)
+# The banner pasted outside its box (`npu-smi 25.5.0   Version: 25.5.0`); a version, not `npu-smi info`.
+_BARE_BANNER = re.compile(r"^npu-smi\s+(?P<tool>\d[\w.-]*)\s+Version:\s*(?P<driver>\S+)", re.IGNORECASE)
 _IDLE = re.compile(r"No running processes found in NPU\s+([0-9]{1,9})(?![0-9])", re.IGNORECASE)
 # A reading as npu-smi prints one (ASCII digits, an optional fraction or exponent); anything else is no reading.
 _READING = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]{1,3})?\Z")
@@ -69,6 +71,9 @@ _HEADER_FIELDS: Sequence[Tuple[str, str]] = (
     ("npu util", "aicore_pct"),
 )
 _NAME_GAP = re.compile(r"\s{2,}")
+# The Health words npu-smi prints (a word cut short by a paste is none of them); what each means for a check
+# is in checks/npu_smi_errors.yaml's `health`, which a test keeps in step with this set.
+HEALTH_WORDS = frozenset({"OK", "Warning", "Alarm", "Critical", "UNKNOWN"})
 # Used when a header row has no third box (a hand-edited paste): the layout most nodes print.
 _DEFAULT_ROW1 = ("power_w", "temp_c", "hugepages")
 _DEFAULT_ROW2 = ("aicore_pct", "memory", "hbm")
@@ -338,6 +343,11 @@ class _Builder:
                 elif name.startswith("process memory"):
                     self.process_columns["memory"] = index
             return
+        if self.section == "" and not self.header_seen and _looks_like_chip_row(cells):
+            # A paste that starts at a chip's row border: no header rows to learn the layout from.
+            self.section, self.partial = "chips", True
+            self.notes.append("no header rows: read with the usual layout (Power Temp Hugepages / AICore "
+                              "Memory HBM); chips above the paste may be missing")
         if self.section == "processes":
             self.process_row(cells)
         elif self.section == "chips":
@@ -349,10 +359,18 @@ class _Builder:
             if not words or _integer(words[0]) is None:
                 self.notes.append(f"skipped a row that is no chip row: |{'|'.join(cells)}|")
                 return
-            if len(cells) < self.health_at + 2:
+            if len(cells) <= self.health_at or not cells[self.health_at]:
                 self.partial = True
-                self.notes.append(f"NPU {words[0]}: row cut off; that chip is left out")
+                self.notes.append(f"NPU {words[0]}: row cut off before its health; that chip is left out")
                 return
+            if len(cells) < self.health_at + 2:  # cut after the health: what is visible is read
+                if cells[self.health_at] not in HEALTH_WORDS:  # the health cell itself may be cut short
+                    self.partial = True
+                    self.notes.append(f"NPU {words[0]}: row cut off in its health; that chip is left out")
+                    return
+                self.partial = True
+                self.notes.append(f"NPU {words[0]}: row cut off; its readings are missing")
+                cells = [*cells, ""]
             fields: Dict[str, Any] = {"npu_id": _integer(words[0]), "name": " ".join(words[1:]),
                                       "health": cells[self.health_at]}
             _assign(fields, self.row1_names, cells[self.health_at + 1], f"NPU {words[0]}", self.notes)
@@ -413,6 +431,13 @@ class _Builder:
                            self.section == "processes", tuple(self.idle), self.partial, tuple(self.notes))
 
 
+def _looks_like_chip_row(cells: Sequence[str]) -> bool:
+    """The first row of a chip in the usual layout: ``| 0     910B3 | OK | 91.1  32  0 / 0 |``."""
+    words = cells[0].split()
+    return (len(cells) >= 2 and len(words) >= 2 and _integer(words[0]) is not None
+            and cells[1].isalpha() and not cells[1].lower().startswith("health"))
+
+
 def parse_npu_smi_info(text: str) -> NpuSmiTable:
     """Parse the ``npu-smi info`` table in ``text`` (noise lines around it are ignored).
 
@@ -441,6 +466,8 @@ def parse_npu_smi_info(text: str) -> NpuSmiTable:
             continue
         if builder.section == "chips" and set(line) == {"."}:
             builder.partial = True  # a doc author's "..." between chips
+        elif builder.tool is None and (banner := _BARE_BANNER.match(line)):
+            builder.tool, builder.driver = banner.group("tool"), banner.group("driver")
     table = builder.table()
     if table.chips:
         return table

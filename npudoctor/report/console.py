@@ -28,6 +28,7 @@ from typing import IO, Any, Dict, Iterable, List, Optional, Sequence, Tuple
 from rich.console import Console
 from rich.text import Text
 
+from npudoctor.checks.registry import NOT_AN_ASCEND_NODE
 from npudoctor.model.finding import STATUS_ORDER, Finding, Report, Status
 from npudoctor.report import terminal
 from npudoctor.report.symbols import STYLE
@@ -340,14 +341,34 @@ def verdict(report: Report, scope: Optional[str] = None) -> str:
     for finding in findings:
         by_check.setdefault(finding.id, []).append(finding)
     skipped = [group[0] for group in by_check.values() if all(f.status is Status.SKIP for f in group)]
+    ran = [check_id for check_id, group in by_check.items() if any(f.status is not Status.SKIP for f in group)]
+    # PCI001's FAIL carries this cause on a machine without Ascend NPUs: say so plainly, not "1 problem"
+    not_ascend = [f for f in problems if f.cause == NOT_AN_ASCEND_NODE]
+    other_problems = [f for f in problems if f.cause != NOT_AN_ASCEND_NODE]
+    parts = []
+    if not_ascend and scope is None:
+        parts.append(f"This is not an Ascend node: {not_ascend[0].detail}")
+        problems = other_problems
     if problems:
         stages = len(dict.fromkeys(f.stage for f in problems))
         where = scope or f"in {plural(stages, 'stage')}"
-        parts = [f"{plural(len(problems), 'problem')} {where}"]
+        how_many = plural(len(problems), "problem")
+        if parts:
+            how_many = how_many.replace(" ", " other ", 1)
+        parts.append(f"{how_many} {where}")
+    elif parts:
+        pass  # not an Ascend node, and nothing else wrong
+    elif findings and not ran:
+        parts.append("Nothing was checked")
+    elif findings and scope is None and len(ran) < len(skipped):
+        # most checks could not apply: say which ran, so that "no problems" is not read as a clean node
+        named = f" ({', '.join(ran)})" if len(ran) <= 3 else ""
+        ran_text = f"{plural(len(ran), 'check')} that ran" if len(ran) != 1 else "the 1 check that ran"
+        parts.append(f"No problems found in {ran_text}{named} on {hardware(report)}")
     elif findings:
-        parts = [f"No problems found {scope or 'on ' + hardware(report)}"]
+        parts.append(f"No problems found {scope or 'on ' + hardware(report)}")
     else:
-        parts = ["No checks ran"]
+        parts.append("No checks ran")
     if warnings:
         parts.append(plural(len(warnings), "warning"))
     if skipped:

@@ -122,12 +122,21 @@ def list_text(specs: Sequence[Any], width: int) -> List[str]:
 
 
 def code_text(info: Any, width: int) -> List[Text]:
-    kind = "warning" if info.severity == "warn" else "error"
+    """An error code's entry: title, what kind of code it is and whose, meaning, cause, fix, where it is
+    defined. The same for every spelling of the code and for `explain` and `logs explain`."""
+    kind = {"warn": "warning code", "info": "not an error code"}.get(info.severity, "error code")
+    whose = kind if info.severity == "info" else f"{info.family or 'CANN'} {kind}"
     known = "" if info.exact else "; not listed itself, explained by its family"
-    body = [*_head(f"{info.code}: {info.title or 'error code'}", f"(CANN {kind} code{known})", width), Text("")]
-    for label, value in (("Meaning", info.meaning), ("Cause", info.cause), ("Fix", info.fix)):
-        if value:
-            body += reflow(f"{label}: {value}", width)
+    body = [*_head(f"{info.code}: {info.title or 'error code'}", f"({whose}{known})", width), Text("")]
+    advice = "" if info.written or not info.exact else " (for its family)"
+    for label, value in (("Meaning", info.meaning), ("Cause", info.cause), (f"Fix{advice}", info.fix)):
+        lines = [line.strip() for line in value.splitlines() if line.strip()]
+        if len(lines) > 1:  # steps written one a line stay one a line
+            body += [Text(f"{label}:"), *reflow("\n".join(f"- {line}" for line in lines), width)]
+        elif lines:
+            body += reflow(f"{label}: {lines[0]}", width)
+    if info.source:
+        body += reflow(f"Defined in: {info.source}", width)
     return body
 
 

@@ -22,6 +22,8 @@ from npudoctor.report.symbols import STYLE
 
 # Skipped inputs named per reason before the rest are counted.
 SKIPPED_NAMES_SHOWN = 3
+# Values shown per detail of a finding (engines, nodes, ranks); the rest are counted.
+DETAIL_VALUES_SHOWN = 8
 
 
 def _finding_lines(finding: LogFinding, verbose: bool, symbols: Mapping[Status, str], ellipsis: str) -> Text:
@@ -45,6 +47,11 @@ def _finding_lines(finding: LogFinding, verbose: bool, symbols: Mapping[Status, 
         text.append(f"\n      {finding.code.title}{kind}: {finding.code.meaning}")
         if finding.code.cause and (verbose or finding.severity == "error"):
             text.append(f"\n      cause: {finding.code.cause}", style="dim")
+    if finding.details:  # what the rule read out of the lines: the op type, SeqNum and timeout, the ranks
+        shown = "; ".join(f"{name} {', '.join(sorted(values)[:DETAIL_VALUES_SHOWN])}"
+                          + (f" (+{len(values) - DETAIL_VALUES_SHOWN})" if len(values) > DETAIL_VALUES_SHOWN else "")
+                          for name, values in sorted(finding.details.items()))
+        text.append(f"\n      seen: {shown}", style="dim")
     if finding.fix and finding.severity != "info":
         text.append("\n      fix: ", style="bold")
         text.append(finding.fix)
@@ -60,7 +67,8 @@ def _print_wrapped(console: Console, text: Text) -> None:
     for piece in text.split("\n"):
         plain = piece.plain
         lead = len(plain) - len(plain.lstrip(" "))
-        label = next((f"{word}: " for word in ("fix", "cause", "sample") if plain.lstrip().startswith(f"{word}: ")), "")
+        label = next((f"{word}: " for word in ("fix", "cause", "sample", "seen")
+                      if plain.lstrip().startswith(f"{word}: ")), "")
         hang = lead + (len(label) if label else 2 if lead < 4 else 0)
         room = max(console.width - hang, 20)
         for index, line in enumerate(piece.wrap(console, room, overflow="fold")):

@@ -27,6 +27,8 @@ def verdict(report: Report, fail_on: str = "fail") -> Tuple[int, str]:
         return PROBLEM, _message("NPU node problem", failed)
     if errors:
         return UNKNOWN, _message("npudoctor could not tell", errors)
+    if report.nothing_checked:
+        return UNKNOWN, _short(f"npudoctor could not tell: nothing was checked ({len(report.findings)} skip)")
     counts = report.summary.to_dict()
     return OK, _short(f"NPU node OK ({counts['pass']} pass, {counts['warn']} warn, {counts['skip']} skip)")
 
@@ -44,7 +46,8 @@ def _message(head: str, findings: List[Finding]) -> str:
     where = f" {first.subject}" if first.subject else ""
     ids = list(dict.fromkeys(f.id for f in findings))
     more = f" (+{len(findings) - 1} more: {','.join(ids[1:4])})" if len(findings) > 1 else ""
-    return _short(f"{head}: {first.id}{where}{more} {first.title}")
+    # the problem itself (the finding's detail), not the check's title: NPD shows this line as the condition
+    return _short(f"{head}: {first.id}{where} {first.detail or first.title}{more}")
 
 
 def _short(text: str) -> str:

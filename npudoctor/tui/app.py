@@ -161,7 +161,15 @@ class DashboardApp(App[None]):
         self.tick()
 
     # -- the 1 Hz tick: read what the background work has, redraw what changed ------------------------------
+    def _shown(self) -> bool:
+        """False once the app shuts down: a last timer tick, or a worker's result, can arrive after the screen's
+        widgets are gone (on a busy machine it did: NoMatches, no '#status')."""
+        stack = self.screen_stack
+        return bool(stack) and bool(stack[0].children)
+
     def tick(self) -> None:
+        if not self._shown():
+            return
         state = self.poller.state()
         self._show_status(state)
         snapshot = state.snapshot
@@ -232,6 +240,8 @@ class DashboardApp(App[None]):
         self.call_from_thread(self._show_log_findings, findings)
 
     def _show_log_findings(self, findings: List[Any]) -> None:
+        if not self._shown():
+            return
         head = f"logs under {self.config.logs_dir}: " + (
             self.logtail.error or f"{len(self.logtail.followers)} files followed, {len(findings)} causes")
         lines = [(head, "bold")] + [views.log_finding_line(f) for f in findings[:8]]
@@ -256,6 +266,8 @@ class DashboardApp(App[None]):
         self.call_from_thread(self._show_report, report, error, time.monotonic() - started)
 
     def _show_report(self, report: Any, error: Optional[str], took_s: float) -> None:
+        if not self._shown():
+            return
         status = self.query_one("#check-status", Static)
         if report is None:
             self.check_state = "failed"

@@ -18,9 +18,9 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Dict, Optional, Tuple
 
+from npudoctor import install
 from npudoctor.errors import InputError
 
-TRAIN_EXTRA_HINT = "pip install 'npudoctor[train]'   # CPU torch is enough; add torch_npu for NPUs"
 NPU_PROBE_TIMEOUT_S = 120.0  # the first torch_npu import on a node initialises CANN (tens of seconds)
 
 NPU_PROBE_SCRIPT = r"""
@@ -41,14 +41,14 @@ def import_torch() -> Any:
     """``import torch`` without letting a broken torch_npu autoload abort it; TorchMissing names the extra."""
     if "torch" not in sys.modules:
         if importlib.util.find_spec("torch") is None:
-            raise TorchMissing(f"torch is not installed for {sys.executable}: {TRAIN_EXTRA_HINT}")
+            raise TorchMissing(f"torch is not installed for {sys.executable}: {install.train_hint()}")
         # torch >= 2.5 imports every installed device backend (torch_npu) inside `import torch`; a torch_npu
         # without CANN then breaks `import torch` itself. We import torch_npu ourselves, after probing it.
         os.environ.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")
     try:
         import torch
     except ImportError as exc:
-        raise TorchMissing(f"import torch failed ({exc}): {TRAIN_EXTRA_HINT}") from None
+        raise TorchMissing(f"import torch failed ({exc}): {install.train_hint()}") from None
     return torch
 
 

@@ -87,11 +87,13 @@ def run(request: StepRequest, profile: NodeProfile, progress: Any = None,
         label = f"training {given.model} CLIP on {device.name}"
         progress.update(label)
         result = train.run(options, device, progress=step_progress(progress, label))
-        if request.ops:
+        if result.interrupted:
+            pass  # Ctrl-C: judge the steps recorded, compare nothing more
+        elif request.ops:
             progress.update(f"comparing operators on {device.name} with float64 on the CPU")
             op_results = numerics.compare_ops(
                 device, float(profile.get("train.ops_tolerance", numerics.DEFAULT_OP_TOLERANCE)))
-        if request.compare_cpu:
+        if request.compare_cpu and not result.interrupted:
             progress.update(f"comparing one step on {device.name} with the CPU")
             state = clip.load_state_dict_file(given.weights) if given.weights else None
             config = clip.config_from_state_dict(state) if state is not None else clip.CONFIGS[given.model]

@@ -85,6 +85,7 @@ class TrainResult:
     overflows: List[Overflow] = field(default_factory=list)
     skipped_steps: int = 0  # fp16 steps the GradScaler skipped (inf/nan gradients)
     inject_leak: Union[int, str, None] = None
+    interrupted: bool = False  # Ctrl-C stopped the run: ``steps`` were recorded of those asked for
 
     def to_dict(self) -> Dict[str, Any]:
         data = {k: v for k, v in self.__dict__.items() if k not in ("verdict", "overflows")}
@@ -226,50 +227,55 @@ def run(options: TrainOptions, device: Device, progress: Optional[ProgressFn] = 
     overflows: List[Overflow] = []
     skipped = 0
     retain_graph = options.inject_leak == "graph"
+    interrupted = False
     try:
-        iterator = iter(loader)
-        last = time.perf_counter()
-        for step in range(options.steps):
-            images, tokens = next(iterator)
-            got_batch = time.perf_counter()
-            images = images.to(dev, non_blocking=True)
-            tokens = tokens.to(dev, non_blocking=True)
-            with autocast(device, options.precision):
-                logits, image, text, scale = model(images, tokens)
-            loss = clip.clip_loss(logits)
-            optimizer.zero_grad(set_to_none=True)
-            if scaler is not None:
-                scaler.scale(loss).backward(retain_graph=retain_graph)
-                scaler.unscale_(optimizer)
-                torch.nn.utils.clip_grad_norm_(model.parameters(), CLIP_GRAD_NORM)
-                before = scaler.get_scale()
-                scaler.step(optimizer)
-                scaler.update()
-                skipped += int(scaler.get_scale() < before)
-            else:
-                loss.backward(retain_graph=retain_graph)
-                torch.nn.utils.clip_grad_norm_(model.parameters(), CLIP_GRAD_NORM)
-                optimizer.step()
-            clip.clamp_logit_scale(model)
-            if retain_graph:
-                kept.append(loss)  # the classic mistake: the loss kept with its (retained) graph
-            elif isinstance(options.inject_leak, int):
-                kept.append(torch.ones(options.inject_leak, dtype=torch.uint8, device=dev))
-            loss_value = float(loss.detach().float().item())  # synchronises the device
-            if not math.isfinite(loss_value) or not math.isfinite(float(scale.detach().float().item())):
-                found = diagnose_overflow(step, options.precision, logits.detach(), image.detach(), text.detach(),
-                                          scale.detach(), model.logit_scale.detach())
-                overflows.append(found or Overflow(step, "loss", "non-finite loss"))
-            now = time.perf_counter()
-            wait, step_s = got_batch - last, now - last
-            last = now
-            losses.append(loss_value if math.isfinite(loss_value) else None)
-            step_times.append(step_s)
-            waits.append(wait)
-            recorder.record(step, step_s=step_s, data_wait_s=wait, loss=loss_value,
-                            logit_scale=float(scale.detach().float().item()))
-            if progress is not None:
-                progress(step, options.steps, losses[-1], step_s)
+        try:
+            iterator = iter(loader)
+            last = time.perf_counter()
+            for step in range(options.steps):
+                images, tokens = next(iterator)
+                got_batch = time.perf_counter()
+                images = images.to(dev, non_blocking=True)
+                tokens = tokens.to(dev, non_blocking=True)
+                with autocast(device, options.precision):
+                    logits, image, text, scale = model(images, tokens)
+                loss = clip.clip_loss(logits)
+                optimizer.zero_grad(set_to_none=True)
+                if scaler is not None:
+                    scaler.scale(loss).backward(retain_graph=retain_graph)
+                    scaler.unscale_(optimizer)
+                    torch.nn.utils.clip_grad_norm_(model.parameters(), CLIP_GRAD_NORM)
+                    before = scaler.get_scale()
+                    scaler.step(optimizer)
+                    scaler.update()
+                    skipped += int(scaler.get_scale() < before)
+                else:
+                    loss.backward(retain_graph=retain_graph)
+                    torch.nn.utils.clip_grad_norm_(model.parameters(), CLIP_GRAD_NORM)
+                    optimizer.step()
+                clip.clamp_logit_scale(model)
+                if retain_graph:
+                    kept.append(loss)  # the classic mistake: the loss kept with its (retained) graph
+                elif isinstance(options.inject_leak, int):
+                    kept.append(torch.ones(options.inject_leak, dtype=torch.uint8, device=dev))
+                loss_value = float(loss.detach().float().item())  # synchronises the device
+                if not math.isfinite(loss_value) or not math.isfinite(float(scale.detach().float().item())):
+                    found = diagnose_overflow(step, options.precision, logits.detach(), image.detach(), text.detach(),
+                                              scale.detach(), model.logit_scale.detach())
+                    overflows.append(found or Overflow(step, "loss", "non-finite loss"))
+                now = time.perf_counter()
+                wait, step_s = got_batch - last, now - last
+                last = now
+                losses.append(loss_value if math.isfinite(loss_value) else None)
+                step_times.append(step_s)
+                waits.append(wait)
+                recorder.record(step, step_s=step_s, data_wait_s=wait, loss=loss_value,
+                                logit_scale=float(scale.detach().float().item()))
+                if progress is not None:
+                    progress(step, options.steps, losses[-1], step_s)
+        except KeyboardInterrupt:
+            # Ctrl-C: stop and judge the steps recorded so far, as `prof run` analyses what a stopped run left
+            interrupted = True
         recorder.close()
         records = read_records(log_path)
     finally:
@@ -289,4 +295,4 @@ def run(options: TrainOptions, device: Device, progress: Optional[ProgressFn] = 
         step_s_median=statistics.median(step_times[1:] or step_times) if step_times else None,
         data_wait_fraction=(sum(waits[1:]) / sum(step_times[1:])) if len(step_times) > 1 and total else None,
         verdict=verdict, log=options.log, overflows=overflows, skipped_steps=skipped,
-        inject_leak=options.inject_leak)
+        inject_leak=options.inject_leak, interrupted=interrupted)
