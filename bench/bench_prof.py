@@ -12,6 +12,15 @@ as a torch_npu profiler folder (``*_ascend_pt/ASCEND_PROFILER_OUTPUT/kernel_deta
 (``os.wait4``): ``npudoctor prof analyze DIR --format json`` and ``msprof-analyze advisor computation -d DIR
 --agent -l en`` (installed apart: ``python3 -m venv /tmp/msprof-venv && /tmp/msprof-venv/bin/pip install
 msprof-analyze``). Prints both figures, the ratio, and whether the AI CPU operator sets agree.
+
+    python bench/bench_prof.py --db --advisor all    # also the same rows as a torch_npu .db export
+    python bench/bench_prof.py --folders             # whole sample folders, text and .db, problem by problem
+
+``--db`` builds the same rows as ``ascend_pytorch_profiler_0.db`` (the schema of tests/profdb.py) and times
+npudoctor on it against its CSV. ``--folders`` runs both tools on the folders the tests build from real
+samples (a torch_npu rank as text and as .db, an msprof collection, msprof-analyze's cluster output) and
+lists, per folder, the problems each reports and which agree. ``--advisor`` picks the advisor's mode
+(``all``, as the issue asks, or ``computation``).
 """
 
 from __future__ import annotations
@@ -89,6 +98,29 @@ def timed(argv: List[str], timeout: float, cwd: Optional[Path] = None) -> Tuple[
     return elapsed, usage.ru_maxrss, b"".join(out_chunks).decode("utf-8", "replace"), os.waitstatus_to_exitcode(status)
 
 
+# The advisor's problem titles (26.2.0, --agent -l en) and the npudoctor check that judges the same thing.
+ADVISOR_TO_PROF = {"AICPU Issues": "PROF001", "Operator No Bound Issues": "PROF002", "Block Dim Issues": "PROF004",
+                   "Operator Dynamic Shape Issues": "PROF008", "Slow Dataloader Issues": "PROF012",
+                   "GC Analysis": "PROF013", "SyncBatchNorm Issues": "PROF014", "Synchronize Stream Issues": "PROF015",
+                   "AI Core Frequency Issues": "PROF016", "Packet Analysis": "PROF017", "Slow Rank": "PROF018",
+                   "Slow Link": "PROF010", "Memory Operator Issues": "PROF011",
+                   "Environment Variable Issues": "PROF019"}
+
+
+def advisor_problems(stdout: str) -> Optional[List[str]]:
+    """The problem titles of msprof-analyze's ``--agent`` answer (None: no answer on stdout)."""
+    start = stdout.find('{"status"')
+    if start < 0:
+        return None
+    doc: Any = json.loads(stdout[start:stdout.rindex("}") + 1])
+    return [str(row[0]) for row in doc.get("message", {}).get("problems", {}).get("data", []) if row]
+
+
+def npudoctor_problems(stdout: str) -> List[str]:
+    doc = json.loads(stdout)
+    return sorted({f["id"] for f in doc["findings"] if f["status"] in ("warn", "fail")})
+
+
 def npudoctor_aicpu(stdout: str) -> Set[str]:
     doc = json.loads(stdout)
     return {f["subject"] for f in doc["findings"] if f["id"] == "PROF001" and f["status"] in ("warn", "fail")}
@@ -115,33 +147,107 @@ def find_peer(given: Optional[str]) -> Optional[str]:
     return None
 
 
+def build_db(folder: Path, table: str, rows: int) -> Path:
+    """The rows of :func:`build` as a torch_npu ``export_type=db`` folder (``ascend_pytorch_profiler_0.db``)."""
+    sys.path.insert(0, str(REPO))
+    from tests import profdb
+
+    pt = folder / "localhost_1000_20230628101435_ascend_pt"
+    out = pt / "ASCEND_PROFILER_OUTPUT"
+    out.mkdir(parents=True)
+    profdb.write_profiler_db(out / "ascend_pytorch_profiler_0.db", TABLES[table], extras=False, rows_to=rows)
+    device = pt / "PROF_000001_20230628101435646_FKFLNPEPPRRCFCBA" / "device_0"
+    device.mkdir(parents=True)
+    (device / "info.json.0").write_bytes(body("prof_msprof_device_info_json_910.json"))
+    (pt / "profiler_info_0.json").write_text("{}")
+    return pt
+
+
+def run_advisor(peer: str, folder: Path, mode: str, timeout: float) -> Tuple[float, int, str, int]:
+    out_dir = folder.parent / f"advisor_{folder.name}"
+    out_dir.mkdir(exist_ok=True)
+    return timed([peer, "advisor", mode, "-d", str(folder), "-o", str(out_dir), "-l", "en", "--agent"], timeout,
+                 cwd=out_dir)
+
+
+def compare_folders(peer: Optional[str], mode: str, timeout: float) -> None:
+    """Both tools on the folders the tests build from real samples: problems, agreements, time, memory."""
+    sys.path.insert(0, str(REPO))
+    from tests import profdb, profdirs
+
+    builders = {"torch_npu rank (text)": lambda root: profdirs.torch_npu_rank(root, rank=0),
+                "torch_npu rank (.db)": lambda root: profdb.torch_npu_db_rank(root, rank=0),
+                "torch_npu pipeutil (text)": lambda root: profdirs.torch_npu_rank(
+                    root, rank=0, kernel=TABLES["pipeutil"]),
+                "torch_npu pipeutil (.db)": lambda root: profdb.torch_npu_db_rank(root, rank=0,
+                                                                                  kernel=TABLES["pipeutil"]),
+                "msprof collection": profdirs.msprof_collection,
+                "cluster_analysis_output": lambda root: profdirs.cluster_output(root).parent}
+    with tempfile.TemporaryDirectory(prefix="bench_prof_folders_") as tmp:
+        for name, make in builders.items():
+            root = Path(tmp) / name.replace(" ", "_").replace("(", "").replace(")", "").replace(".", "")
+            root.mkdir()
+            folder = Path(make(root))
+            ours = timed([sys.executable, "-m", "npudoctor", "prof", "analyze", str(folder), "--format", "json"],
+                         600)
+            our_ids = npudoctor_problems(ours[2]) if ours[2].strip().startswith("{") else [f"(exit {ours[3]})"]
+            print(f"\n{name}: npudoctor {ours[0]:.2f} s, {ours[1] / 1024:.0f} MiB, exit {ours[3]}: "
+                  f"{', '.join(our_ids) or 'no problem'}")
+            if peer is None:
+                continue
+            theirs = run_advisor(peer, folder, mode, timeout)
+            titles = advisor_problems(theirs[2])
+            print(f"  advisor {mode}: {theirs[0]:.2f} s, {theirs[1] / 1024:.0f} MiB, exit {theirs[3]}: "
+                  + ("no answer on stdout" if titles is None else (", ".join(titles) or "no problem")))
+            for title in titles or []:
+                check = ADVISOR_TO_PROF.get(title)
+                verdict = ("agree" if check in our_ids else f"npudoctor does not report {check}") if check \
+                    else "no npudoctor check of that family"
+                print(f"    {title}: {verdict}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--table", choices=sorted(TABLES), default="memory")
     parser.add_argument("--peer", help="msprof-analyze executable (default: PATH, then /tmp/msprof-venv)")
     parser.add_argument("--peer-timeout", type=float, default=1800.0)
+    parser.add_argument("--advisor", choices=("all", "computation"), default="all")
+    parser.add_argument("--db", action="store_true", help="also time the same rows as a .db export")
+    parser.add_argument("--no-peer", action="store_true", help="npudoctor only (the advisor takes minutes)")
+    parser.add_argument("--folders", action="store_true", help="whole sample folders instead of one big table")
     args = parser.parse_args()
-    peer = find_peer(args.peer)
+    peer = None if args.no_peer else find_peer(args.peer)
+    if args.folders:
+        compare_folders(peer, args.advisor, args.peer_timeout)
+        return
     with tempfile.TemporaryDirectory(prefix="bench_prof_") as tmp:
         folder = Path(tmp)
-        pt = build(folder, args.table, args.rows)
+        pt = build(folder / "csv", args.table, args.rows)
         size = (pt / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv").stat().st_size
         print(f"kernel_details.csv: {args.rows:,} rows of real {args.table} rows, {size / 2**20:.0f} MiB")
         ours = timed([sys.executable, "-m", "npudoctor", "prof", "analyze", str(pt), "--format", "json"], 600)
         print(f"npudoctor prof analyze:  {ours[0]:7.2f} s  peak RSS {ours[1] / 1024:7.0f} MiB")
         our_set = npudoctor_aicpu(ours[2])
+        if args.db:
+            db_pt = build_db(folder / "db", args.table, args.rows)
+            db_file = db_pt / "ASCEND_PROFILER_OUTPUT" / "ascend_pytorch_profiler_0.db"
+            print(f"ascend_pytorch_profiler_0.db: the same {args.rows:,} rows, "
+                  f"{db_file.stat().st_size / 2**20:.0f} MiB")
+            db_run = timed([sys.executable, "-m", "npudoctor", "prof", "analyze", str(db_pt), "--format", "json"],
+                           600)
+            print(f"npudoctor prof analyze (.db): {db_run[0]:7.2f} s  peak RSS {db_run[1] / 1024:7.0f} MiB "
+                  f"({db_run[0] / ours[0]:.2f}x the CSV's time); problems "
+                  f"{npudoctor_problems(db_run[2])} vs CSV {npudoctor_problems(ours[2])}")
         if peer is None:
             print("msprof-analyze not installed: no peer figures (see the docstring to install it)")
             return
-        out_dir = folder / "advisor"
-        out_dir.mkdir()
-        theirs = timed([peer, "advisor", "computation", "-d", str(pt), "-o", str(out_dir), "-l", "en",
-                        "--agent"], args.peer_timeout, cwd=out_dir)
-        print(f"msprof-analyze advisor:  {theirs[0]:7.2f} s  peak RSS {theirs[1] / 1024:7.0f} MiB"
+        theirs = run_advisor(peer, pt, args.advisor, args.peer_timeout)
+        print(f"msprof-analyze advisor {args.advisor}:  {theirs[0]:7.2f} s  peak RSS {theirs[1] / 1024:7.0f} MiB"
               + ("  (killed at the timeout)" if theirs[0] >= args.peer_timeout else ""))
         print(f"speed ratio (advisor / npudoctor): {theirs[0] / ours[0]:.1f}x; "
               f"peak RSS ratio: {theirs[1] / max(ours[1], 1):.1f}x")
+        print(f"problems: npudoctor {npudoctor_problems(ours[2])}, advisor {advisor_problems(theirs[2])}")
         their_set = advisor_aicpu(theirs[2])
         agree = their_set == our_set
         print(f"AI CPU operators: npudoctor {sorted(our_set)}, advisor {sorted(their_set or [])}: "

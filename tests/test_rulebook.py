@@ -294,6 +294,57 @@ PROF_CASES = {
     "PROF010": ((_rank, {"link_min_bandwidth_gbps": {link: 1e6 for link in ALL_LINKS}}), (_rank, {})),
     "PROF011": ((_rank, {}), (_rank, {"memory_unused_warn_share": 1})),
 }
+
+
+def _families(kind: str):
+    """The host-timeline and cluster families' cases (tests/test_prof_families.py builds the same data)."""
+    def build(root: Path) -> None:
+        import json as _json
+
+        from tests import profdirs
+        from tests.samples import sample_data
+        from tests.test_prof_families import TS0, db_rank, host_event, trace_rank
+
+        if kind == "dataloader":
+            trace_rank(root, [host_event("enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__", TS0,
+                                         35_400.0)])
+        elif kind == "compile":
+            trace_rank(root, [host_event("AscendCL@aclopCompileAndExecute", TS0 + i * 5000, 3100.0, "cpu_op")
+                              for i in range(24)])
+        elif kind == "cluster":
+            profdirs.cluster_output(root)
+        elif kind == "environment":
+            pt = profdirs.torch_npu_rank(root, rank=0)
+            metadata = _json.loads((pt / "profiler_metadata.json").read_text())
+            metadata["ENV_VARIABLES"]["ASCEND_LAUNCH_BLOCKING"] = "1"
+            (pt / "profiler_metadata.json").write_text(_json.dumps(metadata))
+        elif kind == "retransmission":
+            data = _json.loads(sample_data("prof_communication_json_torch_npu.json"))
+            op = data["step2"]["p2p"]["hcom_send__822_0@13337953553061386822"]
+            op["Communication Bandwidth Info"]["RDMA"]["Transit Time(ms)"] = 4213.5
+            op["Communication Time Info"]["Elapse Time(ms)"] = 4215.0
+            pt = profdirs.torch_npu_rank(root, rank=0)
+            (pt / "ASCEND_PROFILER_OUTPUT" / "communication.json").write_text(_json.dumps(data))
+        else:
+            host = {"gc": {"gc": [4200.0]}, "syncbn": {"syncbn": 48}, "launch": {"launch_sync": "LS" * 40},
+                    "freq": {"freq": [(TS0, 1000), (TS0 + 10_000, 800), (TS0 + 20_000, 800), (TS0 + 30_000, 1000),
+                                      (TS0 + 40_000, 1000)]}}[kind]
+            db_rank(root, host)
+    return build
+
+
+PROF_CASES.update({
+    "PROF012": ((_families("dataloader"), {}), (_families("dataloader"), {"dataloader_warn_us": 1e9})),
+    "PROF013": ((_families("gc"), {}), (_families("gc"), {"gc_warn_us": 1e9})),
+    "PROF014": ((_families("syncbn"), {}), (_families("syncbn"), {"syncbn_max_calls": 1000})),
+    "PROF015": ((_families("launch"), {}), (_families("launch"), {"sync_after_launch_warn_share": 1})),
+    "PROF016": ((_families("freq"), {}), (_families("freq"), {"aicore_freq_drop_warn_share": 1})),
+    "PROF017": ((_families("cluster"), {}), (_families("cluster"), {"small_transfer_warn_share": 1})),
+    "PROF018": ((_families("cluster"), {}), (_families("cluster"), {"rank_gap_warn_share": 10})),
+    "PROF019": ((_families("environment"), {}), (_rank, {})),
+    "PROF020": ((_families("compile"), {}), (_families("compile"), {"host_compile_warn_calls": 1000})),
+    "PROF021": ((_families("retransmission"), {}), (_families("retransmission"), {"rdma_retransmission_ms": 1e9})),
+})
 # IDs that inform and never judge (they always PASS when they apply), and why.
 INFORMATION_ONLY = {"PROF007": "lists the operators taking the most time; the other PROF checks judge"}
 

@@ -117,6 +117,18 @@ PROFILE_SCHEMA: Dict[str, Field] = {
                                                          doc=f"PROF010: lowest {transport} GB/s (null: not judged)")
        for transport in ("SDMA", "RDMA", "HCCS", "PCIE", "SIO")},
     "prof.memory_unused_warn_share": Field("number", 0, 1, doc="PROF011: reserved-never-allocated share"),
+    "prof.dataloader_warn_us": Field("number", 0, 1e12, doc="PROF012: a DataLoader call this long WARNs"),
+    "prof.gc_warn_us": Field("number", 0, 1e12, doc="PROF013: a garbage collection this long WARNs"),
+    "prof.syncbn_max_calls": Field("int", 0, 10 ** 9, doc="PROF014: SyncBatchNorm calls per rank allowed"),
+    "prof.sync_after_launch_warn_share": Field("number", 0, 1, doc="PROF015: launches followed by a sync"),
+    "prof.aicore_freq_drop_warn_share": Field("number", 0, 1, doc="PROF016: AI Core frequency below rated"),
+    "prof.host_compile_warn_calls": Field("int", 0, 10 ** 9, doc="PROF020: operator compilations that WARN"),
+    **{f"prof.small_transfer_mb.{transport}": Field("number", 0, 1e9, nullable=True,
+                                                   doc=f"PROF017: a {transport} transfer under this is small")
+       for transport in ("SDMA", "RDMA")},
+    "prof.small_transfer_warn_share": Field("number", 0, 1, doc="PROF017: small transfers' share of the time"),
+    "prof.rank_gap_warn_share": Field("number", 0, 10, doc="PROF018: gap between ranks over the mean"),
+    "prof.rdma_retransmission_ms": Field("number", 0, 1e9, doc="PROF021: RDMA transit time of a retransmission"),
     "prof.run_timeout_s": Field("number", 1, 10 ** 7, doc="`prof run`: the profiled command is stopped after"),
     "prof.export_timeout_s": Field("number", 1, 10 ** 6, doc="`prof run`: msprof --export"),
     # The fleet room (site pins, `npudoctor collective`, `onboard`).

@@ -19,6 +19,7 @@ STAGE = "prof"
 KERNEL_REQUIRED = ("core_type", "duration_us")
 CUBE_CORES = ("AI_CORE", "MIX_AIC")
 VECTOR_CORES = ("AI_VECTOR_CORE", "MIX_AIV")
+COMMUNICATION_CORES = ("HCCL", "COMMUNICATION")  # collectives: no OP State, not compute
 
 
 @dataclass
@@ -520,12 +521,13 @@ def top_operators(ctx: ProfContext) -> Iterable[Finding]:
 
 @prof_check("PROF008", "Dynamic-shape operators", settings=("prof.dynamic_warn_share",))
 def dynamic_shape(ctx: ProfContext) -> Iterable[Finding]:
-    """Share of device time in dynamic-shape operators (``OP State`` column).
+    """Share of compute time in dynamic-shape operators (``OP State`` column).
 
     A dynamic-shape operator is compiled (or its tiling computed) at run time; with many of them, launch
     overhead and AI CPU tiling grow. The check reads ``OP State`` (op_summary / kernel_details since CANN
-    8.0.RC1) and WARNs when dynamic tasks take ``prof.dynamic_warn_share`` of device time. Without the column
-    the answer is "unknown" (SKIP), never "all dynamic".
+    8.0.RC1, ``opState`` in a .db) and WARNs when dynamic tasks take ``prof.dynamic_warn_share`` of the
+    compute time (device time without the collectives, which have no OP State). Without the column, or with
+    one that holds only N/A, the answer is "unknown" (SKIP), never "all dynamic".
 
     Fix: ``torch_npu.npu.set_compile_mode(jit_compile=False)`` with binary kernels, and
     ``torch_npu.npu.config.allow_internal_format = False``; pad to a few fixed shapes (bucketing).
@@ -538,13 +540,14 @@ def dynamic_shape(ctx: ProfContext) -> Iterable[Finding]:
     per_rank = {}
     worst = 0.0
     for rank in ranks:
-        total = figures.device_time_us(rank.groups) or 1.0
-        dynamic = float(rank.groups[rank.groups["op_state"].astype(str).str.lower() == "dynamic"]["dur_sum"].sum())
+        compute = rank.groups[~rank.groups["core"].isin(COMMUNICATION_CORES)]  # a share of compute time
+        total = figures.device_time_us(compute) or 1.0
+        dynamic = float(compute[compute["op_state"].astype(str).str.lower() == "dynamic"]["dur_sum"].sum())
         per_rank[rank.label] = round(dynamic / total, 4)
         worst = max(worst, dynamic / total)
     warn = float(ctx.get("dynamic_warn_share", 0.5))
     yield _finding("PROF008", status_for(worst, warn, None),
-                   detail=f"dynamic-shape operators take up to {_pct(worst)} of device time (bar {_pct(warn)})",
+                   detail=f"dynamic-shape operators take up to {_pct(worst)} of compute time (bar {_pct(warn)})",
                    evidence={"dynamic_share": per_rank, "warn_share": warn},
                    fix="torch_npu.npu.set_compile_mode(jit_compile=False); "
                        "torch_npu.npu.config.allow_internal_format = False; bucket inputs to a few fixed shapes.")
@@ -684,3 +687,7 @@ def memory_peak(ctx: ProfContext) -> Iterable[Finding]:
     yield _finding("PROF011", status_for(unused, warn, None), label, detail, evidence,
                    fix="PYTORCH_NPU_ALLOC_CONF=expandable_segments:True; keep tensor sizes stable; "
                        "empty_cache() only between phases.")
+
+
+# The host-side and cluster families register into the same registry (imported last: they use this module).
+from npudoctor.prof import host_checks  # noqa: E402,F401

@@ -72,8 +72,7 @@ def step_shares(step_trace: Any) -> Optional[List[Dict[str, Any]]]:
         total = computing + free + comm
         if total <= 0:
             continue
-        step = record.get("step")
-        label = record.get("row_index") if record.get("row_index") not in (None, "") else step
+        label = record.get("step")  # the table's Step (a cluster table's Index is the rank, not the step)
         rows.append({"step": "" if label is None or label != label else str(label), "step_us": round(total, 3),
                      "free_share": round(free / total, 4), "comm_share": round(comm / total, 4),
                      "computing_share": round(computing / total, 4)})
@@ -107,6 +106,7 @@ def rank_dict(rank: Rank) -> Dict[str, Any]:
         "steps": shares or [],
         "memory": rank.memory,
         "problems": list(rank.problems),
+        "not_used": list(rank.unused),
     }
 
 

@@ -35,6 +35,7 @@ class KernelStats:
     groups: Any                          # pandas DataFrame: KEYS + n, dur_sum, dur_max, cube_wsum, cube_dur
     rows: int = 0
     problems: List[str] = field(default_factory=list)
+    timeline: Any = None                 # HostTimeline read with the tasks (Chrome traces only)
 
     def has(self, *names: str) -> bool:
         return all(name in self.columns for name in names)
@@ -219,43 +220,28 @@ def aggregate_csv(table: str, paths: Sequence[str], min_task_us: float, bound_ra
 def aggregate_timeline(paths: Sequence[str], min_task_us: float, bound_ratio: float,
                        table: str = "timeline") -> KernelStats:
     """Chrome traces (legacy msprof ``timeline/task_time_*.json``, torch_npu ``trace_view.json``, msprof
-    ``msprof_*.json``): the device tasks, i.e. the complete events with ``args["Task Type"]``."""
-    import json
-
+    ``msprof_*.json``): the device tasks, i.e. the complete events with ``args["Task Type"]``, streamed and
+    grouped in batches (:func:`npudoctor.prof.timeline.read_events`); the host timeline comes with them."""
     import pandas as pd
 
-    from npudoctor.prof.layout import MAX_JSON_BYTES
-    from npudoctor.prof.tables import check_regular_file
+    from npudoctor.prof.timeline import read_events
 
-    records: List[Dict[str, Any]] = []
-    problems: List[str] = []
-    for path in paths:
-        try:
-            if check_regular_file(path) > MAX_JSON_BYTES:
-                problems.append(f"{path}: larger than {MAX_JSON_BYTES >> 20} MiB, not read")
-                continue
-            with open(path, "rb") as handle:
-                events = json.loads(handle.read().decode("utf-8", errors="replace"))
-        except (TableError, OSError, ValueError) as exc:
-            problems.append(f"{path}: {str(exc).splitlines()[0][:160]}")
-            continue
-        for event in events if isinstance(events, list) else []:
-            args = event.get("args") if isinstance(event, dict) else None
-            if event.get("ph") != "X" or not isinstance(args, dict) or "Task Type" not in args:
-                continue
-            name = str(event.get("name", ""))
-            match = TIMELINE_OP.match(name)
-            try:
-                duration = float(event.get("dur", 0) or 0)
-            except (TypeError, ValueError):
-                duration = 0.0
-            records.append({"op_name": name, "op_type": match.group("type") if match else name,
-                            "core_type": str(args["Task Type"]), "duration_us": duration})
-    frame = pd.DataFrame.from_records(records, columns=["op_name", "op_type", "core_type", "duration_us"])
-    groups = _group_chunk(frame, (), min_task_us, bound_ratio) if records else _combine([])
-    return KernelStats(table=table, files=list(paths), columns=("op_name", "op_type", "core_type",
-                                                                     "duration_us"),
-                       extra_columns=(), groups=groups, rows=len(records), problems=problems)
+    parts: List[pd.DataFrame] = []
+
+    def group(records: List[Dict[str, Any]]) -> None:
+        for record in records:
+            match = TIMELINE_OP.match(record["op_name"])
+            record["op_type"] = match.group("type") if match else record["op_name"]
+        frame = pd.DataFrame.from_records(records, columns=["op_name", "op_type", "core_type", "duration_us"])
+        parts.append(_group_chunk(frame, (), min_task_us, bound_ratio))
+        if len(parts) >= 16:
+            parts[:] = [_combine(parts)]
+
+    timeline, rows, problems = read_events(paths, group)
+    stats = KernelStats(table=table, files=list(paths), columns=("op_name", "op_type", "core_type", "duration_us"),
+                        extra_columns=(), groups=_combine(parts), rows=rows, problems=problems)
+    stats.timeline = timeline
+    return stats
 
 
 def last_steps(groups: pd.DataFrame, steps: int) -> pd.DataFrame:

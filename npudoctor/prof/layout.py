@@ -55,7 +55,11 @@ class Source:
     communication: List[str] = field(default_factory=list)       # communication.json files
     timelines: List[str] = field(default_factory=list)           # legacy task_time_*.json
     traces: List[str] = field(default_factory=list)              # trace_view.json / msprof_*.json
+    databases: List[str] = field(default_factory=list)           # profiler .db exports (torch_npu, msprof)
+    analysis_dbs: List[str] = field(default_factory=list)        # torch_npu analysis.db
+    unused: List[str] = field(default_factory=list)              # files seen that no check reads (listed)
     devices: Dict[str, Dict[str, object]] = field(default_factory=dict)  # device id -> info.json facts
+    environment: Dict[str, str] = field(default_factory=dict)    # profiler_metadata.json ENV_VARIABLES
     rank: Optional[int] = None
     problems: List[str] = field(default_factory=list)
 
@@ -103,17 +107,38 @@ def _is_dir(path: str) -> bool:
     return os.path.isdir(path) and not os.path.islink(path)
 
 
+# Files the profilers write beside the tables that no check reads: listed in the output as seen, not used.
+# communication_matrix.json: per link pair, the same transfers communication.json has per operator (PROF010
+# reads those); npu_module_mem.csv / static_op_mem.csv: memory per CANN module / static graph operator.
+UNUSED_FILES = re.compile(r"^(?:cluster_)?communication_matrix\.json$|^npu_module_mem(?:_\d+)*\.csv$|"
+                          r"^static_op_mem(?:_\d+)*\.csv$")
+
+
+def add_file(source: Source, path: str) -> bool:
+    """File one profiling file of a folder (or given by path) into ``source``; False when it is no known one."""
+    from npudoctor.prof.database import kind_of
+
+    name = os.path.basename(path)
+    if name.endswith(".csv") and table_of(name) is not None:
+        source.tables.setdefault(str(table_of(name)), []).append(path)
+    elif name in ("communication.json", "cluster_communication.json"):
+        source.communication.append(path)
+    elif TRACE_FILE.match(name):
+        source.traces.append(path)
+    elif name.endswith(".db") and kind_of(name) == "profiler":
+        source.databases.append(path)
+    elif name.endswith(".db") and kind_of(name) == "analysis":
+        source.analysis_dbs.append(path)
+    elif UNUSED_FILES.match(name):
+        source.unused.append(path)
+    else:
+        return False
+    return True
+
+
 def _add_tables(source: Source, folder: str, problems: List[str]) -> None:
     for name in _listdir(folder, problems):
-        path = os.path.join(folder, name)
-        if name.endswith(".csv"):
-            table = table_of(name)
-            if table is not None:
-                source.tables.setdefault(table, []).append(path)
-        elif name in ("communication.json", "cluster_communication.json"):
-            source.communication.append(path)
-        elif TRACE_FILE.match(name):
-            source.traces.append(path)
+        add_file(source, os.path.join(folder, name))
 
 
 def _read_json(path: str, problems: List[str]) -> Optional[object]:
@@ -162,6 +187,12 @@ def _torch_source(root: str, problems: List[str]) -> Source:
         match = RANK_IN_NAME.match(name)
         if match:
             source.rank = int(match.group(1))
+        if name == "profiler_metadata.json":
+            metadata = _read_json(os.path.join(root, name), problems)
+            variables = metadata.get("ENV_VARIABLES") if isinstance(metadata, dict) else None
+            if isinstance(variables, dict):
+                source.environment = {str(k)[:64]: str(v)[:256] for k, v in list(variables.items())[:256]
+                                      if isinstance(v, (str, int, float))}
         if PROF_DIR.match(name) and _is_dir(os.path.join(root, name)):
             _add_device_info(source, os.path.join(root, name), problems)
     if source.rank is None:
@@ -175,12 +206,26 @@ def _torch_source(root: str, problems: List[str]) -> Source:
 
 def _msprof_source(prof_dir: str, problems: List[str]) -> Source:
     source = Source(label=os.path.basename(prof_dir.rstrip("/")), root=prof_dir, layout="msprof")
-    _add_tables(source, os.path.join(prof_dir, MSPROF_OUTPUT), problems)
+    if _is_dir(os.path.join(prof_dir, MSPROF_OUTPUT)):
+        _add_tables(source, os.path.join(prof_dir, MSPROF_OUTPUT), problems)
+    source.databases.extend(os.path.join(prof_dir, n) for n in _listdir(prof_dir, problems) if _is_msprof_db(n))
     analyze = os.path.join(prof_dir, "analyze")
     if _is_dir(analyze):
         _add_tables(source, analyze, problems)
     _add_device_info(source, prof_dir, problems)
     return source
+
+
+def _is_db(name: str) -> bool:
+    from npudoctor.prof.database import kind_of
+
+    return kind_of(name) is not None
+
+
+def _is_msprof_db(name: str) -> bool:
+    from npudoctor.prof.database import kind_of
+
+    return name.startswith("msprof_") and name.endswith(".db") and kind_of(name) == "profiler"
 
 
 def _legacy_sources(prof_dir: str, problems: List[str]) -> List[Source]:
@@ -220,13 +265,16 @@ def discover(paths: List[str]) -> Tuple[List[Source], List[str]]:
             problems.append(f"{path}: no such file or directory")
             continue
         if not os.path.isdir(path):
-            table = table_of(os.path.basename(path))
+            from npudoctor.prof.database import kind_of
+
+            table = table_of(os.path.basename(path)) or kind_of(os.path.basename(path))
             if table is None:
                 problems.append(f"{path}: not a known profiling table (kernel_details, op_summary, "
-                                "op_statistic, step_trace_time, memory_record, operator_memory, ...)")
+                                "op_statistic, step_trace_time, memory_record, operator_memory, ..., "
+                                "ascend_pytorch_profiler*.db, msprof_*.db)")
                 continue
             source = Source(label=os.path.basename(path), root=os.path.dirname(path) or ".", layout="file")
-            source.tables[table] = [path]
+            add_file(source, path)
             sources.append(source)
             continue
         top = os.path.normpath(path)  # paths are shown as the user gave them (relative stays relative)
@@ -262,12 +310,14 @@ def _walk(top: str, problems: List[str], room: int = MAX_SOURCES + 1) -> List[So
             sources.append(_torch_source(folder, problems))
             continue  # its PROF_* holds the same run's raw data
         if PROF_DIR.match(os.path.basename(folder)):
-            if MSPROF_OUTPUT in names and _is_dir(os.path.join(folder, MSPROF_OUTPUT)):
+            if (MSPROF_OUTPUT in names and _is_dir(os.path.join(folder, MSPROF_OUTPUT))) or any(
+                    _is_msprof_db(n) for n in names):
                 sources.append(_msprof_source(folder, problems))
             else:
                 sources.extend(_legacy_sources(folder, problems))
             continue
-        if any(name.endswith(".csv") and table_of(name) for name in names):
+        if any((name.endswith(".csv") and table_of(name)) or (name.endswith(".db") and _is_db(name))
+               for name in names):
             # Tables copied into a plain folder (or msprof-analyze's cluster_analysis_output).
             source = Source(label=os.path.basename(folder) or folder, root=folder, layout="folder")
             _add_tables(source, folder, problems)

@@ -34,6 +34,8 @@ class Rank:
     utilization: Dict[str, Any] = field(default_factory=dict)   # sample-based per-core pipe ratios
     host_apis: List[Dict[str, Any]] = field(default_factory=list)  # api_statistic: the slowest host APIs
     problems: List[str] = field(default_factory=list)
+    unused: List[str] = field(default_factory=list)  # files seen and not read (listed in the output)
+    timeline: Any = None                 # HostTimeline: host-side events (trace_view.json or the .db)
 
     def core_count(self) -> Any:
         return self.source.core_count(self.device or None)

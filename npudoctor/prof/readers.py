@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
 import os
 from typing import Any, Dict, List, Mapping
 
 from npudoctor.prof.columns import column_map
-from npudoctor.prof.layout import MAX_JSON_BYTES, Source
+from npudoctor.prof.layout import Source
 from npudoctor.prof.model import Rank
 from npudoctor.prof.tables import ReadNotes, TableError, iter_frames, open_table, read_small
 
@@ -17,8 +16,15 @@ def read_source(source: Source, settings: Mapping[str, Any], steps: int) -> List
 
     min_task_us = float(settings.get("min_task_us", 20))
     bound_ratio = float(settings.get("bound_ratio", 0.8))
-    base = Rank(label=source.label, source=source, problems=list(source.problems))
+    base = Rank(label=source.label, source=source, problems=list(source.problems), unused=list(source.unused))
     stats = None
+    text_kernels = bool({"kernel_details", "task_time", "op_statistic"} & set(source.tables) or source.timelines)
+    if source.databases and not text_kernels:
+        from npudoctor.prof.dbreader import read_databases
+
+        read_databases(base, source, min_task_us, bound_ratio, steps)
+        return _split_devices(base) if base.kernel is not None else [base]
+    base.unused.extend(source.databases + source.analysis_dbs)  # the text tables of the same run are read
     if "kernel_details" in source.tables:
         stats = kernels.aggregate_csv("kernel_details", source.tables["kernel_details"], min_task_us, bound_ratio)
     elif "task_time" in source.tables:
@@ -35,6 +41,15 @@ def read_source(source: Source, settings: Mapping[str, Any], steps: int) -> List
             base.kernel = stats
             base.tables_read[stats.table] = list(stats.files)
             base.groups = kernels.last_steps(stats.groups, steps)
+    if stats is not None and stats.timeline is not None:
+        base.timeline = stats.timeline
+    elif source.traces:  # the host side of the run (DataLoader, GC, synchronisation, AI Core frequency)
+        from npudoctor.prof.timeline import read_events
+
+        base.timeline, _, trace_problems = read_events(source.traces)
+        base.problems.extend(trace_problems)
+    if base.timeline is not None and base.timeline.sources:
+        base.tables_read.setdefault("trace_view", list(base.timeline.sources))
     _read_step_trace(base, source, steps)
     _read_memory(base, source)
     _read_communication(base, source)
@@ -62,7 +77,7 @@ def _split_cluster(base: Rank) -> List[Rank]:
     ranks = []
     for index, part in table.groupby(table["row_index"].astype(str), sort=False):
         rank = Rank(label=f"rank {index}", source=base.source, tables_read=dict(base.tables_read),
-                    step_trace=part, problems=list(base.problems))
+                    step_trace=part, problems=list(base.problems), unused=list(base.unused))
         rank.links = [link for link in base.links if link["path"] and link["path"][-1] == index]
         ranks.append(rank)
     return sorted(ranks, key=lambda r: (len(r.label), r.label))
@@ -83,7 +98,7 @@ def _split_devices(base: Rank) -> List[Rank]:
         label = f"{base.label} device {device}" + (f" (rank {rank_id})" if rank_id not in (None, -1, "-1") else "")
         rank = Rank(label=label, source=base.source, device=str(device), kernel=base.kernel,
                     groups=base.groups[base.groups["device"] == device], tables_read=dict(base.tables_read),
-                    problems=list(base.problems))
+                    problems=list(base.problems), unused=list(base.unused), timeline=base.timeline)
         if base.step_trace is not None and "device_id" in base.step_trace.columns:
             rank.step_trace = base.step_trace[base.step_trace["device_id"].astype(str) == str(device)]
         ranks.append(rank)
@@ -145,14 +160,20 @@ def _read_step_trace(rank: Rank, source: Source, steps: int) -> None:
         return
     import pandas as pd
 
-    table = pd.concat(frames, ignore_index=True)
+    rank.step_trace = last_steps_of_trace(pd.concat(frames, ignore_index=True), steps)
+    rank.tables_read["step_trace_time"] = list(paths)
+
+
+def last_steps_of_trace(table: Any, steps: int) -> Any:
+    """Only the rows of the last ``steps`` steps of a step trace (all of it when 0 or no step is a number)."""
+    import pandas as pd
+
     if steps and "step" in table.columns:
         numbers = pd.to_numeric(table["step"], errors="coerce")
         known = sorted(set(numbers.dropna()))
         if known:
             table = table[numbers.isin(known[-steps:])]
-    rank.step_trace = table
-    rank.tables_read["step_trace_time"] = list(paths)
+    return table
 
 
 def _read_api_statistic(rank: Rank, source: Source) -> None:
@@ -252,43 +273,60 @@ def _read_memory(rank: Rank, source: Source) -> None:
     rank.memory = memory
 
 
+WANTED_COMMUNICATION = ("Communication Bandwidth Info", "Communication Time Info")
+
+
 def _read_communication(rank: Rank, source: Source) -> None:
+    """Every operator's ``Communication Bandwidth Info`` per transport, with the keys leading to it (step,
+    group, op, rank), streamed: a file of any size holds only the link records in memory."""
+    from npudoctor.prof.jsonstream import JsonStreamError, iter_members
+    from npudoctor.prof.tables import TableError, check_regular_file
+
     for path in source.communication:
-        try:
-            if not os.path.isfile(path) or os.path.getsize(path) > MAX_JSON_BYTES:
-                rank.problems.append(f"{path}: not a regular file under {MAX_JSON_BYTES >> 20} MiB, not read")
-                continue
-            with open(path, "rb") as handle:
-                data = json.loads(handle.read().decode("utf-8", errors="replace"))
-        except (OSError, ValueError) as exc:
-            rank.problems.append(f"{path}: not readable JSON ({str(exc).splitlines()[0][:120]})")
-            continue
         before = len(rank.links)
-        _walk_links(data, [], rank.links)
+        notes: List[str] = []
+        try:
+            check_regular_file(path)
+            with open(path, "rb") as handle:
+                for trail, members in iter_members(handle, WANTED_COMMUNICATION, notes=notes):
+                    _add_links(list(trail), members, rank.links)
+        except TableError as exc:
+            rank.problems.append(str(exc))
+        except OSError as exc:
+            rank.problems.append(f"{path}: {exc.strerror or exc}")
+        except JsonStreamError as exc:
+            rank.problems.append(f"{path}: {exc} (read up to there)")
+        rank.problems.extend(f"{path}: {note}" for note in notes)
         if len(rank.links) > before:
             rank.tables_read.setdefault("communication", []).append(path)
 
 
-def _walk_links(node: Any, trail: List[str], out: List[Dict[str, Any]], depth: int = 0) -> None:
-    """Every ``Communication Bandwidth Info`` block, with the keys leading to it (step, group, op, rank)."""
-    if depth > 8 or not isinstance(node, dict):
+def _add_links(trail: List[str], members: Mapping[str, Any], out: List[Dict[str, Any]]) -> None:
+    bandwidth = members.get("Communication Bandwidth Info")
+    if not isinstance(bandwidth, dict):
         return
-    bandwidth = node.get("Communication Bandwidth Info")
-    if isinstance(bandwidth, dict):
-        timing_info = node.get("Communication Time Info")
-        timing: Dict[str, Any] = timing_info if isinstance(timing_info, dict) else {}
-        for transport, values in bandwidth.items():
-            if not isinstance(values, dict):
-                continue
-            try:
-                size = float(values.get("Transit Size(MB)", 0) or 0)
-                speed = float(values.get("Bandwidth(GB/s)", 0) or 0)
-                time_ms = float(values.get("Transit Time(ms)", 0) or 0)
-            except (TypeError, ValueError):
-                continue
-            out.append({"path": list(trail), "transport": str(transport), "size_mb": size,
-                        "bandwidth_gbps": speed, "transit_ms": time_ms,
-                        "wait_ratio": timing.get("Wait Time Ratio"), "elapse_ms": timing.get("Elapse Time(ms)")})
-        return
-    for key, value in node.items():
-        _walk_links(value, [*trail, str(key)], out, depth + 1)
+    timing_info = members.get("Communication Time Info")
+    timing: Dict[str, Any] = timing_info if isinstance(timing_info, dict) else {}
+    for transport, values in bandwidth.items():
+        if not isinstance(values, dict):
+            continue
+        size, speed, time_ms = (_finite(values.get(key)) for key in
+                                ("Transit Size(MB)", "Bandwidth(GB/s)", "Transit Time(ms)"))
+        if size is None or speed is None or time_ms is None:
+            continue
+        out.append({"path": trail, "transport": str(transport)[:32], "size_mb": size, "bandwidth_gbps": speed,
+                    "transit_ms": time_ms, "wait_ratio": _finite(timing.get("Wait Time Ratio")),
+                    "elapse_ms": _finite(timing.get("Elapse Time(ms)"))})
+
+
+def _finite(value: Any) -> Any:
+    """A finite float (None, "" and missing read as 0 as the writers mean them; anything else unreadable)."""
+    if value is None or value == "":
+        return 0.0
+    if isinstance(value, bool):
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return number if number == number and abs(number) != float("inf") else None

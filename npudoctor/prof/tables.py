@@ -75,19 +75,32 @@ def open_table(path: str, cmap: ColumnMap) -> Resolved:
     return resolve(read_header(path), cmap)
 
 
+MAX_SHORT_ROWS = 100_000
+
+
 class ReadNotes:
-    """What a read had to forgive: rows with the wrong number of cells are skipped and counted."""
+    """What a read had to forgive. A row with too few cells is read when every wanted cell is there and the
+    numeric ones hold numbers (the missing cells are then trailing ones nobody asked for); otherwise it is
+    skipped and counted, like a row with too many cells. pyarrow and pandas decide the same way."""
 
     def __init__(self) -> None:
         self.bad_rows = 0
         self.first_bad_line: Optional[int] = None
+        self.short: List[str] = []   # raw text of short rows Arrow handed back, judged after the file
         self.bad_cells = 0  # numbers out of range (inf, nan, beyond MAX_CELL_VALUE), read as empty
 
     def skip(self, row: Any) -> str:
-        self.bad_rows += 1
-        if self.first_bad_line is None:
-            self.first_bad_line = getattr(row, "number", None)
+        actual, expected = getattr(row, "actual_columns", 0), getattr(row, "expected_columns", 0)
+        if actual < expected and len(self.short) < MAX_SHORT_ROWS and isinstance(getattr(row, "text", None), str):
+            self.short.append(row.text)
+            return "skip"
+        self.count_bad(getattr(row, "number", None))
         return "skip"
+
+    def count_bad(self, line: Optional[int] = None, rows: int = 1) -> None:
+        self.bad_rows += rows
+        if self.first_bad_line is None and line is not None:
+            self.first_bad_line = line
 
     def describe(self, path: str) -> Optional[str]:
         parts = []
@@ -123,7 +136,7 @@ def iter_chunks(path: str, resolved: Resolved, wanted: Sequence[str], numeric: S
                 else:
                     yield chunk.rename(columns=rename)
             return
-    for frame in _pandas_frames(path, list(columns.values()), numeric_cells, chunk_rows):
+    for frame in _pandas_frames(path, list(columns.values()), numeric_cells, chunk_rows, notes=notes):
         yield _empty_out_of_range(frame, numeric_cells, notes).rename(columns=rename)
 
 
@@ -194,8 +207,8 @@ def _arrow_batches(path: str, cells: List[str], numeric_cells: Any, notes: ReadN
             raise TableError(f"{path}: {_one_line(exc)}") from None
         # Not UTF-8 (a GBK operator name), not a number in the first block, or a cell larger than a block:
         # the lenient reader does it all.
-        notes.bad_rows = 0
-        yield from _pandas_frames(path, cells, numeric_cells, CHUNK_ROWS)
+        notes.bad_rows, notes.short = 0, []
+        yield from _pandas_frames(path, cells, numeric_cells, CHUNK_ROWS, notes=notes)
         return
     except OSError as exc:
         raise TableError(f"{path}: {_one_line(exc)}") from None
@@ -204,16 +217,76 @@ def _arrow_batches(path: str, cells: List[str], numeric_cells: Any, notes: ReadN
         try:
             batch = reader.read_next_batch()
         except StopIteration:
-            return
+            break
         except pa.ArrowInvalid as exc:
             if not _lenient_reader_can(exc):
                 raise TableError(f"{path}: {_one_line(exc)}") from None
             # A cell that is not a number where numbers belong, or one larger than a block (a 2 MiB shape
             # list): the rest of the file the slow, lenient way.
-            yield from _pandas_frames(path, cells, numeric_cells, CHUNK_ROWS, skip_rows=done_rows)
+            skipped = notes.bad_rows + len(notes.short)
+            yield from _short_rows(path, cells, numeric_cells, notes)
+            yield from _pandas_frames(path, cells, numeric_cells, CHUNK_ROWS, skip_rows=done_rows + skipped,
+                                      notes=notes)
             return
         done_rows += batch.num_rows
         yield batch
+    yield from _short_rows(path, cells, numeric_cells, notes)
+
+
+def _valid_numbers(column: Any) -> Any:
+    """True where a text cell is a number or one of the null spellings (a pandas Series of str)."""
+    import pandas as pd
+
+    stripped = column.str.strip()
+    return stripped.isin(NULLS) | pd.to_numeric(stripped, errors="coerce").notna()
+
+
+def _short_rows(path: str, cells: List[str], numeric_cells: Any, notes: ReadNotes) -> Iterator[pd.DataFrame]:
+    """The short rows Arrow handed back, judged as :class:`ReadNotes` says, as one DataFrame."""
+    if not notes.short:
+        return
+    import pandas as pd
+
+    header = read_header(path)
+    index = {cell: header.index(cell) for cell in cells if cell in header}
+    records = []
+    for text in notes.short:
+        values = next(csv.reader(io.StringIO(text)), [])
+        if all(i < len(values) for i in index.values()):
+            records.append({cell: values[i] for cell, i in index.items()})
+        else:
+            notes.count_bad()
+    notes.short = []
+    if not records:
+        return
+    frame = pd.DataFrame.from_records(records, columns=list(index))
+    frame = _judge_short(frame, list(index), numeric_cells, notes)
+    if len(frame):
+        yield _convert(frame, list(index), numeric_cells)
+
+
+def _judge_short(frame: Any, cells: List[str], numeric_cells: Any, notes: ReadNotes) -> Any:
+    import pandas as pd
+
+    keep = frame[cells].notna().all(axis=1) if len(cells) else pd.Series(True, index=frame.index)
+    for cell in cells:
+        if cell in numeric_cells:
+            keep &= _valid_numbers(frame[cell].fillna(""))
+    if (~keep).any():
+        notes.count_bad(rows=int((~keep).sum()))
+    return frame[keep]
+
+
+def _convert(chunk: Any, cells: List[str], numeric_cells: Any) -> Any:
+    import pandas as pd
+
+    for cell in cells:
+        column = chunk[cell].str.strip()
+        if cell in numeric_cells:
+            chunk[cell] = pd.to_numeric(column, errors="coerce").astype(float)
+        else:
+            chunk[cell] = column.where(~column.isin(NULLS))
+    return chunk
 
 
 def _lenient_reader_can(exc: Exception) -> bool:
@@ -223,27 +296,59 @@ def _lenient_reader_can(exc: Exception) -> bool:
 
 
 def _pandas_frames(path: str, cells: List[str], numeric_cells: Any, chunk_rows: int,
-                   skip_rows: int = 0) -> Iterator[pd.DataFrame]:
+                   skip_rows: int = 0, notes: Optional[ReadNotes] = None) -> Iterator[pd.DataFrame]:
     """pandas' C parser, every cell read as text and converted here (stray spaces, tabs and N/A allowed).
 
-    Unlike Arrow (which skips them), pandas pads a row with too few cells with empty cells.
+    pandas pads a row with too few cells (its padding reads as NaN, an empty cell as ""): the header's last
+    column is read too, so such rows are found and judged as :class:`ReadNotes` says, as with Arrow.
     """
     import pandas as pd
 
+    notes = notes or ReadNotes()
+    header = read_header(path)
+    index = {cell: header.index(cell) for cell in cells if cell in header}
+    short = _short_positions(path, len(header), skip_rows, notes)
     try:
         chunks = pd.read_csv(path, usecols=cells, dtype=str, keep_default_na=False, chunksize=chunk_rows,
                              skiprows=range(1, skip_rows + 1) if skip_rows else None,
                              encoding="utf-8", encoding_errors="replace", on_bad_lines="skip")
         for chunk in chunks:
-            for cell in cells:
-                column = chunk[cell].str.strip()
-                if cell in numeric_cells:
-                    chunk[cell] = pd.to_numeric(column, errors="coerce").astype(float)
-                else:
-                    chunk[cell] = column.where(~column.isin(NULLS))
-            yield chunk
+            here = [position for position in short if position in chunk.index] if short else []
+            if here:
+                rows = chunk.loc[here]
+                width = len(header)
+                present = pd.Series([width > short[p] and all(i < short[p] for i in index.values()) for p in here],
+                                    index=rows.index)  # a long row is skipped, as Arrow does
+                if (~present).any():
+                    notes.count_bad(rows=int((~present).sum()))
+                judged = _judge_short(rows[present], cells, numeric_cells, notes)
+                chunk = pd.concat([chunk.drop(index=here), judged]).sort_index()
+            yield _convert(chunk, cells, numeric_cells)
     except (ValueError, pd.errors.ParserError, OSError) as exc:
         raise TableError(f"{path}: {_one_line(exc)}") from None
+
+
+def _short_positions(path: str, width: int, skip_rows: int, notes: ReadNotes) -> Dict[int, int]:
+    """pandas pads a short row with the same "" an empty cell reads as, and (reading some columns) keeps a long
+    one: one pass of the csv module finds both (row position -> cells), so pandas decides and counts as Arrow
+    does. Only the lenient path pays for it."""
+    short: Dict[int, int] = {}
+    position = 0
+    try:
+        with open(path, encoding="utf-8", errors="replace", newline="") as handle:
+            reader = csv.reader(handle)
+            next(reader, None)
+            for number, row in enumerate(reader):
+                if not row:
+                    continue  # a blank line: skipped by both readers, not counted
+                if number < skip_rows:
+                    continue
+                if len(row) != width and len(short) < MAX_SHORT_ROWS:
+                    short[position] = len(row)  # no line number: Arrow gives none either (newlines_in_values)
+                position += 1
+    except (OSError, csv.Error):
+        return short
+    return short
 
 
 def _one_line(exc: BaseException) -> str:

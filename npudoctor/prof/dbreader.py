@@ -1,0 +1,109 @@
+"""A source whose profile is a ``.db`` export, read into the same Rank figures the CSV readers give."""
+
+from __future__ import annotations
+
+from typing import Any, List, Set
+
+from npudoctor.prof.columns import column_map
+from npudoctor.prof.layout import Source
+from npudoctor.prof.model import Rank
+from npudoctor.prof.tables import TableError
+
+CUBE_SPELLINGS = ("cube_utilization(%)", "Cube Utilization(%)")
+
+
+def read_databases(rank: Rank, source: Source, min_task_us: float, bound_ratio: float, steps: int) -> None:
+    """Fill ``rank`` from the source's profiler .db files (kernel groups, memory, host APIs, host timeline)
+    and analysis.db (step trace, link bandwidth). A file that cannot be read is one problem line."""
+    import pandas as pd
+
+    from npudoctor.prof import database
+    from npudoctor.prof.kernels import KEYS, KernelStats, _combine, last_steps
+    from npudoctor.prof.timeline import NODE_LAUNCH, SYNC_STREAM, HostTimeline
+
+    cmap = column_map("kernel_details")
+    ratio_spellings = {name: cmap.spellings.get(name, (name,)) for name in cmap.groups.get("pipe_ratios", ())}
+    parts: List[Any] = []
+    columns: List[str] = []
+    extra: List[str] = []
+    read: List[str] = []
+    timeline = HostTimeline()
+    op_state_values: Set[str] = set()
+    for path in source.databases:
+        try:
+            with database.ProfileDb(path) as db:
+                rows, facts = database.kernel_groups(db, min_task_us, bound_ratio, ratio_spellings, CUBE_SPELLINGS)
+                if rows:
+                    frame = pd.DataFrame.from_records(rows, columns=[*KEYS, "n", "dur_sum", "dur_max", "cube_wsum",
+                                                                     "cube_dur"])
+                    frame["long"] = frame["long"].astype(bool)
+                    parts.append(frame)
+                    columns.extend(c for c in facts["columns"] if c not in columns)
+                    extra.extend(c for c in facts.get("extra_columns", []) if c not in extra)
+                    op_state_values.update(str(v).lower() for v in frame["op_state"].unique())
+                peaks = database.memory_peaks(db)
+                if peaks:
+                    rank.memory["peaks"] = peaks
+                    rank.memory["largest_allocations"] = database.largest_allocations(db)
+                rank.host_apis = database.host_apis(db) or rank.host_apis
+                _read_timeline(db, timeline, SYNC_STREAM, NODE_LAUNCH)
+                read.append(path)
+        except TableError as exc:
+            rank.problems.append(str(exc))
+    if read:
+        rank.tables_read["db"] = read
+    if not timeline.empty:
+        timeline.sources = list(read)
+        rank.timeline = timeline
+    groups = _combine(parts)
+    for name, mapping in cmap.values.items():  # cell spellings of older versions, as for the CSV
+        key = {"core_type": "core", "op_type": "op_type"}.get(name)
+        if key and mapping and len(groups):
+            groups[key] = groups[key].astype(object).replace(mapping)
+    # An OP State column that says nothing (every value N/A or empty) is no OP State: "unknown", not "static".
+    if op_state_values <= {"", "n/a", "none", "nan"}:
+        columns = [c for c in columns if c != "op_state"]
+    if len(groups):
+        rank.kernel = KernelStats(table="db", files=list(read), columns=tuple(columns), extra_columns=tuple(extra),
+                                  groups=groups, rows=int(groups["n"].sum()))
+        rank.groups = last_steps(groups, steps)
+    _read_analysis(rank, source, steps)
+
+
+def _read_timeline(db: Any, timeline: Any, sync_stream: str, node_launch: str) -> None:
+    from npudoctor.prof import database
+    from npudoctor.prof.timeline import OP_COMPILE
+
+    for duration in database.gc_durations(db):
+        timeline.add_host("GC", "gc", 0.0, duration)
+    for name, start, duration in database.framework_events(db, "dataloader"):
+        timeline.add_host(name, "", start, duration)
+    for name, start, duration in database.framework_events(db, "syncbatchnorm"):
+        if "dataloader" not in name.lower():
+            timeline.add_host(name, "", start, duration)
+    for name, start, duration in database.host_events(db, (sync_stream, node_launch, OP_COMPILE)):
+        timeline.add_host(name, "", start, duration)
+    for start, mhz in database.aicore_freq(db):
+        timeline.add_freq(start, mhz)
+
+
+def _read_analysis(rank: Rank, source: Source, steps: int) -> None:
+    import pandas as pd
+
+    from npudoctor.prof import database
+    from npudoctor.prof.readers import last_steps_of_trace
+
+    records: List[Any] = []
+    read: List[str] = []
+    for path in source.analysis_dbs:
+        try:
+            with database.ProfileDb(path) as db:
+                records.extend(database.step_trace(db))
+                rank.links.extend(database.links(db))
+                read.append(path)
+        except TableError as exc:
+            rank.problems.append(str(exc))
+    if records:
+        rank.step_trace = last_steps_of_trace(pd.DataFrame.from_records(records), steps)
+    if read:
+        rank.tables_read["analysis_db"] = read

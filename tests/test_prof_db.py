@@ -1,0 +1,225 @@
+"""The profiling doctor on .db exports: the same findings as the CSVs of the same run; hostile files refused.
+
+The .db files are built by tests/profdb.py from the real samples' rows in the real schema (constructed: no
+public repository carries a real export).
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from pathlib import Path
+from typing import Any, Dict, List, Tuple
+
+import pytest
+
+from npudoctor.prof import database
+from npudoctor.prof.engine import ProfInputError, analyze
+from npudoctor.prof.tables import TableError
+from tests import profdb, profdirs
+from tests.bounded import run_npudoctor
+
+KERNELS = ["prof_kernel_details_memory_metrics.csv", "prof_kernel_details_pipeutil_matmul_bf16.csv"]
+
+
+def verdicts(result: Any) -> List[Tuple[str, str, str]]:
+    return sorted((f.id, f.status.value, f.subject) for f in result.findings)
+
+
+def numbers(result: Any) -> Dict[str, Any]:
+    """The figures a user reads, per check: shares, counts and the top operators."""
+    out: Dict[str, Any] = {}
+    for finding in result.findings:
+        evidence = finding.evidence
+        keep = {k: evidence[k] for k in ("count", "max_share", "cube_utilization_pct", "dynamic_share", "ranks")
+                if k in evidence}
+        if "operators" in evidence:
+            keep["operators"] = [o["op_type"] for o in evidence["operators"]]
+        out[f"{finding.id} {finding.subject}"] = keep
+    return out
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_csv_and_db_of_one_run_give_the_same_findings(tmp_path: Path, kernel: str) -> None:
+    text = analyze([str(profdirs.torch_npu_rank(tmp_path / "text", rank=0, kernel=kernel))])
+    db = analyze([str(profdb.torch_npu_db_rank(tmp_path / "db", rank=0, kernel=kernel))])
+    assert verdicts(db) == verdicts(text)
+    ours, theirs = numbers(db), numbers(text)
+    assert ours.keys() == theirs.keys()
+    for key in ours:
+        assert ours[key].keys() == theirs[key].keys(), key
+        for name in ("count", "max_share", "cube_utilization_pct"):
+            if name in theirs[key]:
+                assert ours[key][name] == pytest.approx(theirs[key][name], rel=1e-4, abs=1e-3), (key, name)
+        assert ours[key].get("operators") == theirs[key].get("operators"), key
+        if isinstance(theirs[key].get("dynamic_share"), dict):
+            assert ours[key]["dynamic_share"] == pytest.approx(theirs[key]["dynamic_share"], abs=1e-3), key
+    text_rank, db_rank = text.to_dict()["ranks"][0], db.to_dict()["ranks"][0]
+    assert db_rank["by_core"] == text_rank["by_core"]
+    assert db_rank["device_time_us"] == pytest.approx(text_rank["device_time_us"], abs=0.01)
+    assert db_rank["label"] == text_rank["label"] == "rank 0"
+    assert set(db_rank["tables"]) == {"db", "analysis_db"}
+    assert db_rank["memory"]["peaks"]["PTA"]["reserved_mb"] == pytest.approx(8664.0)
+
+
+def test_dynamic_shape_from_the_db_opstate(tmp_path: Path) -> None:
+    pt = profdb.torch_npu_db_rank(tmp_path, rank=3, kernel=KERNELS[1], extras=False)
+    (dynamic,) = [f for f in analyze([str(pt)]).findings if f.id == "PROF008"]
+    assert dynamic.status.value == "warn" and dynamic.evidence["dynamic_share"]["rank 3"] == pytest.approx(1.0)
+
+
+def test_an_opstate_column_of_only_na_is_unknown_not_static(tmp_path: Path) -> None:
+    """The memory-metrics run has no OP State: the db holds N/A in every row (as CANN writes it): SKIP."""
+    pt = profdb.torch_npu_db_rank(tmp_path, rank=0, kernel=KERNELS[0], extras=False)
+    (dynamic,) = [f for f in analyze([str(pt)]).findings if f.id == "PROF008"]
+    assert dynamic.status.value == "skip" and dynamic.detail.startswith("unknown")
+
+
+def test_a_db_given_by_path_and_an_msprof_collection_are_read(tmp_path: Path) -> None:
+    path = profdb.write_profiler_db(tmp_path / "ascend_pytorch_profiler_2.db", KERNELS[1], extras=False)
+    result = analyze([str(path)])
+    assert result.ranks[0].tables_read["db"] == [str(path)]
+    prof = tmp_path / "PROF_000001_20260323031749197_00815596RKPKAHRB"
+    prof.mkdir()
+    profdb.write_profiler_db(prof / "msprof_20260323031749.db", KERNELS[1], extras=False)
+    profdirs.put(prof / "device_0", {"info.json.0": "prof_msprof_device_info_json_910.json"})
+    (rank,) = analyze([str(prof)]).ranks
+    assert rank.source.layout == "msprof" and rank.kernel is not None and rank.core_count()[0] == 32
+
+
+def test_text_beside_db_reads_the_text_and_lists_the_db_as_not_used(tmp_path: Path) -> None:
+    pt = profdirs.torch_npu_rank(tmp_path, rank=0)
+    profdb.write_profiler_db(pt / "ASCEND_PROFILER_OUTPUT" / "ascend_pytorch_profiler_0.db", KERNELS[0])
+    doc = analyze([str(tmp_path)]).to_dict()["ranks"][0]
+    assert "kernel_details" in doc["tables"] and "db" not in doc["tables"]
+    assert any(p.endswith("ascend_pytorch_profiler_0.db") for p in doc["not_used"])
+    assert any(p.endswith("communication_matrix.json") for p in doc["not_used"])
+    assert any(p.endswith("npu_module_mem.csv") for p in doc["not_used"])
+
+
+# --- hostile files --------------------------------------------------------------------------------------------
+
+def hostile(tmp_path: Path, name: str = "ascend_pytorch_profiler_0.db") -> Path:
+    return profdb.write_profiler_db(tmp_path / name, KERNELS[1], extras=False)
+
+
+def with_sql(path: Path, *statements: str) -> Path:
+    conn = sqlite3.connect(path)
+    for statement in statements:
+        conn.execute(statement)
+    conn.commit()
+    conn.close()
+    return path
+
+
+CASES = {
+    "not sqlite": (lambda p: (p.write_bytes(b"PK\x03\x04" + os.urandom(4096)), p)[1], "not an SQLite database"),
+    "encrypted": (lambda p: (p.write_bytes(os.urandom(8192)), p)[1], "not an SQLite database"),
+    "truncated": (lambda p: (p.write_bytes(hostile(p.parent, "x.db").read_bytes()[:3000]), p)[1], ""),
+    "view": (lambda p: with_sql(hostile(p.parent, p.name), "CREATE VIEW V AS SELECT * FROM TASK"), "holds a view"),
+    "trigger": (lambda p: with_sql(hostile(p.parent, p.name), "CREATE TRIGGER T AFTER INSERT ON TASK BEGIN "
+                                   "DELETE FROM TASK; END"), "holds a trigger"),
+    "wal beside": (lambda p: (hostile(p.parent, p.name), (p.parent / (p.name + "-wal")).write_bytes(b"\0" * 32),
+                              p)[2], "wal file lies beside it"),
+    "empty file": (lambda p: (p.write_bytes(b""), p)[1], "not an SQLite database"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_hostile_db_is_a_one_line_error(tmp_path: Path, case: str) -> None:
+    build, fragment = CASES[case]
+    path = build(tmp_path / "ascend_pytorch_profiler_0.db")
+    (tmp_path / "x.db").unlink(missing_ok=True)
+    outcome = run_npudoctor(["prof", "analyze", str(path)])
+    outcome.assert_one_line_error(fragment)
+    outcome.assert_cheap()
+
+
+def test_a_virtual_table_is_refused(tmp_path: Path) -> None:
+    path = hostile(tmp_path)
+    try:
+        with_sql(path, "CREATE VIRTUAL TABLE V USING rtree(id, minx, maxx)")
+    except sqlite3.OperationalError:
+        pytest.skip("this sqlite has no rtree module")
+    with pytest.raises(ProfInputError, match="virtual table"):
+        analyze([str(path)])
+
+
+def test_size_cap_and_query_deadline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = hostile(tmp_path)
+    monkeypatch.setattr(database, "MAX_DB_BYTES", 1024)
+    with pytest.raises(ProfInputError, match="larger than"):
+        analyze([str(path)])
+    monkeypatch.setattr(database, "MAX_DB_BYTES", 1 << 30)
+    conn = sqlite3.connect(path)  # enough rows that the grouping query runs past a zero deadline
+    conn.executemany("INSERT INTO TASK (startNs, endNs, deviceId, globalTaskId) VALUES (?, ?, 0, ?)",
+                     [(i, i + 50_000, 1000 + i) for i in range(60_000)])
+    conn.executemany("INSERT INTO COMPUTE_TASK_INFO (globalTaskId, taskType, opType) VALUES (?, 1, 1)",
+                     [(1000 + i,) for i in range(60_000)])
+    conn.commit()
+    conn.close()
+    monkeypatch.setattr(database, "QUERY_SECONDS", 0.0)
+    with pytest.raises(ProfInputError, match="ran past"):
+        analyze([str(path)])
+
+
+def test_a_huge_string_value_is_refused_not_loaded(tmp_path: Path) -> None:
+    path = hostile(tmp_path)
+    with_sql(path, f"UPDATE STRING_IDS SET value = '{'A' * (database.MAX_VALUE_BYTES + 10)}' WHERE value = 'AI_CORE'")
+    with pytest.raises(ProfInputError) as caught:
+        analyze([str(path)])
+    assert "\n" not in str(caught.value)
+
+
+def test_the_db_is_opened_read_only_and_never_written(tmp_path: Path) -> None:
+    path = hostile(tmp_path)
+    before = (path.stat().st_mtime_ns, path.read_bytes())
+    with database.ProfileDb(str(path)) as db:
+        for statement in ("DELETE FROM TASK", "SELECT * FROM sqlite_master",  # only the mapped tables are read
+                          "ATTACH DATABASE ':memory:' AS other", "PRAGMA query_only = OFF"):
+            with pytest.raises(TableError):
+                list(db.rows(statement))
+    assert (path.stat().st_mtime_ns, path.read_bytes()) == before
+    assert sorted(os.listdir(tmp_path)) == [path.name]  # no journal, no WAL left behind
+
+
+def test_seeded_mutations_of_a_db_raise_nothing_but_the_readers_error(tmp_path: Path) -> None:
+    """Random bytes of a real-schema .db flipped, a few hundred times: a result or ProfInputError, no other
+    exception (the sqlite3 errors of a corrupt file become one line). NPUDOCTOR_FUZZ_TRIALS raises the count."""
+    import random
+
+    source = profdb.write_profiler_db(tmp_path / "base.db", KERNELS[1], extras=True).read_bytes()
+    rng = random.Random(20)
+    trials = int(os.environ.get("NPUDOCTOR_FUZZ_TRIALS", "150"))
+    outcomes = {"read": 0, "refused": 0}
+    for trial in range(trials):
+        data = bytearray(source)
+        for _ in range(rng.choice((1, 4, 32))):
+            data[rng.randrange(100, len(data))] = rng.randrange(256)  # past the magic: the pages themselves
+        folder = tmp_path / f"t{trial}"
+        folder.mkdir()
+        path = folder / "ascend_pytorch_profiler_0.db"
+        path.write_bytes(bytes(data))
+        try:
+            analyze([str(path)])
+            outcomes["read"] += 1
+        except ProfInputError as exc:
+            assert "\n" not in str(exc)
+            outcomes["refused"] += 1
+    assert sum(outcomes.values()) == trials and outcomes["read"] > 0
+
+
+def test_null_and_odd_cells_give_valid_json(tmp_path: Path) -> None:
+    """NULL durations, text in number columns, 1e999: a machine format never holds NaN or Infinity."""
+    import json
+
+    pt = profdb.torch_npu_db_rank(tmp_path, rank=0, kernel=KERNELS[1])
+    out = pt / "ASCEND_PROFILER_OUTPUT"
+    with_sql(out / "ascend_pytorch_profiler_0.db", "UPDATE TASK SET endNs = NULL WHERE rowid % 3 = 0",
+             "UPDATE TASK SET startNs = 'x' WHERE rowid % 5 = 0", "UPDATE COMPUTE_TASK_INFO SET blockNum = 'NO'",
+             "UPDATE MEMORY_RECORD SET totalReserved = 1e999", "UPDATE OP_MEMORY SET size = NULL")
+    with_sql(out / "analysis.db", "UPDATE CommAnalyzerBandwidth SET bandwidth = 'fast', transit_size = NULL",
+             "UPDATE StepTraceTime SET free = 1e999")
+    outcome = run_npudoctor(["prof", "analyze", str(pt), "--format", "json"])
+    assert outcome.rc in (0, 1), outcome.stderr[-2000:]
+    json.loads(outcome.stdout, parse_constant=lambda name: pytest.fail(f"{name} in the JSON"))
