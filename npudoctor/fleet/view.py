@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 from npudoctor.model.profile import flatten
+from npudoctor.untrusted import clean, clean_value, csv_cell, one_line
 
 SCHEMA = "npudoctor.fleet/1"
 REPORT_SCHEMA = "npudoctor.report/1"
@@ -318,8 +319,11 @@ def from_documents(documents: Iterable[Tuple[Dict[str, Any], str]]) -> FleetView
 
 
 # -- output ------------------------------------------------------------------------------------------------
+# Every string a report brought (host names, check IDs and titles, inventory values) is someone else's text:
+# each output redacts it and drops control characters; text and CSV keep it on one line, CSV never starts a
+# formula (npudoctor.untrusted).
 def to_dict(view: FleetView) -> Dict[str, Any]:
-    return {
+    return clean_value({
         "schema": SCHEMA,
         "summary": {**to_dict_summary(view), "unreadable": len(view.errors)},
         "failing_checks": [{"id": check_id, "title": view.titles.get(check_id, ""), "nodes": nodes}
@@ -331,7 +335,7 @@ def to_dict(view: FleetView) -> Dict[str, Any]:
         "nodes": [{"name": n.name, "source": n.source, "verdict": n.verdict, "failing": list(n.failing),
                    "warning": list(n.warning), "inventory": view.inventory_of(n)} for n in view.nodes],
         "unreadable": [{"path": p, "reason": r} for p, r in view.errors],
-    }
+    })
 
 
 def render_json(view: FleetView) -> str:
@@ -344,11 +348,13 @@ def render_csv(view: FleetView) -> str:
 
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(["node", "verdict", "failing", "warning", "source", *view.fields])
+    writer.writerow([csv_cell(clean(name)) for name in ["node", "verdict", "failing", "warning", "source",
+                                                          *view.fields]])
     for node in view.nodes:
         inventory = view.inventory_of(node)
-        writer.writerow([node.name, node.verdict, " ".join(node.failing), " ".join(node.warning), node.source,
-                         *("" if inventory[f] is None else inventory[f] for f in view.fields)])
+        cells = [node.name, node.verdict, " ".join(node.failing), " ".join(node.warning), node.source,
+                 *("" if inventory[f] is None else inventory[f] for f in view.fields)]
+        writer.writerow([csv_cell(clean(cell)) if isinstance(cell, str) else cell for cell in cells])
     return buffer.getvalue()
 
 
@@ -397,4 +403,4 @@ def to_dict_summary(view: FleetView) -> Dict[str, int]:
 
 
 def render_text(view: FleetView) -> str:
-    return "\n".join(text_lines(view)) + "\n"
+    return "\n".join(one_line(clean(line)) for line in text_lines(view)) + "\n"

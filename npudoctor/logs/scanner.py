@@ -35,6 +35,7 @@ from typing import Any, Callable, Counter, Dict, Iterable, Iterator, List, Optio
 from npudoctor.logs import codes as codebase
 from npudoctor.logs.rules import SEVERITIES, Rule, RuleSet, default_rules
 from npudoctor.parsers.text import decode_text
+from npudoctor.untrusted import clean
 
 CHUNK_BYTES = 8 * 1024 * 1024
 # A "line" without a newline for this long (binary junk, one-line dumps, a log whose newlines were lost) is
@@ -687,12 +688,12 @@ class Scanner:
                 merged.last = _later(merged.last, last)
                 summary.causes[hit.kind, hit.subject] += times
                 continue
-            if not cleaned:
-                cleaned = printable(text)
+            if not cleaned:  # log text is someone else's: no secret, no control character in any output
+                cleaned = clean(text)
             key = self._merge_finding(LogFinding(
-                kind=hit.kind, subject=printable(hit.subject), severity=hit.severity, title=hit.title,
+                kind=hit.kind, subject=clean(hit.subject), severity=hit.severity, title=hit.title,
                 count=times, first=where, last=last, sample=cleaned.strip()[:SAMPLE_CHARS], fix=hit.fix,
-                rule=hit.rule, code=hit.code, details={name: {printable(value)} for name, value in hit.details}),
+                rule=hit.rule, code=hit.code, details={name: {clean(value)} for name, value in hit.details}),
                 _add_capped_values)
             summary.causes[key] += times
 
@@ -911,17 +912,6 @@ def _file_format(summary: FileSummary) -> str:
         if votes[name]:
             return name
     return "text"
-
-
-# Terminal escape sequences (OSC title changes, CSI clear-screen and colours, other ESC sequences) and the
-# control characters left: log text is someone else's text, printed on our user's terminal and in XML.
-_CONTROL = re.compile(r"\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b\[[0-?]*[ -/]*[@-~]?|\x1b[@-_]?|"
-                      r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-
-
-def printable(text: str) -> str:
-    """``text`` without terminal escape sequences and control characters (tabs kept)."""
-    return _CONTROL.sub("", text) if not text.isprintable() else text
 
 
 def _one_line(exc: BaseException) -> str:

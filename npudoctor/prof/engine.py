@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, 
 
 from npudoctor.model.finding import Finding, Report, Status, Summary
 from npudoctor.prof.layout import Source, discover
+from npudoctor.untrusted import clean_value
 
 if TYPE_CHECKING:
     from npudoctor.model.profile import NodeProfile
@@ -63,7 +64,8 @@ class ProfResult:
     def to_dict(self) -> Dict[str, Any]:
         from npudoctor.prof import figures
 
-        return {
+        # Op names and paths come from the profiled job's own files: no secret, no control character.
+        return clean_value({
             "schema": SCHEMA,
             "paths": list(self.paths),
             "ranks": [figures.rank_dict(rank) for rank in self.ranks],
@@ -71,7 +73,7 @@ class ProfResult:
             "findings": [f.to_dict() for f in self.findings],
             "summary": self.summary.to_dict(),
             "problems": list(self.problems),
-        }
+        })
 
 
 def _thresholds(profile: Optional[NodeProfile]) -> Mapping[str, Any]:

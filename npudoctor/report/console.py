@@ -26,12 +26,14 @@ from collections import Counter
 from typing import IO, Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from rich.console import Console
+from rich.segment import Segment
 from rich.text import Text
 
 from npudoctor.model.finding import STATUS_ORDER, Finding, Report, Status
 from npudoctor.report import terminal
 from npudoctor.report.symbols import STYLE
 from npudoctor.report.terminal import FIX_INDENT, FIX_LABEL, fix_lines
+from npudoctor.untrusted import printable
 
 PROBLEM = (Status.FAIL, Status.ERROR)
 # Fixes are shown for these statuses (a passing finding needs none).
@@ -44,6 +46,14 @@ class _Console(Console):
         (``LazyGroup.invoke``: quiet, exit 0)."""
         self.quiet = True
         raise BrokenPipeError
+
+    def _render_buffer(self, buffer: Iterable[Segment]) -> str:
+        """Every text segment loses control characters on its way out (rich's own styles and cursor moves
+        are added after this): whatever a renderer forgot to clean still cannot write to the clipboard,
+        retitle or clear the user's terminal."""
+        return super()._render_buffer(
+            segment if segment.control or segment.text.isprintable() else
+            Segment(printable(segment.text), segment.style, segment.control) for segment in buffer)
 
 
 def make_console(file: Optional[IO[str]] = None, color: Optional[bool] = None, width: Optional[int] = None) -> Console:

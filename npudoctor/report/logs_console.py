@@ -15,10 +15,11 @@ from rich.text import Text
 
 from npudoctor.logs.failon import finding_fails
 from npudoctor.logs.rules import SEVERITY_STATUS
-from npudoctor.logs.scanner import LogFinding, ScanResult, printable
+from npudoctor.logs.scanner import LogFinding, ScanResult
 from npudoctor.model.finding import Status
 from npudoctor.report import terminal
 from npudoctor.report.symbols import STYLE
+from npudoctor.untrusted import printable
 
 # Skipped inputs named per reason before the rest are counted.
 SKIPPED_NAMES_SHOWN = 3

@@ -1,4 +1,4 @@
-"""Secrets never leave the node: redaction applied to everything a bundle stores.
+"""Secrets never leave the node: redaction applied to everything a bundle stores and every report shows.
 
 Two rules, applied to every text a bundle stores (command output, files, plogs, the environment):
 
