@@ -186,7 +186,10 @@ def onboard(profile_name: str, output: str, python: Optional[str], root: Optiona
     report = result.report
     code = report.exit_code(fail_on)
     counts = ", ".join(f"{v} {k}" for k, v in report.summary.to_dict().items())
-    click.echo(f"{'ACCEPTED' if code == 0 else 'NOT ACCEPTED'}: {report.inventory.get('hostname') or '?'} "
+    from npudoctor.untrusted import clean, one_line
+
+    host = one_line(clean(str(report.inventory.get("hostname") or "?")))  # the node's text, on its line
+    click.echo(f"{'ACCEPTED' if code == 0 else 'NOT ACCEPTED'}: {host} "
                f"({counts})")
     for finding in report.findings:
         if finding.status in (Status.FAIL, Status.ERROR) or (fail_on == "warn" and finding.status is Status.WARN):

@@ -75,10 +75,12 @@ def npu_smi(source: str, fmt: str) -> None:
             raise fail_usage(f"{name}: {exc}") from None
         _explain_failure(name, failure)
         raise click.exceptions.Exit(EXIT_FINDINGS) from None
+    from npudoctor.untrusted import clean, clean_value
+
     for note in table.notes:
-        click.echo(f"npudoctor: note: {note}", err=True)
-    if fmt == "json":
-        click.echo(json.dumps(table.to_dict(), indent=2, ensure_ascii=False))
+        click.echo(f"npudoctor: note: {clean(note)}", err=True)
+    if fmt == "json":  # process names are the node's text (arguments, secrets): cleaned as in every report
+        click.echo(json.dumps(clean_value(table.to_dict()), indent=2, ensure_ascii=False))
         return
     _render(table)
 

@@ -12,6 +12,7 @@ import click
 
 from npudoctor.cli import EXIT_FINDINGS, EXIT_OK, fail_usage
 from npudoctor.report.progress import Progress
+from npudoctor.untrusted import clean_value
 
 
 @click.command("train-step")
@@ -92,7 +93,7 @@ def train_step(device_name: str, model: str, batch: int, steps: int, precision: 
         progress.stop()
     report.started = started
     if fmt == "json":
-        click.echo(json.dumps({**document, "report": report.to_dict()}, indent=2, default=str))
+        click.echo(json.dumps(clean_value({**document, "report": report.to_dict()}), indent=2, default=str))
     else:
         from npudoctor.report import train_console
 
@@ -132,7 +133,7 @@ def leak_analyze(path: str, fmt: str, warmup: Optional[int], profile_name: Optio
     verdict = leaks.analyze(records, settings, **({"warmup_steps": warmup} if warmup is not None else {}))
     runs = len({r["run"] for r in records})
     if fmt == "json":
-        click.echo(json.dumps({**verdict.to_dict(), "file": path, "runs": runs}, indent=2))
+        click.echo(json.dumps(clean_value({**verdict.to_dict(), "file": path, "runs": runs}), indent=2))
     else:
         from npudoctor.report import train_console
 

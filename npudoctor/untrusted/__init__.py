@@ -32,10 +32,11 @@ from typing import Any
 from npudoctor.untrusted.redact import redact_text
 
 # Escape sequences whole (OSC to its BEL or ST, only its introducer when it has none; CSI to its final
-# byte; any other ESC and the byte after it), then every control character left but tab and newline, the C1
-# controls, the bidi embeddings, overrides and isolates (U+202A-U+202E, U+2066-U+2069) and the line and
-# paragraph separators.
+# byte; any other ESC and the byte after it; the same for 8-bit CSI and OSC), then every control character
+# left but tab and newline, the C1 controls, the bidi embeddings, overrides and isolates (U+202A-U+202E,
+# U+2066-U+2069) and the line and paragraph separators.
 _CONTROL = re.compile(r"\x1b\][^\x07\x1b\n]{0,4096}(?:\x07|\x1b\\)|\x1b\][0-9;]*|\x1b\[[0-?]*[ -/]*[@-~]?|\x1b[@-_]?|"
+                      r"\x9d[^\x07\x1b\x9c\n]{0,4096}(?:\x07|\x9c)|\x9b[0-?]*[ -/]*[@-~]?|"
                       r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\u2028\u2029]")
 _BREAKS = re.compile(r"[\t\n]+")
 # What a spreadsheet takes for the start of a formula.
