@@ -21,7 +21,8 @@ def fleet(paths: Tuple[str, ...], fmt: str, demo: bool, demo_nodes: int) -> None
     """Many reports or bundles at once: which nodes fail which checks, and version drift.
 
     PATH: `npudoctor check --format json` reports, bundles (.tar.gz or folders), tar archives of reports, or
-    folders holding any of these. Exit 0 when no node fails, 1 when one does, 2 when nothing is readable.
+    folders holding any of these. Exit 0 when no node fails, 1 when one does or an input could not be read,
+    2 when nothing is readable.
     """
     from npudoctor.fleet import view
 
@@ -45,10 +46,11 @@ def fleet(paths: Tuple[str, ...], fmt: str, demo: bool, demo_nodes: int) -> None
             raise fail_usage(error)
     render = {"json": view.render_json, "csv": view.render_csv}.get(fmt, view.render_text)
     click.echo(render(result), nl=False)
-    if result.errors and fmt != "text":  # the text lists them itself; say so where a script's output would not
-        first_path, first_reason = result.errors[0]
-        click.echo(f"npudoctor: warning: {len(result.errors)} input(s) could not be read, first {first_path}: "
-                   f"{first_reason}", err=True)
+    if result.errors:  # the text lists them too; stderr says so for every format (npudoctor.model.inputs)
+        from npudoctor.model.inputs import warning_line
+        from npudoctor.untrusted import clean, one_line
+
+        click.echo(one_line(clean(warning_line(result.errors))), err=True)
     raise click.exceptions.Exit(result.exit_code())
 
 

@@ -53,6 +53,11 @@ def _analyze_and_emit(paths: Tuple[str, ...], profile_name: Optional[str], steps
     except KeyboardInterrupt:
         click.echo("npudoctor: interrupted while reading the profile", err=True)
         raise click.exceptions.Exit(130) from None
+    if result.unreadable:  # some inputs gave nothing: said, and the exit is at least 1 (npudoctor.model.inputs)
+        from npudoctor.model.inputs import warning_line
+        from npudoctor.untrusted import clean, one_line
+
+        click.echo(one_line(clean(warning_line(result.unreadable))), err=True)
     if fmt == "json":
         from npudoctor.report import json_report
 

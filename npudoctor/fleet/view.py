@@ -22,6 +22,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
+from npudoctor.model import inputs
 from npudoctor.model.profile import flatten
 from npudoctor.untrusted import clean, clean_value, csv_cell, one_line
 
@@ -108,9 +109,11 @@ class FleetView:
         return {name: node.inventory[i] if i < len(node.inventory) else None for i, name in enumerate(self.fields)}
 
     def exit_code(self) -> int:
+        """2 when no report was read; else 1 when a node fails or an input could not be read
+        (:mod:`npudoctor.model.inputs`); else 0."""
         if not self.nodes:
-            return 2
-        return 1 if any(node.failing for node in self.nodes) else 0
+            return inputs.EXIT_NOTHING_READABLE
+        return inputs.exit_code(1 if any(node.failing for node in self.nodes) else 0, len(self.errors))
 
 
 class FleetInputError(Exception):

@@ -6,8 +6,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
+from npudoctor.model import inputs
 from npudoctor.model.finding import Finding, Report, Status, Summary
 from npudoctor.prof.layout import Source, discover
 from npudoctor.untrusted import clean_value
@@ -50,13 +51,16 @@ class ProfResult:
     findings: List[Finding]
     problems: List[str]
     paths: Sequence[str] = ()
+    # (input, reason) for every PATH given that gave no readable table, and every rank whose tables all
+    # failed: they make the exit code at least 1 (npudoctor.model.inputs).
+    unreadable: List[Tuple[str, str]] = field(default_factory=list)
 
     @property
     def summary(self) -> Summary:
         return Summary.of(self.findings)
 
     def exit_code(self, fail_on: str = "fail") -> int:
-        return self.as_report().exit_code(fail_on)
+        return inputs.exit_code(self.as_report().exit_code(fail_on), len(self.unreadable))
 
     def as_report(self) -> Report:
         return Report(findings=list(self.findings), tool={"name": "npudoctor prof"}, source=", ".join(self.paths))
@@ -73,6 +77,7 @@ class ProfResult:
             "findings": [f.to_dict() for f in self.findings],
             "summary": self.summary.to_dict(),
             "problems": list(self.problems),
+            "unreadable": [{"input": where, "reason": reason} for where, reason in self.unreadable],
         })
 
 
@@ -111,11 +116,34 @@ def analyze(paths: Sequence[str], profile: Optional[NodeProfile] = None, steps: 
         if not details:  # tables of known names whose columns are foreign or that hold no row said nothing
             details = [f"{', '.join(paths)}: no rows with the columns of an Ascend profiling table"]
         raise ProfInputError("no profiling table could be read: " + "; ".join(details[:3]))
+    unreadable = [(path, _reason(path, problems)) for path in paths if not _gave_sources(path, sources)]
+    unreadable += [(rank.label, rank.problems[0] if rank.problems else "no table could be read")
+                   for rank in ranks if not rank.tables_read]
     for rank in ranks:
         problems.extend(rank.problems)
     ctx = ProfContext(ranks=ranks, settings=settings, logs_dirs=tuple(logs_dirs))
     findings = run_all(ctx)
-    return ProfResult(ranks=ranks, findings=findings, problems=problems, paths=tuple(paths))
+    return ProfResult(ranks=ranks, findings=findings, problems=problems, paths=tuple(paths), unreadable=unreadable)
+
+
+def _gave_sources(path: str, sources: Sequence[Source]) -> bool:
+    """Whether the PATH argument ``path`` led to a source: a table it names, or a source in or around it."""
+    import os
+
+    where = os.path.abspath(path)
+    for source in sources:
+        if any(path in files for files in source.tables.values()):
+            return True
+        root = os.path.abspath(source.root)
+        if source.layout != "file" and (root == where or root.startswith(where + os.sep)
+                                        or where.startswith(root + os.sep)):
+            return True
+    return False
+
+
+def _reason(path: str, problems: Sequence[str]) -> str:
+    mine = next((p for p in problems if p.startswith(path + ":")), "")
+    return mine[len(path) + 1:].strip() if mine else "no profiling data found"
 
 
 def status_for(value: float, warn: Optional[float], fail: Optional[float], higher_is_worse: bool = True) -> Status:
