@@ -105,6 +105,34 @@ def fail_usage(message: str) -> click.exceptions.Exit:
     return click.exceptions.Exit(EXIT_USAGE)
 
 
+class PathParam(click.ParamType):
+    """A file or folder name (or profile name) from the command line. ``''`` is refused rather than taken as
+    "not given" (a script whose variable came out empty must not get the default, or write somewhere else),
+    and so is ``-`` unless the parameter reads a stream (``stdin=True``): nothing creates a file named ``-``."""
+
+    name = "path"
+
+    def __init__(self, stdin: bool = False) -> None:
+        self.stdin = stdin
+
+    def convert(self, value: Any, param: Optional[click.Parameter], ctx: Optional[click.Context]) -> Any:
+        if not isinstance(value, str):
+            return value
+        label = "/".join(param.opts) if isinstance(param, click.Option) else (
+            param.human_readable_name.rstrip(".") if param is not None else "PATH")
+        if value == "":
+            raise fail_usage(f"{label} '': an empty name is no file or folder")
+        if value == "-" and not self.stdin:
+            raise fail_usage(f"{label} -: '-' (a stream) is not read or written here; give a file name "
+                             f"(./- for a file named -)")
+        return value
+
+
+# Every option and argument naming a file, folder or profile takes one of these (point 17 of issue 19).
+PATH = PathParam()
+PATH_OR_STDIN = PathParam(stdin=True)
+
+
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="npudoctor")
 @color_option
@@ -119,22 +147,24 @@ FORMATS = click.Choice(["text", "json", "junit", "prometheus", "npd"])
 @click.option("--level", type=click.IntRange(1, 3), default=None,
               help="1 (default; with --from: the bundle's): static checks; 2: also import torch/torch_npu in a "
                    "child process and run one op; 3: also train a tiny CLIP in a child process (TRN001-TRN005).")
-@click.option("--profile", "profile_name", metavar="NAME|PATH", help="Node profile (expected chips, thresholds).")
-@click.option("--from", "bundle", metavar="BUNDLE", help="Replay a bundle made by `npudoctor collect`.")
-@click.option("--root", metavar="DIR", help="Read system files (sysfs, /dev, /usr/local/Ascend, /etc) under DIR.")
+@click.option("--profile", "profile_name", type=PATH, metavar="NAME|PATH",
+              help="Node profile (expected chips, thresholds).")
+@click.option("--from", "bundle", type=PATH, metavar="BUNDLE", help="Replay a bundle made by `npudoctor collect`.")
+@click.option("--root", type=PATH, metavar="DIR",
+              help="Read system files (sysfs, /dev, /usr/local/Ascend, /etc) under DIR.")
 @click.option("--only", multiple=True, metavar="ID", help="Run only these checks (ID, ID prefix or stage).")
 @click.option("--skip", "skip_ids", multiple=True, metavar="ID", help="Skip these checks (ID, prefix or stage).")
 @click.option("--format", "fmt", type=FORMATS, default="text", show_default=True)
 @click.option("--fail-on", type=click.Choice(["warn", "fail"]), default="fail", show_default=True,
               help="Exit 1 on FAIL/ERROR (default) or also on WARN.")
-@click.option("--python", "python", metavar="PATH",
+@click.option("--python", "python", type=PATH, metavar="PATH",
               help="The interpreter training runs with (default: python3 on PATH).")
-@click.option("--logs", "logs_dirs", multiple=True, metavar="DIR",
+@click.option("--logs", "logs_dirs", type=PATH, multiple=True, metavar="DIR",
               help="Also scan the newest CANN plogs under DIR (e.g. ~/ascend/log).")
-@click.option("--prof", "prof_dirs", multiple=True, metavar="DIR",
+@click.option("--prof", "prof_dirs", type=PATH, multiple=True, metavar="DIR",
               help="Also judge profiler output under DIR (npudoctor prof analyze's PROF checks).")
 @click.option("-v", "--verbose", is_flag=True, help="Show evidence and passing details.")
-@click.option("--textfile", metavar="PATH",
+@click.option("--textfile", type=PATH, metavar="PATH",
               help="Also write the Prometheus text (node_exporter textfile collector) to PATH, atomically.")
 @click.option("--demo", metavar="SCENARIO", is_flag=False, flag_value="healthy", default=None,
               help="Replay a scenario shipped with npudoctor (healthy, chip-warning, ...; `--demo list`).")
@@ -252,14 +282,15 @@ def explain(topics: Tuple[str, ...]) -> None:
 
 
 @main.command()
-@click.option("-o", "--output", required=True, metavar="BUNDLE.tar.gz",
+@click.option("-o", "--output", type=PATH, required=True, metavar="BUNDLE.tar.gz",
               help="Where to write the bundle (never overwritten).")
-@click.option("--root", metavar="DIR", help="Read system files under DIR.")
+@click.option("--root", type=PATH, metavar="DIR", help="Read system files under DIR.")
 @click.option("--level", type=click.IntRange(1, 3), default=1, show_default=True,
               help="What to record: 1 the static checks' inputs; 2 also the import of torch/torch_npu and one "
                    "op in a child process (needed to replay `check --level 2` from this bundle).")
-@click.option("--python", "python", metavar="PATH", help="The interpreter training runs with.")
-@click.option("--logs", "logs_dirs", multiple=True, metavar="DIR", help="Also record the newest plogs under DIR.")
+@click.option("--python", "python", type=PATH, metavar="PATH", help="The interpreter training runs with.")
+@click.option("--logs", "logs_dirs", type=PATH, multiple=True, metavar="DIR",
+              help="Also record the newest plogs under DIR.")
 @click.option("--samples", type=click.IntRange(0, 100000), default=0, show_default=True,
               help="Also record `npu-smi info` N times, for `npudoctor dashboard --replay`.")
 @click.option("--interval", "interval_s", type=click.FloatRange(0.1, 3600), default=1.0, show_default=True,

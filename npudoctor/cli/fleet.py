@@ -8,12 +8,12 @@ from typing import Any, Optional, Tuple
 
 import click
 
-from npudoctor.cli import fail_usage
+from npudoctor.cli import PATH, fail_usage
 from npudoctor.model.finding import Status
 
 
 @click.command()
-@click.argument("paths", nargs=-1, metavar="PATH...")
+@click.argument("paths", nargs=-1, metavar="PATH...", type=PATH)
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "csv"]), default="text", show_default=True)
 @click.option("--demo", is_flag=True, help="Show a demo fleet made from the shipped scenarios.")
 @click.option("--demo-nodes", type=click.IntRange(1, 100000), default=42, show_default=True, hidden=True)
@@ -60,10 +60,12 @@ def profile() -> None:
 
 
 @profile.command("derive")
-@click.argument("source", metavar="BUNDLE|REPORT")
-@click.option("-o", "--output", required=True, metavar="site.yaml", help="Where to write it (never overwritten).")
-@click.option("--base", metavar="NAME|PATH", help="Profile whose thresholds it keeps (default: the report's).")
-@click.option("--name", metavar="NAME", help="The profile's name (default: site-from-HOSTNAME).")
+@click.argument("source", metavar="BUNDLE|REPORT", type=PATH)
+@click.option("-o", "--output", type=PATH, required=True, metavar="site.yaml",
+              help="Where to write it (never overwritten).")
+@click.option("--base", type=PATH, metavar="NAME|PATH",
+              help="Profile whose thresholds it keeps (default: the report's).")
+@click.option("--name", type=PATH, metavar="NAME", help="The profile's name (default: site-from-HOSTNAME).")
 def derive(source: str, output: str, base: Optional[str], name: Optional[str]) -> None:
     """Write a site profile pinning what SOURCE's node is: chips, link widths, versions, OS and kernel.
 
@@ -96,10 +98,11 @@ def derive(source: str, output: str, base: Optional[str], name: Optional[str]) -
               help="Start torchrun with N processes on this node (default for gloo: 2).")
 @click.option("--iters", type=click.IntRange(1, 100000), default=20, show_default=True)
 @click.option("--warmup", type=click.IntRange(0, 10000), default=5, show_default=True)
-@click.option("--profile", "profile_name", metavar="NAME|PATH", help="Expected bus bandwidth (fleet.collective).")
+@click.option("--profile", "profile_name", type=PATH, metavar="NAME|PATH",
+              help="Expected bus bandwidth (fleet.collective).")
 @click.option("--timeout", "timeout_s", type=click.FloatRange(1, 86400), default=600, show_default=True,
               help="Seconds before the run is stopped.")
-@click.option("--result-file", hidden=True, help="(internal) rank 0 writes its raw results here.")
+@click.option("--result-file", type=PATH, hidden=True, help="(internal) rank 0 writes its raw results here.")
 def collective(backend: str, sizes: Optional[str], ops: str, fmt: str, nproc_per_node: Optional[int], iters: int,
                warmup: int, profile_name: Optional[str], timeout_s: float, result_file: Optional[str]) -> None:
     """Measure all_reduce / all_gather / broadcast like nccl-tests: latency, algbw, busbw, correctness.
@@ -117,10 +120,11 @@ def collective(backend: str, sizes: Optional[str], ops: str, fmt: str, nproc_per
         op_list = probe.parse_ops(ops)
         profile = api.load_profile(profile_name)
         if probe.under_torchrun(os.environ):
-            size_list = probe.parse_sizes(sizes or probe.DEFAULT_SIZES.get(backend, probe.DEFAULT_SIZES["hccl"]))
+            default = probe.DEFAULT_SIZES.get(backend, probe.DEFAULT_SIZES["hccl"])
+            size_list = probe.parse_sizes(sizes if sizes is not None else default)  # '' is refused, not "unset"
         else:
             backend = probe.pick_backend(backend)
-            size_list = probe.parse_sizes(sizes or probe.DEFAULT_SIZES[backend])
+            size_list = probe.parse_sizes(sizes if sizes is not None else probe.DEFAULT_SIZES[backend])
             if nproc_per_node is None and backend != "gloo":
                 raise probe.CollectiveError(f"--nproc-per-node N is needed for {backend} (how many devices to use)")
     except (probe.CollectiveError, api.UsageError) as exc:
@@ -149,17 +153,19 @@ def collective(backend: str, sizes: Optional[str], ops: str, fmt: str, nproc_per
 
 
 @click.command()
-@click.option("--profile", "profile_name", required=True, metavar="NAME|PATH", help="What this node must be.")
-@click.option("-o", "--output", required=True, metavar="DIR", help="New or empty folder for the results.")
-@click.option("--python", "python", metavar="PATH", help="The interpreter training runs with.")
-@click.option("--root", metavar="DIR", help="Read system files under DIR.")
+@click.option("--profile", "profile_name", type=PATH, required=True, metavar="NAME|PATH",
+              help="What this node must be.")
+@click.option("-o", "--output", type=PATH, required=True, metavar="DIR", help="New or empty folder for the results.")
+@click.option("--python", "python", type=PATH, metavar="PATH", help="The interpreter training runs with.")
+@click.option("--root", type=PATH, metavar="DIR", help="Read system files under DIR.")
 @click.option("--collective-backend", type=click.Choice(["auto", "hccl", "nccl", "gloo"]), default="auto",
               show_default=True)
 @click.option("--nproc-per-node", type=click.IntRange(1, 128), metavar="N",
               help="Processes for the collective probe (default: the node's NPU count).")
 @click.option("--sizes", metavar="LIST", help="Collective message sizes (default 1K,1M,64M,1G).")
 @click.option("--no-collective", is_flag=True, help="Do not run the collective probe.")
-@click.option("--memlog", metavar="FILE.jsonl", help="Plot memory over steps from this npudoctor.memlog/1 file.")
+@click.option("--memlog", type=PATH, metavar="FILE.jsonl",
+              help="Plot memory over steps from this npudoctor.memlog/1 file.")
 @click.option("--fail-on", type=click.Choice(["warn", "fail"]), default="fail", show_default=True)
 def onboard(profile_name: str, output: str, python: Optional[str], root: Optional[str], collective_backend: str,
             nproc_per_node: Optional[int], sizes: Optional[str], no_collective: bool, memlog: Optional[str],

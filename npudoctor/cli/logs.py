@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Optional, Sequence, Tuple
 
 import click
 
-from npudoctor.cli import EXIT_FINDINGS, EXIT_OK, fail_usage, split_list
+from npudoctor.cli import EXIT_FINDINGS, EXIT_OK, PATH, PATH_OR_STDIN, fail_usage, split_list
 
 if TYPE_CHECKING:
     from npudoctor.logs.scanner import ScanResult
@@ -65,13 +65,13 @@ def logs() -> None:
 
 
 @logs.command("scan")
-@click.argument("paths", nargs=-1, required=True, metavar="PATH...")
+@click.argument("paths", nargs=-1, required=True, metavar="PATH...", type=PATH_OR_STDIN)
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "junit", "github"]), default="text",
               show_default=True)
 @click.option("--fail-on", "fail_on", multiple=True, metavar="error|warn|fallback|KIND|CODE",
               help="Exit 1 when a finding matches (repeat or comma-separate; given criteria replace the "
                    "default, error). warn includes error; a CODE such as EZ3002 or 507011 matches that code.")
-@click.option("--rules", "rule_files", multiple=True, metavar="FILE",
+@click.option("--rules", "rule_files", type=PATH, multiple=True, metavar="FILE",
               help="Site rules file (same layout as checks/log_rules.yaml); adds or replaces rules by id.")
 @click.option("-j", "--jobs", type=click.IntRange(0, 256), default=0, show_default=True,
               help="Worker processes for big files (0: one per CPU, at most 8; 1: scan in this process).")

@@ -13,7 +13,7 @@ from typing import Any, Optional, Tuple
 
 import click
 
-from npudoctor.cli import EXIT_FINDINGS, fail_usage
+from npudoctor.cli import EXIT_FINDINGS, PATH_OR_STDIN, fail_usage
 
 # Far above any real `npu-smi info` (a 16-die A3 table is about 10 KiB); larger input is not npu-smi output.
 MAX_INPUT_BYTES = 16 * 1024 * 1024
@@ -45,7 +45,7 @@ def read_input(source: str) -> str:
 
 
 @parse.command("npu-smi")
-@click.argument("source", metavar="FILE|-")
+@click.argument("source", metavar="FILE|-", type=PATH_OR_STDIN)
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def npu_smi(source: str, fmt: str) -> None:
     """Parse `npu-smi info` output (FILE, or - for stdin) into a table, or JSON with --format json.

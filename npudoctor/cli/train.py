@@ -10,7 +10,7 @@ from typing import Any, Optional
 
 import click
 
-from npudoctor.cli import EXIT_FINDINGS, EXIT_OK, fail_usage
+from npudoctor.cli import EXIT_FINDINGS, EXIT_OK, PATH, fail_usage
 from npudoctor.report.progress import Progress
 from npudoctor.untrusted import clean_value
 
@@ -24,16 +24,16 @@ from npudoctor.untrusted import clean_value
 @click.option("--steps", type=click.IntRange(1, 10_000_000), default=50, show_default=True)
 @click.option("--precision", type=click.Choice(["fp32", "bf16", "fp16"]), default="fp32", show_default=True)
 @click.option("--workers", type=click.IntRange(0, 256), default=0, show_default=True, help="DataLoader workers.")
-@click.option("--log", "log_path", metavar="FILE.jsonl",
+@click.option("--log", "log_path", type=PATH, metavar="FILE.jsonl",
               help="Append one npudoctor.memlog/1 line per step (never truncated).")
-@click.option("--weights", metavar="FILE", help="Load a CLIP state dict (OpenAI parameter names).")
+@click.option("--weights", type=PATH, metavar="FILE", help="Load a CLIP state dict (OpenAI parameter names).")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--lr", type=click.FloatRange(0, 1, min_open=True), default=5e-4, show_default=True)
 @click.option("--inject-leak", "inject_leak", metavar="BYTES|graph",
               help="Prove the leak detector: keep BYTES (e.g. 1MiB) per step, or the loss with its graph.")
 @click.option("--compare-cpu", is_flag=True, help="Also compare one seeded step (loss, gradients) with the CPU.")
 @click.option("--ops", is_flag=True, help="Also compare single operators with a float64 CPU reference.")
-@click.option("--profile", "profile_name", metavar="NAME|PATH", help="Profile with train.* thresholds.")
+@click.option("--profile", "profile_name", type=PATH, metavar="NAME|PATH", help="Profile with train.* thresholds.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("-v", "--verbose", is_flag=True, help="Show evidence.")
 def train_step(device_name: str, model: str, batch: int, steps: int, precision: str, workers: int,
@@ -111,10 +111,10 @@ def leak() -> None:
 
 
 @leak.command("analyze")
-@click.argument("path", metavar="FILE.jsonl")
+@click.argument("path", metavar="FILE.jsonl", type=PATH)
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("--warmup", type=click.IntRange(0), default=None, help="Steps to skip (default: the first fifth).")
-@click.option("--profile", "profile_name", metavar="NAME|PATH", help="Profile with train.leak.* thresholds.")
+@click.option("--profile", "profile_name", type=PATH, metavar="NAME|PATH", help="Profile with train.leak.* thresholds.")
 @click.option("-v", "--verbose", is_flag=True, help="Show evidence.")
 def leak_analyze(path: str, fmt: str, warmup: Optional[int], profile_name: Optional[str], verbose: bool) -> None:
     """Leak verdict for a recorded log: exit 1 on a leak, 2 on unreadable input."""
