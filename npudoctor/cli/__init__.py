@@ -100,8 +100,11 @@ class LazyGroup(click.Group):
 
 
 def fail_usage(message: str) -> click.exceptions.Exit:
-    """Print a one-line error and leave with exit code 2."""
-    click.echo(f"npudoctor: error: {message}", err=True)
+    """Print a one-line error and leave with exit code 2. The message often quotes a path or a file's own
+    text: it stays one line, without secrets or control characters (npudoctor.untrusted)."""
+    from npudoctor.untrusted import clean, one_line
+
+    click.echo(f"npudoctor: error: {one_line(clean(message))}", err=True)
     return click.exceptions.Exit(EXIT_USAGE)
 
 

@@ -263,7 +263,18 @@ def _is_variable_name(name: str) -> bool:
     return bool(_VARIABLE_NAME.match(name))
 
 
+# Every marker above, lower-cased: a short text (a finding's detail, a process name) holding none has nothing
+# to redact, decided by one search of its lower-cased form instead of one search per rule. Long texts (MBs of
+# plog in a bundle) go the per-rule way, which finds them with str.find.
+_ANY_MARKER = re.compile("|".join(sorted({re.escape(marker.lower()) for rule in _VALUE_RULES for marker in rule[1]}
+                                         | {re.escape(m) for m in _NAME_MARKERS} | {"private key"},
+                                         key=len, reverse=True)))
+_SHORT_TEXT = 4096
+
+
 def _redact(text: str, found: Optional[Found]) -> str:
+    if len(text) <= _SHORT_TEXT and not _ANY_MARKER.search(text.lower()):
+        return text
     if "PRIVATE KEY" in text:
         text = _redact_private_blocks(text, found)
     for label, markers, pattern, replace in _VALUE_RULES:
