@@ -39,6 +39,8 @@ _CONTROL = re.compile(r"\x1b\][^\x07\x1b\n]{0,4096}(?:\x07|\x1b\\)|\x1b\][0-9;]*
                       r"\x9d[^\x07\x1b\x9c\n]{0,4096}(?:\x07|\x9c)|\x9b[0-?]*[ -/]*[@-~]?|"
                       r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\u2028\u2029]")
 _BREAKS = re.compile(r"[\t\n]+")
+# A lone surrogate (bytes decoded with surrogateescape) cannot be encoded for any output: U+FFFD instead.
+_SURROGATE = re.compile("[\ud800-\udfff]")
 # What a spreadsheet takes for the start of a formula.
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
@@ -46,14 +48,17 @@ _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 def printable(text: str) -> str:
     """``text`` without terminal escape sequences, control characters (tabs and newlines kept) and bidi
     controls. Cheap when there is nothing to remove (``str.isprintable``)."""
-    return _CONTROL.sub("", text) if not text.isprintable() else text
+    if text.isprintable():
+        return text
+    return _SURROGATE.sub("\ufffd", _CONTROL.sub("", text))
 
 
 def one_line(text: str) -> str:
     """:func:`printable`, on one line: tabs and line breaks become one space each run."""
     if text.isprintable():
         return text
-    return _BREAKS.sub(" ", _CONTROL.sub(lambda m: " " if m.group(0) in "\r\u2028\u2029" else "", text))
+    text = _CONTROL.sub(lambda m: " " if m.group(0) in "\r\u2028\u2029" else "", text)
+    return _BREAKS.sub(" ", _SURROGATE.sub("\ufffd", text))
 
 
 def clean(text: str) -> str:
