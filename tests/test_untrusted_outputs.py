@@ -74,14 +74,15 @@ def hostile_node(node):
     node.command("npu-smi", stdout=table)
     record = f"[ERROR] RUNTIME(1,python):2025-01-01-00:00:00.000.000 [a.cc:1]1 launch failed: {HOSTILE}\n"
     node.file("/logs/plog/plog-1_20250101000000000.log", record * 3)
+    node.setenv(HCCL_IF_IP=HOSTILE)  # an environment value a finding quotes (HCCL003)
     return node
 
 
 def test_check_every_format_and_the_textfile(hostile_node, tmp_path):
     node = hostile_node
-    base = ["check", "--root", node.root, "--logs", "/logs", "--only", "npu-smi,LOG001"]
+    base = ["check", "--root", node.root, "--logs", "/logs", "--only", "npu-smi,LOG001,HCCL003"]
     text = invoke([*base, "-v"], node.env)
-    assert "SMI004" in text.stdout and "LOG001" in text.stdout, text.output
+    assert "SMI004" in text.stdout and "LOG001" in text.stdout and "HCCL003" in text.stdout, text.output
     assert "--password=<redacted>" in text.stdout and "RUNTIME x3" in text.stdout  # redacted, not dropped
     assert_clean(text.stdout, "text", "check text")
     for fmt, kind in (("json", "json"), ("junit", "xml"), ("npd", "text"),
