@@ -157,3 +157,13 @@ def test_fleet_text_json_csv(tmp_path):
     for row in rows[1:]:
         for cell in row:
             assert not cell.startswith(("=", "+", "-", "@", "\t", "\r")), cell
+
+
+def test_collective_rank_output_in_text_and_json():
+    from npudoctor.fleet import collective as probe
+
+    document = {"error": "rank 1 exited with code 1", "output": f"Traceback ...\n{HOSTILE}\n",
+                "hosts": [f"node{ESCAPES}"], "device": f"npu{ESCAPES}"}
+    found = probe.failed_run(document["error"], document["output"])
+    assert_clean(probe.to_json(document, found), "json", "collective json")
+    assert_clean(probe.render_text(document, found), "text", "collective text")

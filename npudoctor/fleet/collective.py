@@ -27,6 +27,7 @@ import time
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from npudoctor.model.finding import Finding, Status
+from npudoctor.untrusted import clean, clean_value
 
 SCHEMA = "npudoctor.collective/1"
 OPS = ("all_reduce", "all_gather", "broadcast")
@@ -397,11 +398,13 @@ def render_text(document: Mapping[str, Any], found: Sequence[Finding], width: in
     problems = counts[Status.FAIL] + counts[Status.ERROR]
     lines += ["", f"{len(found)} findings: " + ", ".join(f"{n} {s.value}" for s, n in counts.items() if n)
               + ("; nothing failed" if not problems else f"; {problems} problem(s)")]
-    return "\n".join(lines) + "\n"
+    return clean("\n".join(lines)) + "\n"  # host and device names come from the ranks: data, never escapes
 
 
 def to_json(document: Mapping[str, Any], found: Sequence[Finding]) -> str:
-    return json.dumps({**document, "schema": SCHEMA, "findings": [f.to_dict() for f in found]}, indent=2) + "\n"
+    """The run's document (rank output included when it failed: cleaned like every report) and findings."""
+    return json.dumps(clean_value({**document, "schema": SCHEMA, "findings": [f.to_dict() for f in found]}),
+                      indent=2) + "\n"
 
 
 # -- launching torchrun on this node --------------------------------------------------------------------------
