@@ -155,3 +155,12 @@ def test_dashboard_process_names_reach_no_widget_raw():
             assert "[bold]py" in detail and not RAW.search(detail.replace("\n", ""))
 
     asyncio.run(scenario())
+
+
+def test_parse_npu_smi_failure_line_is_shown_as_data(tmp_path):
+    path = tmp_path / "failed.txt"
+    path.write_text(f"dcmi model initialized failed, because the device is used. ret is -8020{ESCAPES}"
+                    " --password=pw1234x\n", encoding="utf-8")
+    result = invoke(["parse", "npu-smi", path])
+    assert "ret is -8020" in result.stdout, result.output
+    assert not RAW.search(result.stdout) and "pw1234x" not in result.stdout

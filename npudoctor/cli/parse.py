@@ -93,7 +93,9 @@ def _explain_failure(name: str, failure: Any) -> None:
 
     explained = explain_failure(failure)
     width = terminal.width()
-    click.echo(f"{name}: npu-smi failed: {failure.line}")
+    from npudoctor.untrusted import clean, one_line
+
+    click.echo(one_line(clean(f"{name}: npu-smi failed: {failure.line}")))  # the file's own text: data
     for label in ("meaning", "cause", "fix"):
         for index, part in enumerate(str(explained.get(label) or "").splitlines()):
             first = f"  {label}: " if index == 0 else "    "

@@ -108,6 +108,7 @@ def run_command(output: Optional[str], aic_metrics: Optional[str], timeout_s: Op
     """
     from npudoctor import api
     from npudoctor.prof import launch
+    from npudoctor.untrusted import clean, one_line
 
     msprof = launch.find_msprof()
     if msprof is None:
@@ -132,7 +133,7 @@ def run_command(output: Optional[str], aic_metrics: Optional[str], timeout_s: Op
     except OSError as exc:  # -o cannot be created (read-only, /proc), msprof cannot be started
         raise fail_usage(f"{exc.filename or output}: {exc.strerror or exc}") from None
     for problem in outcome.export_problems:
-        click.echo(f"npudoctor: warning: {problem}", err=True)
+        click.echo(f"npudoctor: warning: {one_line(clean(problem))}", err=True)  # msprof's own text
     if outcome.interrupted:
         click.echo("npudoctor: interrupted; analysing what the profiler wrote", err=True)
     if outcome.timed_out:
