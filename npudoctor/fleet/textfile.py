@@ -13,8 +13,10 @@ import os
 import secrets
 from typing import Tuple
 
+from npudoctor.errors import InputError
 
-class TextfileError(Exception):
+
+class TextfileError(InputError):
     """The textfile cannot be written: one line for the user."""
 
 

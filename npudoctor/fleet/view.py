@@ -22,6 +22,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
+from npudoctor.errors import InputError
 from npudoctor.model import inputs
 from npudoctor.model.profile import flatten
 from npudoctor.untrusted import clean, clean_value, csv_cell, one_line
@@ -116,7 +117,7 @@ class FleetView:
         return inputs.exit_code(1 if any(node.failing for node in self.nodes) else 0, len(self.errors))
 
 
-class FleetInputError(Exception):
+class FleetInputError(InputError):
     """No input could be read at all: one line for the user."""
 
 
