@@ -143,7 +143,7 @@ def test_dashboard_process_names_reach_no_widget_raw():
 
     async def scenario():
         app, sampler, _clock = make_app()
-        sampler.text = hostile_table()
+        sampler.text = hostile_table().replace("[bold]py", "[bold]py --password=pw1234x")
         async with app.run_test(size=(80, 24)) as pilot:
             await poll(app, pilot)
             table = app.query_one("#device-table")
@@ -153,6 +153,7 @@ def test_dashboard_process_names_reach_no_widget_raw():
             await pilot.pause()
             detail = str(app.screen.query_one("#device-detail").content)
             assert "[bold]py" in detail and not RAW.search(detail.replace("\n", ""))
+            assert "pw1234x" not in detail and "--password=<redacted>" in detail  # redacted like every report
 
     asyncio.run(scenario())
 
