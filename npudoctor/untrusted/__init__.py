@@ -26,6 +26,7 @@ Markup is the renderers' part: rich consoles are made with ``markup=False``, tex
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any
 
@@ -63,16 +64,33 @@ def one_line(text: str) -> str:
 
 def clean(text: str) -> str:
     """``text`` with its secrets redacted, then :func:`printable`."""
+    if len(text) <= _CACHED_CHARS:
+        return _clean_short(text)
+    return printable(redact_text(text))
+
+
+# Reports repeat their short strings (a version on 10,000 nodes, a check title per subject): each is
+# cleaned once.
+_CACHED_CHARS = 256
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _clean_short(text: str) -> str:
     return printable(redact_text(text)) if text else text
 
 
 def clean_value(value: Any) -> Any:
     """:func:`clean` applied to every string inside ``value`` (dicts, keys included, lists and tuples)."""
+    kind = type(value)
+    if kind is int or kind is float or kind is bool or value is None:  # most of a report: nothing to do
+        return value
     if isinstance(value, str):
         return clean(value)
     if isinstance(value, dict):
-        return {clean_value(k): clean_value(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
+        return {clean(k) if type(k) is str else clean_value(k): clean_value(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [clean_value(item) for item in value]
+    if isinstance(value, tuple):
         return type(value)(clean_value(item) for item in value)
     return value
 
