@@ -263,17 +263,18 @@ def _is_variable_name(name: str) -> bool:
     return bool(_VARIABLE_NAME.match(name))
 
 
-# Every marker above, lower-cased: a short text (a finding's detail, a process name) holding none has nothing
-# to redact, decided by one search of its lower-cased form instead of one search per rule. Long texts (MBs of
-# plog in a bundle) go the per-rule way, which finds them with str.find.
-_ANY_MARKER = re.compile("|".join(sorted({re.escape(marker.lower()) for rule in _VALUE_RULES for marker in rule[1]}
-                                         | {re.escape(m) for m in _NAME_MARKERS} | {"private key"},
-                                         key=len, reverse=True)))
+# Every marker above in two searches: a short text (a finding's detail, a process name) holding none has
+# nothing to redact, decided at once instead of one search per rule. The value markers keep their case (as
+# the rules test them: "gh" is not "GH"), the name markers are searched in the lower-cased text. Long texts
+# (MBs of plog in a bundle) go the per-rule way, which finds them with str.find.
+_VALUE_MARKER = re.compile("|".join(sorted({re.escape(marker) for rule in _VALUE_RULES for marker in rule[1]}
+                                           | {"PRIVATE KEY"}, key=len, reverse=True)))
+_NAME_MARKER = re.compile("|".join(sorted(map(re.escape, _NAME_MARKERS), key=len, reverse=True)))
 _SHORT_TEXT = 4096
 
 
 def _redact(text: str, found: Optional[Found]) -> str:
-    if len(text) <= _SHORT_TEXT and not _ANY_MARKER.search(text.lower()):
+    if len(text) <= _SHORT_TEXT and not _VALUE_MARKER.search(text) and not _NAME_MARKER.search(text.lower()):
         return text
     if "PRIVATE KEY" in text:
         text = _redact_private_blocks(text, found)
