@@ -34,7 +34,7 @@ def _loaded_output(path: Path) -> str:
 
 def train_step(weights: Path):
     return run_npudoctor(["train-step", "--device", "cpu", "--steps", "3", "--batch", "4", "--weights",
-                          str(weights)], kill_after_s=60)
+                          str(weights)], kill_after_s=120)
 
 
 def test_a_torchscript_archive_is_refused_and_its_setstate_never_runs(tmp_path, torch):
@@ -166,3 +166,21 @@ def test_a_fifo_is_refused_without_blocking(tmp_path):
     result = train_step(fifo)
     result.assert_one_line_error("not a regular file")
     result.assert_cheap()
+
+
+class _RunsCode:
+    """Pickled by torch.save as a call of print: what a hostile checkpoint's data.pkl carries."""
+
+    def __reduce__(self):
+        return (print, (MARKER,))
+
+
+def test_a_pickle_that_would_call_code_is_refused_without_calling_it(tmp_path, torch):
+    path = tmp_path / "pickled.pt"
+    torch.save({"state_dict": {"weight": torch.zeros(2)}, "hook": _RunsCode()}, path)
+    assert MARKER in subprocess.run(  # the file is what it says: an unrestricted load runs the call
+        [sys.executable, "-c", f"import torch; torch.load({str(path)!r}, weights_only=False)"],
+        capture_output=True, text=True, timeout=120).stdout
+    result = train_step(path)
+    assert MARKER not in result.stdout + result.stderr
+    result.assert_one_line_error("cannot load weights")
