@@ -74,7 +74,7 @@ def clean(text: str) -> str:
 _CACHED_CHARS = 256
 
 
-@functools.lru_cache(maxsize=1 << 16)
+@functools.lru_cache(maxsize=4096)  # at most ~2 MiB of short strings
 def _clean_short(text: str) -> str:
     return printable(redact_text(text)) if text else text
 
