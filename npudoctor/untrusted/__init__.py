@@ -91,7 +91,8 @@ def clean_value(value: Any) -> Any:
     if isinstance(value, list):
         return [clean_value(item) for item in value]
     if isinstance(value, tuple):
-        return type(value)(clean_value(item) for item in value)
+        items = [clean_value(item) for item in value]
+        return type(value)(*items) if hasattr(value, "_fields") else tuple(items)  # a NamedTuple stays one
     return value
 
 
