@@ -184,3 +184,15 @@ def test_a_pickle_that_would_call_code_is_refused_without_calling_it(tmp_path, t
     result = train_step(path)
     assert MARKER not in result.stdout + result.stderr
     result.assert_one_line_error("cannot load weights")
+
+
+def test_a_directory_of_a_million_members_is_refused_before_it_is_parsed(tmp_path):
+    """The end record announces 1,000,000 members (zip64): refused from those 98 bytes, no directory parsed."""
+    zip64_end = struct.pack("<IQHHIIQQQQ", 0x06064B50, 44, 45, 45, 0, 0, 1_000_000, 1_000_000, 46_000_000, 0)
+    locator = struct.pack("<IIQI", 0x07064B50, 0, 0, 1)
+    end = struct.pack("<IHHHHIIH", 0x06054B50, 0, 0, 0xFFFF, 0xFFFF, 0xFFFFFFFF, 0xFFFFFFFF, 0)
+    path = tmp_path / "members.pt"
+    path.write_bytes(zip64_end + locator + end)
+    result = train_step(path)
+    result.assert_one_line_error("1000000 archive members")
+    result.assert_cheap()

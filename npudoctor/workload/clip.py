@@ -291,6 +291,11 @@ def check_archive(handle: Any, path: str) -> None:
     size = os.fstat(handle.fileno()).st_size
     if size > limit:
         raise WeightsError(f"{path}: {size} bytes, more than the largest CLIP's weights need ({limit})")
+    entries = _directory_entries(handle)
+    if entries > MAX_ARCHIVE_MEMBERS:  # before zipfile builds one object per entry
+        raise WeightsError(f"{path}: {entries} archive members, more than a CLIP checkpoint has "
+                           f"({MAX_ARCHIVE_MEMBERS} at most)")
+    handle.seek(0)
     try:
         archive = zipfile.ZipFile(handle)
         members = archive.infolist()
@@ -321,6 +326,31 @@ def inspect_weights(path: str) -> None:
     """:func:`check_archive` on ``path`` alone, before torch is imported: a refused file costs nothing."""
     with _open_weights(path) as handle:
         check_archive(handle, path)
+
+
+def _directory_entries(handle: Any) -> int:
+    """How many members the zip's end record says its central directory holds (zip64 too); 0 when there
+    is no end record (zipfile then says what is wrong)."""
+    import os
+    import struct
+
+    size = os.fstat(handle.fileno()).st_size
+    tail_start = max(0, size - (22 + 0xFFFF))
+    handle.seek(tail_start)
+    tail = handle.read()
+    at = tail.rfind(b"PK\x05\x06")
+    if at < 0 or len(tail) - at < 22:
+        return 0
+    entries = struct.unpack_from("<H", tail, at + 10)[0]
+    locator = at - 20
+    if entries == 0xFFFF and locator >= 0 and tail[locator:locator + 4] == b"PK\x06\x07":
+        offset = struct.unpack_from("<Q", tail, locator + 8)[0]
+        if offset + 56 <= size:
+            handle.seek(offset)
+            record = handle.read(56)
+            if record[:4] == b"PK\x06\x06":
+                entries = struct.unpack_from("<Q", record, 32)[0]
+    return int(entries)
 
 
 def load_state_dict_file(path: str) -> Dict[str, Any]:
