@@ -120,7 +120,8 @@ def test_onboard_record_and_summary(hostile_node, tmp_path):
     assert_clean(page, "text", "onboard report.html")
 
 
-def test_prof_op_names(tmp_path):
+def test_prof_op_names_and_profile_paths(tmp_path):
+    tmp_path = tmp_path / SECRETS["hf-token"][0]  # a token in a folder name: every path shown quotes it
     pt = profdirs.torch_npu_rank(tmp_path, rank=0)
     kernel = pt / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv"
     kernel.write_bytes(kernel.read_bytes().replace(b",Cast,AI_CPU,", f",[bold]{HOSTILE},AI_CPU,".encode()))
