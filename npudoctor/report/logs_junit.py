@@ -14,13 +14,14 @@ from xml.etree import ElementTree as ET
 
 from npudoctor.logs.failon import finding_fails
 from npudoctor.logs.model import FileSummary, LogFinding, ScanResult
+from npudoctor.untrusted import clean
 
 # Characters XML 1.0 does not allow (even escaped): C0 controls but tab/newline/CR, surrogates, U+FFFE/F.
 _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 
 
 def _xml(text: str) -> str:
-    return _NOT_XML.sub("", text)
+    return _NOT_XML.sub("", clean(text))
 
 
 def _body(finding: LogFinding) -> str:
