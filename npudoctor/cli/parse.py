@@ -7,7 +7,6 @@ error and exit code 2.
 
 from __future__ import annotations
 
-import json
 import sys
 from typing import Any, Optional, Tuple
 
@@ -80,7 +79,9 @@ def npu_smi(source: str, fmt: str) -> None:
     for note in table.notes:
         click.echo(f"npudoctor: note: {clean(note)}", err=True)
     if fmt == "json":  # process names are the node's text (arguments, secrets): cleaned as in every report
-        click.echo(json.dumps(clean_value(table.to_dict()), indent=2, ensure_ascii=False))
+        from npudoctor.report import json_report
+
+        json_report.emit(clean_value(table.to_dict()))
         return
     _render(table)
 

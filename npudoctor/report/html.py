@@ -12,6 +12,7 @@ import math
 from html import escape
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
+from npudoctor.report import symbols
 from npudoctor.untrusted import printable
 
 STYLE = """
@@ -25,7 +26,7 @@ td,th{border:1px solid #ddd;padding:.25em .5em;text-align:left;vertical-align:to
 details{margin:.3em 0}svg{background:#fff;border:1px solid #ddd;margin:.5em 1em .5em 0}
 .muted{color:#777}
 """
-SYMBOL = {"pass": "✓", "warn": "!", "fail": "✗", "skip": "-", "error": "E"}
+SYMBOL = {status.value: symbol for status, symbol in symbols.SYMBOL.items()}  # the house symbols, by name
 COLORS = ("#1565c0", "#2e7d32", "#c62828", "#6a1b9a", "#ef6c00", "#00838f")
 
 
