@@ -96,10 +96,6 @@ def train_step(device_name: str, model: str, batch: int, steps: int, precision: 
     raise click.exceptions.Exit(report.exit_code())
 
 
-# The verdict thins a run to 256 points anyway; the last 64 MiB hold ~100,000 steps of the last run.
-MAX_LOG_BYTES = 64 << 20
-
-
 @click.group()
 def leak() -> None:
     """Judge training memory logs (npudoctor.memlog/1) for leaks."""
@@ -115,12 +111,12 @@ def leak_analyze(path: str, fmt: str, warmup: Optional[int], profile_name: Optio
     """Leak verdict for a recorded log: exit 1 on a leak, 2 on unreadable input."""
     from npudoctor import api
     from npudoctor.workload import leak as leaks
-    from npudoctor.workload.memlog import last_run, read_records
+    from npudoctor.workload.memlog import TAIL_BYTES, last_run, read_records
 
     try:
         profile = api.load_profile(profile_name)
         settings = leaks.LeakSettings.from_mapping(profile.get("train.leak"))
-        records = read_records(path, max_bytes=MAX_LOG_BYTES)
+        records = read_records(path, max_bytes=TAIL_BYTES)
     except (TypeError, ValueError) as exc:
         raise fail_usage(f"profile train.leak: {exc}") from None
     verdict = leaks.analyze(records, settings, **({"warmup_steps": warmup} if warmup is not None else {}))
@@ -133,5 +129,5 @@ def leak_analyze(path: str, fmt: str, warmup: Optional[int], profile_name: Optio
         from npudoctor.report import train_console
 
         train_console.render_leak(verdict, path, runs, len(last_run(records)),
-                                  tail_only=os.path.getsize(path) > MAX_LOG_BYTES, verbose=verbose)
+                                  tail_only=os.path.getsize(path) > TAIL_BYTES, verbose=verbose)
     raise click.exceptions.Exit(EXIT_FINDINGS if verdict.leak else EXIT_OK)

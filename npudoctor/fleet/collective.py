@@ -19,7 +19,6 @@ rank) are checks over the finished run's document, registered in the rulebook; t
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import statistics
@@ -31,6 +30,7 @@ from npudoctor.errors import InputError
 from npudoctor.knowledge import setting
 from npudoctor.model import rulebook
 from npudoctor.model.finding import Finding, Status
+from npudoctor.parsers import jsondoc
 from npudoctor.untrusted import clean, clean_value
 
 SCHEMA = "npudoctor.collective/1"
@@ -426,39 +426,111 @@ def launch(nproc: int, worker_args: Sequence[str], timeout_s: float) -> Dict[str
         if returncode != 0 or not os.path.exists(result_file):
             last = next((line for line in reversed(output.strip().splitlines()) if line.strip()), "")
             return {"error": f"torchrun exited with code {returncode}: {last[:200]}", "output": output}
-        with open(result_file, encoding="utf-8") as handle:
-            document: Dict[str, Any] = json.load(handle)
+        with open(result_file, "rb") as handle:
+            document: Dict[str, Any] = jsondoc.loads(handle.read(), result_file)
         return document
 
 
+#: What is kept of torchrun's output (a rank may write GBs to stderr): the start, where the first error usually
+#: is, and the end, where torchrun's summary is.
+OUTPUT_HEAD_BYTES = 64 << 10
+OUTPUT_TAIL_BYTES = 256 << 10
+#: SIGTERM reaches torchrun and every worker at once (each in its own session); those still running after
+#: this long get SIGKILL.
+STOP_GRACE_S = 10.0
+#: A run whose torchrun exited while a leftover process still holds the output pipe is answered after this.
+PIPE_GRACE_S = 1.0
+
+
+class OutputKeeper:
+    """The first ``head`` and last ``tail`` bytes of a stream, and how many were left out between them."""
+
+    def __init__(self, head: int = OUTPUT_HEAD_BYTES, tail: int = OUTPUT_TAIL_BYTES) -> None:
+        self.head_size, self.tail_size = head, tail
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.dropped = 0
+
+    def add(self, data: bytes) -> None:
+        room = self.head_size - len(self.head)
+        if room > 0:
+            self.head += data[:room]
+            data = data[room:]
+        self.tail += data
+        if len(self.tail) > 2 * self.tail_size:  # trimmed in steps, not on every read
+            cut = len(self.tail) - self.tail_size
+            del self.tail[:cut]
+            self.dropped += cut
+
+    def text(self) -> str:
+        if len(self.tail) > self.tail_size:
+            cut = len(self.tail) - self.tail_size
+            del self.tail[:cut]
+            self.dropped += cut
+        gap = f"\n[... {self.dropped} bytes of output not kept ...]\n".encode() if self.dropped else b""
+        return (bytes(self.head) + gap + bytes(self.tail)).decode("utf-8", errors="replace")
+
+
 def run_group(argv: Sequence[str], timeout_s: float, env: Mapping[str, str]) -> Tuple[Optional[int], str]:
-    """Run ``argv`` in its own process group; its exit code (None when stopped at ``timeout_s``) and output.
+    """Run ``argv`` in its own process group; its exit code (None when stopped at ``timeout_s``) and output
+    (a bounded head and tail of it: :class:`OutputKeeper`).
 
-    On a timeout or Ctrl-C the whole group is stopped, not only torchrun: its workers (a rank hung in HCCL)
-    would otherwise run on, holding the devices.
+    On a timeout or Ctrl-C the whole tree is stopped, not only torchrun: its workers (a rank hung in HCCL) run
+    in sessions of their own and would otherwise run on, holding the devices. Whatever the run leaves behind
+    after a normal exit is stopped too (:class:`npudoctor.probes.proctree.ProcessTree`).
     """
-    import signal
+    import select
     import subprocess
+    import time
 
-    process = subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                               errors="replace", env=dict(env), start_new_session=True)
+    from npudoctor.probes.proctree import ProcessTree
+
+    tree = ProcessTree()
+    process = subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=dict(env),
+                               start_new_session=True)
+    tree.watch(process.pid)
+    assert process.stdout is not None
+    fd = process.stdout.fileno()
+    kept = OutputKeeper()
+    deadline = time.monotonic() + timeout_s
+    exited_at: Optional[float] = None
+    stopped = False
     try:
-        output, _ = process.communicate(timeout=timeout_s)
-        return process.returncode, output
-    except subprocess.TimeoutExpired:
-        stopped = True
+        while True:
+            now = time.monotonic()
+            if now >= deadline:
+                stopped = True
+                break
+            if exited_at is None and process.poll() is not None:
+                exited_at = now
+            if exited_at is not None and now - exited_at >= PIPE_GRACE_S:
+                break  # torchrun is gone; a leftover holds the pipe: it is stopped below
+            ready, _, _ = select.select([fd], [], [], min(0.5, deadline - now))
+            if ready:
+                data = os.read(fd, 1 << 16)
+                if not data:
+                    break
+                kept.add(data)
+            else:
+                tree.refresh()  # keeps sight of a detaching worker where no subreaper is possible
     except KeyboardInterrupt:
-        stopped = False
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        try:
-            os.killpg(process.pid, sig)
-        except ProcessLookupError:
-            break
-        try:
-            output, _ = process.communicate(timeout=5)
-            break
-        except subprocess.TimeoutExpired:
-            output = ""
-    if not stopped:
-        raise KeyboardInterrupt
-    return None, output
+        tree.stop(grace_s=STOP_GRACE_S)
+        process.wait()
+        process.stdout.close()
+        raise
+    tree.stop(grace_s=STOP_GRACE_S)
+    process.wait()
+    _drain(fd, kept)
+    process.stdout.close()
+    return (None if stopped else process.returncode), kept.text()
+
+
+def _drain(fd: int, kept: OutputKeeper) -> None:
+    """What is left in the pipe once every writer is gone (bounded: the writers cannot write any more)."""
+    import select
+
+    while select.select([fd], [], [], 0)[0]:
+        data = os.read(fd, 1 << 16)
+        if not data:
+            return
+        kept.add(data)
