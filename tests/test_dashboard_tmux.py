@@ -64,3 +64,47 @@ def test_dashboard_draws_follows_a_log_and_quits_cleanly_under_tmux(tmp_path):
         assert " icanon" in state and " echo " in state  # the terminal is back in cooked mode with echo
     finally:
         _tmux("kill-session", "-t", session)
+
+
+def test_hostile_process_names_write_no_clipboard_and_no_title_under_tmux(tmp_path):
+    """Issue 19 point 4: an OSC 52 (clipboard write) and an OSC 2 (title) in an npu-smi process name reach
+    the terminal as nothing: tmux (on a server of its own, accepting OSC 52) gets no paste buffer and keeps
+    its pane title, on the device table and on a chip's detail view (before: 11 paste buffers and the title
+    "pwned-title" from the detail view); markup in the name is not read."""
+    from tests.samples import smi
+
+    hostile = "[bold]py\x1b]52;c;SElKQUNLRUQ=\x07\x1b]2;pwned-title\x07"
+    table = smi("with-processes").replace("| python                   |", f"| {hostile} |")
+    fake_bin = tmp_path / "bin"
+    fake_bin.mkdir()
+    (tmp_path / "table.txt").write_text(table, encoding="utf-8")
+    script = fake_bin / "npu-smi"
+    script.write_text(f"#!/bin/sh\ncat {shlex.quote(str(tmp_path / 'table.txt'))}\n")
+    script.chmod(0o755)
+    server = f"npudoctor-i19-{uuid.uuid4().hex[:8]}"
+    command = (f"cd {shlex.quote(os.getcwd())} && PATH={shlex.quote(str(fake_bin))}:$PATH "
+               f"{shlex.quote(sys.executable)} -m npudoctor dashboard --no-check; sleep 30")
+
+    def tmux(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["tmux", "-L", server, *args], capture_output=True, text=True, timeout=10)
+
+    config = tmp_path / "tmux.conf"
+    config.write_text("set -g set-clipboard on\nset -g allow-rename on\n")
+    tmux("-f", str(config), "new-session", "-d", "-s", "s", "-x", "80", "-y", "24", command)
+    try:
+        deadline = time.monotonic() + 20
+        screen = ""
+        while time.monotonic() < deadline and "[bold]py" not in screen:
+            screen = tmux("capture-pane", "-p", "-t", "s").stdout
+            time.sleep(0.2)
+        assert "[bold]py" in screen, screen  # the name is shown, markup as it is
+        tmux("send-keys", "-t", "s", "Enter")  # the chip's detail view lists the processes in full
+        while time.monotonic() < deadline and "bus id" not in screen:
+            screen = tmux("capture-pane", "-p", "-t", "s").stdout
+            time.sleep(0.2)
+        assert "bus id" in screen and "[bold]py" in screen, screen
+        time.sleep(1.5)  # a second redraw of the detail view
+        assert tmux("list-buffers").stdout.strip() == ""  # no clipboard write reached the terminal
+        assert "pwned" not in tmux("display-message", "-p", "-t", "s", "#{pane_title}").stdout
+    finally:
+        tmux("kill-server")

@@ -12,9 +12,9 @@ import pytest
 
 from npudoctor import api
 from npudoctor.probes.bundle import build_bundle, write_bundle
-from npudoctor.probes.redact import REDACTED, is_secret_name, redact_text
 from npudoctor.probes.runner import RecordingRunner
 from npudoctor.probes.sources import Command
+from npudoctor.untrusted.redact import REDACTED, is_secret_name, redact_text
 
 # label -> (text as it appears in the wild, the secret part that must never be stored). Values are made up
 # for this test in the formats the services issue.

@@ -135,7 +135,7 @@ def test_saved_weights_reload_by_name_also_from_a_wrapped_checkpoint(tmp_path, t
     assert config == clip.CONFIGS["tiny"]
     assert all(torch.equal(loaded.state_dict()[k], v) for k, v in model.state_dict().items())
     (tmp_path / "bad.pt").write_bytes(b"\x00garbage")
-    with pytest.raises(clip.WeightsError, match="cannot load weights"):
+    with pytest.raises(clip.WeightsError, match=r"not a torch\.save zip archive"):
         clip.model_from_weights(str(tmp_path / "bad.pt"))
 
 

@@ -12,7 +12,7 @@ from typing import Any, Callable, ClassVar, Dict, List, Optional, Tuple, TypeVar
 import click
 
 from npudoctor import __version__
-from npudoctor.cli.common import EXIT_OK, fail_usage, quoted_topics, split_list
+from npudoctor.cli.common import EXIT_OK, PATH, fail_usage, quoted_topics, split_list
 from npudoctor.errors import InputError
 from npudoctor.report import terminal
 
@@ -125,22 +125,24 @@ FORMATS = click.Choice(["text", "json", "junit", "prometheus", "npd"])
 @click.option("--level", type=click.IntRange(1, 3), default=None,
               help="1 (default; with --from: the bundle's): static checks; 2: also import torch/torch_npu in a "
                    "child process and run one op; 3: also train a tiny CLIP in a child process (TRN001-TRN005).")
-@click.option("--profile", "profile_name", metavar="NAME|PATH", help="Node profile (expected chips, thresholds).")
-@click.option("--from", "bundle", metavar="BUNDLE", help="Replay a bundle made by `npudoctor collect`.")
-@click.option("--root", metavar="DIR", help="Read system files (sysfs, /dev, /usr/local/Ascend, /etc) under DIR.")
+@click.option("--profile", "profile_name", type=PATH, metavar="NAME|PATH",
+              help="Node profile (expected chips, thresholds).")
+@click.option("--from", "bundle", type=PATH, metavar="BUNDLE", help="Replay a bundle made by `npudoctor collect`.")
+@click.option("--root", type=PATH, metavar="DIR",
+              help="Read system files (sysfs, /dev, /usr/local/Ascend, /etc) under DIR.")
 @click.option("--only", multiple=True, metavar="ID", help="Run only these checks (ID, ID prefix or stage).")
 @click.option("--skip", "skip_ids", multiple=True, metavar="ID", help="Skip these checks (ID, prefix or stage).")
 @click.option("--format", "fmt", type=FORMATS, default="text", show_default=True)
 @click.option("--fail-on", type=click.Choice(["warn", "fail"]), default="fail", show_default=True,
               help="Exit 1 on FAIL/ERROR (default) or also on WARN.")
-@click.option("--python", "python", metavar="PATH",
+@click.option("--python", "python", type=PATH, metavar="PATH",
               help="The interpreter training runs with (default: python3 on PATH).")
-@click.option("--logs", "logs_dirs", multiple=True, metavar="DIR",
+@click.option("--logs", "logs_dirs", type=PATH, multiple=True, metavar="DIR",
               help="Also scan the newest CANN plogs under DIR (e.g. ~/ascend/log).")
-@click.option("--prof", "prof_dirs", multiple=True, metavar="DIR",
+@click.option("--prof", "prof_dirs", type=PATH, multiple=True, metavar="DIR",
               help="Also judge profiler output under DIR (npudoctor prof analyze's PROF checks).")
 @click.option("-v", "--verbose", is_flag=True, help="Show evidence and passing details.")
-@click.option("--textfile", metavar="PATH",
+@click.option("--textfile", type=PATH, metavar="PATH",
               help="Also write the Prometheus text (node_exporter textfile collector) to PATH, atomically.")
 @click.option("--demo", metavar="SCENARIO", is_flag=False, flag_value="healthy", default=None,
               help="Replay a scenario shipped with npudoctor (healthy, chip-warning, ...; `--demo list`).")
@@ -270,14 +272,15 @@ def explain(topics: Tuple[str, ...], profile_name: Optional[str], rules_files: T
 
 
 @main.command()
-@click.option("-o", "--output", required=True, metavar="BUNDLE.tar.gz",
+@click.option("-o", "--output", type=PATH, required=True, metavar="BUNDLE.tar.gz",
               help="Where to write the bundle (never overwritten).")
-@click.option("--root", metavar="DIR", help="Read system files under DIR.")
+@click.option("--root", type=PATH, metavar="DIR", help="Read system files under DIR.")
 @click.option("--level", type=click.IntRange(1, 3), default=1, show_default=True,
               help="What to record: 1 the static checks' inputs; 2 also the import of torch/torch_npu and one "
                    "op in a child process (needed to replay `check --level 2` from this bundle).")
-@click.option("--python", "python", metavar="PATH", help="The interpreter training runs with.")
-@click.option("--logs", "logs_dirs", multiple=True, metavar="DIR", help="Also record the newest plogs under DIR.")
+@click.option("--python", "python", type=PATH, metavar="PATH", help="The interpreter training runs with.")
+@click.option("--logs", "logs_dirs", type=PATH, multiple=True, metavar="DIR",
+              help="Also record the newest plogs under DIR.")
 @click.option("--samples", type=click.IntRange(0, 100000), default=0, show_default=True,
               help="Also record `npu-smi info` N times, for `npudoctor dashboard --replay`.")
 @click.option("--interval", "interval_s", type=click.FloatRange(0.1, 3600), default=1.0, show_default=True,

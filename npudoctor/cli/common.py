@@ -1,4 +1,4 @@
-"""What every command module shares: the exit codes, the one-line usage error, list options.
+"""What every command module shares: the exit codes, the one-line usage error, list options, path options.
 
 Exit codes (the contract scripts rely on): 0 nothing failed; 1 a FAIL or ERROR finding (or a WARN under
 ``--fail-on warn``); 2 usage error, unreadable input, or the tool could not run.
@@ -6,7 +6,7 @@ Exit codes (the contract scripts rely on): 0 nothing failed; 1 a FAIL or ERROR f
 
 from __future__ import annotations
 
-from typing import Sequence, Tuple
+from typing import Any, Optional, Sequence, Tuple
 
 import click
 
@@ -16,9 +16,40 @@ EXIT_INTERRUPTED = 130
 
 
 def fail_usage(message: str) -> click.exceptions.Exit:
-    """Print a one-line error and leave with exit code 2."""
-    click.echo(f"npudoctor: error: {message}", err=True)
+    """Print a one-line error and leave with exit code 2. The message often quotes a path or a file's own
+    text: it stays one line, without secrets or control characters (npudoctor.untrusted)."""
+    from npudoctor.untrusted import clean, one_line
+
+    click.echo(f"npudoctor: error: {one_line(clean(message))}", err=True)
     return click.exceptions.Exit(EXIT_USAGE)
+
+
+class PathParam(click.ParamType):
+    """A file or folder name (or profile name) from the command line. ``''`` is refused rather than taken as
+    "not given" (a script whose variable came out empty must not get the default, or write somewhere else),
+    and so is ``-`` unless the parameter reads a stream (``stdin=True``): nothing creates a file named ``-``."""
+
+    name = "path"
+
+    def __init__(self, stdin: bool = False) -> None:
+        self.stdin = stdin
+
+    def convert(self, value: Any, param: Optional[click.Parameter], ctx: Optional[click.Context]) -> Any:
+        if not isinstance(value, str):
+            return value
+        label = "/".join(param.opts) if isinstance(param, click.Option) else (
+            param.human_readable_name.rstrip(".") if param is not None else "PATH")
+        if value == "":
+            raise fail_usage(f"{label} '': an empty name is no file or folder")
+        if value == "-" and not self.stdin:
+            raise fail_usage(f"{label} -: '-' (a stream) is not read or written here; give a file name "
+                             f"(./- for a file named -)")
+        return value
+
+
+# Every option and argument naming a file, folder or profile takes one of these (point 17 of issue 19).
+PATH = PathParam()
+PATH_OR_STDIN = PathParam(stdin=True)
 
 
 def split_list(values: Sequence[str]) -> Tuple[str, ...]:

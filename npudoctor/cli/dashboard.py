@@ -7,20 +7,23 @@ from typing import Optional
 
 import click
 
-from npudoctor.cli.common import fail_usage
+from npudoctor.cli.common import PATH, fail_usage
 from npudoctor.report import terminal
 
 
 @click.command()
-@click.option("--replay", metavar="BUNDLE", help="Play the npu-smi samples of a bundle (`collect --samples N`).")
+@click.option("--replay", type=PATH, metavar="BUNDLE",
+              help="Play the npu-smi samples of a bundle (`collect --samples N`).")
 @click.option("--demo", is_flag=True, help="Play the shipped demo: a busy 8-chip node (assembled from real captures).")
 @click.option("--speed", type=click.FloatRange(0.125, 64), default=1.0, show_default=True,
               help="Replay speed (also + and - while playing).")
-@click.option("--follow", metavar="FILE.jsonl", help="Follow a training memory log (npudoctor.memlog/1).")
-@click.option("--logs", "logs_dir", metavar="DIR", help="Tail the logs under DIR (e.g. ~/ascend/log) for new findings.")
+@click.option("--follow", type=PATH, metavar="FILE.jsonl", help="Follow a training memory log (npudoctor.memlog/1).")
+@click.option("--logs", "logs_dir", type=PATH, metavar="DIR",
+              help="Tail the logs under DIR (e.g. ~/ascend/log) for new findings.")
 @click.option("--interval", "interval_s", type=click.FloatRange(0.2, 60), default=1.0, show_default=True,
               metavar="S", help="Seconds between polls of npu-smi and redraws.")
-@click.option("--profile", "profile_name", metavar="NAME|PATH", help="Node profile for the check (Findings).")
+@click.option("--profile", "profile_name", type=PATH, metavar="NAME|PATH",
+              help="Node profile for the check (Findings).")
 @click.option("--no-check", is_flag=True, help="Do not run `npudoctor check` at start (r runs it).")
 def dashboard(replay: Optional[str], demo: bool, speed: float, follow: Optional[str], logs_dir: Optional[str],
               interval_s: float, profile_name: Optional[str], no_check: bool) -> None:

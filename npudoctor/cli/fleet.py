@@ -8,12 +8,12 @@ from typing import Any, Optional, Tuple
 
 import click
 
-from npudoctor.cli.common import fail_usage
+from npudoctor.cli.common import PATH, fail_usage
 from npudoctor.model.finding import Status
 
 
 @click.command()
-@click.argument("paths", nargs=-1, metavar="PATH...")
+@click.argument("paths", nargs=-1, metavar="PATH...", type=PATH)
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "csv"]), default="text", show_default=True)
 @click.option("--demo", is_flag=True, help="Show a demo fleet made from the shipped scenarios.")
 @click.option("--demo-nodes", type=click.IntRange(1, 100000), default=42, show_default=True, hidden=True)
@@ -21,7 +21,8 @@ def fleet(paths: Tuple[str, ...], fmt: str, demo: bool, demo_nodes: int) -> None
     """Many reports or bundles at once: which nodes fail which checks, and version drift.
 
     PATH: `npudoctor check --format json` reports, bundles (.tar.gz or folders), tar archives of reports, or
-    folders holding any of these. Exit 0 when no node fails, 1 when one does, 2 when nothing is readable.
+    folders holding any of these. Exit 0 when no node fails, 1 when one does or an input could not be read,
+    2 when nothing is readable.
     """
     from npudoctor.fleet import view
 
@@ -45,10 +46,11 @@ def fleet(paths: Tuple[str, ...], fmt: str, demo: bool, demo_nodes: int) -> None
             raise fail_usage(error)
     render = {"json": view.render_json, "csv": view.render_csv}.get(fmt, view.render_text)
     click.echo(render(result), nl=False)
-    if result.errors and fmt != "text":  # the text lists them itself; say so where a script's output would not
-        first_path, first_reason = result.errors[0]
-        click.echo(f"npudoctor: warning: {len(result.errors)} input(s) could not be read, first {first_path}: "
-                   f"{first_reason}", err=True)
+    if result.errors:  # the text lists them too; stderr says so for every format (npudoctor.model.inputs)
+        from npudoctor.model.inputs import warning_line
+        from npudoctor.untrusted import clean, one_line
+
+        click.echo(one_line(clean(warning_line(result.errors))), err=True)
     raise click.exceptions.Exit(result.exit_code())
 
 
@@ -58,10 +60,12 @@ def profile() -> None:
 
 
 @profile.command("derive")
-@click.argument("source", metavar="BUNDLE|REPORT")
-@click.option("-o", "--output", required=True, metavar="site.yaml", help="Where to write it (never overwritten).")
-@click.option("--base", metavar="NAME|PATH", help="Profile whose thresholds it keeps (default: the report's).")
-@click.option("--name", metavar="NAME", help="The profile's name (default: site-from-HOSTNAME).")
+@click.argument("source", metavar="BUNDLE|REPORT", type=PATH)
+@click.option("-o", "--output", type=PATH, required=True, metavar="site.yaml",
+              help="Where to write it (never overwritten).")
+@click.option("--base", type=PATH, metavar="NAME|PATH",
+              help="Profile whose thresholds it keeps (default: the report's).")
+@click.option("--name", type=PATH, metavar="NAME", help="The profile's name (default: site-from-HOSTNAME).")
 def derive(source: str, output: str, base: Optional[str], name: Optional[str]) -> None:
     """Write a site profile pinning what SOURCE's node is: chips, link widths, versions, OS and kernel.
 
@@ -91,10 +95,11 @@ def derive(source: str, output: str, base: Optional[str], name: Optional[str]) -
               help="Start torchrun with N processes on this node (default for gloo: 2).")
 @click.option("--iters", type=click.IntRange(1, 100000), default=20, show_default=True)
 @click.option("--warmup", type=click.IntRange(0, 10000), default=5, show_default=True)
-@click.option("--profile", "profile_name", metavar="NAME|PATH", help="Expected bus bandwidth (fleet.collective).")
+@click.option("--profile", "profile_name", type=PATH, metavar="NAME|PATH",
+              help="Expected bus bandwidth (fleet.collective).")
 @click.option("--timeout", "timeout_s", type=click.FloatRange(1, 86400), default=600, show_default=True,
               help="Seconds before the run is stopped.")
-@click.option("--result-file", hidden=True, help="(internal) rank 0 writes its raw results here.")
+@click.option("--result-file", type=PATH, hidden=True, help="(internal) rank 0 writes its raw results here.")
 def collective(backend: str, sizes: Optional[str], ops: str, fmt: str, nproc_per_node: Optional[int], iters: int,
                warmup: int, profile_name: Optional[str], timeout_s: float, result_file: Optional[str]) -> None:
     """Measure all_reduce / all_gather / broadcast like nccl-tests: latency, algbw, busbw, correctness.
@@ -112,13 +117,14 @@ def collective(backend: str, sizes: Optional[str], ops: str, fmt: str, nproc_per
         op_list = probe.parse_ops(ops)
         profile = api.load_profile(profile_name)
         if probe.under_torchrun(os.environ):
-            size_list = probe.parse_sizes(sizes or probe.DEFAULT_SIZES.get(backend, probe.DEFAULT_SIZES["hccl"]))
+            default = probe.DEFAULT_SIZES.get(backend, probe.DEFAULT_SIZES["hccl"])
+            size_list = probe.parse_sizes(sizes if sizes is not None else default)  # '' is refused, not "unset"
         else:
             from npudoctor import install
 
             install.require("torch", "numpy")  # the ranks need both: one line now, not N failing ranks later
             backend = probe.pick_backend(backend)
-            size_list = probe.parse_sizes(sizes or probe.DEFAULT_SIZES[backend])
+            size_list = probe.parse_sizes(sizes if sizes is not None else probe.DEFAULT_SIZES[backend])
             if nproc_per_node is None and backend != "gloo":
                 raise probe.CollectiveError(f"--nproc-per-node N is needed for {backend} (how many devices to use)")
     except (probe.CollectiveError, api.UsageError) as exc:
@@ -149,17 +155,19 @@ def collective(backend: str, sizes: Optional[str], ops: str, fmt: str, nproc_per
 
 
 @click.command()
-@click.option("--profile", "profile_name", required=True, metavar="NAME|PATH", help="What this node must be.")
-@click.option("-o", "--output", required=True, metavar="DIR", help="New or empty folder for the results.")
-@click.option("--python", "python", metavar="PATH", help="The interpreter training runs with.")
-@click.option("--root", metavar="DIR", help="Read system files under DIR.")
+@click.option("--profile", "profile_name", type=PATH, required=True, metavar="NAME|PATH",
+              help="What this node must be.")
+@click.option("-o", "--output", type=PATH, required=True, metavar="DIR", help="New or empty folder for the results.")
+@click.option("--python", "python", type=PATH, metavar="PATH", help="The interpreter training runs with.")
+@click.option("--root", type=PATH, metavar="DIR", help="Read system files under DIR.")
 @click.option("--collective-backend", type=click.Choice(["auto", "hccl", "nccl", "gloo"]), default="auto",
               show_default=True)
 @click.option("--nproc-per-node", type=click.IntRange(1, 128), metavar="N",
               help="Processes for the collective probe (default: the node's NPU count).")
 @click.option("--sizes", metavar="LIST", help="Collective message sizes (default 1K,1M,64M,1G).")
 @click.option("--no-collective", is_flag=True, help="Do not run the collective probe.")
-@click.option("--memlog", metavar="FILE.jsonl", help="Plot memory over steps from this npudoctor.memlog/1 file.")
+@click.option("--memlog", type=PATH, metavar="FILE.jsonl",
+              help="Plot memory over steps from this npudoctor.memlog/1 file.")
 @click.option("--fail-on", type=click.Choice(["warn", "fail"]), default="fail", show_default=True)
 def onboard(profile_name: str, output: str, python: Optional[str], root: Optional[str], collective_backend: str,
             nproc_per_node: Optional[int], sizes: Optional[str], no_collective: bool, memlog: Optional[str],
@@ -188,7 +196,10 @@ def onboard(profile_name: str, output: str, python: Optional[str], root: Optiona
     report = result.report
     code = report.exit_code(fail_on)
     counts = ", ".join(f"{v} {k}" for k, v in report.summary.to_dict().items())
-    click.echo(f"{'ACCEPTED' if code == 0 else 'NOT ACCEPTED'}: {report.inventory.get('hostname') or '?'} "
+    from npudoctor.untrusted import clean, one_line
+
+    host = one_line(clean(str(report.inventory.get("hostname") or "?")))  # the node's text, on its line
+    click.echo(f"{'ACCEPTED' if code == 0 else 'NOT ACCEPTED'}: {host} "
                f"({counts})")
     for finding in report.findings:
         if finding.status in (Status.FAIL, Status.ERROR) or (fail_on == "warn" and finding.status is Status.WARN):

@@ -12,16 +12,16 @@ from typing import TYPE_CHECKING, Optional, Tuple
 
 import click
 
-from npudoctor.cli.common import EXIT_FINDINGS, EXIT_OK, fail_usage
+from npudoctor.cli.common import EXIT_FINDINGS, EXIT_OK, PATH, fail_usage
 
 if TYPE_CHECKING:  # the ELF modules load when the command runs, not for `npudoctor --help`
     from npudoctor.probes.linkage import LibsAnalysis
 
 
 @click.command("libs")
-@click.argument("path", metavar="PATH.so")
+@click.argument("path", metavar="PATH.so", type=PATH)
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
-@click.option("--root", metavar="DIR", help="Analyse a node image: PATH and library folders lie under DIR.")
+@click.option("--root", type=PATH, metavar="DIR", help="Analyse a node image: PATH and library folders lie under DIR.")
 @click.option(
     "--ld-library-path",
     metavar="DIRS",
@@ -30,6 +30,7 @@ if TYPE_CHECKING:  # the ELF modules load when the command runs, not for `npudoc
 )
 @click.option(
     "--preload",
+    type=PATH,
     multiple=True,
     metavar="PATH",
     help="Objects loaded before PATH.so, as after `import torch`: the python binary (so Py* symbols "

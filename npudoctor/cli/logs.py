@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Optional, Sequence, Tuple
 
 import click
 
-from npudoctor.cli.common import EXIT_FINDINGS, EXIT_OK, fail_usage, quoted_topics, split_list
+from npudoctor.cli.common import EXIT_FINDINGS, EXIT_OK, PATH, PATH_OR_STDIN, fail_usage, quoted_topics, split_list
 
 if TYPE_CHECKING:
     from npudoctor.logs.model import ScanResult
@@ -65,13 +65,13 @@ def logs() -> None:
 
 
 @logs.command("scan")
-@click.argument("paths", nargs=-1, required=True, metavar="PATH...")
+@click.argument("paths", nargs=-1, required=True, metavar="PATH...", type=PATH_OR_STDIN)
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "junit", "github"]), default="text",
               show_default=True)
 @click.option("--fail-on", "fail_on", multiple=True, metavar="error|warn|fallback|KIND|CODE",
               help="Exit 1 when a finding matches (repeat or comma-separate; given criteria replace the "
                    "default, error). warn includes error; a CODE such as EZ3002 or 507011 matches that code.")
-@click.option("--rules", "rule_files", multiple=True, metavar="FILE",
+@click.option("--rules", "rule_files", type=PATH, multiple=True, metavar="FILE",
               help="Site rules file (same layout as checks/log_rules.yaml); adds or replaces rules by id.")
 @click.option("-j", "--jobs", type=click.IntRange(0, 256), default=0, show_default=True,
               help="Worker processes for big files (0: one per CPU, at most 8; 1: scan in this process).")
@@ -83,11 +83,14 @@ def scan(paths: Tuple[str, ...], fmt: str, fail_on: Tuple[str, ...], rule_files:
          jobs: int, follow_symlinks: bool, verbose: bool) -> None:
     """Scan files, directories, .gz files or - (stdin) and report merged findings.
 
-    Exit codes: 0 nothing matched --fail-on; 1 findings matched; 2 usage error or nothing readable.
+    Exit codes: 0 nothing matched --fail-on; 1 findings matched or a file could not be read; 2 usage error or
+    nothing readable.
     """
     from npudoctor.logs.engine import default_jobs, scan_paths
     from npudoctor.logs.failon import matches_fail_on, parse_fail_on
     from npudoctor.logs.rules import RulesError, known_kinds, load_rules
+    from npudoctor.model import inputs
+    from npudoctor.untrusted import printable
 
     try:
         rules = load_rules(rule_files)
@@ -103,13 +106,18 @@ def scan(paths: Tuple[str, ...], fmt: str, fail_on: Tuple[str, ...], rule_files:
             progress.close()
     for summary in result.files:
         if summary.status == "partial":
-            click.echo(f"npudoctor: warning: {summary.path}: {summary.error}; scanned what was read before it "
-                       f"(partial)", err=True)
+            click.echo(printable(f"npudoctor: warning: {summary.path}: {summary.error}; scanned what was read "
+                                 f"before it (partial)"), err=True)
         elif summary.status != "ok":
-            click.echo(f"npudoctor: warning: {summary.path}: {summary.error}", err=True)
+            click.echo(printable(f"npudoctor: warning: {summary.path}: {summary.error}"), err=True)
     if not result.readable_files:
         raise fail_usage("nothing readable to scan")
-    code = EXIT_FINDINGS if matches_fail_on(result, criteria) else EXIT_OK
+    # An input that could not be read makes the exit at least 1, whatever matched (npudoctor.model.inputs);
+    # files a folder walk skips on purpose (links out, FIFOs, binaries) are no inputs.
+    unreadable = [s for s in result.files if s.status == "unreadable"]
+    code = inputs.exit_code(EXIT_FINDINGS if matches_fail_on(result, criteria) else EXIT_OK, len(unreadable))
+    if unreadable:
+        click.echo(printable(inputs.warning_line([(s.path, s.error or "unreadable") for s in unreadable])), err=True)
     _emit(result, fmt, verbose, criteria, code)
     raise click.exceptions.Exit(code)
 

@@ -12,7 +12,7 @@ from typing import Any, Optional, Tuple
 
 import click
 
-from npudoctor.cli.common import EXIT_FINDINGS, fail_usage
+from npudoctor.cli.common import EXIT_FINDINGS, PATH_OR_STDIN, fail_usage
 
 # Far above any real `npu-smi info` (a 16-die A3 table is about 10 KiB); larger input is not npu-smi output.
 MAX_INPUT_BYTES = 16 * 1024 * 1024
@@ -44,7 +44,7 @@ def read_input(source: str) -> str:
 
 
 @parse.command("npu-smi")
-@click.argument("source", metavar="FILE|-")
+@click.argument("source", metavar="FILE|-", type=PATH_OR_STDIN)
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def npu_smi(source: str, fmt: str) -> None:
     """Parse `npu-smi info` output (FILE, or - for stdin) into a table, or JSON with --format json.
@@ -74,12 +74,14 @@ def npu_smi(source: str, fmt: str) -> None:
             raise fail_usage(f"{name}: {exc}") from None
         _explain_failure(name, failure)
         raise click.exceptions.Exit(EXIT_FINDINGS) from None
+    from npudoctor.untrusted import clean, clean_value
+
     for note in table.notes:
-        click.echo(f"npudoctor: note: {note}", err=True)
-    if fmt == "json":
+        click.echo(f"npudoctor: note: {clean(note)}", err=True)
+    if fmt == "json":  # process names are the node's text (arguments, secrets): cleaned as in every report
         from npudoctor.report import json_report
 
-        json_report.emit(table.to_dict())
+        json_report.emit(clean_value(table.to_dict()))
         return
     _render(table)
 
@@ -92,7 +94,9 @@ def _explain_failure(name: str, failure: Any) -> None:
 
     explained = explain_failure(failure)
     width = terminal.width()
-    click.echo(f"{name}: npu-smi failed: {failure.line}")
+    from npudoctor.untrusted import clean, one_line
+
+    click.echo(one_line(clean(f"{name}: npu-smi failed: {failure.line}")))  # the file's own text: data
     for label in ("meaning", "cause", "fix"):
         for index, part in enumerate(str(explained.get(label) or "").splitlines()):
             first = f"  {label}: " if index == 0 else "    "

@@ -12,7 +12,7 @@ from typing import Any, Optional, Tuple
 
 import click
 
-from npudoctor.cli.common import EXIT_INTERRUPTED, EXIT_USAGE, fail_usage
+from npudoctor.cli.common import EXIT_INTERRUPTED, EXIT_USAGE, PATH, fail_usage
 
 FORMATS = click.Choice(["text", "json", "junit", "github"])
 
@@ -24,8 +24,9 @@ def _common(func: Any) -> Any:
                      help="Exit 1 on FAIL/ERROR (default) or also on WARN."),
         click.option("--steps", type=click.IntRange(0, None), default=0, metavar="N",
                      help="Analyse only the last N steps (tables with a Step Id / Step column); 0: all."),
-        click.option("--profile", "profile_name", metavar="NAME|PATH", help="Node profile (prof: thresholds)."),
-        click.option("--logs", "logs_dirs", multiple=True, metavar="DIR",
+        click.option("--profile", "profile_name", type=PATH, metavar="NAME|PATH",
+                     help="Node profile (prof: thresholds)."),
+        click.option("--logs", "logs_dirs", type=PATH, multiple=True, metavar="DIR",
                      help="Also read CANN/torch_npu logs under DIR and merge their CPU-fallback findings."),
         click.option("-v", "--verbose", is_flag=True, help="Show evidence and every note."),
     ]):
@@ -51,6 +52,11 @@ def _analyze_and_emit(paths: Tuple[str, ...], profile_name: Optional[str], steps
     except KeyboardInterrupt:
         click.echo("npudoctor: interrupted while reading the profile", err=True)
         raise click.exceptions.Exit(EXIT_INTERRUPTED) from None
+    if result.unreadable:  # some inputs gave nothing: said, and the exit is at least 1 (npudoctor.model.inputs)
+        from npudoctor.model.inputs import warning_line
+        from npudoctor.untrusted import clean, one_line
+
+        click.echo(one_line(clean(warning_line(result.unreadable))), err=True)
     if fmt == "json":
         from npudoctor.report import json_report
 
@@ -72,7 +78,7 @@ def _analyze_and_emit(paths: Tuple[str, ...], profile_name: Optional[str], steps
 
 
 @prof.command("analyze")
-@click.argument("paths", nargs=-1, required=True, metavar="PATH...")
+@click.argument("paths", nargs=-1, required=True, metavar="PATH...", type=PATH)
 @_common
 def analyze_command(paths: Tuple[str, ...], fmt: str, fail_on: str, steps: int, profile_name: Optional[str],
                     logs_dirs: Tuple[str, ...], verbose: bool) -> None:
@@ -82,7 +88,7 @@ def analyze_command(paths: Tuple[str, ...], fmt: str, fail_on: str, steps: int, 
 
 
 @prof.command("run", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
-@click.option("-o", "--output", metavar="DIR", help="Where msprof writes (default ./npudoctor_prof_<time>).")
+@click.option("-o", "--output", type=PATH, metavar="DIR", help="Where msprof writes (default ./npudoctor_prof_<time>).")
 @click.option("--aic-metrics", metavar="SET",
               help="PMU set: PipeUtilization (default), ArithmeticUtilization, Memory, MemoryL0, MemoryUB, "
                    "ResourceConflictRatio, L2Cache, ...")
@@ -100,6 +106,7 @@ def run_command(output: Optional[str], aic_metrics: Optional[str], timeout_s: Op
     """
     from npudoctor import api
     from npudoctor.prof import launch
+    from npudoctor.untrusted import clean, one_line
 
     msprof = launch.find_msprof()
     if msprof is None:
@@ -108,6 +115,8 @@ def run_command(output: Optional[str], aic_metrics: Optional[str], timeout_s: Op
         raise click.exceptions.Exit(EXIT_USAGE)
     profile = api.load_profile(profile_name)
     output = output or f"npudoctor_prof_{time.strftime('%Y%m%d_%H%M%S')}"
+    if os.path.islink(output):  # msprof would write through it, wherever it points
+        raise fail_usage(f"-o {output}: a symbolic link (not followed; give the real folder)")
     if os.path.exists(output) and not os.path.isdir(output):
         raise fail_usage(f"-o {output}: exists and is not a directory")
     try:
@@ -119,7 +128,7 @@ def run_command(output: Optional[str], aic_metrics: Optional[str], timeout_s: Op
     except OSError as exc:  # -o cannot be created (read-only, /proc), msprof cannot be started
         raise fail_usage(f"{exc.filename or output}: {exc.strerror or exc}") from None
     for problem in outcome.export_problems:
-        click.echo(f"npudoctor: warning: {problem}", err=True)
+        click.echo(f"npudoctor: warning: {one_line(clean(problem))}", err=True)  # msprof's own text
     if outcome.interrupted:
         click.echo("npudoctor: interrupted; analysing what the profiler wrote", err=True)
     if outcome.timed_out:

@@ -9,8 +9,9 @@ from typing import Any, Optional
 
 import click
 
-from npudoctor.cli.common import EXIT_FINDINGS, EXIT_INTERRUPTED, EXIT_OK, fail_usage
+from npudoctor.cli.common import EXIT_FINDINGS, EXIT_INTERRUPTED, EXIT_OK, PATH, fail_usage
 from npudoctor.report.progress import Progress
+from npudoctor.untrusted import clean_value
 
 
 @click.command("train-step")
@@ -22,16 +23,16 @@ from npudoctor.report.progress import Progress
 @click.option("--steps", type=click.IntRange(1, 10_000_000), default=50, show_default=True)
 @click.option("--precision", type=click.Choice(["fp32", "bf16", "fp16"]), default="fp32", show_default=True)
 @click.option("--workers", type=click.IntRange(0, 256), default=0, show_default=True, help="DataLoader workers.")
-@click.option("--log", "log_path", metavar="FILE.jsonl",
+@click.option("--log", "log_path", type=PATH, metavar="FILE.jsonl",
               help="Append one npudoctor.memlog/1 line per step (never truncated).")
-@click.option("--weights", metavar="FILE", help="Load a CLIP state dict (OpenAI parameter names).")
+@click.option("--weights", type=PATH, metavar="FILE", help="Load a CLIP state dict (OpenAI parameter names).")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--lr", type=click.FloatRange(0, 1, min_open=True), default=5e-4, show_default=True)
 @click.option("--inject-leak", "inject_leak", metavar="BYTES|graph",
               help="Prove the leak detector: keep BYTES (e.g. 1MiB) per step, or the loss with its graph.")
 @click.option("--compare-cpu", is_flag=True, help="Also compare one seeded step (loss, gradients) with the CPU.")
 @click.option("--ops", is_flag=True, help="Also compare single operators with a float64 CPU reference.")
-@click.option("--profile", "profile_name", metavar="NAME|PATH", help="Profile with train.* thresholds.")
+@click.option("--profile", "profile_name", type=PATH, metavar="NAME|PATH", help="Profile with train.* thresholds.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("-v", "--verbose", is_flag=True, help="Show evidence.")
 def train_step(device_name: str, model: str, batch: int, steps: int, precision: str, workers: int,
@@ -95,7 +96,7 @@ def train_step(device_name: str, model: str, batch: int, steps: int, precision: 
     if fmt == "json":
         from npudoctor.report import json_report
 
-        json_report.emit({**document, "report": report.to_dict()})
+        json_report.emit(clean_value({**document, "report": report.to_dict()}))
     else:
         from npudoctor.report import train_console
 
@@ -109,10 +110,10 @@ def leak() -> None:
 
 
 @leak.command("analyze")
-@click.argument("path", metavar="FILE.jsonl")
+@click.argument("path", metavar="FILE.jsonl", type=PATH)
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("--warmup", type=click.IntRange(0), default=None, help="Steps to skip (default: the first fifth).")
-@click.option("--profile", "profile_name", metavar="NAME|PATH", help="Profile with train.leak.* thresholds.")
+@click.option("--profile", "profile_name", type=PATH, metavar="NAME|PATH", help="Profile with train.leak.* thresholds.")
 @click.option("-v", "--verbose", is_flag=True, help="Show evidence.")
 def leak_analyze(path: str, fmt: str, warmup: Optional[int], profile_name: Optional[str], verbose: bool) -> None:
     """Leak verdict for a recorded log: exit 1 on a leak, 2 on unreadable input."""
@@ -131,7 +132,7 @@ def leak_analyze(path: str, fmt: str, warmup: Optional[int], profile_name: Optio
     if fmt == "json":
         from npudoctor.report import json_report
 
-        json_report.emit({**verdict.to_dict(), "file": path, "runs": runs})
+        json_report.emit(clean_value({**verdict.to_dict(), "file": path, "runs": runs}))
     else:
         from npudoctor.report import train_console
 

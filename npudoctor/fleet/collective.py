@@ -31,6 +31,7 @@ from npudoctor.knowledge import setting
 from npudoctor.model import rulebook
 from npudoctor.model.finding import Finding, Status
 from npudoctor.parsers import jsondoc
+from npudoctor.untrusted import clean, clean_value
 
 SCHEMA = "npudoctor.collective/1"
 OPS = ("all_reduce", "all_gather", "broadcast")
@@ -421,13 +422,15 @@ def render_text(document: Mapping[str, Any], found: Sequence[Finding], width: in
     problems = counts[Status.FAIL] + counts[Status.ERROR]
     lines += ["", f"{len(found)} findings: " + ", ".join(f"{n} {s.value}" for s, n in counts.items() if n)
               + ("; nothing failed" if not problems else f"; {problems} problem(s)")]
-    return "\n".join(lines) + "\n"
+    return clean("\n".join(lines)) + "\n"  # host and device names come from the ranks: data, never escapes
 
 
 def to_json(document: Mapping[str, Any], found: Sequence[Finding]) -> str:
+    """The run's document (rank output included when it failed: cleaned like every report) and findings."""
     from npudoctor.report import json_report
 
-    return json_report.document_text({**document, "schema": SCHEMA, "findings": [f.to_dict() for f in found]})
+    return json_report.document_text(clean_value({**document, "schema": SCHEMA,
+                                                  "findings": [f.to_dict() for f in found]}))
 
 
 # -- launching torchrun on this node --------------------------------------------------------------------------

@@ -17,6 +17,7 @@ from npudoctor.fleet.reportdoc import MAX_REPORT_BYTES, ReportShapeError, check_
 from npudoctor.model.inventory import CHIP_FIELDS, SOFTWARE_FIELDS, SYSTEM_FIELDS
 from npudoctor.parsers import jsondoc
 from npudoctor.probes.safe_open import UnsafeFile, read_file
+from npudoctor.untrusted import clean, one_line, printable
 
 # Where each inventory value comes from on a node, for the comments of the derived profile.
 ORIGIN: Dict[str, str] = {
@@ -80,7 +81,7 @@ def _scalar(value: Any) -> str:
         return repr(value)
     if isinstance(value, list):
         return "[" + ", ".join(_scalar(v) for v in value) + "]"
-    return json.dumps(str(value), ensure_ascii=False)
+    return json.dumps(printable(str(value)), ensure_ascii=False)  # no C1 line break (NEL) either
 
 
 def derive(document: Mapping[str, Any], source: str, base: Optional[str] = None, name: Optional[str] = None) -> str:
@@ -88,10 +89,15 @@ def derive(document: Mapping[str, Any], source: str, base: Optional[str] = None,
     inventory: Mapping[str, Any] = document.get("inventory") or {}
     chips: Mapping[str, Any] = inventory.get("chips") or {}
     tool: Mapping[str, Any] = document.get("tool") or {}
-    host = str(inventory.get("hostname") or (document.get("host") or {}).get("hostname") or "unknown-node")
-    base = base or str(tool.get("profile") or "default")
+    # The report is someone else's text: what goes into a comment line stays on that line (a host name with a
+    # newline would otherwise add a real key to the profile).
+    host = one_line(clean(str(inventory.get("hostname") or (document.get("host") or {}).get("hostname")
+                               or "unknown-node")))
+    base = base or one_line(str(tool.get("profile") or "default"))
     name = name or f"site-from-{host}"
-    started = (document.get("run") or {}).get("started") or document.get("recorded") or "at an unknown time"
+    started = one_line(clean(str((document.get("run") or {}).get("started") or document.get("recorded")
+                                 or "at an unknown time")))
+    source = one_line(source)
     summary = document.get("summary") or {}
     failing = int(summary.get("fail", 0) or 0) + int(summary.get("error", 0) or 0)
     lines: List[str] = [

@@ -88,7 +88,7 @@ def run_collective(options: CollectiveOptions, inventory: Mapping[str, Any],
                             "--collective-backend gloo tests the plumbing on the CPU")]
     count = (inventory.get("chips") or {}).get("count")
     nproc = options.nproc_per_node or (count if backend != "gloo" and isinstance(count, int) and count else 2)
-    sizes = probe.parse_sizes(options.sizes or probe.DEFAULT_SIZES[backend])
+    sizes = probe.parse_sizes(options.sizes if options.sizes is not None else probe.DEFAULT_SIZES[backend])
     worker_args = ["--backend", backend, "--sizes", ",".join(map(str, sizes)), "--iters", str(options.iters),
                    "--warmup", str(options.warmup), "--timeout", str(options.timeout_s)]
     document = probe.launch(nproc, worker_args, options.timeout_s + 60)
@@ -107,7 +107,7 @@ def onboard(directory: str, profile_name: str, collective: CollectiveOptions,
     from npudoctor.report import html, json_report
 
     profile = api.load_profile(profile_name)
-    if collective.run and collective.sizes:  # a usage error now, not after the checks and the bundle
+    if collective.run and collective.sizes is not None:  # a usage error now, not after the checks and bundle
         from npudoctor.fleet.collective import parse_sizes
 
         parse_sizes(collective.sizes)

@@ -7,8 +7,11 @@ collector only reads ``*.prom``) and is renamed over the target.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
-import tempfile
+import secrets
+from typing import Tuple
 
 from npudoctor.errors import InputError
 
@@ -20,6 +23,9 @@ class TextfileError(InputError):
 def check_target(path: str) -> None:
     """Refuse a target that can never be written, before any work is done."""
     folder = os.path.dirname(os.path.abspath(path))
+    if os.path.islink(os.path.dirname(path) or "."):
+        raise TextfileError(f"--textfile {path}: its folder is a symbolic link (not followed; give the real "
+                            f"folder)")
     if not os.path.isdir(folder):
         raise TextfileError(f"--textfile {path}: no such directory {folder}")
     if os.path.lexists(path) and (os.path.islink(path) or not os.path.isfile(path)):
@@ -30,22 +36,46 @@ def write_atomically(path: str, text: str) -> None:
     """Replace ``path`` with ``text`` in one step (temp file in the same folder, fsync, rename, mode 0644).
 
     Replacing is the point here (the collector wants the newest run), unlike bundles and onboarding
-    folders, which are never overwritten. A ``path`` that is a folder, a FIFO or a device is refused.
+    folders, which are never overwritten. A ``path`` that is a folder, a FIFO or a device is refused, and so
+    is a folder reached through a link: the folder is opened once without following a link, and the
+    temporary file is created and renamed relative to that open folder (a link swapped in later is not
+    followed either).
     """
     check_target(path)
-    folder = os.path.dirname(os.path.abspath(path))
+    name = os.path.basename(path)
+    folder = os.path.dirname(path) or "."
+    flags = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
     try:
-        fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=folder)
-    except OSError as exc:  # a folder nobody may create files in (read-only, /proc)
-        raise TextfileError(f"--textfile {path}: cannot write: {exc.strerror or exc}") from None
+        folder_fd = os.open(folder, flags)
+    except OSError as exc:
+        reason = "its folder is a symbolic link (not followed)" if exc.errno in (errno.ELOOP, errno.ENOTDIR) else \
+            f"cannot write: {exc.strerror or exc}"
+        raise TextfileError(f"--textfile {path}: {reason}") from None
+    tmp = ""
     try:
+        fd, tmp = _create_temporary(folder_fd, name)
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
             handle.flush()
+            os.fchmod(handle.fileno(), 0o644)  # node_exporter usually runs as another user
             os.fsync(handle.fileno())
-        os.chmod(tmp, 0o644)  # node_exporter usually runs as another user
-        os.replace(tmp, path)
-    except OSError as exc:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+        os.replace(tmp, name, src_dir_fd=folder_fd, dst_dir_fd=folder_fd)  # replaces a link, never follows
+    except OSError as exc:  # a folder nobody may create files in (read-only, /proc)
+        if tmp:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp, dir_fd=folder_fd)
         raise TextfileError(f"--textfile {path}: cannot write: {exc.strerror or exc}") from None
+    finally:
+        os.close(folder_fd)
+
+
+def _create_temporary(folder_fd: int, name: str) -> Tuple[int, str]:
+    """A new hidden ``.NAME.XXXX.tmp`` in the open folder (the collector reads only ``*.prom``)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    for _attempt in range(100):
+        tmp = f".{name}.{secrets.token_hex(6)}.tmp"
+        try:
+            return os.open(tmp, flags, 0o600, dir_fd=folder_fd), tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(errno.EEXIST, "no free temporary name")

@@ -23,8 +23,10 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Named
 
 from npudoctor.errors import InputError
 from npudoctor.fleet.reportdoc import MAX_REPORT_BYTES, ReportShapeError, check_report
+from npudoctor.model import inputs
 from npudoctor.model.profile import flatten
 from npudoctor.parsers import jsondoc
+from npudoctor.untrusted import clean, csv_cell, one_line
 
 SCHEMA = "npudoctor.fleet/1"
 BUNDLE_SUFFIXES = (".tar.gz", ".tgz", ".tar")
@@ -108,9 +110,11 @@ class FleetView:
         return {name: node.inventory[i] if i < len(node.inventory) else None for i, name in enumerate(self.fields)}
 
     def exit_code(self) -> int:
+        """2 when no report was read; else 1 when a node fails or an input could not be read
+        (:mod:`npudoctor.model.inputs`); else 0."""
         if not self.nodes:
-            return 2
-        return 1 if any(node.failing for node in self.nodes) else 0
+            return inputs.EXIT_NOTHING_READABLE
+        return inputs.exit_code(1 if any(node.failing for node in self.nodes) else 0, len(self.errors))
 
 
 class FleetInputError(InputError):
@@ -133,7 +137,9 @@ class _Builder:
         self.progress = progress
         self.field_index: Dict[str, int] = {}
         self.by_name: Dict[str, int] = {}
-        self.values: Dict[str, str] = {}  # one object per distinct text: 50,000 nodes share a few strings
+        # One object per distinct text (50,000 nodes share a few strings), cleaned once: every string a report
+        # brings is someone else's text, redacted and without control characters before any output sees it.
+        self.values: Dict[str, str] = {}
         self.replay = replay
 
     def add(self, document: Any, source: str) -> None:
@@ -154,15 +160,15 @@ class _Builder:
             status = finding.get("status") if type(finding) is dict else None
             if status not in NOTABLE:
                 continue
-            check_id = str(finding.get("id", "?"))
+            check_id = self._text(str(finding.get("id", "?")))
             (warning if status == "warn" else failing)[check_id] = None
             if check_id not in titles:
-                titles[check_id] = str(finding.get("title", ""))
+                titles[check_id] = self._text(str(finding.get("title", "")))
         summary = _mapping(document, "summary")
         counts = tuple(_count(summary.get(k)) for k in ("pass", "warn", "fail", "skip", "error"))
         inventory, host = _mapping(document, "inventory"), _mapping(document, "host")
-        name = str(inventory.get("hostname") or host.get("hostname") or source)
-        started = str(_mapping(document, "run").get("started") or "")
+        name = one_line(self._text(str(inventory.get("hostname") or host.get("hostname") or source)))
+        started = self._text(str(_mapping(document, "run").get("started") or ""))
         record = NodeRecord(name, source, started, tuple(failing), tuple(warning),
                             counts, self._inventory_tuple(inventory))  # type: ignore[arg-type]
         previous = self.by_name.get(name)
@@ -184,16 +190,22 @@ class _Builder:
                     self.view.fields_not_compared += 1
                     continue
                 index = self.field_index[key] = len(self.view.fields)
-                self.view.fields.append(key)
+                self.view.fields.append(one_line(self._text(key)))
                 slots.append(None)
             if isinstance(value, list):
                 value = ",".join(map(str, value))
             if isinstance(value, str):
-                value = self.values.setdefault(value, value)
+                value = self._text(value)
             slots[index] = value
         while slots and slots[-1] is None:
             slots.pop()
         return tuple(slots)
+
+    def _text(self, text: str) -> str:
+        cleaned = self.values.get(text)
+        if cleaned is None:
+            cleaned = self.values[text] = clean(text)
+        return cleaned
 
     # -- inputs ------------------------------------------------------------------------------------------
     def read_path(self, path: str) -> None:
@@ -323,6 +335,8 @@ def from_documents(documents: Iterable[Tuple[Dict[str, Any], str]]) -> FleetView
 
 
 # -- output ------------------------------------------------------------------------------------------------
+# What a report brought was cleaned as it was read (_Builder._text); the outputs add what their format needs:
+# text and CSV keep a value on one line, CSV never starts a formula (npudoctor.untrusted).
 def to_dict(view: FleetView) -> Dict[str, Any]:
     return {
         "schema": SCHEMA,
@@ -335,7 +349,7 @@ def to_dict(view: FleetView) -> Dict[str, Any]:
                    "others": [{"value": v, "nodes": n} for v, n in d.others]} for d in view.drift()],
         "nodes": [{"name": n.name, "source": n.source, "verdict": n.verdict, "failing": list(n.failing),
                    "warning": list(n.warning), "inventory": view.inventory_of(n)} for n in view.nodes],
-        "unreadable": [{"path": p, "reason": r} for p, r in view.errors],
+        "unreadable": [{"path": clean(p), "reason": clean(r)} for p, r in view.errors],
         **({"fields_not_compared": view.fields_not_compared} if view.fields_not_compared else {}),
     }
 
@@ -352,11 +366,12 @@ def render_csv(view: FleetView) -> str:
 
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(["node", "verdict", "failing", "warning", "source", *view.fields])
+    writer.writerow([csv_cell(name) for name in ["node", "verdict", "failing", "warning", "source", *view.fields]])
     for node in view.nodes:
         inventory = view.inventory_of(node)
-        writer.writerow([node.name, node.verdict, " ".join(node.failing), " ".join(node.warning), node.source,
-                         *("" if inventory[f] is None else inventory[f] for f in view.fields)])
+        cells = [node.name, node.verdict, " ".join(node.failing), " ".join(node.warning), node.source,
+                 *("" if inventory[f] is None else inventory[f] for f in view.fields)]
+        writer.writerow([csv_cell(cell) for cell in cells])
     return buffer.getvalue()
 
 
@@ -409,4 +424,4 @@ def to_dict_summary(view: FleetView) -> Dict[str, int]:
 
 
 def render_text(view: FleetView) -> str:
-    return "\n".join(text_lines(view)) + "\n"
+    return "\n".join(one_line(clean(line)) for line in text_lines(view)) + "\n"

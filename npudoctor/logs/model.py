@@ -12,6 +12,7 @@ from typing import Any, Counter, Dict, List, Mapping, Optional, Sequence, Set, T
 
 from npudoctor.logs import codes as codebase
 from npudoctor.model.finding import Status
+from npudoctor.untrusted import clean
 
 SEVERITIES: Sequence[str] = ("error", "warn", "fallback", "info")
 # How a finding's severity reads, in the statuses people already know from `npudoctor check`.
@@ -28,7 +29,7 @@ class Evidence:
     line: int
 
     def __str__(self) -> str:
-        return f"{self.file}:{self.line}"
+        return clean(f"{self.file}:{self.line}")  # a path is shown like any text it quotes: cleaned
 
 
 @dataclass

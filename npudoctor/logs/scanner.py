@@ -42,7 +42,8 @@ from npudoctor.logs.model import (
     ScanResult,
 )
 from npudoctor.logs.rules import Rule, RuleSet, default_rules
-from npudoctor.parsers.text import decode_text, printable
+from npudoctor.parsers.text import decode_text
+from npudoctor.untrusted import clean
 
 CHUNK_BYTES = 8 * 1024 * 1024
 # A "line" without a newline for this long (binary junk, one-line dumps, a log whose newlines were lost) is
@@ -592,12 +593,12 @@ class Scanner:
                 merged.last = _later(merged.last, last)
                 summary.causes[hit.kind, hit.subject] += times
                 continue
-            if not cleaned:
-                cleaned = printable(text)
+            if not cleaned:  # log text is someone else's: no secret, no control character in any output
+                cleaned = clean(text)
             key = self._merge_finding(LogFinding(
-                kind=hit.kind, subject=printable(hit.subject), severity=hit.severity, title=hit.title,
+                kind=hit.kind, subject=clean(hit.subject), severity=hit.severity, title=hit.title,
                 count=times, first=where, last=last, sample=cleaned.strip()[:SAMPLE_CHARS], fix=hit.fix,
-                rule=hit.rule, code=hit.code, details={name: {printable(value)} for name, value in hit.details}),
+                rule=hit.rule, code=hit.code, details={name: {clean(value)} for name, value in hit.details}),
                 _add_capped_values)
             summary.causes[key] += times
 

@@ -6,6 +6,8 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
+from npudoctor.untrusted import clean, clean_value
+
 
 class Status(str, enum.Enum):
     """Outcome of one check on one subject.
@@ -43,6 +45,16 @@ class Finding:
     # Why a SKIP could not apply, shared by every finding with that root cause ("not an Ascend node"); the
     # text output folds skips by it. Empty: the detail speaks for itself.
     cause: str = ""
+
+    def __post_init__(self) -> None:
+        """Whatever a finding quotes (a plog line, a process name with its arguments, a path) reaches every
+        output through here: secrets are redacted and control characters removed once, for every format."""
+        for name in ("title", "subject", "detail", "fix", "cause"):
+            value = getattr(self, name)
+            if value and isinstance(value, str):
+                object.__setattr__(self, name, clean(value))
+        if self.evidence:
+            object.__setattr__(self, "evidence", clean_value(dict(self.evidence)))
 
     def to_dict(self) -> Dict[str, Any]:
         data = {

@@ -28,10 +28,10 @@ from npudoctor.errors import InputError
 from npudoctor.parsers import jsondoc
 from npudoctor.parsers.text import decode_text
 from npudoctor.probes import sources
-from npudoctor.probes.redact import redact_env, redact_text
 from npudoctor.probes.runner import MAX_FILE_BYTES, Runner
 from npudoctor.probes.safe_open import UnsafeFile, file_kind, read_file
 from npudoctor.probes.sources import Command, CommandResult, DirListing, FileContent, PathInfo
+from npudoctor.untrusted.redact import redact_env, redact_text
 
 SCHEMA = "npudoctor.bundle/1"
 # Bundles are untrusted input (they travel to support engineers and services that replay them): every

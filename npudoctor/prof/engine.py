@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Callable, List, Mapping, Optional, Sequence
 
 from npudoctor.errors import InputError
-from npudoctor.prof.layout import discover
+from npudoctor.prof.layout import Source, discover
 from npudoctor.prof.model import ProfResult, Rank
 
 if TYPE_CHECKING:
@@ -54,8 +54,31 @@ def analyze(paths: Sequence[str], profile: Optional[NodeProfile] = None, steps: 
         if not details:  # tables of known names whose columns are foreign or that hold no row said nothing
             details = [f"{', '.join(paths)}: no rows with the columns of an Ascend profiling table"]
         raise ProfInputError("no profiling table could be read: " + "; ".join(details[:3]))
+    unreadable = [(path, _reason(path, problems)) for path in paths if not _gave_sources(path, sources)]
+    unreadable += [(rank.label, rank.problems[0] if rank.problems else "no table could be read")
+                   for rank in ranks if not rank.tables_read]
     for rank in ranks:
         problems.extend(rank.problems)
     ctx = ProfContext(ranks=ranks, settings=settings, logs_dirs=tuple(logs_dirs))
     findings = run_all(ctx)
-    return ProfResult(ranks=ranks, findings=findings, problems=problems, paths=tuple(paths))
+    return ProfResult(ranks=ranks, findings=findings, problems=problems, paths=tuple(paths), unreadable=unreadable)
+
+
+def _gave_sources(path: str, sources: Sequence[Source]) -> bool:
+    """Whether the PATH argument ``path`` led to a source: a table it names, or a source in or around it."""
+    import os
+
+    where = os.path.abspath(path)
+    for source in sources:
+        if any(path in files for files in source.tables.values()):
+            return True
+        root = os.path.abspath(source.root)
+        if source.layout != "file" and (root == where or root.startswith(where + os.sep)
+                                        or where.startswith(root + os.sep)):
+            return True
+    return False
+
+
+def _reason(path: str, problems: Sequence[str]) -> str:
+    mine = next((p for p in problems if p.startswith(path + ":")), "")
+    return mine[len(path) + 1:].strip() if mine else "no profiling data found"

@@ -96,11 +96,20 @@ def table_of(file_name: str) -> Optional[str]:
 
 
 def _listdir(path: str, problems: List[str]) -> List[str]:
+    """The names in the folder ``path``, symbolic links left out (and said): a table or folder is never read
+    through a link (one to /proc/self/pagemap or to a file outside the profile would be read as a table)."""
     try:
-        return sorted(os.listdir(path))
+        with os.scandir(path) as entries:
+            names = []
+            for entry in entries:
+                if entry.is_symlink():
+                    problems.append(f"{os.path.join(path, entry.name)}: a symbolic link (not followed)")
+                else:
+                    names.append(entry.name)
     except OSError as exc:
         problems.append(f"{path}: {exc.strerror or exc}")
         return []
+    return sorted(names)
 
 
 def _is_dir(path: str) -> bool:
@@ -265,6 +274,9 @@ def discover(paths: List[str]) -> Tuple[List[Source], List[str]]:
             problems.append(f"{path}: no such file or directory")
             continue
         if not os.path.isdir(path):
+            if os.path.islink(path):
+                problems.append(f"{path}: a symbolic link (not followed; give the file it points to)")
+                continue
             from npudoctor.prof.database import kind_of
 
             table = table_of(os.path.basename(path)) or kind_of(os.path.basename(path))

@@ -7,10 +7,12 @@ show it; none of them needs the engine's code for the shapes.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
 
+from npudoctor.model import inputs
 from npudoctor.model.finding import Finding, Report, Status, Summary
 from npudoctor.prof.layout import Source
+from npudoctor.untrusted import clean_value
 
 if TYPE_CHECKING:
     from npudoctor.prof.kernels import KernelStats
@@ -47,13 +49,16 @@ class ProfResult:
     findings: List[Finding]
     problems: List[str]
     paths: Sequence[str] = ()
+    # (input, reason) for every PATH given that gave no readable table, and every rank whose tables all
+    # failed: they make the exit code at least 1 (npudoctor.model.inputs).
+    unreadable: List[Tuple[str, str]] = field(default_factory=list)
 
     @property
     def summary(self) -> Summary:
         return Summary.of(self.findings)
 
     def exit_code(self, fail_on: str = "fail") -> int:
-        return self.as_report().exit_code(fail_on)
+        return inputs.exit_code(self.as_report().exit_code(fail_on), len(self.unreadable))
 
     def as_report(self) -> Report:
         return Report(findings=list(self.findings), tool={"name": "npudoctor prof"}, source=", ".join(self.paths))
@@ -61,7 +66,8 @@ class ProfResult:
     def to_dict(self) -> Dict[str, Any]:
         from npudoctor.prof import figures
 
-        return {
+        # Op names and paths come from the profiled job's own files: no secret, no control character.
+        return clean_value({
             "schema": SCHEMA,
             "paths": list(self.paths),
             "ranks": [figures.rank_dict(rank) for rank in self.ranks],
@@ -69,7 +75,8 @@ class ProfResult:
             "findings": [f.to_dict() for f in self.findings],
             "summary": self.summary.to_dict(),
             "problems": list(self.problems),
-        }
+            "unreadable": [{"input": where, "reason": reason} for where, reason in self.unreadable],
+        })
 
 
 def status_for(value: float, warn: Optional[float], fail: Optional[float], higher_is_worse: bool = True) -> Status:

@@ -37,11 +37,14 @@ class TableError(InputError):
 
 
 def check_regular_file(path: str) -> int:
-    """The size of ``path`` if it is a regular file (symlinks followed); anything else is refused."""
+    """The size of ``path`` if it is a regular file, not reached through a symbolic link; anything else is
+    refused."""
     try:
-        info = os.stat(path)
+        info = os.lstat(path)
     except OSError as exc:
         raise TableError(f"{path}: {exc.strerror or exc}") from None
+    if stat.S_ISLNK(info.st_mode):
+        raise TableError(f"{path}: a symbolic link (not followed)")
     if not stat.S_ISREG(info.st_mode):
         raise TableError(f"{path}: not a regular file")
     return info.st_size

@@ -26,6 +26,7 @@ from collections import Counter
 from typing import IO, Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from rich.console import Console
+from rich.segment import Segment
 from rich.text import Text
 
 from npudoctor.checks.registry import NOT_AN_ASCEND_NODE
@@ -33,6 +34,7 @@ from npudoctor.model.finding import STATUS_ORDER, Finding, Report, Status
 from npudoctor.report import terminal
 from npudoctor.report.symbols import STYLE
 from npudoctor.report.terminal import FIX_INDENT, FIX_LABEL, fix_lines
+from npudoctor.untrusted import clean, one_line, printable
 
 PROBLEM = (Status.FAIL, Status.ERROR)
 # Fixes are shown for these statuses (a passing finding needs none).
@@ -45,6 +47,14 @@ class _Console(Console):
         (``LazyGroup.invoke``: quiet, exit 0)."""
         self.quiet = True
         raise BrokenPipeError
+
+    def _render_buffer(self, buffer: Iterable[Segment]) -> str:
+        """Every text segment loses control characters on its way out (rich's own styles and cursor moves
+        are added after this): whatever a renderer forgot to clean still cannot write to the clipboard,
+        retitle or clear the user's terminal."""
+        return super()._render_buffer(
+            segment if segment.control or segment.text.isprintable() else
+            Segment(printable(segment.text), segment.style, segment.control) for segment in buffer)
 
 
 def make_console(file: Optional[IO[str]] = None, color: Optional[bool] = None, width: Optional[int] = None) -> Console:
@@ -124,7 +134,7 @@ class CheckConsole:
         if report.recorded:
             source += f" (recorded {report.recorded.replace('T', ' ')})"
         second = f"profile {profile}, level {report.tool.get('level', 1)}, source: {source}"
-        return [first, *[Text(line) for line in wrap(second, self.width, rest="  ")]]
+        return [first, *context_lines(second, self.width)]
 
     def stage(self, stage: str, findings: Sequence[Finding], fold: bool = True) -> List[Text]:
         """A section: the stage's name, then its findings (``fold=False``: every finding on its own lines,
@@ -271,13 +281,14 @@ def title_line(command: str, version: str, host: Optional[str] = None, started: 
     """The first line of every text report: ``npudoctor 0.1.0 check on node-a2-01, 2026-12-01 10:26 UTC``
     (the host where it matters, the time when ``started`` is given)."""
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(started)) if started else ""
-    return Text.assemble((f"npudoctor {version} {command}", "bold"), f" on {host}" if host else "",
+    return Text.assemble((f"npudoctor {version} {command}", "bold"), f" on {one_line(clean(host))}" if host else "",
                          f", {when}" if when else "")
 
 
 def context_lines(text: str, width: int) -> List[Text]:
-    """The header's second line (what was run on what), wrapped with a hanging indent."""
-    return [Text(line) for line in wrap(text, width, rest="  ")]
+    """The header's second line (what was run on what: paths, a replayed bundle's host), wrapped with a hanging
+    indent; the paths are someone else's names, cleaned as every report's text (npudoctor.untrusted)."""
+    return [Text(line) for line in wrap(one_line(clean(text)), width, rest="  ")]
 
 
 def collect_summary(report: Report, bundle: str) -> List[Text]:

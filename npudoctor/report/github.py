@@ -9,6 +9,8 @@ from __future__ import annotations
 import os
 from typing import Optional
 
+from npudoctor.untrusted import clean, one_line, printable
+
 
 def escape_data(text: str) -> str:
     """A workflow command's message."""
@@ -31,10 +33,13 @@ def workspace_path(path: str, workspace: Optional[str] = None) -> str:
 
 
 def annotation(level: str, message: str, title: str = "", file: str = "", line: Optional[int] = None) -> str:
-    """One workflow command line (without its newline): ``level`` is error, warning or notice."""
+    """One workflow command line (without its newline): ``level`` is error, warning or notice. The message and
+    title quote someone else's text: cleaned (npudoctor.untrusted); ``file`` stays the real path, since GitHub
+    places the annotation by it (only control characters are dropped)."""
+    message, title = clean(message), one_line(clean(title))
     properties = []
     if file:
-        properties.append(f"file={escape_property(file)}")
+        properties.append(f"file={escape_property(printable(file))}")
         if line is not None:
             properties.append(f"line={line}")
     if title:

@@ -13,6 +13,7 @@ from html import escape
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from npudoctor.report import symbols
+from npudoctor.untrusted import printable
 
 STYLE = """
 body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2em auto;max-width:72em;color:#222}
@@ -30,7 +31,9 @@ COLORS = ("#1565c0", "#2e7d32", "#c62828", "#6a1b9a", "#ef6c00", "#00838f")
 
 
 def _e(value: Any) -> str:
-    return escape("" if value is None else str(value))
+    """Text for the page: no control character (a raw ESC in a report stays out of the document), then
+    HTML-escaped."""
+    return escape(printable("" if value is None else str(value)))
 
 
 def render(report: Mapping[str, Any], memory: Optional[Sequence[Mapping[str, Any]]] = None,

@@ -16,9 +16,9 @@ from rich.text import Text
 from npudoctor.logs.failon import finding_fails
 from npudoctor.logs.model import SEVERITY_STATUS, LogFinding, ScanResult
 from npudoctor.model.finding import Status
-from npudoctor.parsers.text import printable
 from npudoctor.report import terminal
 from npudoctor.report.symbols import STYLE
+from npudoctor.untrusted import clean
 
 # Skipped inputs named per reason before the rest are counted.
 SKIPPED_NAMES_SHOWN = 3
@@ -84,7 +84,7 @@ def _skipped_lines(skipped: Sequence[Tuple[str, str]], verbose: bool) -> List[st
     lines = []
     shown = None if verbose else SKIPPED_NAMES_SHOWN
     for reason, paths in by_reason.items():
-        names = ", ".join(printable(p) for p in paths[:shown])
+        names = ", ".join(clean(p) for p in paths[:shown])
         more = f", +{len(paths) - len(paths[:shown])} more" if len(paths) > len(paths[:shown]) else ""
         noun = "file" if len(paths) == 1 else "files"
         lines.append(f"{len(paths)} {noun} skipped: {reason} ({names}{more})")
@@ -110,10 +110,10 @@ def render(result: ScanResult, console: Console, verbose: bool = False, fail_on:
                 Status.WARN if summary.status == "partial" else Status.PASS)
             line = Text("  ")
             line.append(symbols[status], style=STYLE[status])
-            line.append(f" {printable(summary.path)}  ")
+            line.append(f" {clean(summary.path)}  ")
             line.append(f"{summary.format}, {summary.records:,} records, {summary.lines:,} lines", style="dim")
             if summary.error:
-                line.append(f"  {summary.status}: {printable(summary.error)}", style=STYLE[status])
+                line.append(f"  {summary.status}: {clean(summary.error)}", style=STYLE[status])
             _print_wrapped(console, line)
     lines = sum(f.lines for f in readable)
     records = sum(f.records for f in readable)
@@ -124,9 +124,9 @@ def render(result: ScanResult, console: Console, verbose: bool = False, fail_on:
     unreadable = [f for f in result.files if f.status == "unreadable"]
     partial = [f for f in result.files if f.status == "partial"]
     if partial:
-        files_line += f"; {len(partial)} partial ({', '.join(printable(f.path) for f in partial[:3])})"
+        files_line += f"; {len(partial)} partial ({', '.join(clean(f.path) for f in partial[:3])})"
     if unreadable:
-        files_line += f"; {len(unreadable)} unreadable ({', '.join(printable(f.path) for f in unreadable[:3])})"
+        files_line += f"; {len(unreadable)} unreadable ({', '.join(clean(f.path) for f in unreadable[:3])})"
     _print_wrapped(console, Text(files_line))
     for skipped_line in _skipped_lines(result.skipped, verbose):
         _print_wrapped(console, Text(skipped_line, style="dim"))

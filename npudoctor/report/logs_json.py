@@ -6,13 +6,14 @@ from typing import Any, Dict, Sequence
 
 from npudoctor import __version__
 from npudoctor.logs.model import ScanResult
+from npudoctor.untrusted import clean_value
 
 SCHEMA = "npudoctor.logs/1"
 
 
 def to_dict(result: ScanResult, fail_on: Sequence[str] = ("error",), exit_code: int = 0) -> Dict[str, Any]:
     files = result.files
-    return {
+    return clean_value({
         "schema": SCHEMA,
         "tool": {"name": "npudoctor", "version": __version__},
         "files": [f.to_dict() for f in files],
@@ -31,5 +32,5 @@ def to_dict(result: ScanResult, fail_on: Sequence[str] = ("error",), exit_code: 
         "skipped": [{"path": path, "reason": reason} for path, reason in result.skipped],
         "fail_on": list(fail_on),
         "exit_code": exit_code,
-    }
+    })
 

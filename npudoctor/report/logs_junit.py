@@ -15,8 +15,12 @@ from xml.etree import ElementTree as ET
 from npudoctor.logs.failon import finding_fails
 from npudoctor.logs.model import FileSummary, LogFinding, ScanResult
 from npudoctor.report.junit import xml_safe
+from npudoctor.untrusted import clean
 
-_xml = xml_safe
+
+def _xml(text: str) -> str:
+    """Someone else's text (paths, samples) cleaned like every report's, then the one XML policy."""
+    return xml_safe(clean(text))
 
 
 def _body(finding: LogFinding) -> str:

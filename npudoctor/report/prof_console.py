@@ -31,6 +31,7 @@ from rich.table import Table
 from rich.text import Text
 
 from npudoctor.report.console import CheckConsole, context_lines, plural, title_line, wrap
+from npudoctor.untrusted import clean, one_line
 
 if TYPE_CHECKING:
     from npudoctor.prof.model import ProfResult
@@ -57,7 +58,7 @@ def _rank_table(result: ProfResult) -> Table:
         steps = figures.step_shares(rank.step_trace) or []
         idle = sum(s["free_share"] for s in steps) / len(steps) if steps else None
         comm = sum(s["comm_share"] for s in steps) / len(steps) if steps else None
-        table.add_row(rank.label, rank.source.layout, f"{rank.kernel.rows:,}" if rank.kernel else "-",
+        table.add_row(one_line(clean(rank.label)), rank.source.layout, f"{rank.kernel.rows:,}" if rank.kernel else "-",
                       f"{total / 1000:,.1f} ms" if total else "-", _pct(aicpu / total) if total else "-",
                       _pct(idle), _pct(comm))
     return table
@@ -81,7 +82,7 @@ def note_lines(problems: List[str], width: int, verbose: bool) -> List[Text]:
     shown = problems if verbose else problems[:NOTES_SHOWN]
     lines: List[Text] = []
     for problem in shown:
-        wrapped = wrap(problem, width, first="  note: ", rest="        ")
+        wrapped = wrap(one_line(clean(problem)), width, first="  note: ", rest="        ")  # paths: data
         lines.append(Text("  ") + Text("note: ", style="bold") + Text(wrapped[0][len("  note: "):], style="yellow"))
         lines += [Text(line, style="yellow") for line in wrapped[1:]]
     if len(problems) > len(shown):

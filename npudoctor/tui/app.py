@@ -21,8 +21,32 @@ from npudoctor.live.poller import Poller, PollState
 from npudoctor.live.session import DashboardConfig
 from npudoctor.report.symbols import STYLE
 from npudoctor.tui import views
+from npudoctor.untrusted import clean
 
 TABS = ("devices", "history", "training", "findings")
+
+
+def _plain(content: Any) -> Any:
+    """What a widget shows, as data: a string is never read as markup (``[bold]`` in a process name prints as
+    it is) and loses secrets and control characters (an OSC 52 in an npu-smi cell never reaches the
+    terminal); a styled text that carries any keeps its base style only."""
+    if isinstance(content, str):
+        return Text(clean(content))
+    if isinstance(content, Text):
+        plain = content.plain
+        cleaned = clean(plain)
+        return content if cleaned == plain else Text(cleaned, style=content.style)
+    return content
+
+
+class PlainStatic(Static):
+    """A Static that shows text as text (:func:`_plain`), whatever code updates it."""
+
+    def __init__(self, content: Any = "", **kwargs: Any) -> None:
+        super().__init__(_plain(content), markup=False, **kwargs)
+
+    def update(self, content: Any = "", *, layout: bool = True) -> None:
+        super().update(_plain(content), layout=layout)
 
 
 def _lines_text(lines: List[Tuple[str, str]]) -> Text:
@@ -51,7 +75,7 @@ class TextScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         with VerticalScroll():
-            yield Static(self.text, id=self.widget_id, markup=False)
+            yield PlainStatic(self.text, id=self.widget_id)
 
 
 class DeviceScreen(TextScreen):
@@ -113,21 +137,21 @@ class DashboardApp(App[None]):
 
     # -- layout ------------------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
-        yield Static(id="status")
+        yield PlainStatic(id="status")
         with TabbedContent(initial="devices"):
             with TabPane("1 Devices", id="devices"):
                 yield DataTable(id="device-table", cursor_type="row", zebra_stripes=True)
-                yield Static(id="devnote")
-                yield Static(id="host")
-                yield Static(id="source-note")
+                yield PlainStatic(id="devnote")
+                yield PlainStatic(id="host")
+                yield PlainStatic(id="source-note")
             with TabPane("2 History", id="history"):
-                yield Static(id="history-text")
+                yield PlainStatic(id="history-text")
             with TabPane("3 Training", id="training"):
-                yield Static(id="training-text")
+                yield PlainStatic(id="training-text")
             with TabPane("4 Findings", id="findings"):
-                yield Static(id="check-status")
+                yield PlainStatic(id="check-status")
                 yield DataTable(id="findings-table", cursor_type="row")
-                yield Static(id="log-findings")
+                yield PlainStatic(id="log-findings")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -223,7 +247,7 @@ class DashboardApp(App[None]):
 
     @staticmethod
     def _cells(device: Any) -> List[Any]:
-        cells: List[Any] = list(views.device_cells(device))
+        cells: List[Any] = [_plain(cell) for cell in views.device_cells(device)]
         badge, style = views.health_badge(device.health)
         cells[1] = Text(badge, style=style)
         return cells
@@ -281,7 +305,7 @@ class DashboardApp(App[None]):
         for finding in views.ordered_findings(report.findings):
             cells = list(views.finding_cells(finding))
             style = STYLE.get(finding.status, "")  # the house status styles, as `check` prints them
-            table.add_row(Text(cells[0], style=style), *cells[1:])
+            table.add_row(Text(cells[0], style=style), *map(_plain, cells[1:]))
 
     # -- actions -------------------------------------------------------------------------------------------
     def action_show_tab(self, tab: str) -> None:

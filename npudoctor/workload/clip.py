@@ -234,26 +234,137 @@ class WeightsError(InputError):
     """A --weights file that cannot be loaded into this CLIP (one line for the user)."""
 
 
-def load_state_dict_file(path: str) -> Dict[str, Any]:
-    """A CLIP state dict from a file: ``torch.save(model.state_dict())``, a checkpoint holding one under
-    ``state_dict``/``model``, or OpenAI's TorchScript archive (``ViT-B-32.pt``). Loaded with
-    ``weights_only=True`` (no code from the file runs), on the CPU."""
-    import os
+# The largest ViT CLIP OpenAI released (ViT-L/14@336px, 427,944,193 parameters): a --weights file may hold
+# its parameters in fp32 and a little more (the pickle, version records, buffers), never more.
+LARGEST_CONFIG = ClipConfig(embed_dim=768, image_resolution=336, vision_layers=24, vision_width=1024,
+                            vision_patch_size=14, context_length=77, vocab_size=49408, transformer_width=768,
+                            transformer_layers=12)
+ARCHIVE_SLACK_BYTES = 64 << 20
+MAX_ARCHIVE_MEMBERS = 20000
+# torch.save writes every record stored (uncompressed); a compressed record may shrink a little, never like
+# a decompression bomb.
+MAX_EXPANSION = 20
+SMALL_MEMBER_BYTES = 1 << 20
 
+
+def parameter_count(config: ClipConfig) -> int:
+    """The parameters of the CLIP ``config`` builds, counted from its shape (no torch)."""
+    def blocks(width: int, layers: int) -> int:  # attention (in/out projections), MLP x4, two LayerNorms
+        return layers * (12 * width * width + 13 * width)
+
+    width, grid, text = config.vision_width, config.image_resolution // config.vision_patch_size, \
+        config.transformer_width
+    vision = (width * 3 * config.vision_patch_size ** 2 + width + (grid * grid + 1) * width + 4 * width
+              + blocks(width, config.vision_layers) + width * config.embed_dim)
+    language = (config.vocab_size * text + config.context_length * text + blocks(text, config.transformer_layers)
+                + 2 * text + text * config.embed_dim + 1)
+    return vision + language
+
+
+def max_weights_bytes() -> int:
+    return parameter_count(LARGEST_CONFIG) * 4 + ARCHIVE_SLACK_BYTES
+
+
+def _open_weights(path: str) -> Any:
+    """The regular file ``path``, opened without blocking (a FIFO or device is refused before it is read)."""
+    import os
+    import stat
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise WeightsError(f"{path}: cannot open ({exc.strerror or exc})") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise WeightsError(f"{path}: not a regular file")
+    return os.fdopen(fd, "rb")
+
+
+def check_archive(handle: Any, path: str) -> None:
+    """Refuse, from the zip directory alone, what is not tensors saved by ``torch.save`` or would cost more
+    than the largest CLIP's parameters: a TorchScript archive (it carries code), a legacy pickle file, a
+    compressed record that expands like a bomb, more bytes in all than :func:`max_weights_bytes`."""
+    import os
+    import zipfile
+
+    limit = max_weights_bytes()
+    size = os.fstat(handle.fileno()).st_size
+    if size > limit:
+        raise WeightsError(f"{path}: {size} bytes, more than the largest CLIP's weights need ({limit})")
+    entries = _directory_entries(handle)
+    if entries > MAX_ARCHIVE_MEMBERS:  # before zipfile builds one object per entry
+        raise WeightsError(f"{path}: {entries} archive members, more than a CLIP checkpoint has "
+                           f"({MAX_ARCHIVE_MEMBERS} at most)")
+    handle.seek(0)
+    try:
+        archive = zipfile.ZipFile(handle)
+        members = archive.infolist()
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, ValueError, EOFError) as exc:
+        raise WeightsError(f"{path}: not a torch.save zip archive ({str(exc).splitlines()[0][:120]}); "
+                           f"only tensors saved by torch.save (PyTorch >= 1.6) are read") from None
+    names = [member.filename for member in members]
+    if any(name.endswith("/constants.pkl") or "/code/" in name for name in names):
+        raise WeightsError(f"{path}: a TorchScript archive: it carries code, which npudoctor never runs; save "
+                           f"its tensors with torch.save(model.state_dict(), FILE) and give that file")
+    if len(members) > MAX_ARCHIVE_MEMBERS or not any(name.endswith("data.pkl") for name in names):
+        raise WeightsError(f"{path}: not a torch.save archive ({len(members)} members, no data.pkl)")
+    total = 0
+    for member in members:
+        if member.compress_type == zipfile.ZIP_STORED:
+            if member.compress_size != member.file_size:
+                raise WeightsError(f"{path}: corrupt archive ({member.filename}: sizes disagree)")
+        elif member.file_size > max(SMALL_MEMBER_BYTES, MAX_EXPANSION * member.compress_size):
+            raise WeightsError(f"{path}: {member.filename} would expand from {member.compress_size} to "
+                               f"{member.file_size} bytes (a decompression bomb): refused")
+        total += member.file_size
+        if total > limit:
+            raise WeightsError(f"{path}: holds more than {limit} bytes uncompressed, more than the largest "
+                               f"CLIP's weights need")
+
+
+def inspect_weights(path: str) -> None:
+    """:func:`check_archive` on ``path`` alone, before torch is imported: a refused file costs nothing."""
+    with _open_weights(path) as handle:
+        check_archive(handle, path)
+
+
+def _directory_entries(handle: Any) -> int:
+    """How many members the zip's end record says its central directory holds (zip64 too); 0 when there
+    is no end record (zipfile then says what is wrong)."""
+    import os
+    import struct
+
+    size = os.fstat(handle.fileno()).st_size
+    tail_start = max(0, size - (22 + 0xFFFF))
+    handle.seek(tail_start)
+    tail = handle.read()
+    at = tail.rfind(b"PK\x05\x06")
+    if at < 0 or len(tail) - at < 22:
+        return 0
+    entries = struct.unpack_from("<H", tail, at + 10)[0]
+    locator = at - 20
+    if entries == 0xFFFF and locator >= 0 and tail[locator:locator + 4] == b"PK\x06\x07":
+        offset = struct.unpack_from("<Q", tail, locator + 8)[0]
+        if offset + 56 <= size:
+            handle.seek(offset)
+            record = handle.read(56)
+            if record[:4] == b"PK\x06\x06":
+                entries = struct.unpack_from("<Q", record, 32)[0]
+    return int(entries)
+
+
+def load_state_dict_file(path: str) -> Dict[str, Any]:
+    """A CLIP state dict from a file: ``torch.save(model.state_dict())`` or a checkpoint holding one under
+    ``state_dict``/``model``. Tensors only: the zip archive is looked at first (:func:`check_archive`), then
+    loaded with ``weights_only=True`` on the CPU; no code from the file runs (TorchScript is refused)."""
     import torch
 
-    if not os.path.isfile(path):
-        raise WeightsError(f"{path}: not a regular file")
-    try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:
-        try:  # OpenAI's released files are TorchScript archives
-            import warnings
-
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", DeprecationWarning)  # torch >= 2.9 deprecates torch.jit.load
-                state = torch.jit.load(path, map_location="cpu").state_dict()
-        except Exception:
+    with _open_weights(path) as handle:
+        check_archive(handle, path)
+        handle.seek(0)
+        try:
+            state = torch.load(handle, map_location="cpu", weights_only=True)
+        except Exception as exc:
             raise WeightsError(f"{path}: cannot load weights ({type(exc).__name__}: "
                                f"{str(exc).splitlines()[0][:160] if str(exc) else ''})") from None
     for key in ("state_dict", "model"):

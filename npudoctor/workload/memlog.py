@@ -39,6 +39,7 @@ a ``npudoctor.memlog/1`` object.
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
@@ -116,11 +117,13 @@ def check_appendable(path: str) -> None:
     """Append only to nothing, an empty file, or a memlog/1 log: never to a FIFO or device (it would block or
     vanish) nor to someone's other file (it would be spoiled)."""
     try:
-        info = os.stat(path)
+        info = os.lstat(path)
     except FileNotFoundError:
         return
     except OSError as exc:
         raise MemlogError(f"{path}: cannot open ({exc.strerror or exc})") from None
+    if stat.S_ISLNK(info.st_mode):
+        raise MemlogError(f"{path}: a symbolic link (not followed; nothing is written through a link)")
     if not stat.S_ISREG(info.st_mode):
         raise MemlogError(f"{path}: not a regular file")
     if info.st_size == 0:
@@ -142,7 +145,12 @@ class MemlogWriter:
         self.path = os.fspath(path)
         self.run = run or new_run_id()
         check_appendable(self.path)
-        self._file: Optional[IO[str]] = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - closed by close()
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+        try:  # never through a link, even one made after the check
+            fd = os.open(self.path, flags, 0o644)
+        except OSError as exc:
+            raise MemlogError(f"{self.path}: cannot open ({exc.strerror or exc})") from None
+        self._file: Optional[IO[str]] = os.fdopen(fd, "a", encoding="utf-8")
 
     def write(self, step: int, **values: Any) -> Record:
         """Build a record for ``step`` and append it; returns the record written."""
@@ -220,8 +228,11 @@ def _open_regular(path: os.PathLike[str] | str) -> IO[bytes]:
     """Open ``path`` for reading only if it is a regular file (a FIFO or a device would hang or never end)."""
     name = os.fspath(path)
     try:
-        fd = os.open(name, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
+        fd = os.open(name, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
+                     | getattr(os, "O_NOFOLLOW", 0))  # never through a link (to /proc/self/pagemap, elsewhere)
     except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise MemlogError(f"{name}: a symbolic link (not followed; give the file it points to)") from None
         raise MemlogError(f"{name}: cannot open ({exc.strerror or exc})") from None
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):

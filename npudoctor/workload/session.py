@@ -65,6 +65,13 @@ def run(request: StepRequest, profile: NodeProfile, progress: Any = None,
         leak_value = train.parse_leak(str(given.inject_leak)) if given.inject_leak else None
     except ValueError as exc:
         raise StepUnusable(f"--inject-leak {exc}") from None
+    if given.weights:  # a file that is not tensors (or too many of them) is refused before torch loads
+        from npudoctor.workload import clip
+
+        try:
+            clip.inspect_weights(given.weights)
+        except clip.WeightsError as exc:
+            raise StepUnusable(str(exc)) from None
     try:
         progress.update("importing torch")
         devices.import_torch()

@@ -1,4 +1,4 @@
-"""Secrets never leave the node: redaction applied to everything a bundle stores.
+"""Secrets never leave the node: redaction applied to everything a bundle stores and every report shows.
 
 Two rules, applied to every text a bundle stores (command output, files, plogs, the environment):
 
@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import functools
 import re
-from typing import Callable, Dict, List, Mapping, MutableMapping, Optional, Pattern, Tuple
+from typing import Any, Callable, Dict, List, Mapping, MutableMapping, Optional, Pattern, Tuple
 
 REDACTED = "<redacted>"
 
@@ -72,8 +72,24 @@ def is_secret_name(name: str) -> bool:
     return snake and (words[-1] in _LAST_WORDS or (words[-1] == "key" and name == name.upper()))
 
 
+class _lazy:  # lower-case: it stands where re.compile stood
+    """A pattern compiled on first use: every command now imports this module (findings are redacted), and
+    the rules below cost several milliseconds to compile; most runs meet no marker and never compile them."""
+
+    __slots__ = ("_args", "_compiled")
+
+    def __init__(self, pattern: str, flags: int = 0) -> None:
+        self._args = (pattern, flags)
+        self._compiled: Optional[Pattern[str]] = None
+
+    def __getattr__(self, name: str) -> Any:
+        if self._compiled is None:
+            self._compiled = re.compile(*self._args)
+        return getattr(self._compiled, name)
+
+
 # (label, literal markers (any present -> run), pattern, replacement) for secrets found by their value.
-_Rule = Tuple[str, Tuple[str, ...], Pattern[str], Callable[["re.Match[str]"], str]]
+_Rule = Tuple[str, Tuple[str, ...], Any, Callable[["re.Match[str]"], str]]
 
 
 def _keep(group: int) -> Callable[[re.Match[str]], str]:
@@ -89,54 +105,54 @@ def _word_start(m: re.Match[str]) -> str:
 
 _TOKEN_TAIL = r"[A-Za-z0-9_-]"
 _VALUE_RULES: List[_Rule] = [
-    ("github-token", ("gh",), re.compile(r"gh[pousr]_[A-Za-z0-9]{30,255}"), _word_start),
-    ("github-token", ("github_pat_",), re.compile(r"github_pat_[A-Za-z0-9_]{30,255}"), _word_start),
-    ("gitlab-token", ("gl",), re.compile(r"gl(?:pat|dt|cbt|ptt|rt|oas|ft|imt|agent|soat)-[A-Za-z0-9_-]{20,255}"),
+    ("github-token", ("gh",), _lazy(r"gh[pousr]_[A-Za-z0-9]{30,255}"), _word_start),
+    ("github-token", ("github_pat_",), _lazy(r"github_pat_[A-Za-z0-9_]{30,255}"), _word_start),
+    ("gitlab-token", ("gl",), _lazy(r"gl(?:pat|dt|cbt|ptt|rt|oas|ft|imt|agent|soat)-[A-Za-z0-9_-]{20,255}"),
      _word_start),
-    ("huggingface-token", ("hf_",), re.compile(r"hf_[A-Za-z0-9]{30,255}"), _word_start),
-    ("huggingface-token", ("api_org_",), re.compile(r"api_org_[A-Za-z0-9]{30,255}"), _word_start),
-    ("slack-token", ("xox", "xapp-"), re.compile(r"x(?:ox[abposrce]|app)-[A-Za-z0-9-]{10,255}"), _word_start),
-    ("openai-style-key", ("sk-",), re.compile(r"sk-[A-Za-z0-9_-]{20,255}"), _word_start),
+    ("huggingface-token", ("hf_",), _lazy(r"hf_[A-Za-z0-9]{30,255}"), _word_start),
+    ("huggingface-token", ("api_org_",), _lazy(r"api_org_[A-Za-z0-9]{30,255}"), _word_start),
+    ("slack-token", ("xox", "xapp-"), _lazy(r"x(?:ox[abposrce]|app)-[A-Za-z0-9-]{10,255}"), _word_start),
+    ("openai-style-key", ("sk-",), _lazy(r"sk-[A-Za-z0-9_-]{20,255}"), _word_start),
     ("aws-access-key-id", ("AKIA", "ASIA", "AGPA", "AIDA", "AROA", "ANPA", "ANVA", "AIPA"),
-     re.compile(r"A(?:KIA|SIA|GPA|IDA|ROA|NPA|NVA|IPA)[A-Z0-9]{16}(?![A-Za-z0-9])"), _word_start),
+     _lazy(r"A(?:KIA|SIA|GPA|IDA|ROA|NPA|NVA|IPA)[A-Z0-9]{16}(?![A-Za-z0-9])"), _word_start),
     # (the lookbehind: only the first eyJ of a run starts a match, so a run of them is scanned once)
     ("jwt", ("eyJ",),
-     re.compile(r"eyJ(?<![A-Za-z0-9_-]eyJ)[A-Za-z0-9_-]{5,4096}\.[A-Za-z0-9_-]{5,8192}\.[A-Za-z0-9_-]{0,4096}"),
+     _lazy(r"eyJ(?<![A-Za-z0-9_-]eyJ)[A-Za-z0-9_-]{5,4096}\.[A-Za-z0-9_-]{5,8192}\.[A-Za-z0-9_-]{0,4096}"),
      _word_start),
     # Authorization: Basic dXNlcjpwYXNz / Bearer x / token x / Digest username="", ...: all of it, to the
     # end of the line or the closing quote (the scheme word stays).
     ("authorization", ("uthorization", "UTHORIZATION"),
-     re.compile(r"(?i)(\b(?:proxy-)?authorization\b[\"']?[ \t]*[:=][ \t]*[\"']?"
+     _lazy(r"(?i)(\b(?:proxy-)?authorization\b[\"']?[ \t]*[:=][ \t]*[\"']?"
                 r"(?:(?:basic|bearer|token|digest|negotiate|ntlm|aws4-hmac-sha256)[ \t]+)?)[^\r\n\"'\x00]+"),
      _keep(1)),
-    ("bearer-token", ("earer", "EARER"), re.compile(r"(?i)(\bbearer[ \t]+)[A-Za-z0-9._~+/=-]{8,}"), _keep(1)),
+    ("bearer-token", ("earer", "EARER"), _lazy(r"(?i)(\bbearer[ \t]+)[A-Za-z0-9._~+/=-]{8,}"), _keep(1)),
     # scheme://user:password@host, the user possibly empty (redis://:pw@host), an @ possibly inside the
     # password (http://u:p@ss@proxy): the password runs to the last @ before the host.
     ("url-password", ("://",),
-     re.compile(r"(?<=[A-Za-z0-9])(://[^/\s:@\"'<>]{0,256}:)[^/\s\"'<>\x00]{0,1024}@"),
+     _lazy(r"(?<=[A-Za-z0-9])(://[^/\s:@\"'<>]{0,256}:)[^/\s\"'<>\x00]{0,1024}@"),
      lambda m: m.group(1) + REDACTED + "@"),
 ]
 
-_PRIVATE_BLOCK = re.compile(r"-----BEGIN ((?:[A-Z0-9]+ ){0,4})PRIVATE KEY( BLOCK)?-----")
+_PRIVATE_BLOCK = _lazy(r"-----BEGIN ((?:[A-Z0-9]+ ){0,4})PRIVATE KEY( BLOCK)?-----")
 
 # Secrets by name. Values: a quoted string (escapes allowed) or an unquoted run.
 _QUOTED = r"\"(?:[^\"\\\r\n\x00]|\\.){0,8192}\"|'(?:[^'\\\r\n\x00]|\\.){0,8192}'"
 # NAME=value on a line of its own (env, set_env output, .env files): the rest of the line is the value.
-_LINE_ASSIGNMENT = re.compile(
+_LINE_ASSIGNMENT = _lazy(
     r"^([ \t]*(?:export[ \t]+|declare -x[ \t]+)?)([A-Za-z_][A-Za-z0-9_.-]{0,255})=(?!=)"
     r"(" + _QUOTED + r"|[^\r\n\x00]*)", re.M)
 # Every secret name holds one of these (lower-cased); only lines holding one are searched for names, which
 # keeps the per-match work off the thousands of `key=value` pairs in a plog.
 _NAME_MARKERS = ("tok", "pass", "pw", "secret", "jwt", "cred", "cookie", "key", "pat", "auth", "otp")
 # NAME=value, NAME: value inside a line (plog text, a shell command line).
-_ASSIGNMENT = re.compile(
+_ASSIGNMENT = _lazy(
     r"(?<![A-Za-z0-9_.-])([A-Za-z_][A-Za-z0-9_.-]{0,255})([ \t]*[=:][ \t]*)(?![:/])"
     r"(" + _QUOTED + r"|[^\s,;&|\x00\"'}\])]+)")
 # "password": "x", 'hf_token': 'x' (JSON, Python dict reprs, YAML flow).
-_KEYED = re.compile(
+_KEYED = _lazy(
     r"([\"'])([A-Za-z0-9_.-]{1,256})\1([ \t]*[:=][ \t]*)(" + _QUOTED + r"|[^\s,}\]\x00]+)")
 # --hf_token X, --hf-token=X, -password X
-_FLAG = re.compile(r"(?<![A-Za-z0-9_-])(--?[A-Za-z][A-Za-z0-9_-]{0,127})([ \t]+|=)(" + _QUOTED + r"|[^\s\"'\x00]+)")
+_FLAG = _lazy(r"(?<![A-Za-z0-9_-])(--?[A-Za-z][A-Za-z0-9_-]{0,127})([ \t]+|=)(" + _QUOTED + r"|[^\s\"'\x00]+)")
 
 
 Found = MutableMapping[str, int]
@@ -263,7 +279,19 @@ def _is_variable_name(name: str) -> bool:
     return bool(_VARIABLE_NAME.match(name))
 
 
+# Every marker above in two searches: a short text (a finding's detail, a process name) holding none has
+# nothing to redact, decided at once instead of one search per rule. The value markers keep their case (as
+# the rules test them: "gh" is not "GH"), the name markers are searched in the lower-cased text. Long texts
+# (MBs of plog in a bundle) go the per-rule way, which finds them with str.find.
+_VALUE_MARKER = re.compile("|".join(sorted({re.escape(marker) for rule in _VALUE_RULES for marker in rule[1]}
+                                           | {"PRIVATE KEY"}, key=len, reverse=True)))
+_NAME_MARKER = re.compile("|".join(sorted(map(re.escape, _NAME_MARKERS), key=len, reverse=True)))
+_SHORT_TEXT = 4096
+
+
 def _redact(text: str, found: Optional[Found]) -> str:
+    if len(text) <= _SHORT_TEXT and not _VALUE_MARKER.search(text) and not _NAME_MARKER.search(text.lower()):
+        return text
     if "PRIVATE KEY" in text:
         text = _redact_private_blocks(text, found)
     for label, markers, pattern, replace in _VALUE_RULES:
