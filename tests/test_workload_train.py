@@ -54,7 +54,10 @@ def test_loss_falls_and_every_step_is_one_memlog_line(cpu, tmp_path):
     lines = log.read_text().splitlines()
     assert len(lines) == 30
     records = [json.loads(line) for line in lines]
-    assert all(set(r) == set(memlog.FIELDS) and r["schema"] == "npudoctor.memlog/1" for r in records)
+    assert all(set(r) == set(memlog.FIELDS) and r["schema"] == "npudoctor.memlog/2" for r in records)
+    assert all(r["workers"] == 0 and r["workers_rss_bytes"] == 0 for r in records)
+    assert all(r["malloc_in_use_bytes"] is None or 0 < r["malloc_in_use_bytes"] <= r["malloc_held_bytes"]
+               for r in records)
     assert [r["step"] for r in records] == list(range(30))
     assert all(r["device"] == "cpu" and r["allocated_bytes"] is None and r["rss_bytes"] > 0 for r in records)
     assert all(r["step_s"] > 0 and 0 <= r["data_wait_s"] <= r["step_s"] for r in records)
@@ -324,3 +327,15 @@ def test_a_script_runs_the_whole_step_through_the_session_without_the_cli(tmp_pa
     assert {f.id: f.status for f in report.findings}["TRN001"] is Status.PASS
     with pytest.raises(session.StepUnusable, match="--inject-leak"):
         session.run(request._replace(train=session.TrainOptions(device="cpu", inject_leak="lots")), api.load_profile())
+
+
+def test_the_progress_line_and_the_recorder_are_no_step_s_data_wait(cpu, tmp_path):
+    """A slow progress callback (a terminal that blocks) ran inside the next step's data wait before."""
+    import time as clock
+
+    log = tmp_path / "mem.jsonl"
+    result = train.run(train.TrainOptions(device="cpu", steps=4, batch=8, log=str(log)), cpu,
+                       progress=lambda *_: clock.sleep(1.0))
+    waits = [r["data_wait_s"] for r in memlog.read_records(log)]
+    assert max(waits) < 1.0, waits  # each step's wait is its own batch's, not the second spent printing
+    assert result.data_wait_fraction is not None and result.data_wait_fraction < 0.5

@@ -168,6 +168,9 @@ def verdict_lines(verdict: Any, at_step: Optional[int], width: int = 80) -> List
         return [("leak verdict: waiting for steps", "dim")]
     if verdict.kind == "insufficient-data":
         return [(f"leak verdict: not enough steps yet ({verdict.steps_analyzed} after warm-up)", "dim")]
+    if verdict.kind == "warm-up":
+        return [(f"leak verdict: growing, may still be warm-up ({human_bytes(verdict.slope_bytes_per_step)}/step, "
+                 f"slowing) at step {at_step}", "dim")]
     out: List[Tuple[str, str]] = []
     if verdict.leak:
         oom = (f", out of memory at step {verdict.projected_oom_step}" if verdict.projected_oom_step is not None
@@ -179,6 +182,8 @@ def verdict_lines(verdict: Any, at_step: Optional[int], width: int = 80) -> List
                     f"(confidence of a rise {verdict.confidence:.0%}) at step {at_step}", "green"))
     if verdict.reserved_growth:
         out.append(("reserved grows while allocated is flat: fragmentation or caching", "yellow"))
+    if getattr(verdict, "host_fragmentation", False):
+        out.append(("host RSS grows through malloc's held bytes, in-use flat: fragmentation", "yellow"))
     for advice in verdict.advice[:2]:
         out.extend((line, "dim") for line in textwrap.wrap(advice, width - 2, initial_indent="  ",
                                                            subsequent_indent="    "))

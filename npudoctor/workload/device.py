@@ -128,6 +128,7 @@ ALLOCATOR_KEYS = {
     "active_peak_bytes": "active_bytes.all.peak",
     "alloc_retries": "num_alloc_retries",
     "ooms": "num_ooms",
+    "inactive_split_bytes": "inactive_split_bytes.all.current",  # torch and torch_npu both give it
 }
 
 

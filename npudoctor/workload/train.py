@@ -262,7 +262,6 @@ def run(options: TrainOptions, device: Device, progress: Optional[ProgressFn] = 
                 overflows.append(found or Overflow(step, "loss", "non-finite loss"))
             now = time.perf_counter()
             wait, step_s = got_batch - last, now - last
-            last = now
             losses.append(loss_value if math.isfinite(loss_value) else None)
             step_times.append(step_s)
             waits.append(wait)
@@ -270,6 +269,7 @@ def run(options: TrainOptions, device: Device, progress: Optional[ProgressFn] = 
                             logit_scale=float(scale.detach().float().item()))
             if progress is not None:
                 progress(step, options.steps, losses[-1], step_s)
+            last = time.perf_counter()  # the recorder's and the progress line's time is no step's data wait
         recorder.close()
         records = read_records(log_path)
     finally:
