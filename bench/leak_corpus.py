@@ -48,6 +48,8 @@ RUNS: Dict[str, Any] = {
     "leak_input_cache": (True, "cache[step] = inputs: the batch from the loader", 64 * 256 * 4),
     "leak_dataset_cache": (True, "Dataset.__getitem__ caches each sample (no workers)", 64 * (256 * 4 + 8)),
     "leak_dataset_cache_workers": (True, "Dataset.__getitem__ caches each sample in 2 workers", 64 * (256 * 4 + 8)),
+    "leak_python_objects": (True, "kept.append([float(i) for i in range(2048)]): Python floats in pymalloc "
+                                  "arenas, outside malloc", 2048 * 32 + 56),
     "leak_slow_16k": (True, "kept.append(torch.ones(16384, uint8)): 16 KiB/step", 16384),
     "leak_clip_graph": (True, "train-step --inject-leak graph: the tiny CLIP's loss with its retained graph", None),
 }
@@ -127,11 +129,13 @@ def one_run(name: str, seed: int, steps: int, path: str) -> Dict[str, Any]:
             monitor.batch_ready()
             create_graph = name == "leak_create_graph"
             retain = name == "leak_retain_graph"
-            if retain or create_graph:
+            if retain:
                 storages: Dict[int, int] = {}
+                weights = {p.untyped_storage().data_ptr() for p in model.parameters()}
 
-                def pack(t: Any, storages: Dict[int, int] = storages) -> Any:
-                    storages[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+                def pack(t: Any, storages: Dict[int, int] = storages) -> Any:  # what the graph saves, weights aside
+                    if t.untyped_storage().data_ptr() not in weights:
+                        storages[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
                     return t
 
                 with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
@@ -160,6 +164,8 @@ def one_run(name: str, seed: int, steps: int, path: str) -> Dict[str, Any]:
                 kept.append(torch.nn.functional.normalize(hidden, dim=1)[:, :256].detach().clone())
             elif name == "leak_input_cache":
                 cache[step] = x
+            elif name == "leak_python_objects":
+                kept.append([float(i) for i in range(2048)])
             elif name == "leak_slow_16k":
                 kept.append(torch.ones(16384, dtype=torch.uint8))
             elif name == "clean_gc_churn":

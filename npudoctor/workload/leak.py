@@ -58,10 +58,13 @@ class LeakSettings:
     min_host_slope_bytes_per_step: float = 0.0
     min_growth_bytes: float = 1 << 20  # RSS-like series: smallest total rise over the window called a leak
     min_exact_growth_bytes: float = 1 << 18  # allocator counters (device, malloc in-use): they are exact
-    noise_factor: float = 5.0  # ... and the total must be this many times the series' own noise
+    min_outside_malloc_growth_bytes: float = 16 << 20  # RSS rising while malloc in-use is recorded and flat:
+    # pymalloc arenas, mmaps and stacks move RSS by MiBs (a gc-churning run rose 11 MiB in its first 40 steps)
+    noise_factor: float = 10.0  # ... and the total must be this many times the series' own noise
     oom_horizon_steps: float = 100_000  # a steady rise that fills memory within this many steps is a leak
     slowdown_ratio: float = 0.8  # second half rising slower than this share of the first (and outside both
     # slopes' 99% confidence intervals): still warming up
+    half_alpha: float = 0.01  # the later half of a leak must rise on its own too (Mann-Kendall, one-sided)
     max_points: int = 256
 
     @classmethod
@@ -180,8 +183,10 @@ def analyze(records: Sequence[Record], settings: Optional[LeakSettings] = None,
     host_fragmentation = False
     # Host RSS growth that malloc's held bytes carry while its in-use bytes explain little of it: fragmentation.
     # (Kept objects pin the heap too: RSS then grows many times what is kept, so in-use growth is a leak first.)
-    fragments = rss is not None and held is not None and rss.growing and held.growing and \
-        held.slope_per_step >= 0.5 * rss.slope_per_step
+    # (held is judged by its slope, not its shape: it moves with RSS page for page, a jitter may make one of two
+    # near-equal series a step and the other a rise.)
+    fragments = rss is not None and held is not None and rss.growing and \
+        held.confidence >= 1 - settings.alpha and held.slope_per_step >= 0.5 * rss.slope_per_step
     if grows(allocated):
         kind, cause, subject = "device", "kept-tensors", allocated
     elif grows(in_use):
@@ -190,7 +195,8 @@ def analyze(records: Sequence[Record], settings: Optional[LeakSettings] = None,
             rss.slope_per_step > 4 * in_use.slope_per_step
     elif fragments:
         host_fragmentation, cause = True, "host-fragmentation"
-    elif grows(rss):
+    elif grows(rss) and rss is not None and (in_use is None or rss.rise_bytes >= max(
+            settings.min_outside_malloc_growth_bytes, _floor(rss, settings))):
         kind, cause, subject = "host", "host-objects", rss
     if kind == "none" and grows(workers):
         kind, cause, subject = "workers", "workers", workers
@@ -349,25 +355,36 @@ def _shape(xs: List[float], ys: List[float], settings: LeakSettings, base_floor:
     significant = confidence >= 1 - settings.alpha and slope > 0
     if not significant:
         return FLAT, slope, confidence, noise, None, None, xs
-    # A step: remove the largest level shift; nothing significant left means one rise, not a leak.
+    # A step: one level shift with flat ground on both sides (each side rises less than a quarter of the
+    # shift, or not significantly); a ramp has no such place, a leak with one jump neither.
     at, size = largest_shift(ys)
-    if size > 0:
+    if size > 0 and all(_flat_beside(xs[part], ys[part], size, settings) for part in (slice(0, at), slice(at, None))):
         shifted = [y - size if i >= at else y for i, y in enumerate(ys)]
-        rest, rest_confidence = theil_sen_mann_kendall(xs, shifted)
-        span = xs[-1] - xs[0]
-        if rest_confidence < 1 - settings.alpha or max(rest, 0.0) * span < 0.25 * size:
-            return STEP, slope, confidence, _noise(xs, shifted, rest), size, int(xs[at]), xs
-    # Slowing down: the second half rises clearly slower than the first: a warm-up that is still going (or a
-    # leak behind it: more steps move the change point past the warm-up and tell).
+        rest, _ = theil_sen_mann_kendall(xs, shifted)
+        return STEP, slope, confidence, _noise(xs, shifted, rest), size, int(xs[at]), xs
+    # Freed again: what rose came back down by the end (a transient), whatever the slope over the window says.
+    eighth = max(2, len(ys) // 8)
+    if _median(ys[-eighth:]) - _median(ys[:eighth]) < 0.5 * slope * (xs[-1] - xs[0]):
+        return FLAT, slope, confidence, noise, None, None, xs
+    # Slowing down: the second half rises clearly slower than the first, or not significantly at all: a
+    # warm-up that is still going (or a leak behind it: more steps move the change point past the warm-up).
     half = len(xs) // 2
     if half >= 4:
         early, _, early_low, _ = sen_slope(xs[:half], ys[:half])
         late, late_confidence, _, late_high = sen_slope(xs[half:], ys[half:])
-        if early > 0 and late < settings.slowdown_ratio * early and late_high < early_low:
+        still = late_confidence >= 1 - settings.half_alpha
+        if early > 0 and (not still or (late < settings.slowdown_ratio * early and late_high < early_low)):
             if early * (xs[half - 1] - xs[0]) < max(base_floor, settings.noise_factor * noise):
                 return FLAT, slope, confidence, noise, None, None, xs
             return WARMING, late, late_confidence, noise, None, None, xs[half:]
     return RISING, slope, confidence, noise, None, None, xs
+
+
+def _flat_beside(xs: Sequence[float], ys: Sequence[float], size: float, settings: LeakSettings) -> bool:
+    if len(xs) < 3:
+        return True
+    slope, confidence = theil_sen_mann_kendall(xs, ys)
+    return confidence < 1 - settings.alpha or max(slope, 0.0) * (xs[-1] - xs[0]) < 0.25 * size
 
 
 def _noise(xs: Sequence[float], ys: Sequence[float], slope: float) -> float:
@@ -590,6 +607,10 @@ def _summary(kind: str, cause: Optional[str], subject: Trend, oom_step: Optional
     elif cause == "host-fragmentation" and rss is not None and held is not None:
         text = (f"no leak, but the host allocator fragments: RSS grows {human_bytes(rss.slope_per_step)}/step "
                 f"and malloc holds {human_bytes(held.slope_per_step)}/step more while its in-use bytes are flat")
+    elif subject.shape == RISING and not subject.growing:
+        text = (f"no leak yet: {label} rises {human_bytes(subject.slope_per_step)}/step, "
+                f"{human_bytes(subject.rise_bytes)} over {subject.points} points from step {int(subject.first_step)}, "
+                "less than a leak must add up to (record more steps to judge)")
     else:
         text = f"no leak: {label} flat after step {int(subject.first_step)} " \
                f"({human_bytes(subject.slope_per_step)}/step, {subject.points} points)"
