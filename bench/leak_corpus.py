@@ -133,7 +133,7 @@ def one_run(name: str, seed: int, steps: int, path: str) -> Dict[str, Any]:
                 storages: Dict[int, int] = {}
                 weights = {p.untyped_storage().data_ptr() for p in model.parameters()}
 
-                def pack(t: Any, storages: Dict[int, int] = storages) -> Any:  # what the graph saves, weights aside
+                def pack(t: Any, storages: Dict[int, int] = storages, weights: Any = weights) -> Any:  # weights aside
                     if t.untyped_storage().data_ptr() not in weights:
                         storages[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
                     return t

@@ -55,3 +55,33 @@ def test_a_dataset_cache_is_named_in_the_process_that_keeps_it():
                 assert "Dataset" in verdict.advice[0]
             else:
                 assert verdict.kind == "host" and verdict.series == "malloc_in_use_bytes"
+
+
+def test_the_shipped_profile_judges_with_these_settings():
+    """train-step, check --level 3 and leak analyze read train.leak from the profile: the corpus figures hold."""
+    from npudoctor import api
+    from npudoctor.workload import leak
+
+    assert leak.LeakSettings.from_mapping(api.load_profile().get("train.leak")) == leak.LeakSettings()
+
+
+def test_leak_analyze_names_the_workers_on_a_recorded_log(tmp_path):
+    import gzip
+    import json
+
+    from npudoctor.cli import main
+    from tests.clirunner import cli_runner
+
+    run = next(r for r in RUNS if r["name"] == "leak_dataset_cache_workers")
+    log = tmp_path / "mem.jsonl"
+    with gzip.open(corpus.CORPUS / run["file"], "rb") as handle:
+        log.write_bytes(handle.read())  # its '#' header lines are skipped like any foreign line
+    text = cli_runner().invoke(main, ["leak", "analyze", str(log)])
+    assert text.exit_code == 1 and "memory leak in the DataLoader workers" in " ".join(text.stdout.split())
+    assert "workers RSS" in text.stdout
+    data = json.loads(cli_runner().invoke(main, ["leak", "analyze", str(log), "--format", "json"]).stdout)
+    assert data["kind"] == "workers" and data["cause"] == "workers" and data["schema"] == "npudoctor.leak/2"
+    clean = next(r for r in RUNS if r["name"] == "clean_workers_variable")
+    with gzip.open(corpus.CORPUS / clean["file"], "rb") as handle:
+        (tmp_path / "clean.jsonl").write_bytes(handle.read())
+    assert cli_runner().invoke(main, ["leak", "analyze", str(tmp_path / "clean.jsonl")]).exit_code == 0

@@ -24,7 +24,7 @@ from npudoctor.report.progress import Progress
 @click.option("--precision", type=click.Choice(["fp32", "bf16", "fp16"]), default="fp32", show_default=True)
 @click.option("--workers", type=click.IntRange(0, 256), default=0, show_default=True, help="DataLoader workers.")
 @click.option("--log", "log_path", metavar="FILE.jsonl",
-              help="Append one npudoctor.memlog/1 line per step (never truncated).")
+              help="Append one npudoctor.memlog/2 line per step (never truncated).")
 @click.option("--weights", metavar="FILE", help="Load a CLIP state dict (OpenAI parameter names).")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--lr", type=click.FloatRange(0, 1, min_open=True), default=5e-4, show_default=True)
@@ -53,7 +53,7 @@ def train_step(device_name: str, model: str, batch: int, steps: int, precision: 
         from npudoctor.workload.memlog import MemlogError, check_appendable
 
         try:
-            check_appendable(log_path)  # refuses FIFOs and files that are not memlog/1 logs
+            check_appendable(log_path)  # refuses FIFOs and files that are not memlog logs
         except MemlogError as exc:
             raise fail_usage(str(exc)) from None
     try:
@@ -106,13 +106,13 @@ MAX_LOG_BYTES = 64 << 20
 
 @click.group()
 def leak() -> None:
-    """Judge training memory logs (npudoctor.memlog/1) for leaks."""
+    """Judge training memory logs (npudoctor.memlog/1 or /2) for leaks."""
 
 
 @leak.command("analyze")
 @click.argument("path", metavar="FILE.jsonl")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
-@click.option("--warmup", type=click.IntRange(0), default=None, help="Steps to skip (default: the first fifth).")
+@click.option("--warmup", type=click.IntRange(0), default=None, help="Steps to skip (default: found in each series, where its warm-up ends).")
 @click.option("--profile", "profile_name", metavar="NAME|PATH", help="Profile with train.leak.* thresholds.")
 @click.option("-v", "--verbose", is_flag=True, help="Show evidence.")
 def leak_analyze(path: str, fmt: str, warmup: Optional[int], profile_name: Optional[str], verbose: bool) -> None:

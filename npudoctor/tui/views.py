@@ -195,7 +195,7 @@ def training_lines(view: Any, width: int = 80) -> List[Tuple[str, str]]:
     lines: List[Tuple[str, str]] = [(f"following {view.path}: {view.status}", "bold")]
     last = view.last
     if last is None:
-        lines.append(("no npudoctor.memlog/1 step yet (written by `npudoctor train-step --log FILE` or "
+        lines.append(("no npudoctor.memlog step yet (written by `npudoctor train-step --log FILE` or "
                       "MemoryMonitor)", "dim"))
         return lines
     wait = "?" if view.data_wait_share is None else f"{view.data_wait_share:.0%}"
@@ -279,7 +279,7 @@ Devices: one row per chip from `npu-smi info` (nvidia-smi on CUDA
 nodes), polled in the background. A late poll turns the status line
 red with the age of the data: npu-smi can hang on a sick node.
 History: AI Core % and HBM % per chip over the last two minutes.
-Training: --follow FILE.jsonl (npudoctor.memlog/1), live leak verdict.
+Training: --follow FILE.jsonl (npudoctor.memlog), live leak verdict.
 Findings: the check report, and new log findings under --logs DIR.
 """
 

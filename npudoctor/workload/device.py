@@ -111,14 +111,14 @@ class Device:
         return int(module.get_device_properties(self.index).total_memory)
 
     def memory_stats(self) -> Dict[str, Optional[int]]:
-        """The allocator's counters in memlog/1 names (all ``None`` on the CPU)."""
+        """The allocator's counters in memlog names (all ``None`` on the CPU)."""
         module = self._module()
         if module is None:
             return dict.fromkeys(ALLOCATOR_KEYS)
         stats = module.memory_stats(self.index)
         return {name: _int_or_none(stats.get(key)) for name, key in ALLOCATOR_KEYS.items()}
 
-#: memlog/1 key -> key in ``torch.{cuda,npu}.memory_stats()``
+#: memlog key -> key in ``torch.{cuda,npu}.memory_stats()``
 ALLOCATOR_KEYS = {
     "allocated_bytes": "allocated_bytes.all.current",
     "allocated_peak_bytes": "allocated_bytes.all.peak",

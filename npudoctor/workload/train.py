@@ -184,7 +184,7 @@ ProgressFn = Callable[[int, int, Optional[float], float], None]
 
 
 def run(options: TrainOptions, device: Device, progress: Optional[ProgressFn] = None) -> TrainResult:
-    """Train ``options.steps`` steps on ``device``; record memlog/1 to ``options.log`` (or a temporary file)."""
+    """Train ``options.steps`` steps on ``device``; record memlog/2 to ``options.log`` (or a temporary file)."""
     import os
     import tempfile
 
