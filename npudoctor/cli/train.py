@@ -112,7 +112,7 @@ def leak() -> None:
 @leak.command("analyze")
 @click.argument("path", metavar="FILE.jsonl")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
-@click.option("--warmup", type=click.IntRange(0), default=None, help="Steps to skip (default: found in each series, where its warm-up ends).")
+@click.option("--warmup", type=click.IntRange(0), default=None, help="Steps to skip (default: found per series).")
 @click.option("--profile", "profile_name", metavar="NAME|PATH", help="Profile with train.leak.* thresholds.")
 @click.option("-v", "--verbose", is_flag=True, help="Show evidence.")
 def leak_analyze(path: str, fmt: str, warmup: Optional[int], profile_name: Optional[str], verbose: bool) -> None:
