@@ -366,17 +366,21 @@ def _shape(xs: List[float], ys: List[float], settings: LeakSettings, base_floor:
     eighth = max(2, len(ys) // 8)
     if _median(ys[-eighth:]) - _median(ys[:eighth]) < 0.5 * slope * (xs[-1] - xs[0]):
         return FLAT, slope, confidence, noise, None, None, xs
-    # Slowing down: the second half rises clearly slower than the first, or not significantly at all: a
-    # warm-up that is still going (or a leak behind it: more steps move the change point past the warm-up).
+    # The second half does not rise on its own: the rise ended (flat now). It rises clearly slower than the
+    # first: a warm-up still going (or a leak behind it: more steps move the change point past the warm-up).
     half = len(xs) // 2
     if half >= 4:
         early, _, early_low, _ = sen_slope(xs[:half], ys[:half])
         late, late_confidence, _, late_high = sen_slope(xs[half:], ys[half:])
-        still = late_confidence >= 1 - settings.half_alpha
-        if early > 0 and (not still or (late < settings.slowdown_ratio * early and late_high < early_low)):
-            if early * (xs[half - 1] - xs[0]) < max(base_floor, settings.noise_factor * noise):
-                return FLAT, slope, confidence, noise, None, None, xs
-            return WARMING, late, late_confidence, noise, None, None, xs[half:]
+        if late_confidence < 1 - settings.half_alpha:
+            return FLAT, slope, confidence, noise, None, None, xs  # it rose, then stopped: a warm-up that ended
+        if early > 0 and late < settings.slowdown_ratio * early and late_high < early_low:
+            late_noise = _noise(xs[half:], ys[half:], late)  # each half's own: the curve is no noise
+            early_floor = max(base_floor, settings.noise_factor * _noise(xs[:half], ys[:half], early))
+            late_floor = max(base_floor, settings.noise_factor * late_noise)
+            if early * (xs[half - 1] - xs[0]) < early_floor or late * (xs[-1] - xs[half]) < late_floor:
+                return FLAT, slope, confidence, noise, None, None, xs  # too small to be worth a word now
+            return WARMING, late, late_confidence, late_noise, None, None, xs[half:]
     return RISING, slope, confidence, noise, None, None, xs
 
 
