@@ -41,7 +41,7 @@ EXPANDABLE_CUDA = "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"
 #: Shapes of a series after its warm-up.
 FLAT, RISING, STEP, WARMING, SHORT = "flat", "rising", "step", "warming", "short"
 
-#: Series whose counters are exact (an allocator's books), and those that move with the kernel's page moods.
+#: Series whose counters are exact (an allocator's books); the others move with the kernel's page moods.
 EXACT_SERIES = ("allocated_bytes", "reserved_bytes", "malloc_in_use_bytes")
 
 
@@ -65,7 +65,7 @@ class LeakSettings:
     slowdown_ratio: float = 0.8  # second half rising slower than this share of the first (and outside both
     # slopes' 99% confidence intervals): still warming up
     half_alpha: float = 0.01  # the later half of a leak must rise on its own too (Mann-Kendall, one-sided)
-    max_points: int = 256
+    max_points: int = 160  # pairs grow with the square: 160 points cost 12,720 pairs, 256 cost 32,640
 
     @classmethod
     def from_mapping(cls, values: Optional[Mapping[str, Any]]) -> LeakSettings:
@@ -143,10 +143,6 @@ class LeakVerdict:
         return {"schema": "npudoctor.leak/2", **asdict(self)}
 
 
-SERIES = ("allocated_bytes", "reserved_bytes", "inactive_split_bytes", "rss_bytes", "workers_rss_bytes",
-          "malloc_in_use_bytes", "malloc_held_bytes")
-
-
 def analyze(records: Sequence[Record], settings: Optional[LeakSettings] = None,
             **overrides: Any) -> LeakVerdict:
     """Judge the last run in ``records`` (memlog records, e.g. from :func:`memlog.read_records`).
@@ -165,14 +161,20 @@ def analyze(records: Sequence[Record], settings: Optional[LeakSettings] = None,
     device_free = _free(run, "device_total_bytes", ("reserved_bytes", "allocated_bytes"))
     host_free = _free(run, "host_total_bytes", ("rss_bytes", "workers_rss_bytes"))
     trends: Dict[str, Trend] = {}
-    for key in SERIES:
+
+    def judge(key: str) -> Optional[Trend]:
         free = device_free if key in ("allocated_bytes", "reserved_bytes", "inactive_split_bytes") else host_free
         trend = _trend(run, key, settings, free)
         if trend is not None:
             trends[key] = trend
-    allocated, reserved, rss = (trends.get(k) for k in ("allocated_bytes", "reserved_bytes", "rss_bytes"))
-    workers, in_use, held = (trends.get(k) for k in ("workers_rss_bytes", "malloc_in_use_bytes",
-                                                     "malloc_held_bytes"))
+        return trend
+
+    # The series that name a leak; the two that only explain one are judged when it is there (the work halves).
+    allocated, reserved, rss, workers, in_use = (judge(key) for key in (
+        "allocated_bytes", "reserved_bytes", "rss_bytes", "workers_rss_bytes", "malloc_in_use_bytes"))
+    held = judge("malloc_held_bytes") if rss is not None and rss.growing else None
+    if reserved is not None and reserved.growing:
+        judge("inactive_split_bytes")
     notes = _notes(run, rss, in_use)
 
     def grows(trend: Optional[Trend]) -> bool:
@@ -317,6 +319,11 @@ def _trend(run: Sequence[Record], key: str, settings: LeakSettings, free: Option
         return None
     last_value = ys[-1]
     xs, ys = _thin(xs, ys, settings.max_points)
+    if min(ys) == max(ys) and len(xs) >= settings.min_warmup_steps + settings.min_points:
+        # constant (no workers: 0 every step): flat, without the pair statistics
+        return Trend(series=key, points=len(xs), warmup_steps=0, first_step=xs[0], shape=FLAT, slope_per_step=0.0,
+                     confidence=0.0, rise_bytes=0.0, noise_bytes=0.0, step_bytes=None, step_at=None,
+                     persistent=False, growing=False, last_value=last_value)
     if settings.warmup_steps is not None:
         first = run[min(settings.warmup_steps, len(run) - 1)]["step"] if run else 0
         start = next((i for i, x in enumerate(xs) if x >= first), len(xs))
@@ -502,7 +509,10 @@ def _thin(xs: List[float], ys: List[float], limit: int) -> Tuple[List[float], Li
 
 
 def _median(values: Sequence[float]) -> float:
-    ordered = sorted(values)
+    return _median_sorted(sorted(values))
+
+
+def _median_sorted(ordered: Sequence[float]) -> float:
     mid = len(ordered) // 2
     return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
 
@@ -530,18 +540,13 @@ def sen_slope(xs: Sequence[float], ys: Sequence[float], z: float = 2.576) -> Tup
     n = len(xs)
     slopes: List[float] = []
     s = 0
-    for i in range(n - 1):
+    for i in range(n - 1):  # one row of pairs at a time, in comprehensions (3x faster than a double loop)
         xi, yi = xs[i], ys[i]
-        for j in range(i + 1, n):
-            dy = ys[j] - yi
-            if dy > 0:
-                s += 1
-            elif dy < 0:
-                s -= 1
-            dx = xs[j] - xi
-            if dx:
-                slopes.append(dy / dx)
-    slope = _median(slopes) if slopes else 0.0
+        rises = [y - yi for y in ys[i + 1:]]
+        s += sum(1 for dy in rises if dy > 0) - sum(1 for dy in rises if dy < 0)
+        slopes.extend([dy / (x - xi) for dy, x in zip(rises, xs[i + 1:]) if x != xi])
+    slopes.sort()
+    slope = _median_sorted(slopes) if slopes else 0.0
     # Variance of S with the correction for tied values (allocator counters repeat exactly).
     counts: Dict[float, int] = {}
     for y in ys:
@@ -549,7 +554,6 @@ def sen_slope(xs: Sequence[float], ys: Sequence[float], z: float = 2.576) -> Tup
     variance = (n * (n - 1) * (2 * n + 5) - sum(t * (t - 1) * (2 * t + 5) for t in counts.values())) / 18
     if variance <= 0 or not slopes:
         return slope, 0.0, slope, slope
-    slopes.sort()
     half_width = z * math.sqrt(variance)
     low_rank = max(0, int((len(slopes) - half_width) / 2))
     high_rank = min(len(slopes) - 1, math.ceil((len(slopes) + half_width) / 2))
