@@ -390,3 +390,27 @@ def test_without_glibc_the_allocator_figures_are_null_and_say_why(monkeypatch):
     host = hostmem.HostMemory(None)
     assert host.sample()["malloc_in_use_bytes"] is None
     assert host.malloc_unavailable == hostmem.MALLOC_UNAVAILABLE_NOT_LINUX
+
+
+def test_hostile_logs_give_a_verdict_never_an_exception_or_a_non_finite_number():
+    """Odd steps (repeated, negative, huge), odd values (negative, 1e308, bools, strings), few or many records."""
+    rng = random.Random(3)
+    odd = [0, -5, 1e308, -1e308, 2**63, True, "12", None, 1.5, 7]
+    keys = ("allocated_bytes", "reserved_bytes", "rss_bytes", "workers_rss_bytes", "malloc_in_use_bytes",
+            "malloc_held_bytes", "inactive_split_bytes", "device_total_bytes", "host_total_bytes")
+    for _ in range(60):
+        records = []
+        for index in range(rng.choice([0, 1, 5, 30, 200])):
+            line = {"schema": rng.choice(["npudoctor.memlog/1", "npudoctor.memlog/2"]), "run": "h",
+                    "step": rng.choice([index, index // 3, -index, 10**18, 2**70])}
+            for key in keys:
+                line[key] = rng.choice(odd + [rng.randint(0, 1 << 40)] * 6)
+            parsed = memlog.parse_line(json.dumps(line))
+            if parsed is not None:
+                records.append(parsed)
+        verdict = leak.analyze(records)
+        text = json.dumps(verdict.to_dict(), allow_nan=False)  # finite numbers only
+        assert verdict.kind in ("device", "host", "workers", "none", "warm-up", "insufficient-data"), text
+    overflowing = [memlog.parse_line(json.dumps({"schema": "npudoctor.memlog/2", "run": "o", "step": step,
+                                                 "rss_bytes": 1e308 * (step % 3 - 1)})) for step in range(40)]
+    json.dumps(leak.analyze(overflowing).to_dict(), allow_nan=False)

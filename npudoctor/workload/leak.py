@@ -301,10 +301,15 @@ def _values(window: Sequence[Record], key: str) -> Tuple[List[float], List[float
     ys: List[float] = []
     for record in window:
         value = record.get(key)
-        if isinstance(value, (int, float)):
+        # A byte count is 0..2^63 (a hostile or broken log's 1e308 would overflow the differences to inf).
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < _MAX_BYTES \
+                and abs(record["step"]) < _MAX_BYTES:
             xs.append(float(record["step"]))
             ys.append(float(value))
     return xs, ys
+
+
+_MAX_BYTES = float(1 << 63)
 
 
 def _floor(trend: Trend, settings: LeakSettings) -> float:
