@@ -58,6 +58,8 @@ import time
 import uuid
 from typing import IO, Any, Dict, Iterator, List, Mapping, Optional
 
+from npudoctor.errors import InputError
+
 SCHEMA = "npudoctor.memlog/2"
 #: Schemas the readers accept: a /1 line lacks the /2 keys (read as ``None``).
 READABLE_SCHEMAS = ("npudoctor.memlog/1", SCHEMA)
@@ -79,7 +81,7 @@ MAX_LINE_BYTES = 1 << 16
 Record = Dict[str, Any]
 
 
-class MemlogError(Exception):
+class MemlogError(InputError):
     """The log cannot be read at all (missing, not a regular file, no memlog records): one line for the user."""
 
 
