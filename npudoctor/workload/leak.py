@@ -432,8 +432,8 @@ def largest_shift(ys: Sequence[float]) -> Tuple[int, float]:
 
 def change_point(xs: Sequence[float], ys: Sequence[float], lowest: int, highest: int) -> int:
     """Index where the warm-up ends: the knee of the best continuous two-slope least-squares fit (on a
-    running median of 5, so single odd points do not pull it) when the early slope is the steeper one and the
-    fit explains clearly more than one line does; else ``lowest``. O(n) with running sums.
+    running median of 5, so single odd points do not pull it) when the early slope is at least twice the later
+    one and the fit halves the error of one line; else ``lowest``. O(n) with running sums.
 
     >>> change_point(list(range(40)), [min(i, 10) * 100.0 for i in range(40)], 3, 20)
     10
@@ -471,7 +471,8 @@ def change_point(xs: Sequence[float], ys: Sequence[float], lowest: int, highest:
         gram = [[sc[0], su[0], sh], [su[0], suu[0], suh], [sh, suh, shh]]
         rhs = [sv[0], suv[0], svh]
         beta = _solve3(gram, rhs)
-        if beta is None or beta[2] >= 0:  # the later slope must be the smaller one
+        # A warm-up rises at least twice as fast as what follows (a leak whose rate wobbles is no knee).
+        if beta is None or beta[1] <= 0 or beta[1] + beta[2] > 0.5 * beta[1]:
             continue
         sse = svv - sum(b * r for b, r in zip(beta, rhs))
         if sse < best_sse:
