@@ -414,3 +414,19 @@ def test_hostile_logs_give_a_verdict_never_an_exception_or_a_non_finite_number()
     overflowing = [memlog.parse_line(json.dumps({"schema": "npudoctor.memlog/2", "run": "o", "step": step,
                                                  "rss_bytes": 1e308 * (step % 3 - 1)})) for step in range(40)]
     json.dumps(leak.analyze(overflowing).to_dict(), allow_nan=False)
+
+
+def test_the_dashboard_says_warm_up_and_host_fragmentation_in_words():
+    from npudoctor.tui.views import verdict_lines
+
+    warming = leak.analyze(series(rss=lambda s: GiB + int(40 * MiB * math.sqrt(s)), device="cpu", steps=120),
+                           warmup_steps=3)
+    (line,) = verdict_lines(warming, at_step=119)
+    assert "may still be warm-up" in line[0] and line[1] == "dim"
+    rng = random.Random(5)
+    batch = [rng.uniform(-3, 3) * MiB for _ in range(600)]
+    fragments = leak.analyze(host_run(lambda s: GiB + s * 4_400_000, in_use=lambda s: 200 * MiB + int(batch[s]),
+                                      held=lambda s: 300 * MiB + s * 4_380_000, steps=600))
+    lines = verdict_lines(fragments, at_step=599)
+    assert lines[0][0].startswith("no leak") and any("fragmentation" in text and style == "yellow"
+                                                     for text, style in lines)
