@@ -269,7 +269,7 @@ def test_cuda_and_npu_share_one_allocator_path(tmp_path, monkeypatch, torch):
         return {"allocated_bytes.all.current": allocated, "allocated_bytes.all.peak": allocated,
                 "reserved_bytes.all.current": allocated + (64 << 20), "reserved_bytes.all.peak": allocated + (64 << 20),
                 "active_bytes.all.current": allocated, "active_bytes.all.peak": allocated,
-                "num_alloc_retries": 0, "num_ooms": 0}
+                "inactive_split_bytes.all.current": 3 << 20, "num_alloc_retries": 0, "num_ooms": 0}
 
     monkeypatch.setattr(torch.cuda, "memory_stats", memory_stats)
     monkeypatch.setattr(torch.cuda, "get_device_properties", lambda index: SimpleNamespace(total_memory=80 << 30))
@@ -281,6 +281,7 @@ def test_cuda_and_npu_share_one_allocator_path(tmp_path, monkeypatch, torch):
     records = memlog.read_records(tmp_path / "mem.jsonl")
     assert records[0]["device"] == "cuda:0" and records[0]["device_total_bytes"] == 80 << 30
     assert records[0]["reserved_bytes"] - records[0]["allocated_bytes"] == 64 << 20 and records[0]["loss"] == 1.5
+    assert records[0]["inactive_split_bytes"] == 3 << 20 and records[0]["schema"] == "npudoctor.memlog/2"
     verdict = leak.analyze(records)
     assert verdict.kind == "device" and verdict.slope_bytes_per_step == pytest.approx(1 << 20)
     assert verdict.projected_oom_step == pytest.approx(39 + ((80 << 30) - (1 << 30) - 40 * (1 << 20) - (64 << 20))
