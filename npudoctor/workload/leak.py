@@ -597,7 +597,7 @@ def human_bytes(value: float) -> str:
 
 
 _LABEL = {"allocated_bytes": "allocated", "reserved_bytes": "reserved", "rss_bytes": "process RSS",
-          "workers_rss_bytes": "DataLoader workers' RSS", "malloc_in_use_bytes": "host malloc in-use",
+          "workers_rss_bytes": "child processes' RSS (DataLoader workers)", "malloc_in_use_bytes": "host malloc in-use",
           "malloc_held_bytes": "host malloc held", "inactive_split_bytes": "inactive split blocks"}
 
 
