@@ -50,6 +50,8 @@ RUNS: Dict[str, Any] = {
     "leak_dataset_cache_workers": (True, "Dataset.__getitem__ caches each sample in 2 workers", 64 * (256 * 4 + 8)),
     "leak_python_objects": (True, "kept.append([float(i) for i in range(2048)]): Python floats in pymalloc "
                                   "arenas, outside malloc", 2048 * 32 + 56),
+    "leak_variable_64k": (True, "variable batch (16..256) + kept.append(torch.ones(65536, uint8)): a leak under "
+                                "in-use noise", 65536),
     "leak_slow_16k": (True, "kept.append(torch.ones(16384, uint8)): 16 KiB/step", 16384),
     "leak_clip_graph": (True, "train-step --inject-leak graph: the tiny CLIP's loss with its retained graph", None),
 }
@@ -166,6 +168,8 @@ def one_run(name: str, seed: int, steps: int, path: str) -> Dict[str, Any]:
                 cache[step] = x
             elif name == "leak_python_objects":
                 kept.append([float(i) for i in range(2048)])
+            elif name == "leak_variable_64k":
+                kept.append(torch.ones(65536, dtype=torch.uint8))
             elif name == "leak_slow_16k":
                 kept.append(torch.ones(16384, dtype=torch.uint8))
             elif name == "clean_gc_churn":

@@ -208,7 +208,9 @@ def analyze(records: Sequence[Record], settings: Optional[LeakSettings] = None,
     leak = kind in ("device", "host", "workers")
 
     judged = [t for t in (allocated, in_use, rss, workers) if t is not None]
-    main = subject or allocated or rss or in_use
+    # No leak: the verdict speaks of a series that rises below its floor ("no leak yet"), else the main one.
+    rising = next((t for t in judged if t.shape == RISING and t.rise_bytes >= 0.25 * _floor(t, settings)), None)
+    main = subject or rising or allocated or rss or in_use
     if main is None or all(t.shape == SHORT for t in judged):
         longest = max((t.warmup_steps for t in judged), default=settings.min_warmup_steps)
         need = max(longest, settings.min_warmup_steps) + 2 * settings.min_points
@@ -241,7 +243,8 @@ def analyze(records: Sequence[Record], settings: Optional[LeakSettings] = None,
                 if subject.slope_per_step > 0 and last_step is not None else None
     base = _base(device, total, main.warmup_steps, main, run, retries, ooms)
     step_change = step_trend.step_bytes if step_trend is not None else None
-    summary = _summary(kind, cause, main, oom_step, reserved, rss, workers, held, step_trend, trends)
+    summary = _summary(kind, cause, main, oom_step, reserved, rss, workers, held, step_trend, trends,
+                       _floor(main, settings))
     advice = _advice(kind, cause, reserved_growth, device, retries, ooms, step_trend, warming, settings, total)
     if host_fragmentation and kind != "none":
         advice.append(_FIX["host-fragmentation"])
@@ -603,7 +606,8 @@ _LABEL = {"allocated_bytes": "allocated", "reserved_bytes": "reserved", "rss_byt
 
 def _summary(kind: str, cause: Optional[str], subject: Trend, oom_step: Optional[int], reserved: Optional[Trend],
              rss: Optional[Trend], workers: Optional[Trend], held: Optional[Trend], step: Optional[Trend],
-             trends: Mapping[str, Trend]) -> str:
+             trends: Mapping[str, Trend], floor: float) -> str:
+    """``floor``: the subject's smallest rise called a leak (a rise of a quarter of it is "no leak yet")."""
     conf = f"{subject.confidence * 100:.1f}%" if subject.confidence < 0.9995 else ">99.9%"
     label = _LABEL.get(subject.series, subject.series)
     steps = f"{subject.points} points from step {int(subject.first_step)}"
@@ -621,7 +625,7 @@ def _summary(kind: str, cause: Optional[str], subject: Trend, oom_step: Optional
     elif cause == "host-fragmentation" and rss is not None and held is not None:
         text = (f"no leak, but the host allocator fragments: RSS grows {human_bytes(rss.slope_per_step)}/step "
                 f"and malloc holds {human_bytes(held.slope_per_step)}/step more while its in-use bytes are flat")
-    elif subject.shape == RISING and not subject.growing:
+    elif subject.shape == RISING and subject.rise_bytes >= 0.25 * floor:
         text = (f"no leak yet: {label} rises {human_bytes(subject.slope_per_step)}/step, "
                 f"{human_bytes(subject.rise_bytes)} over {subject.points} points from step {int(subject.first_step)}, "
                 "less than a leak must add up to (record more steps to judge)")
