@@ -324,6 +324,8 @@ def test_kept_objects_that_pin_the_heap_are_a_leak_of_what_is_kept_not_fragmenta
                                     held=lambda s: 300 * MiB + s * 500 * 1024, steps=300))
     assert verdict.leak and verdict.cause == "host-objects" and verdict.slope_bytes_per_step == pytest.approx(8090)
     assert verdict.host_fragmentation and "pin malloc's heap" in verdict.summary
+    assert any("freeing them is the fix" in line for line in verdict.advice)
+    assert not any("in-use does not" in line for line in verdict.advice)  # it does grow: not that advice
 
 
 def test_workers_growing_is_a_leak_in_the_workers():

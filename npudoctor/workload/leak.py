@@ -247,7 +247,7 @@ def analyze(records: Sequence[Record], settings: Optional[LeakSettings] = None,
                        _floor(main, settings))
     advice = _advice(kind, cause, reserved_growth, device, retries, ooms, step_trend, warming, settings, total)
     if host_fragmentation and kind != "none":
-        advice.append(_FIX["host-fragmentation"])
+        advice.append(_FIX["pinned-heap"])
     return LeakVerdict(
         leak=leak, kind=kind, series=main.series, slope_bytes_per_step=main.slope_per_step,
         confidence=main.confidence, projected_oom_step=oom_step, reserved_growth=reserved_growth,
@@ -624,7 +624,8 @@ def _summary(kind: str, cause: Optional[str], subject: Trend, oom_step: Optional
                 f"slowing down ({steps}); not judged yet")
     elif cause == "host-fragmentation" and rss is not None and held is not None:
         text = (f"no leak, but the host allocator fragments: RSS grows {human_bytes(rss.slope_per_step)}/step "
-                f"and malloc holds {human_bytes(held.slope_per_step)}/step more while its in-use bytes are flat")
+                f"and malloc holds {human_bytes(held.slope_per_step)}/step more while its in-use bytes are flat "
+                f"(or a pool still filling: more steps tell)")
     elif subject.shape == RISING and subject.rise_bytes >= 0.25 * floor:
         text = (f"no leak yet: {label} rises {human_bytes(subject.slope_per_step)}/step, "
                 f"{human_bytes(subject.rise_bytes)} over {subject.points} points from step {int(subject.first_step)}, "
@@ -666,6 +667,8 @@ _FIX = {
                           "variable tensor shapes leave holes; set MALLOC_ARENA_MAX=2 or MALLOC_TRIM_THRESHOLD_, "
                           "call ctypes.CDLL('libc.so.6').malloc_trim(0) between phases, or preload jemalloc or "
                           "tcmalloc (LD_PRELOAD)",
+    "pinned-heap": "RSS grows many times what is kept: the kept objects pin partly used heap pages; freeing "
+                   "them is the fix, MALLOC_ARENA_MAX=2 or malloc_trim(0) only return the rest sooner",
 }
 
 
