@@ -348,6 +348,14 @@ def _trend(run: Sequence[Record], key: str, settings: LeakSettings, free: Option
                      step_bytes=None, step_at=None, persistent=False, growing=False, last_value=last_value)
     base = settings.min_exact_growth_bytes if key in EXACT_SERIES else settings.min_growth_bytes
     shape, slope, confidence, noise, step, step_at, wx = _shape(wx, wy, settings, base)
+    lowest = min(settings.min_warmup_steps, len(xs))
+    if shape == FLAT and settings.warmup_steps is None and start > lowest:
+        # The knee may have been one rise, not a ramp (a buffer made at step 300): then it is reported as a step.
+        whole = _shape(xs[lowest:], ys[lowest:], settings, base)
+        if whole[0] == STEP:
+            shape, slope, confidence, noise, step, step_at, wx = whole
+            start = lowest
+            warmup_records = sum(1 for r in run if r["step"] < xs[start])
     span = wx[-1] - wx[0]
     rise = step if shape == STEP and step is not None else max(slope, 0.0) * span
     trend = Trend(series=key, points=len(wx), warmup_steps=warmup_records, first_step=wx[0], shape=shape,
