@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
+from npudoctor.model.units import human_bytes
 from npudoctor.workload import leak, memlog
 
 CORPUS = Path(__file__).parent / "data" / "leak_corpus"
@@ -73,8 +74,8 @@ def table(counts: Tuple[int, ...] = (40, 50, 200, 300)) -> List[str]:
         kept = run.get("kept_bytes_per_step")
         estimate = final.slope_bytes_per_step if final.leak else None
         lines.append(f"{run['name']:<34}{run['seed']:>4}  {marks}{first_right(run, recs) or '-':>5}  "
-                     f"{leak.human_bytes(estimate) if estimate is not None else '-':>9}  "
-                     f"{leak.human_bytes(kept) if kept else '-':>10}  {final.kind}/{final.cause}: "
+                     f"{human_bytes(estimate) if estimate is not None else '-':>9}  "
+                     f"{human_bytes(kept) if kept else '-':>10}  {final.kind}/{final.cause}: "
                      f"{final.summary[:90]}")
     return lines
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import platform
 import time
@@ -86,7 +85,9 @@ def train_step(device_name: str, model: str, batch: int, steps: int, precision: 
         progress.stop()
     report.started = started
     if fmt == "json":
-        click.echo(json.dumps({**document, "report": report.to_dict()}, indent=2, default=str))
+        from npudoctor.report import json_report
+
+        json_report.emit({**document, "report": report.to_dict()})
     else:
         from npudoctor.report import train_console
 
@@ -124,7 +125,9 @@ def leak_analyze(path: str, fmt: str, warmup: Optional[int], profile_name: Optio
     verdict = leaks.analyze(records, settings, **({"warmup_steps": warmup} if warmup is not None else {}))
     runs = len({r["run"] for r in records})
     if fmt == "json":
-        click.echo(json.dumps({**verdict.to_dict(), "file": path, "runs": runs}, indent=2))
+        from npudoctor.report import json_report
+
+        json_report.emit({**verdict.to_dict(), "file": path, "runs": runs})
     else:
         from npudoctor.report import train_console
 

@@ -13,7 +13,8 @@ Figures, per operation and message size, as nccl-tests and hccl_test print them:
   For all_gather the size is the gathered output (each rank sends size/n), as in nccl-tests.
 
 Findings COL001 (correct results), COL002 (bus bandwidth against the profile) and COL003 (the slowest
-rank) are documented below, as ``npudoctor explain COL001`` prints them.
+rank) are checks over the finished run's document, registered in the rulebook; their docstrings are what
+``npudoctor explain COL001`` prints.
 """
 
 from __future__ import annotations
@@ -24,69 +25,17 @@ import re
 import statistics
 import textwrap
 import time
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from npudoctor.errors import InputError
+from npudoctor.knowledge import setting
+from npudoctor.model import rulebook
 from npudoctor.model.finding import Finding, Status
 
 SCHEMA = "npudoctor.collective/1"
 OPS = ("all_reduce", "all_gather", "broadcast")
 UNITS = {"": 1, "B": 1, "K": 1024, "M": 1024 ** 2, "G": 1024 ** 3}
 DEFAULT_SIZES = {"gloo": "1K,1M,16M", "hccl": "1K,1M,64M,1G", "nccl": "1K,1M,64M,1G"}
-TITLES = {
-    "COL001": "Collective results are correct",
-    "COL002": "Bus bandwidth as the profile expects",
-    "COL003": "No rank much slower than the others",
-}
-
-
-def _col001(ctx: Any) -> List[Any]:
-    """Every rank checks the values a collective returned: all_reduce of rank+1 must sum to n(n+1)/2 on every
-    rank, all_gather must return each rank's own chunk, broadcast the root's values.
-
-    A wrong value with no error is a hardware or driver fault (memory, a link corrupting data): run
-    ``npu-smi info -t health`` on the nodes of the named ranks and ``npudoctor check``. A run that fails to
-    start or crashes is an ERROR; HCCL/CANN error codes in its output (EI0006, errNo 0x0501...) are
-    explained from the log doctor's code base, with their fix.
-    """
-    return []  # documentation only: `npudoctor collective` and `onboard` make these findings
-
-
-def _col002(ctx: Any) -> List[Any]:
-    """Bus bandwidth (busbw, as nccl-tests and hccl_test compute it: all_reduce algbw x 2(n-1)/n, all_gather
-    x (n-1)/n, broadcast x 1) at the largest message size reaches ``fleet.collective.min_busbw_fraction``
-    (0.8) of ``fleet.collective.busbw_gbps.<op>`` in the profile.
-
-    Without an expected value, or on gloo (the CPU says nothing about NPU links): SKIP with the measured
-    figure. Below expectation: check each NPU's RoCE link and speed (``hccn_tool -i N -link -g``,
-    ``-speed -g``), PCIe widths (``npudoctor check --only PCI003,HCCL``) and that no other job shares the
-    NPUs. Pin the figure a good node measures in the site profile.
-    """
-    return []
-
-
-def _col003(ctx: Any) -> List[Any]:
-    """No rank's total time over all measured operations exceeds ``fleet.collective.slow_rank_factor``
-    (1.5) times the median rank's; the slowest rank and its host are named either way.
-
-    One slow rank stalls every step of a data-parallel job. Check its node with ``npudoctor check`` (chip
-    health, PCIe width, other processes holding the NPU).
-    """
-    return []
-
-
-def explain_spec(check_id: str) -> Any:
-    """The collective's findings for ``npudoctor explain COL001``: not registered checks (``check`` never runs
-    them), documented the same way."""
-    from npudoctor.checks.registry import CheckSpec
-
-    funcs = {"COL001": _col001, "COL002": _col002, "COL003": _col003}
-    wanted = check_id.upper()
-    if wanted not in funcs:
-        return None
-    return CheckSpec(wanted, "collective", TITLES[wanted], funcs[wanted])
-
-
 class CollectiveError(InputError):
     """Bad options: one line for the user."""
 
@@ -290,7 +239,8 @@ def row(op: str, size: int, world: int, rank_times_us: Sequence[float], rank_cor
 # -- findings ------------------------------------------------------------------------------------------------
 def _finding(check_id: str, status: Status, subject: str, detail: str, evidence: Optional[Dict[str, Any]] = None,
              fix: str = "") -> Finding:
-    return Finding(check_id, status, TITLES[check_id], subject, detail, evidence or {}, fix, stage="collective")
+    return Finding(check_id, status, rulebook.REGISTRY[check_id].title, subject, detail, evidence or {}, fix,
+                   stage="collective")
 
 
 def failed_run(reason: str, output: str) -> List[Finding]:
@@ -306,30 +256,64 @@ def failed_run(reason: str, output: str) -> List[Finding]:
                                                                     "output_tail": tail}, fix)]
 
 
+COL_SETTINGS = ("fleet.collective.busbw_gbps.all_reduce", "fleet.collective.busbw_gbps.all_gather",
+                "fleet.collective.busbw_gbps.broadcast", "fleet.collective.min_busbw_fraction")
+CollectiveCheck = Callable[[Mapping[str, Any], Any], List[Finding]]
+
+
+def _collective_check(check_id: str, title: str, settings: Sequence[str] = ()) -> Callable[[CollectiveCheck],
+                                                                                         CollectiveCheck]:
+    """Register a check over a finished run's document in the rulebook (room "collective")."""
+    return rulebook.check(check_id, "collective", title, "collective", settings=settings)
+
+
 def findings(document: Mapping[str, Any], profile: Any) -> List[Finding]:
     """COL001-COL003 for a finished run."""
+    return [finding for spec in rulebook.specs("collective") if spec.func is not None
+            for finding in spec.func(document, profile)]
+
+
+@_collective_check("COL001", "Collective results are correct")
+def correct_results(document: Mapping[str, Any], profile: Any) -> List[Finding]:
+    """Every rank checks the values a collective returned: all_reduce of rank+1 must sum to n(n+1)/2 on every
+    rank, all_gather must return each rank's own chunk, broadcast the root's values.
+
+    A run that fails to start or crashes is an ERROR; HCCL/CANN error codes in its output (EI0006, errNo
+    0x0501...) are explained from the log doctor's code base, with their fix.
+
+    Fix: a wrong value with no error is a hardware or driver fault (memory, a link corrupting data): run
+    ``npu-smi info -t health`` on the nodes of the named ranks and ``npudoctor check``.
+    """
     rows: List[Mapping[str, Any]] = document.get("results") or []
     world = int(document.get("world_size") or 1)
-    hosts = document.get("hosts") or []
-    out: List[Finding] = []
     wrong = [r for r in rows if not r["correct"]]
-    for r in wrong:
-        out.append(_finding("COL001", Status.FAIL, f"{r['op']}:{human_size(r['size_bytes'])}",
-                            f"wrong values received on rank(s) {', '.join(map(str, r['wrong_ranks']))}",
-                            {"wrong_ranks": r["wrong_ranks"]},
-                            "a wrong result with no error is a hardware or driver fault: run `npu-smi info -t health`"
-                            " on the node(s) of those ranks and `npudoctor check`"))
+    out = [_finding("COL001", Status.FAIL, f"{r['op']}:{human_size(r['size_bytes'])}",
+                    f"wrong values received on rank(s) {', '.join(map(str, r['wrong_ranks']))}",
+                    {"wrong_ranks": r["wrong_ranks"]},
+                    "a wrong result with no error is a hardware or driver fault: run `npu-smi info -t health`"
+                    " on the node(s) of those ranks and `npudoctor check`") for r in wrong]
     if not wrong:
         out.append(_finding("COL001", Status.PASS, "collective",
                             f"{len(rows)} operation(s) on {world} rank(s) returned the expected values"))
-    out.extend(_bandwidth(document, rows, profile))
-    out.append(_slow_rank(rows, world, hosts, profile))
     return out
 
 
-def _bandwidth(document: Mapping[str, Any], rows: Sequence[Mapping[str, Any]], profile: Any) -> List[Finding]:
+@_collective_check("COL002", "Bus bandwidth as the profile expects", settings=COL_SETTINGS)
+def bandwidth(document: Mapping[str, Any], profile: Any) -> List[Finding]:
+    """Bus bandwidth (busbw, as nccl-tests and hccl_test compute it: all_reduce algbw x 2(n-1)/n, all_gather
+    x (n-1)/n, broadcast x 1) at the largest message size reaches ``fleet.collective.min_busbw_fraction``
+    (0.8) of ``fleet.collective.busbw_gbps.<op>`` in the profile.
+
+    Without an expected value, or on gloo (the CPU says nothing about NPU links): SKIP with the measured
+    figure.
+
+    Fix: below expectation, check each NPU's RoCE link and speed (``hccn_tool -i N -link -g``,
+    ``-speed -g``), PCIe widths (``npudoctor check --only PCI003,HCCL``) and that no other job shares the
+    NPUs. Pin the figure a good node measures in the site profile.
+    """
+    rows: List[Mapping[str, Any]] = document.get("results") or []
     expected: Mapping[str, Any] = profile.get("fleet.collective.busbw_gbps", None) or {}
-    fraction = float(profile.get("fleet.collective.min_busbw_fraction", 0.8))
+    fraction = float(setting(profile, "fleet.collective.min_busbw_fraction"))
     backend = document.get("backend")
     result = []
     for op in dict.fromkeys(r["op"] for r in rows):
@@ -355,13 +339,27 @@ def _bandwidth(document: Mapping[str, Any], rows: Sequence[Mapping[str, Any]], p
     return result
 
 
-def _slow_rank(rows: Sequence[Mapping[str, Any]], world: int, hosts: Sequence[Any], profile: Any) -> Finding:
+@_collective_check("COL003", "No rank much slower than the others",
+                   settings=("fleet.collective.slow_rank_factor",))
+def slow_rank(document: Mapping[str, Any], profile: Any) -> List[Finding]:
+    """No rank's total time over all measured operations exceeds ``fleet.collective.slow_rank_factor``
+    (1.5) times the median rank's; the slowest rank and its host are named either way.
+
+    One slow rank stalls every step of a data-parallel job.
+
+    Fix: check its node with ``npudoctor check`` (chip health, PCIe width, other processes holding the NPU).
+    """
+    return [_slowest(document.get("results") or [], int(document.get("world_size") or 1),
+                     document.get("hosts") or [], profile)]
+
+
+def _slowest(rows: Sequence[Mapping[str, Any]], world: int, hosts: Sequence[Any], profile: Any) -> Finding:
     if world < 2 or not rows:
         return _finding("COL003", Status.SKIP, "collective", "one rank: nothing to compare")
     totals = [sum(r["rank_times_us"][rank] for r in rows) for rank in range(world)]
     slowest = max(range(world), key=lambda rank: totals[rank])
     median = statistics.median(totals)
-    factor = float(profile.get("fleet.collective.slow_rank_factor", 1.5))
+    factor = float(setting(profile, "fleet.collective.slow_rank_factor"))
     ratio = totals[slowest] / median if median > 0 else 1.0
     host = f" on {hosts[slowest]}" if slowest < len(hosts) and hosts[slowest] else ""
     evidence = {"slowest_rank": slowest, "host": hosts[slowest] if slowest < len(hosts) else None,
@@ -402,7 +400,9 @@ def render_text(document: Mapping[str, Any], found: Sequence[Finding], width: in
 
 
 def to_json(document: Mapping[str, Any], found: Sequence[Finding]) -> str:
-    return json.dumps({**document, "schema": SCHEMA, "findings": [f.to_dict() for f in found]}, indent=2) + "\n"
+    from npudoctor.report import json_report
+
+    return json_report.document_text({**document, "schema": SCHEMA, "findings": [f.to_dict() for f in found]})
 
 
 # -- launching torchrun on this node --------------------------------------------------------------------------

@@ -34,7 +34,6 @@ BUNDLE_SUFFIXES = (".tar.gz", ".tgz", ".tar")
 NOT_DRIFT = frozenset({"hostname", "chips.source"})
 # Per-chip rows (health, temperature): state for chip tables, not an inventory value to compare or keep.
 NOT_KEPT = frozenset({"chips.devices"})
-FAILING = ("fail", "error")
 NOTABLE = frozenset({"fail", "error", "warn"})
 
 
@@ -336,7 +335,9 @@ def to_dict(view: FleetView) -> Dict[str, Any]:
 
 
 def render_json(view: FleetView) -> str:
-    return json.dumps(to_dict(view), indent=1, ensure_ascii=False, default=str) + "\n"
+    from npudoctor.report import json_report
+
+    return json_report.document_text(to_dict(view))
 
 
 def render_csv(view: FleetView) -> str:
