@@ -1,4 +1,4 @@
-"""Record a ``npudoctor.memlog/1`` line per step from any training loop (npu, cuda or cpu).
+"""Record a ``npudoctor.memlog/2`` line per step from any training loop (npu, cuda or cpu).
 
 Two lines in your loop::
 
@@ -58,7 +58,7 @@ def _device_of(device: Any, optimizer: Any) -> Device:
 
 
 class MemoryMonitor:
-    """Appends one flushed memlog/1 line per :meth:`step` (or per ``optimizer.step()`` with ``optimizer=``).
+    """Appends one flushed memlog/2 line per :meth:`step` (or per ``optimizer.step()`` with ``optimizer=``).
 
     ``loss`` may be a float or a tensor (a tensor costs one device synchronisation: ``.item()``).
     :meth:`batch_ready` (optional) marks when the next batch arrived, so the data wait is recorded too.

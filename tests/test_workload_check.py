@@ -10,7 +10,7 @@ from importlib.util import find_spec
 
 import pytest
 
-from npudoctor.checks import workload  # noqa: F401  (registers the TRN checks)
+from npudoctor.checks import workload
 from npudoctor.checks.registry import REGISTRY
 from npudoctor.model.finding import Status
 from npudoctor.model.profile import NodeProfile
@@ -69,6 +69,27 @@ def test_leak_and_reserved_growth_and_overflow_verdicts():
     base["train"]["overflows"] = [{"step": 4, "tensor": "image features", "cause": "fp16 beyond 65504"}]
     (overflow,) = outcomes("TRN002", trial(base))
     assert overflow.status is Status.FAIL and "step 4 in image features" in overflow.detail
+
+
+def test_warm_up_skips_host_fragmentation_warns_and_a_worker_leak_fails():
+    def verdict(**values):
+        return {"device": "cpu", "train": {"losses": [3.0, 1.0], "loss_fell": True, "steps": 40, "overflows": [],
+                                           "verdict": values}}
+
+    (warming,) = outcomes("TRN003", trial(verdict(leak=False, kind="warm-up", cause="warm-up",
+                                                  summary="growing, may still be warm-up",
+                                                  advice=["record more steps (e.g. --steps 200) to judge"])))
+    assert warming.status is Status.SKIP and "--steps 200" in warming.fix  # cannot judge yet: never a PASS
+    (fragments,) = outcomes("TRN003", trial(verdict(leak=False, kind="none", cause="host-fragmentation",
+                                                    host_fragmentation=True, summary="the host allocator fragments",
+                                                    advice=["set MALLOC_ARENA_MAX=2"])))
+    assert fragments.status is Status.WARN and "MALLOC_ARENA_MAX" in fragments.fix
+    (workers,) = outcomes("TRN003", trial(verdict(leak=True, kind="workers", cause="workers",
+                                                  summary="memory leak in the DataLoader workers",
+                                                  advice=["the Dataset keeps what it loads"])))
+    assert workers.status is Status.FAIL and workers.evidence["cause"] == "workers"
+    injected = list(workload.leak_outcome(verdict(leak=False, kind="warm-up", summary="growing"), "1MiB"))
+    assert [o.status for o in injected] == [Status.FAIL]  # an injected leak not found is never a skip
 
 
 def test_selftest_child_reports_missing_torch(monkeypatch, capsys):

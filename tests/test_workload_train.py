@@ -54,7 +54,10 @@ def test_loss_falls_and_every_step_is_one_memlog_line(cpu, tmp_path):
     lines = log.read_text().splitlines()
     assert len(lines) == 30
     records = [json.loads(line) for line in lines]
-    assert all(set(r) == set(memlog.FIELDS) and r["schema"] == "npudoctor.memlog/1" for r in records)
+    assert all(set(r) == set(memlog.FIELDS) and r["schema"] == "npudoctor.memlog/2" for r in records)
+    assert all(r["workers"] == 0 and r["workers_rss_bytes"] == 0 for r in records)
+    assert all(r["malloc_in_use_bytes"] is None or 0 < r["malloc_in_use_bytes"] <= r["malloc_held_bytes"]
+               for r in records)
     assert [r["step"] for r in records] == list(range(30))
     assert all(r["device"] == "cpu" and r["allocated_bytes"] is None and r["rss_bytes"] > 0 for r in records)
     assert all(r["step_s"] > 0 and 0 <= r["data_wait_s"] <= r["step_s"] for r in records)
@@ -195,7 +198,7 @@ def test_cli_usage_errors_are_one_line_and_exit_2(tmp_path):
         (["train-step", "--weights", str(tmp_path / "none.pt")], "not a regular file"),
         (["leak", "analyze", str(tmp_path / "none.jsonl")], "cannot open"),
         (["leak", "analyze", str(tmp_path)], "not a regular file"),
-        (["train-step", "--device", "cpu", "--log", str(README)], "is not a npudoctor.memlog/1 log"),
+        (["train-step", "--device", "cpu", "--log", str(README)], "is not a npudoctor.memlog log"),
     ):
         result = cli_runner().invoke(main, args)
         assert result.exit_code == 2, (args, result.output)
@@ -268,7 +271,7 @@ def test_cuda_and_npu_share_one_allocator_path(tmp_path, monkeypatch, torch):
         return {"allocated_bytes.all.current": allocated, "allocated_bytes.all.peak": allocated,
                 "reserved_bytes.all.current": allocated + (64 << 20), "reserved_bytes.all.peak": allocated + (64 << 20),
                 "active_bytes.all.current": allocated, "active_bytes.all.peak": allocated,
-                "num_alloc_retries": 0, "num_ooms": 0}
+                "inactive_split_bytes.all.current": 3 << 20, "num_alloc_retries": 0, "num_ooms": 0}
 
     monkeypatch.setattr(torch.cuda, "memory_stats", memory_stats)
     monkeypatch.setattr(torch.cuda, "get_device_properties", lambda index: SimpleNamespace(total_memory=80 << 30))
@@ -280,6 +283,7 @@ def test_cuda_and_npu_share_one_allocator_path(tmp_path, monkeypatch, torch):
     records = memlog.read_records(tmp_path / "mem.jsonl")
     assert records[0]["device"] == "cuda:0" and records[0]["device_total_bytes"] == 80 << 30
     assert records[0]["reserved_bytes"] - records[0]["allocated_bytes"] == 64 << 20 and records[0]["loss"] == 1.5
+    assert records[0]["inactive_split_bytes"] == 3 << 20 and records[0]["schema"] == "npudoctor.memlog/2"
     verdict = leak.analyze(records)
     assert verdict.kind == "device" and verdict.slope_bytes_per_step == pytest.approx(1 << 20)
     assert verdict.projected_oom_step == pytest.approx(39 + ((80 << 30) - (1 << 30) - 40 * (1 << 20) - (64 << 20))
@@ -362,3 +366,15 @@ def test_ctrl_c_in_train_step_reports_what_was_recorded_with_exit_130(tmp_path):
     # what was recorded stays on disk, every line a whole record
     lines = log.read_text().splitlines()
     assert len(lines) >= 4 and all(line.startswith("{") and line.endswith("}") for line in lines)
+
+
+def test_the_progress_line_and_the_recorder_are_no_step_s_data_wait(cpu, tmp_path):
+    """A slow progress callback (a terminal that blocks) ran inside the next step's data wait before."""
+    import time as clock
+
+    log = tmp_path / "mem.jsonl"
+    result = train.run(train.TrainOptions(device="cpu", steps=4, batch=8, log=str(log)), cpu,
+                       progress=lambda *_: clock.sleep(1.0))
+    waits = [r["data_wait_s"] for r in memlog.read_records(log)]
+    assert max(waits) < 1.0, waits  # each step's wait is its own batch's, not the second spent printing
+    assert result.data_wait_fraction is not None and result.data_wait_fraction < 0.5

@@ -141,18 +141,25 @@ def loss_outcome(document: Dict[str, Any]) -> Iterable[Outcome]:
 
 @check("TRN003", stage="workload", title="device and host memory do not leak", level=3, requires=("TRN001",),
        settings=("train.leak.warmup_fraction", "train.leak.alpha", "train.leak.min_device_slope_bytes_per_step",
-                 "train.leak.min_host_slope_bytes_per_step", "train.leak.min_growth_bytes"))
+                 "train.leak.min_host_slope_bytes_per_step", "train.leak.min_growth_bytes",
+                 "train.leak.min_exact_growth_bytes", "train.leak.oom_horizon_steps"))
 def memory_does_not_leak(ctx: CheckContext) -> Iterable[Outcome]:
-    """After a warm-up, the allocator's ``allocated`` bytes (and the process's RSS) stay flat from step to step.
+    """After its warm-up (found from the series), the allocator's ``allocated`` bytes, the process's RSS and
+    malloc in-use bytes, and the DataLoader workers' RSS stay flat from step to step.
 
-    The verdict is a robust trend (Theil-Sen slope, Mann-Kendall test) reported as bytes/step with its
-    confidence and the step at which memory would run out. ``reserved`` growing while ``allocated`` is flat
-    is reported separately (WARN): the caching allocator fragments, which ends in an OOM too.
+    The verdict is a robust trend (Theil-Sen slope, Mann-Kendall test) after a change point, reported as
+    bytes/step and over the window with its confidence and the step at which memory would run out; a
+    one-time rise is a step, not a leak; growth that slows down is "may still be warm-up" (SKIP). The cause is
+    named from the counters: kept tensors, host objects, worker processes; ``reserved`` growing while
+    ``allocated`` is flat, or RSS growing through malloc's held bytes while in-use is flat, is fragmentation
+    (WARN), which ends in an OOM too.
 
-    Fix: for a leak, something keeps tensors alive across steps (a loss kept with its graph, a list of
-    outputs); for reserved growth, ``PYTORCH_NPU_ALLOC_CONF=expandable_segments:True`` (CUDA:
-    ``PYTORCH_CUDA_ALLOC_CONF``) or ``empty_cache()`` between phases. ``npudoctor leak analyze LOG`` judges
-    a log of the user's own job (``npudoctor.monitor.MemoryMonitor``).
+    Fix: for a leak, something keeps tensors or objects alive across steps (a loss kept with its graph, a
+    list of outputs, a cache in the Dataset); for reserved growth,
+    ``PYTORCH_NPU_ALLOC_CONF=expandable_segments:True`` (CUDA: ``PYTORCH_CUDA_ALLOC_CONF``) or
+    ``empty_cache()`` between phases; for host fragmentation ``MALLOC_ARENA_MAX=2``, ``malloc_trim(0)`` or
+    jemalloc. ``npudoctor leak analyze LOG`` judges a log of the user's own job
+    (``npudoctor.monitor.MemoryMonitor``).
     """
     yield from _judge_trained(ctx, leak_outcome)
 
@@ -160,12 +167,16 @@ def memory_does_not_leak(ctx: CheckContext) -> Iterable[Outcome]:
 def leak_outcome(document: Dict[str, Any], injected: Any = None) -> Iterable[Outcome]:
     verdict = (document.get("train") or {}).get("verdict") or {}
     subject = document.get("device") or "?"
-    keys = ("leak", "kind", "slope_bytes_per_step", "confidence", "projected_oom_step", "reserved_growth",
-            "reserved_slope_bytes_per_step", "rss_slope_bytes_per_step", "steps_analyzed", "alloc_retries", "ooms")
-    evidence = {key: verdict.get(key) for key in keys}
+    keys = ("leak", "kind", "cause", "slope_bytes_per_step", "confidence", "growth_bytes", "projected_oom_step",
+            "reserved_growth", "reserved_slope_bytes_per_step", "rss_slope_bytes_per_step",
+            "workers_slope_bytes_per_step", "malloc_in_use_slope_bytes_per_step", "malloc_held_slope_bytes_per_step",
+            "step_change_bytes", "step_change_at", "warmup_steps", "steps_analyzed", "alloc_retries", "ooms", "notes")
+    evidence = {key: verdict.get(key) for key in keys if key in verdict}
     advice = "\n".join(verdict.get("advice") or [])
     summary = verdict.get("summary") or "no verdict"
-    if verdict.get("kind") == "insufficient-data":
+    if verdict.get("kind") in ("insufficient-data", "warm-up") and injected is None:
+        yield skip(summary, subject, evidence, fix=advice)
+    elif verdict.get("kind") == "insufficient-data":
         yield skip(summary, subject, evidence)
     elif verdict.get("leak"):
         if injected is not None:
@@ -175,7 +186,7 @@ def leak_outcome(document: Dict[str, Any], injected: Any = None) -> Iterable[Out
     elif injected is not None:
         yield fail(subject, f"a leak was injected ({injected}) but not found: {summary}", evidence,
                    fix="run more steps (--steps), or report this: the detector missed a known leak")
-    elif verdict.get("reserved_growth"):
+    elif verdict.get("reserved_growth") or verdict.get("host_fragmentation"):
         yield warn(subject, summary, evidence, fix=advice)
     else:
         yield passed(subject, summary, evidence)

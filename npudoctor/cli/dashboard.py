@@ -17,7 +17,7 @@ from npudoctor.report import terminal
 @click.option("--demo", is_flag=True, help="Play the shipped demo: a busy 8-chip node (assembled from real captures).")
 @click.option("--speed", type=click.FloatRange(0.125, 64), default=1.0, show_default=True,
               help="Replay speed (also + and - while playing).")
-@click.option("--follow", type=PATH, metavar="FILE.jsonl", help="Follow a training memory log (npudoctor.memlog/1).")
+@click.option("--follow", type=PATH, metavar="FILE.jsonl", help="Follow a training memory log (npudoctor.memlog).")
 @click.option("--logs", "logs_dir", type=PATH, metavar="DIR",
               help="Tail the logs under DIR (e.g. ~/ascend/log) for new findings.")
 @click.option("--interval", "interval_s", type=click.FloatRange(0.2, 60), default=1.0, show_default=True,

@@ -24,7 +24,7 @@ from npudoctor.untrusted import clean_value
 @click.option("--precision", type=click.Choice(["fp32", "bf16", "fp16"]), default="fp32", show_default=True)
 @click.option("--workers", type=click.IntRange(0, 256), default=0, show_default=True, help="DataLoader workers.")
 @click.option("--log", "log_path", type=PATH, metavar="FILE.jsonl",
-              help="Append one npudoctor.memlog/1 line per step (never truncated).")
+              help="Append one npudoctor.memlog/2 line per step (never truncated).")
 @click.option("--weights", type=PATH, metavar="FILE", help="Load a CLIP state dict (OpenAI parameter names).")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--lr", type=click.FloatRange(0, 1, min_open=True), default=5e-4, show_default=True)
@@ -53,7 +53,7 @@ def train_step(device_name: str, model: str, batch: int, steps: int, precision: 
             raise fail_usage(f"--log {log_path}: no such directory {parent}")
         from npudoctor.workload.memlog import check_appendable
 
-        check_appendable(log_path)  # refuses FIFOs and files that are not memlog/1 logs
+        check_appendable(log_path)  # refuses FIFOs and files that are not memlog logs
     profile = api.load_profile(profile_name)
     request = session.StepRequest(
         session.TrainOptions(device=device_name, model=model, batch=batch, steps=steps, precision=precision,
@@ -106,13 +106,13 @@ def train_step(device_name: str, model: str, batch: int, steps: int, precision: 
 
 @click.group()
 def leak() -> None:
-    """Judge training memory logs (npudoctor.memlog/1) for leaks."""
+    """Judge training memory logs (npudoctor.memlog/1 or /2) for leaks."""
 
 
 @leak.command("analyze")
 @click.argument("path", metavar="FILE.jsonl", type=PATH)
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
-@click.option("--warmup", type=click.IntRange(0), default=None, help="Steps to skip (default: the first fifth).")
+@click.option("--warmup", type=click.IntRange(0), default=None, help="Steps to skip (default: found per series).")
 @click.option("--profile", "profile_name", type=PATH, metavar="NAME|PATH", help="Profile with train.leak.* thresholds.")
 @click.option("-v", "--verbose", is_flag=True, help="Show evidence.")
 def leak_analyze(path: str, fmt: str, warmup: Optional[int], profile_name: Optional[str], verbose: bool) -> None:

@@ -1,4 +1,4 @@
-"""A followed training memory log (``npudoctor.memlog/1``): the newest step, series over time, leak verdict.
+"""A followed training memory log (``npudoctor.memlog``): the newest step, series over time, leak verdict.
 
 The reading and the verdict are the workload room's (:mod:`npudoctor.workload.memlog`,
 :func:`npudoctor.workload.leak.analyze`); this module keeps what the dashboard shows between polls.

@@ -80,12 +80,17 @@ def render_leak(verdict: Any, path: str, runs: int, records: int, console: Optio
              *context_lines(what, console.width), Text("")]
     rows = (("allocated", verdict.slope_bytes_per_step if verdict.series == "allocated_bytes" else None),
             ("reserved", verdict.reserved_slope_bytes_per_step),
-            ("host RSS", verdict.rss_slope_bytes_per_step))
-    lines += [Text(f"  {name:<10} {signed_bytes(slope)}/step") for name, slope in rows if slope is not None]
+            ("host RSS", verdict.rss_slope_bytes_per_step),
+            ("malloc in-use", verdict.malloc_in_use_slope_bytes_per_step),
+            ("malloc held", verdict.malloc_held_slope_bytes_per_step),
+            ("workers RSS", verdict.workers_slope_bytes_per_step if verdict.workers_growth else None))
+    lines += [Text(f"  {name:<13} {signed_bytes(slope)}/step") for name, slope in rows if slope is not None]
     confidence = ">99.9%" if verdict.confidence >= 0.9995 else f"{verdict.confidence * 100:.1f}%"
     lines.append(Text(f"  confidence of a rise in {verdict.series or '-'}: {confidence}"))
     if verdict.projected_oom_step is not None:
         lines.append(Text(f"  out of memory at about step {verdict.projected_oom_step}"))
+    for note in verdict.notes:
+        lines += [Text(line) for line in wrap(f"note: {note}", console.width, first="  ", rest="        ")]
     out.print(lines)
     out.print(out.stage(report.findings[0].stage, report.findings, fold=False))
     out.print(out.footer(report, scope="in the memory log"))

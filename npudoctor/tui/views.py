@@ -153,6 +153,9 @@ def verdict_lines(verdict: Any, at_step: Optional[int], width: int = 80) -> List
         return [("leak verdict: waiting for steps", "dim")]
     if verdict.kind == "insufficient-data":
         return [(f"leak verdict: not enough steps yet ({verdict.steps_analyzed} after warm-up)", "dim")]
+    if verdict.kind == "warm-up":
+        return [(f"leak verdict: growing, may still be warm-up ({human_bytes(verdict.slope_bytes_per_step)}/step, "
+                 f"slowing) at step {at_step}", "dim")]
     out: List[Tuple[str, str]] = []
     if verdict.leak:
         oom = (f", out of memory at step {verdict.projected_oom_step}" if verdict.projected_oom_step is not None
@@ -164,6 +167,8 @@ def verdict_lines(verdict: Any, at_step: Optional[int], width: int = 80) -> List
                     f"(confidence of a rise {verdict.confidence:.0%}) at step {at_step}", "green"))
     if verdict.reserved_growth:
         out.append(("reserved grows while allocated is flat: fragmentation or caching", "yellow"))
+    if getattr(verdict, "host_fragmentation", False):
+        out.append(("host RSS grows through malloc's held bytes, in-use flat: fragmentation", "yellow"))
     for advice in verdict.advice[:2]:
         out.extend((line, "dim") for line in textwrap.wrap(advice, width - 2, initial_indent="  ",
                                                            subsequent_indent="    "))
@@ -175,7 +180,7 @@ def training_lines(view: Any, width: int = 80) -> List[Tuple[str, str]]:
     lines: List[Tuple[str, str]] = [(f"following {view.path}: {view.status}", "bold")]
     last = view.last
     if last is None:
-        lines.append(("no npudoctor.memlog/1 step yet (written by `npudoctor train-step --log FILE` or "
+        lines.append(("no npudoctor.memlog step yet (written by `npudoctor train-step --log FILE` or "
                       "MemoryMonitor)", "dim"))
         return lines
     wait = "?" if view.data_wait_share is None else f"{view.data_wait_share:.0%}"
@@ -259,7 +264,7 @@ Devices: one row per chip from `npu-smi info` (nvidia-smi on CUDA
 nodes), polled in the background. A late poll turns the status line
 red with the age of the data: npu-smi can hang on a sick node.
 History: AI Core % and HBM % per chip over the last two minutes.
-Training: --follow FILE.jsonl (npudoctor.memlog/1), live leak verdict.
+Training: --follow FILE.jsonl (npudoctor.memlog), live leak verdict.
 Findings: the check report, and new log findings under --logs DIR.
 """
 

@@ -113,14 +113,14 @@ class Device:
         return int(module.get_device_properties(self.index).total_memory)
 
     def memory_stats(self) -> Dict[str, Optional[int]]:
-        """The allocator's counters in memlog/1 names (all ``None`` on the CPU)."""
+        """The allocator's counters in memlog names (all ``None`` on the CPU)."""
         module = self._module()
         if module is None:
             return dict.fromkeys(ALLOCATOR_KEYS)
         stats = module.memory_stats(self.index)
         return {name: _int_or_none(stats.get(key)) for name, key in ALLOCATOR_KEYS.items()}
 
-#: memlog/1 key -> key in ``torch.{cuda,npu}.memory_stats()``
+#: memlog key -> key in ``torch.{cuda,npu}.memory_stats()``
 ALLOCATOR_KEYS = {
     "allocated_bytes": "allocated_bytes.all.current",
     "allocated_peak_bytes": "allocated_bytes.all.peak",
@@ -130,6 +130,7 @@ ALLOCATOR_KEYS = {
     "active_peak_bytes": "active_bytes.all.peak",
     "alloc_retries": "num_alloc_retries",
     "ooms": "num_ooms",
+    "inactive_split_bytes": "inactive_split_bytes.all.current",  # torch and torch_npu both give it
 }
 
 

@@ -1,16 +1,16 @@
-"""The training memory log: one JSON line per step, schema ``npudoctor.memlog/1``.
+"""The training memory log: one JSON line per step, schema ``npudoctor.memlog/2`` (``/1`` logs still read).
 
 Pure Python and torch-free: the dashboard and the fleet tools read these logs without torch.
 ``npudoctor train-step`` and :class:`npudoctor.monitor.MemoryMonitor` write them; ``npudoctor leak analyze``
 and :func:`npudoctor.workload.leak.analyze` judge them.
 
-Schema ``npudoctor.memlog/1`` (every line is one self-contained JSON object; units are in the key names;
-a value that the device cannot give is ``null``, never a made-up 0):
+Schema ``npudoctor.memlog/2`` (every line is one self-contained JSON object; units are in the key names;
+a value that the device or the host cannot give is ``null``, never a made-up 0):
 
 ==========================  ========  ==============================================================
 key                         type      meaning
 ==========================  ========  ==============================================================
-``schema``                  str       always ``"npudoctor.memlog/1"``
+``schema``                  str       ``"npudoctor.memlog/2"`` (``/1``: written before the keys marked 2)
 ``run``                     str       id of the run that wrote the line (a file may hold several runs)
 ``step``                    int       training step, from 0 (or from where the user's loop counts)
 ``time_unix_s``             float     wall-clock time the step ended (seconds since the epoch)
@@ -30,11 +30,22 @@ key                         type      meaning
 ``rss_bytes``               int       resident memory of the training process (every device, psutil)
 ``device_total_bytes``      int       the device's total memory (``null`` on the CPU)
 ``host_total_bytes``        int       the host's total memory
+``inactive_split_bytes``    int       2: allocator: bytes in split blocks that are free but cannot be released
+                                      (``inactive_split_bytes.all.current``; fragmentation on the device)
+``workers_rss_bytes``       int       2: summed resident memory of the process's children (DataLoader workers;
+                                      ``0`` with none; shared copy-on-write pages count in each)
+``workers``                 int       2: how many child processes ``workers_rss_bytes`` sums
+``malloc_in_use_bytes``     int       2: host C allocator: bytes in allocated chunks (glibc ``mallinfo2()``:
+                                      ``uordblks + hblkhd``); ``null`` without glibc 2.33+ (musl, macOS, Windows)
+``malloc_held_bytes``       int       2: host C allocator: bytes it holds from the system (``arena + hblkhd``);
+                                      held growing while in use is flat is fragmentation, not kept objects
 ==========================  ========  ==============================================================
+
+A ``/1`` line reads with the keys marked 2 as ``null``: the verdict then says what it could not tell apart.
 
 Writers append and flush one line per step, so a crash loses at most the last line and a reader can follow
 the file while it grows; readers skip a torn (unterminated or unparsable) last line and any line that is not
-a ``npudoctor.memlog/1`` object.
+a ``npudoctor.memlog/1`` or ``/2`` object.
 """
 
 from __future__ import annotations
@@ -51,15 +62,19 @@ from typing import IO, Any, Dict, Iterator, List, Mapping, Optional
 from npudoctor.errors import InputError
 from npudoctor.parsers import jsondoc
 
-SCHEMA = "npudoctor.memlog/1"
+SCHEMA = "npudoctor.memlog/2"
+#: Schemas the readers accept: a /1 line lacks the /2 keys (read as ``None``).
+READABLE_SCHEMAS = ("npudoctor.memlog/1", SCHEMA)
 
 #: Keys every record carries (``None`` where the device cannot tell).
 FIELDS = (
     "schema", "run", "step", "time_unix_s", "step_s", "data_wait_s", "loss", "logit_scale", "device",
     "allocated_bytes", "allocated_peak_bytes", "reserved_bytes", "reserved_peak_bytes", "active_bytes",
     "active_peak_bytes", "alloc_retries", "ooms", "rss_bytes", "device_total_bytes", "host_total_bytes",
+    "inactive_split_bytes", "workers_rss_bytes", "workers", "malloc_in_use_bytes", "malloc_held_bytes",
 )
-_INT_FIELDS = frozenset(name for name in FIELDS if name.endswith("_bytes")) | {"step", "alloc_retries", "ooms"}
+_INT_FIELDS = frozenset(name for name in FIELDS if name.endswith("_bytes")) | {"step", "alloc_retries", "ooms",
+                                                                                "workers"}
 _FLOAT_FIELDS = frozenset({"time_unix_s", "step_s", "data_wait_s", "loss", "logit_scale"})
 _TEXT_FIELDS = frozenset({"run", "device"})
 
@@ -89,11 +104,11 @@ def make_record(step: int, run: str, **values: Any) -> Record:
 
     >>> r = make_record(3, "abc", loss=float("nan"), allocated_bytes=1024.0, device="cpu")
     >>> r["schema"], r["step"], r["loss"], r["allocated_bytes"], r["reserved_bytes"]
-    ('npudoctor.memlog/1', 3, None, 1024, None)
+    ('npudoctor.memlog/2', 3, None, 1024, None)
     """
     unknown = set(values) - set(FIELDS)
     if unknown:
-        raise TypeError(f"not memlog/1 keys: {', '.join(sorted(unknown))}")
+        raise TypeError(f"not {SCHEMA} keys: {', '.join(sorted(unknown))}")
     record: Record = dict.fromkeys(FIELDS)
     record.update(schema=SCHEMA, run=str(run), step=int(step))
     record["time_unix_s"] = time.time()
@@ -114,7 +129,7 @@ def _normalise(key: str, value: Any) -> Any:
 
 
 def check_appendable(path: str) -> None:
-    """Append only to nothing, an empty file, or a memlog/1 log: never to a FIFO or device (it would block or
+    """Append only to nothing, an empty file, or a memlog log (/1 or /2): never to a FIFO or device (it would block or
     vanish) nor to someone's other file (it would be spoiled)."""
     try:
         info = os.lstat(path)
@@ -131,7 +146,8 @@ def check_appendable(path: str) -> None:
     with _open_regular(path) as handle:
         first = handle.readline(MAX_LINE_BYTES + 1)
     if parse_line(first) is None:
-        raise MemlogError(f"{path}: exists and is not a {SCHEMA} log; choose another file (nothing was written)")
+        raise MemlogError(f"{path}: exists and is not a npudoctor.memlog log; choose another file "
+                          "(nothing was written)")
 
 
 class MemlogWriter:
@@ -177,7 +193,7 @@ class MemlogWriter:
 
 
 def parse_line(line: bytes | str) -> Optional[Record]:
-    """One record from one line, or ``None`` for anything that is not a memlog/1 step record.
+    """One record from one line, or ``None`` for anything that is not a memlog/1 or /2 step record.
 
     >>> parse_line('{"schema":"npudoctor.memlog/1","run":"r","step":2,"allocated_bytes":5}')["step"]
     2
@@ -195,7 +211,7 @@ def parse_line(line: bytes | str) -> Optional[Record]:
         obj = jsondoc.loads(line, "memlog line", max_depth=MAX_RECORD_DEPTH)
     except jsondoc.JsonDocumentError:
         return None
-    if not isinstance(obj, dict) or obj.get("schema") != SCHEMA:
+    if not isinstance(obj, dict) or obj.get("schema") not in READABLE_SCHEMAS:
         return None
     step = obj.get("step")
     if type(step) is not int or not 0 <= step <= MAX_STEP:
@@ -220,7 +236,7 @@ def parse_line(line: bytes | str) -> Optional[Record]:
         elif key in _TEXT_FIELDS and (type(value) is not str or len(value) > MAX_TEXT_CHARS):
             return None
         record[key] = value
-    record["schema"], record["step"] = SCHEMA, step
+    record["schema"], record["step"] = obj["schema"], step  # as written: a /1 log says less than a /2
     return record
 
 
@@ -255,7 +271,7 @@ MAX_LAST_LINE_SCAN = 256 << 20
 
 def read_records(path: os.PathLike[str] | str, max_bytes: Optional[int] = None,
                  max_records: Optional[int] = None) -> List[Record]:
-    """Every memlog/1 record in ``path``, in file order; torn and foreign lines are skipped.
+    """Every memlog record (/1 or /2) in ``path``, in file order; torn and foreign lines are skipped.
 
     ``max_bytes`` reads only the last that many bytes of complete lines of a huge log (its first, partial line
     is dropped). ``max_records`` thins what is kept to between ``max_records`` and twice that, evenly spaced
@@ -286,7 +302,7 @@ def read_records(path: os.PathLike[str] | str, max_bytes: Optional[int] = None,
                     records, stride = records[::2], stride * 2
             seen += 1
     if last is None:
-        raise MemlogError(f"{os.fspath(path)}: no {SCHEMA} records")
+        raise MemlogError(f"{os.fspath(path)}: no npudoctor.memlog/1 or /2 records")
     if records[-1] is not last:
         records.append(last)
     return records

@@ -1,5 +1,5 @@
-"""One memlog/1 line per step from the device's allocator and the process's RSS (used by ``train-step`` and
-:class:`npudoctor.monitor.MemoryMonitor`)."""
+"""One memlog/2 line per step from the device's allocator, the process's RSS, its DataLoader workers' RSS and
+the host C allocator (used by ``train-step`` and :class:`npudoctor.monitor.MemoryMonitor`)."""
 
 from __future__ import annotations
 
@@ -8,12 +8,14 @@ import os
 from typing import Any, Optional
 
 from npudoctor.workload.device import Device
+from npudoctor.workload.hostmem import HostMemory
 from npudoctor.workload.memlog import MemlogWriter, Record
 
 
 class MemoryRecorder:
-    """Appends a flushed memlog/1 record per :meth:`record` call. Cheap: one ``memory_stats()`` call and one
-    RSS read per step (no device synchronisation; pass ``loss`` as a float to avoid one)."""
+    """Appends a flushed memlog/2 record per :meth:`record` call. Cheap: one ``memory_stats()`` call, one RSS
+    read per process and one ``mallinfo2()`` per step (no device synchronisation; pass ``loss`` as a float to
+    avoid one)."""
 
     def __init__(self, path: os.PathLike[str] | str, device: Device, run: Optional[str] = None) -> None:
         self.device = device
@@ -28,6 +30,7 @@ class MemoryRecorder:
             self._host_total = int(psutil.virtual_memory().total)
         except ImportError:  # RSS stays null; the device figures still come
             pass
+        self.host = HostMemory(self._process)
 
     @property
     def path(self) -> str:
@@ -43,7 +46,7 @@ class MemoryRecorder:
         return self.writer.write(
             step, step_s=step_s, data_wait_s=data_wait_s, loss=_number(loss), logit_scale=_number(logit_scale),
             device=self.device.name, rss_bytes=rss, device_total_bytes=self._total,
-            host_total_bytes=self._host_total, **self.device.memory_stats())
+            host_total_bytes=self._host_total, **self.host.sample(), **self.device.memory_stats())
 
     def close(self) -> None:
         self.writer.close()

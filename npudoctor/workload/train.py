@@ -185,7 +185,7 @@ ProgressFn = Callable[[int, int, Optional[float], float], None]
 
 
 def run(options: TrainOptions, device: Device, progress: Optional[ProgressFn] = None) -> TrainResult:
-    """Train ``options.steps`` steps on ``device``; record memlog/1 to ``options.log`` (or a temporary file)."""
+    """Train ``options.steps`` steps on ``device``; record memlog/2 to ``options.log`` (or a temporary file)."""
     import os
     import tempfile
 
@@ -265,7 +265,6 @@ def run(options: TrainOptions, device: Device, progress: Optional[ProgressFn] = 
                     overflows.append(found or Overflow(step, "loss", "non-finite loss"))
                 now = time.perf_counter()
                 wait, step_s = got_batch - last, now - last
-                last = now
                 losses.append(loss_value if math.isfinite(loss_value) else None)
                 step_times.append(step_s)
                 waits.append(wait)
@@ -273,6 +272,7 @@ def run(options: TrainOptions, device: Device, progress: Optional[ProgressFn] = 
                                 logit_scale=float(scale.detach().float().item()))
                 if progress is not None:
                     progress(step, options.steps, losses[-1], step_s)
+                last = time.perf_counter()  # the recorder's and the progress line's time is no step's data wait
         except KeyboardInterrupt:
             # Ctrl-C: stop and judge the steps recorded so far, as `prof run` analyses what a stopped run left
             interrupted = True
