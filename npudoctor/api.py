@@ -48,6 +48,12 @@ def check_python_option(runner: Runner, python: Optional[str]) -> None:
         raise UsageError(f"--python {python}: no such interpreter (not found on PATH, or not executable)")
 
 
+def python_facts(runner: Runner, python: Optional[str] = None) -> Any:
+    """The target interpreter's package facts (``--python``, else ``python3`` on PATH), through ``runner``: where
+    its torch and torch_npu are installed (``ops audit`` reads the installed torch_npu's operator list)."""
+    return CheckContext(runner, load_profile(), {"python": python} if python else {}).facts("python")
+
+
 def load_profile(name_or_path: Optional[str] = None) -> NodeProfile:
     """A shipped profile by name or a site profile by path, merged over the profiles it extends and the
     default profile. Every file is checked against the schema (``model.profile.PROFILE_SCHEMA``); a bad
