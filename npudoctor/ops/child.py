@@ -29,7 +29,7 @@ class _Stopped(BaseException):
 def write_recording(path: str, document: Dict[str, Any]) -> None:
     if os.getpid() != _OWNER_PID:
         return  # a forked child: the recording is the parent's
-    partial = f"{path}.{os.getpid()}.tmp"
+    partial = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
     with open(partial, "w", encoding="utf-8") as handle:
         json.dump(document, handle)
     os.replace(partial, path)
@@ -75,9 +75,13 @@ def main(argv: List[str]) -> int:
     import runpy
 
     code = 0
-    threading.Thread(target=snapshots, name="npudoctor-ops-snapshots", daemon=True).start()
+    snapshotter = threading.Thread(target=snapshots, name="npudoctor-ops-snapshots", daemon=True)
     try:
         with audit:
+            # The first snapshot says "the audit runs": the parent's timeout counts the script's time from here,
+            # not the interpreter's and torch's start-up.
+            write_recording(recording_path, snapshot())
+            snapshotter.start()
             runpy.run_path(script, run_name="__main__")
         state["ended"] = "returned"
     except SystemExit as exc:
@@ -95,6 +99,8 @@ def main(argv: List[str]) -> int:
         traceback.print_exc()
     finally:
         done.set()
+        if snapshotter.is_alive():
+            snapshotter.join(timeout=10)  # a snapshot being written must not land after the final recording
     state["exit_code"] = code
     write_recording(recording_path, snapshot())
     return code

@@ -24,6 +24,8 @@ from npudoctor.ops.judge import AuditResult, judge
 
 MAX_RECORDING_BYTES = 64 * 1024 * 1024
 GRACE_S = 5.0
+# Start-up allowed before the audit runs (interpreter + torch import; minutes on a loaded machine or a cold disk).
+START_TIMEOUT_S = 300.0
 _PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
@@ -84,7 +86,7 @@ def _built_for(release: Optional[str]) -> Optional[str]:
     except knowledge.KnowledgeError:
         return None
     for row in (matrix or {}).get("releases") or []:
-        if isinstance(row, dict) and str(row.get("torch_npu")) == release:
+        if isinstance(row, dict) and oplist.normalize_release(str(row.get("torch_npu"))) == release:
             return str(row.get("torch"))
     return release.split(".post", 1)[0].split("rc", 1)[0]  # torch_npu X.Y.Z is built for torch X.Y.Z
 
@@ -124,6 +126,23 @@ def _read_recording(path: str) -> Optional[Dict[str, Any]]:
     return document if isinstance(document, dict) else None
 
 
+def _wait(process: subprocess.Popen, recording_path: str, timeout_s: float) -> Optional[int]:
+    """The exit code, or None when the script ran past ``timeout_s`` (counted from its first snapshot, i.e.
+    once the audit runs) or the child never started the audit within :data:`START_TIMEOUT_S`."""
+    started = time.monotonic()
+    deadline = started + START_TIMEOUT_S
+    audit_running = False
+    while True:
+        if not audit_running and os.path.exists(recording_path):
+            audit_running = True
+            deadline = time.monotonic() + timeout_s
+        try:
+            return process.wait(timeout=max(0.01, min(0.1, deadline - time.monotonic())))
+        except subprocess.TimeoutExpired:
+            if time.monotonic() >= deadline:
+                return None
+
+
 def run_script(script: str, args: Sequence[str], python: Optional[str] = None, timeout_s: float = 600.0,
                environ: Optional[Dict[str, str]] = None, stdout_to_stderr: bool = False,
                grace_s: float = GRACE_S, module: str = "npudoctor.ops.child") -> Dict[str, Any]:
@@ -144,11 +163,11 @@ def run_script(script: str, args: Sequence[str], python: Optional[str] = None, t
         except OSError as exc:
             raise OpsError(f"cannot run {argv[0]}: {exc.strerror or exc}") from None
         try:
-            code = process.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            _stop(process, grace_s)
-            code = 124
+            code = _wait(process, recording_path, timeout_s)
+            if code is None:
+                timed_out = True
+                _stop(process, grace_s)
+                code = 124
         except KeyboardInterrupt:
             interrupted = True
             _stop(process, grace_s)
@@ -167,6 +186,7 @@ def run_script(script: str, args: Sequence[str], python: Optional[str] = None, t
             f"{argv[0]} exited {code} before the audit started (is torch installed there?)")}
     else:
         run = dict(recording.get("run") or {})
+    run.pop("started", None)
     run.update({"exit_code": code, "seconds": seconds, "timed_out": timed_out, "interrupted": interrupted,
                 "script": script or module, "args": list(args), "python": argv[0]})
     if timed_out:

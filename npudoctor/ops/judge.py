@@ -111,11 +111,17 @@ def _top(table: Dict[str, Any]) -> Tuple[Tuple[str, int], ...]:
     return tuple(sorted(pairs, key=lambda item: (-item[1], item[0])))
 
 
-# Implementations a composite picks *for the CPU* (``scaled_dot_product_attention`` asks the device which
-# kernel to use): on the NPU the same composite picks the NPU's choice instead, so the CPU's pick is no fallback.
-DEVICE_CHOICES = {
-    "aten::_scaled_dot_product_flash_attention_for_cpu": "aten::scaled_dot_product_attention",
-    "aten::_scaled_dot_product_flash_attention_for_cpu_backward": "aten::scaled_dot_product_attention",
+# Implementations a CompositeImplicitAutograd operator picks *for the CPU*; the audit sees the pick, not the
+# composite (it decomposes before the dispatcher's Python key). On the NPU the same composite runs torch_npu's own
+# kernel when the release registers one (torch_npu overrides these composites), else its generic decomposition;
+# either way the CPU's pick is not reached. From torch's source: aten/src/ATen/native/transformers/attention.cpp
+# (``_fused_sdp_choice`` on the CPU -> ``_scaled_dot_product_flash_attention_for_cpu``) and
+# aten/src/ATen/native/RNN.cpp (``lstm`` on the CPU with oneDNN -> ``mkldnn_rnn_layer``).
+DEVICE_CHOICES: Dict[str, Tuple[str, ...]] = {
+    "aten::_scaled_dot_product_flash_attention_for_cpu": ("aten::scaled_dot_product_attention",),
+    "aten::_scaled_dot_product_flash_attention_for_cpu_backward": ("aten::scaled_dot_product_attention",),
+    "aten::mkldnn_rnn_layer": ("aten::lstm.input", "aten::lstm.data"),
+    "aten::mkldnn_rnn_layer_backward": ("aten::lstm.input", "aten::lstm.data"),
 }
 
 
@@ -123,8 +129,13 @@ def _own_verdict(name: str, record: Dict[str, Any], native: frozenset) -> Tuple[
     if name in native:
         return "native", "torch_npu registers an NPU kernel"
     if name in DEVICE_CHOICES:
-        return "decomposed", (f"the CPU's own pick inside {DEVICE_CHOICES[name]}; on the NPU it asks the device "
-                              "(torch_npu's fused attention where registered, else its math decomposition)")
+        composites = DEVICE_CHOICES[name]
+        registered = [c for c in composites if c in native]
+        if registered:
+            return "native", (f"the CPU's pick inside {composites[0]}; torch_npu registers {registered[0]} "
+                              "itself, so the NPU never reaches it")
+        return "decomposed", (f"the CPU's pick inside {composites[0]}; on the NPU that composite runs its "
+                              "generic decomposition instead")
     kernels = record.get("kernels")
     if not isinstance(kernels, list):
         return "unknown", "the recording does not say which kernels torch has for it"

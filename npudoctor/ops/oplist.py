@@ -252,8 +252,18 @@ def shipped_releases() -> List[str]:
     return sorted(names, key=_release_key)
 
 
+def normalize_release(release: str) -> str:
+    """A release as pip spells it: the matrix's ``2.1.0.rc1`` is the wheel's ``2.1.0rc1`` (PEP 440).
+
+    >>> normalize_release("2.1.0.rc1"), normalize_release("2.1.0.post10")
+    ('2.1.0rc1', '2.1.0.post10')
+    """
+    return re.sub(r"[.-]?rc", "rc", release.strip().lower())
+
+
 def read_shipped(release: str) -> OpList:
-    """The shipped list of ``release`` (``--torch-npu 2.1.0.post10``)."""
+    """The shipped list of ``release`` (``--torch-npu 2.1.0.post10``; ``2.1.0.rc1`` as the matrix spells it)."""
+    release = normalize_release(release)
     if not _RELEASE.match(release):
         raise OpListError(f"--torch-npu {release[:60]!r}: neither a file, a folder nor a torch_npu release")
     path = shipped_folder() / f"{release}.yaml"

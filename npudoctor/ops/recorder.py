@@ -144,6 +144,22 @@ def make_mode(recorder: Recorder) -> Any:
     return AuditMode()
 
 
+_WARMED: List[bool] = []
+
+
+def warm_up() -> None:
+    """Dispatch one operator under a throwaway audit: the first ``__torch_dispatch__`` loads parts of torch
+    (dynamo's wrappers) for seconds; the program's first operator must not pay that (nor a timeout count it)."""
+    if _WARMED:
+        return
+    import torch
+
+    mode = make_mode(Recorder())
+    with mode:
+        torch.zeros(1).add(1)
+    _WARMED.append(True)
+
+
 class Recorder:
     """What the audit saw, as plain data (``to_dict`` is the recording the judge reads)."""
 
@@ -183,6 +199,7 @@ class OpAudit:
         self._mode: Any = None
 
     def __enter__(self) -> OpAudit:
+        warm_up()
         self._mode = make_mode(self.recorder)
         self._mode.__enter__()
         return self
