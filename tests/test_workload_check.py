@@ -86,7 +86,7 @@ def test_level_3_runs_the_tiny_step_in_a_child_and_adds_trn_findings():
          "--format", "json"], capture_output=True, text=True, timeout=600, env={**os.environ, "OMP_NUM_THREADS": "1"})
     report = json.loads(proc.stdout)
     statuses = {f["id"]: f["status"] for f in report["findings"]}
-    assert statuses == dict.fromkeys(["TRN001", "TRN002", "TRN003", "TRN004", "TRN005"], "pass"), proc.stdout
+    assert statuses == dict.fromkeys(["TRN001", "TRN002", "TRN003", "TRN004", "TRN005", "TRN006"], "pass"), proc.stdout
     assert proc.returncode == 0
     device = next(f for f in report["findings"] if f["id"] == "TRN001")
     assert device["evidence"]["device"] == "cpu" and device["stage"] == "workload"
@@ -97,6 +97,6 @@ def test_levels_1_and_2_do_not_list_the_training_checks():
 
     assert not [s for s in api.list_checks(level=2) if s.id.startswith("TRN")]
     assert [s.id for s in api.list_checks(level=3) if s.stage == "workload"] == [
-        "TRN001", "TRN002", "TRN003", "TRN004", "TRN005"]
-    assert all(REGISTRY[f"TRN00{i}"].doc for i in range(1, 6))
+        "TRN001", "TRN002", "TRN003", "TRN004", "TRN005", "TRN006"]
+    assert all(REGISTRY[f"TRN00{i}"].doc for i in range(1, 7))
     assert workload.TRAIN_EXTRA in REGISTRY["TRN001"].doc

@@ -59,6 +59,32 @@ def audit_reference_step(model_name: str = "tiny", steps: int = 1, batch: int = 
     return {**audit.recording, "timing": {"plain_step_s": round(plain_s, 4), "audited_step_s": round(audited_s, 4)}}
 
 
+def installed_op_list() -> Any:
+    """The operator list of the torch_npu installed beside this interpreter, found without importing it."""
+    from importlib.util import find_spec
+
+    from npudoctor.ops import oplist
+
+    try:
+        spec = find_spec("torch_npu")
+    except (ImportError, ValueError):
+        spec = None
+    if spec is None or not spec.submodule_search_locations:
+        raise oplist.OpListError("torch_npu is not installed in this interpreter")
+    return oplist.read_folder(next(iter(spec.submodule_search_locations)))
+
+
+def audit_summary(op_list: Any = None) -> Dict[str, Any]:
+    """The reference step's audit in a few fields (``check --level 3``'s TRN006 reads them): which list, how many
+    operators, which fall back. Raises ``OpListError`` when there is no list to judge against."""
+    from npudoctor.ops import judge
+
+    op_list = op_list if op_list is not None else installed_op_list()
+    result = judge.judge(audit_reference_step("tiny", steps=1, batch=2), op_list)
+    return {"list": op_list.describe(), "release": op_list.release, "operators": len(result.ops),
+            "fallbacks": [{"name": op.name, "count": op.calls} for op in result.fallbacks]}
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m npudoctor.ops.reference")
     parser.add_argument("recording")

@@ -30,6 +30,9 @@ key                         type      meaning
 ``rss_bytes``               int       resident memory of the training process (every device, psutil)
 ``device_total_bytes``      int       the device's total memory (``null`` on the CPU)
 ``host_total_bytes``        int       the host's total memory
+``cpu_fallbacks``           list      optional (added within memlog/1; older readers ignore it): the CPU-fallback
+                                      warnings seen so far in the run, ``[{"op", "first_step", "count"}]``, on
+                                      the records where that table changed, else ``null``
 ==========================  ========  ==============================================================
 
 Writers append and flush one line per step, so a crash loses at most the last line and a reader can follow
@@ -54,6 +57,7 @@ FIELDS = (
     "schema", "run", "step", "time_unix_s", "step_s", "data_wait_s", "loss", "logit_scale", "device",
     "allocated_bytes", "allocated_peak_bytes", "reserved_bytes", "reserved_peak_bytes", "active_bytes",
     "active_peak_bytes", "alloc_retries", "ooms", "rss_bytes", "device_total_bytes", "host_total_bytes",
+    "cpu_fallbacks",
 )
 _INT_FIELDS = frozenset(name for name in FIELDS if name.endswith("_bytes")) | {"step", "alloc_retries", "ooms"}
 _FLOAT_FIELDS = frozenset({"time_unix_s", "step_s", "data_wait_s", "loss", "logit_scale"})
@@ -190,7 +194,27 @@ def parse_line(line: bytes | str) -> Optional[Record]:
                 value = None
         record[key] = value
     record["step"] = step
+    record["cpu_fallbacks"] = _fallbacks(obj.get("cpu_fallbacks"))
     return record
+
+
+def _fallbacks(value: Any) -> Optional[List[Dict[str, Any]]]:
+    """``cpu_fallbacks`` as written, or None when it is absent or not that shape (a reader never trusts it).
+
+    >>> _fallbacks([{"op": "aten::isin.Tensor_Tensor_out", "first_step": 3, "count": 1}, {"op": 5}])
+    [{'op': 'aten::isin.Tensor_Tensor_out', 'first_step': 3, 'count': 1}]
+    """
+    if not isinstance(value, list):
+        return None
+    kept = []
+    for entry in value[:64]:
+        if not isinstance(entry, dict) or not isinstance(entry.get("op"), str):
+            continue
+        numbers = [entry.get("first_step"), entry.get("count")]
+        if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in numbers):
+            continue
+        kept.append({"op": entry["op"][:200], "first_step": numbers[0], "count": numbers[1]})
+    return kept
 
 
 def _open_regular(path: os.PathLike[str] | str) -> IO[bytes]:
