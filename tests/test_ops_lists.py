@@ -181,3 +181,23 @@ def test_a_hostile_shipped_file_is_refused(tmp_path: Path) -> None:
     hostile.write_text("schema: other/1\n")
     with pytest.raises(oplist.OpListError, match=r"not an npudoctor\.torch_npu_ops/1 document"):
         oplist.load_shipped_file(hostile)
+
+
+def test_collect_records_the_installed_list_and_a_bundle_replays_it(tmp_path: Path) -> None:
+    """``collect`` puts the installed torch_npu's own list into the bundle; ``ops audit --from`` reads it there."""
+    from npudoctor import api
+    from npudoctor.ops import engine
+    from tests.fakenode import FakeNode
+    from tests.nodes import healthy_910b_node
+
+    node = healthy_910b_node(FakeNode(tmp_path / "node"))
+    site = "/opt/venv/lib/python3.10/site-packages"  # where the fake python3 says torch_npu 2.1.0.post10 is
+    shipped = oplist.read_shipped("2.1.0.post10")
+    node.file(f"{site}/{MEMBER}", "supported:\n" + "".join(
+        f"  - {name.split('::', 1)[1]}\n" for name in sorted(shipped.operators) if name.startswith("aten::")))
+    bundle = tmp_path / "node.tar.gz"
+    api.collect(str(bundle), root=str(node.root), environ=node.env)
+    runner = api.make_runner(bundle=str(bundle))
+    chosen = engine.choose_list(None, runner, api.python_facts(runner))
+    assert chosen.kind == "installed" and chosen.release == "2.1.0.post10" and chosen.source == site
+    assert chosen.operators == {n for n in shipped.operators if n.startswith("aten::")}

@@ -297,11 +297,12 @@ def fallback_outcomes(document: Dict[str, Any]) -> Iterable[Outcome]:
                                                              "count": entry.get("count")}, fix=fix)
     printed = {str(e["op"]) for e in seen}
     predicted = [p for p in (audit or {}).get("fallbacks") or [] if isinstance(p, dict) and p.get("name")]
+    release = (audit or {}).get("list") or "this torch_npu"
     for op in predicted:
         if str(op["name"]) in printed:
             continue
-        yield warn(str(op["name"]), f"falls back to the CPU on {(audit or {}).get('list') or 'this torch_npu'} (predicted by "
-                   f"the operator audit; x{op.get('count')} per step)", {"count": op.get("count")}, fix=fix)
+        yield warn(str(op["name"]), f"falls back to the CPU on {release} (predicted by the operator audit; "
+                   f"x{op.get('count')} per step)", {"count": op.get("count")}, fix=fix)
     if seen or predicted:
         return
     device = document.get("device") or "?"
