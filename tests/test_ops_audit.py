@@ -388,3 +388,15 @@ def test_the_python_api_result(tmp_path: Path) -> None:
     assert result.fallbacks[0].via == ("aten::isin.Tensor_Tensor",)
     assert result.fallbacks[0].sites and "test_ops_audit.py" in result.fallbacks[0].sites[0][0]
     assert result.exit_code("fallback") == 1 and result.exit_code(None) == 0
+
+
+def test_the_readme_example_runs_and_says_what_it_promises(tmp_path: Path) -> None:
+    import subprocess
+
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    code = re.search(r"<!-- readme-example: op-audit -->\n```python\n(.*?)```", text, re.S).group(1)
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                          env={"OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO)})
+    assert proc.returncode == 0, proc.stderr
+    assert re.match(r"1 operator of \d+ falls back to the CPU on torch_npu 2\.1\.0\.post6: "
+                    r"aten::isin\.Tensor_Tensor_out \(x1\)$", proc.stdout.strip()), proc.stdout
