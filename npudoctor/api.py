@@ -9,7 +9,9 @@ from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from npudoctor import __version__
-from npudoctor.checks.registry import STAGES, CheckContext, CheckSpec, ordered_specs, run_check, select
+from npudoctor.checks import ordered_specs
+from npudoctor.checks.registry import STAGES, CheckContext, CheckSpec, run_check, select
+from npudoctor.errors import InputError
 from npudoctor.knowledge import KnowledgeError, data_dir, load_yaml_file, profile_names, profile_path
 from npudoctor.model.finding import Finding, Report
 from npudoctor.model.listener import RunListener, SilentListener
@@ -21,7 +23,7 @@ DEFAULT_PROFILE = "default"
 MAX_EXTENDS_DEPTH = 16
 
 
-class UsageError(Exception):
+class UsageError(InputError):
     """Bad arguments or unreadable input: one line for the user, exit code 2."""
 
 

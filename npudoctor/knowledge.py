@@ -11,21 +11,28 @@ import os
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
+from npudoctor.errors import InputError
+
 _PACKAGE_DIR = Path(__file__).resolve().parent
 
 
+# The shipped data folders: in the wheel under ``npudoctor/_data/<name>``, in a checkout at the top level, where
+# the product card names the knowledge folder ``checks/`` (inside the package, "checks" names check code only).
+_SOURCE_FOLDER = {"knowledge": "checks", "profiles": "profiles"}
+
+
 def data_dir(kind: str) -> Path:
-    """The folder holding shipped ``kind`` data ("checks" or "profiles")."""
+    """The folder holding shipped ``kind`` data ("knowledge" or "profiles")."""
     shipped = _PACKAGE_DIR / "_data" / kind
     if shipped.is_dir():
         return shipped
-    source = _PACKAGE_DIR.parent / kind
+    source = _PACKAGE_DIR.parent / _SOURCE_FOLDER[kind]
     if source.is_dir():
         return source
     raise FileNotFoundError(f"npudoctor data folder {kind!r} is missing from this installation")
 
 
-class KnowledgeError(Exception):
+class KnowledgeError(InputError):
     """A knowledge or profile file is missing or malformed (one-line reason)."""
 
 
@@ -113,7 +120,7 @@ def load_yaml_file(path: Path) -> Any:
 @functools.cache
 def load(name: str) -> Any:
     """Load the shipped knowledge file ``checks/<name>.yaml``."""
-    return load_yaml_file(data_dir("checks") / f"{name}.yaml")
+    return load_yaml_file(data_dir("knowledge") / f"{name}.yaml")
 
 
 def profile_names() -> List[str]:

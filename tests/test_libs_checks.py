@@ -389,7 +389,7 @@ def test_stale_ascend_home_path_is_not_sourced(node, built):
     assert lib001.fix == "source /usr/local/Ascend/ascend-toolkit/set_env.sh"
 
 
-def test_installed_packages_reads_real_metadata_without_importing(node):
+def test_installed_packages_reads_real_metadata_without_importing(node, monkeypatch):
     """The metadata script on this machine's interpreter: torch found from its dist-info, not imported."""
     from importlib.util import find_spec
 
@@ -399,6 +399,7 @@ def test_installed_packages_reads_real_metadata_without_importing(node):
 
     if find_spec("torch") is None:
         pytest.skip("torch is not installed")
+    import builtins
     import os
     import shlex
     import sys
@@ -408,12 +409,24 @@ def test_installed_packages_reads_real_metadata_without_importing(node):
     node.script("python3", f'exec {shlex.quote(sys.executable)} "$@"\n')
     node.setenv(PATH=f"{node.bin}:{os.path.dirname(sys.executable)}")
 
+    imported = []  # whatever an earlier test imported, this reading must import no torch itself
+    real_import = builtins.__import__
+
+    def watching(name, *args, **kwargs):
+        if name.split(".")[0] == "torch":
+            imported.append(name)
+        return real_import(name, *args, **kwargs)
+
+    torch_loaded_before = "torch" in sys.modules
+    monkeypatch.setattr(builtins, "__import__", watching)
     found = installed_packages(CheckContext(node.runner(), NodeProfile("default", {})))
+    monkeypatch.setattr(builtins, "__import__", real_import)
     assert found.error is None
     assert found.torch is not None and found.torch.version.startswith("2.")
     assert found.torch.find(r"^torch/_C[.\w-]*\.so$") is not None
     assert found.executable == os.path.realpath(sys.executable)
-    assert "torch" not in sys.modules  # nothing here imported it
+    assert imported == []
+    assert torch_loaded_before or "torch" not in sys.modules
 
 
 def test_install_with_only_version_cfg_has_its_public_cann_version(node):

@@ -8,7 +8,7 @@ from typing import Callable, Dict, List, Sequence, Tuple
 import pytest
 
 from npudoctor import api
-from npudoctor.checks.registry import ordered_specs
+from npudoctor.checks import ordered_specs
 from npudoctor.model.finding import Status
 from tests.nodes import DCMI_8005, healthy_910b_node
 from tests.samples import sample_text

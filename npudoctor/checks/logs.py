@@ -11,7 +11,7 @@ from npudoctor.checks.registry import check as register
 from npudoctor.model.finding import Status
 
 if TYPE_CHECKING:
-    from npudoctor.logs.scanner import LogFinding
+    from npudoctor.logs.model import LogFinding
 
 # The option key `npudoctor check --logs DIR` fills (a sequence of directories).
 LOGS_DIRS_OPTION = "logs_dirs"
@@ -70,7 +70,7 @@ KIND_LABELS = {"error_code": "error codes", "error_record": "ERROR records no ru
 
 def _merged_outcome(kind: str, findings: List[LogFinding]) -> Outcome:
     """One outcome per cause (finding kind): its subjects with their line counts, worst first."""
-    from npudoctor.logs.rules import SEVERITY_STATUS  # loaded with the scanner anyway, only with --logs
+    from npudoctor.logs.model import SEVERITY_STATUS
 
     findings = sorted(findings, key=lambda f: (SEVERITY_STATUS[f.severity] is not Status.FAIL, -f.count))
     worst = findings[0]

@@ -126,13 +126,6 @@ def check(
     return register
 
 
-def ordered_specs() -> List[CheckSpec]:
-    """All registered checks in stage order, then by id."""
-    import npudoctor.checks  # noqa: F401  (importing the package registers every stage's checks)
-
-    return sorted(REGISTRY.values(), key=lambda spec: (STAGES.index(spec.stage), spec.id))
-
-
 class CheckContext:
     """What a check may read: facts (gathered lazily, once), the node profile, earlier findings."""
 

@@ -1,21 +1,20 @@
 """Thin command line: arguments -> api call -> renderer -> exit code. No decisions here.
 
-Exit codes (the contract scripts rely on): 0 nothing failed; 1 a FAIL or ERROR finding (or a WARN under
-``--fail-on warn``); 2 usage error, unreadable input, or the tool could not run.
+The exit codes scripts rely on are in :mod:`npudoctor.cli.common`.
 """
 
 from __future__ import annotations
 
 import importlib
 import sys
-from typing import Any, Callable, ClassVar, Dict, List, Optional, Sequence, Tuple, TypeVar
+from typing import Any, Callable, ClassVar, Dict, List, Optional, Tuple, TypeVar
 
 import click
 
 from npudoctor import __version__
+from npudoctor.cli.common import EXIT_OK, fail_usage, split_list
+from npudoctor.errors import InputError
 from npudoctor.report import terminal
-
-EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -93,17 +92,13 @@ class LazyGroup(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
+        except InputError as exc:  # every command's user errors, printed the one way
+            raise fail_usage(str(exc)) from None
         except BrokenPipeError:
             # The reader went away (`npudoctor list-checks | head -1`): what it wanted, it has. Click would
             # exit 1 here; a pipeline under `set -o pipefail` must not fail because head stopped reading.
             terminal.quiet_broken_pipe()
             raise click.exceptions.Exit(EXIT_OK) from None
-
-
-def fail_usage(message: str) -> click.exceptions.Exit:
-    """Print a one-line error and leave with exit code 2."""
-    click.echo(f"npudoctor: error: {message}", err=True)
-    return click.exceptions.Exit(EXIT_USAGE)
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -159,15 +154,12 @@ def check(level: Optional[int], profile_name: Optional[str], bundle: Optional[st
 
         bundle, profile_name = check_fleet_options(demo, textfile, bundle, root, profile_name, fmt)
     with Progress() as progress:
-        try:
-            runner = api.make_runner(root=root, bundle=bundle)
-            api.check_python_option(runner, python)
-            profile = api.load_profile(profile_name)
-            listener = _listener(fmt, verbose, progress)
-            report = api.run_checks(runner, profile, only=only, skip=skip_ids, level=level, options=options,
-                                    listener=listener)
-        except api.UsageError as exc:
-            raise fail_usage(str(exc)) from None
+        runner = api.make_runner(root=root, bundle=bundle)
+        api.check_python_option(runner, python)
+        profile = api.load_profile(profile_name)
+        listener = _listener(fmt, verbose, progress)
+        report = api.run_checks(runner, profile, only=only, skip=skip_ids, level=level, options=options,
+                                listener=listener)
     if textfile:
         from npudoctor.cli.fleet import write_textfile
 
@@ -178,11 +170,6 @@ def check(level: Optional[int], profile_name: Optional[str], bundle: Optional[st
 
         raise click.exceptions.Exit(npd.verdict(report, fail_on)[0])
     raise click.exceptions.Exit(report.exit_code(fail_on))
-
-
-def split_list(values: Sequence[str]) -> Tuple[str, ...]:
-    """Accept both `--only A --only B` and `--only A,B`."""
-    return tuple(part.strip() for value in values for part in value.split(",") if part.strip())
 
 
 def _listener(fmt: str, verbose: bool, progress: Any) -> Any:
@@ -276,8 +263,6 @@ def collect(output: str, root: Optional[str], level: int, python: Optional[str],
             report = api.collect(output, root=root, level=level, options={"python": python, "logs_dirs": logs_dirs},
                                  listener=ProgressListener(progress, verb="recording "),
                                  samples=samples, interval_s=interval_s)
-    except api.UsageError as exc:
-        raise fail_usage(str(exc)) from None
     except OSError as exc:
         raise fail_usage(f"cannot write {output}: {exc.strerror or exc}") from None
     from npudoctor.report import console

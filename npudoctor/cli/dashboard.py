@@ -7,7 +7,7 @@ from typing import Optional
 
 import click
 
-from npudoctor.cli import fail_usage
+from npudoctor.cli.common import fail_usage
 from npudoctor.report import terminal
 
 
@@ -25,17 +25,14 @@ from npudoctor.report import terminal
 def dashboard(replay: Optional[str], demo: bool, speed: float, follow: Optional[str], logs_dir: Optional[str],
               interval_s: float, profile_name: Optional[str], no_check: bool) -> None:
     """Watch the node's chips, a training job's memory and the doctor's findings live (q quits, ? helps)."""
-    from npudoctor.live.session import SessionError, make_config
+    from npudoctor.live.session import make_config
 
     try:
         from npudoctor.tui import app as tui_app
     except ImportError as exc:
         raise fail_usage(f"the dashboard needs textual ({exc}); install it: pip install 'npudoctor[tui]'") from None
-    try:
-        config = make_config(replay=replay, demo=demo, follow=follow, logs_dir=logs_dir, interval_s=interval_s,
-                             speed=speed, profile=profile_name, run_check=True)
-    except SessionError as exc:
-        raise fail_usage(str(exc)) from None
+    config = make_config(replay=replay, demo=demo, follow=follow, logs_dir=logs_dir, interval_s=interval_s,
+                         speed=speed, profile=profile_name, run_check=True)
     if not (terminal.is_terminal(sys.stdout) and terminal.is_terminal(sys.stdin)):
         # A full-screen UI written into a pipe or a file is escape codes, and it would wait for keys forever.
         raise fail_usage("the dashboard needs a terminal (stdin and stdout are not one)")

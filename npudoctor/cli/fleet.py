@@ -8,7 +8,7 @@ from typing import Any, Optional, Tuple
 
 import click
 
-from npudoctor.cli import fail_usage
+from npudoctor.cli.common import fail_usage
 from npudoctor.model.finding import Status
 
 
@@ -68,17 +68,14 @@ def derive(source: str, output: str, base: Optional[str], name: Optional[str]) -
     `npudoctor check --profile site.yaml` on another node then reports every difference (SITE001).
     """
     from npudoctor import api
-    from npudoctor.fleet.derive import DeriveError, load_source, write_new
     from npudoctor.fleet.derive import derive as derive_text
+    from npudoctor.fleet.derive import load_source, write_new
 
-    try:
-        if base:
-            api.load_profile(base)  # a bad base is a usage error now, not when the site profile is used
-        document, described = load_source(source, base)
-        text = derive_text(document, described, base=base, name=name)
-        write_new(output, text)
-    except (DeriveError, api.UsageError) as exc:
-        raise fail_usage(str(exc)) from None
+    if base:
+        api.load_profile(base)  # a bad base is a usage error now, not when the site profile is used
+    document, described = load_source(source, base)
+    text = derive_text(document, described, base=base, name=name)
+    write_new(output, text)
     pins = sum(1 for line in text.splitlines() if line.startswith("  ") and not line.strip().startswith("#"))
     click.echo(f"wrote {output}: {pins} pinned value(s) from {described}; "
                f"check another node with: npudoctor check --profile {output}")
@@ -199,32 +196,25 @@ def onboard(profile_name: str, output: str, python: Optional[str], root: Optiona
 def check_fleet_options(demo: Optional[str], textfile: Optional[str], bundle: Optional[str], root: Optional[str],
                         profile_name: Optional[str], fmt: str) -> Tuple[Optional[str], Optional[str]]:
     """`check --demo` and `--textfile`: the bundle and profile to use; usage errors before any work."""
-    from npudoctor import api
-    from npudoctor.fleet.textfile import TextfileError, check_target
+    from npudoctor.fleet.textfile import check_target
 
-    try:
-        if textfile:
-            check_target(textfile)
-        if demo is None:
-            return bundle, profile_name
-        from npudoctor.fleet import demo as demos
+    if textfile:
+        check_target(textfile)
+    if demo is None:
+        return bundle, profile_name
+    from npudoctor.fleet import demo as demos
 
-        if demo == "list":
-            click.echo(demos.describe())
-            raise click.exceptions.Exit(0)
-        bundle, profile_name = demos.check_arguments(demo, bundle, root, profile_name)
-    except (TextfileError, api.UsageError) as exc:
-        raise fail_usage(str(exc)) from None
+    if demo == "list":
+        click.echo(demos.describe())
+        raise click.exceptions.Exit(0)
+    bundle, profile_name = demos.check_arguments(demo, bundle, root, profile_name)
     if fmt == "text":
         click.echo(demos.banner(demo), err=True)
     return bundle, profile_name
 
 
 def write_textfile(path: str, report: Any, fail_on: str) -> None:
-    from npudoctor.fleet.textfile import TextfileError, write_atomically
+    from npudoctor.fleet.textfile import write_atomically
     from npudoctor.report import prometheus
 
-    try:
-        write_atomically(path, prometheus.render(report, fail_on))
-    except TextfileError as exc:
-        raise fail_usage(str(exc)) from None
+    write_atomically(path, prometheus.render(report, fail_on))

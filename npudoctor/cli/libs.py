@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Optional, Tuple
 
 import click
 
-from npudoctor.cli import EXIT_FINDINGS, EXIT_OK, fail_usage
+from npudoctor.cli.common import EXIT_FINDINGS, EXIT_OK, fail_usage
 
 if TYPE_CHECKING:  # the ELF modules load when the command runs, not for `npudoctor --help`
     from npudoctor.probes.linkage import LibsAnalysis
@@ -53,7 +53,6 @@ def libs(
 ) -> None:
     """Resolve PATH.so's libraries and symbols as ld.so would (exit 1 when something is missing)."""
     # Only what this command needs (not npudoctor.api, which loads every check module): start-up counts.
-    from npudoctor.elf.reader import ElfError
     from npudoctor.probes.linkage import analyse_libs, search_env
     from npudoctor.probes.runner import LiveRunner
 
@@ -65,13 +64,10 @@ def libs(
     from npudoctor.report.progress import Progress
 
     runner = LiveRunner(root or "/")
-    try:
-        # A spinner on a terminal's stderr when the analysis is slow (a 93 MiB libtorch_npu.so on a cold cache).
-        with Progress() as progress:
-            progress.update(f"resolving the libraries and symbols of {os.path.basename(path)}")
-            result = analyse_libs(runner, path, search_env(runner, ld_library_path), preload, alone)
-    except ElfError as exc:
-        raise fail_usage(str(exc)) from None
+    # A spinner on a terminal's stderr when the analysis is slow (a 93 MiB libtorch_npu.so on a cold cache).
+    with Progress() as progress:
+        progress.update(f"resolving the libraries and symbols of {os.path.basename(path)}")
+        result = analyse_libs(runner, path, search_env(runner, ld_library_path), preload, alone)
     report = result.report
     if fmt == "json":
         from npudoctor.report.json_layout import dumps

@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING, Any, Optional, Sequence, Tuple
 
 import click
 
-from npudoctor.cli import EXIT_FINDINGS, EXIT_OK, fail_usage, split_list
+from npudoctor.cli.common import EXIT_FINDINGS, EXIT_OK, fail_usage, split_list
 
 if TYPE_CHECKING:
-    from npudoctor.logs.scanner import ScanResult
+    from npudoctor.logs.model import ScanResult
 
 
 class StderrProgress:

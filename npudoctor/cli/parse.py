@@ -13,7 +13,7 @@ from typing import Any, Optional, Tuple
 
 import click
 
-from npudoctor.cli import EXIT_FINDINGS, fail_usage
+from npudoctor.cli.common import EXIT_FINDINGS, fail_usage
 
 # Far above any real `npu-smi info` (a 16-die A3 table is about 10 KiB); larger input is not npu-smi output.
 MAX_INPUT_BYTES = 16 * 1024 * 1024

@@ -12,7 +12,7 @@ from typing import Any, Optional, Tuple
 
 import click
 
-from npudoctor.cli import EXIT_USAGE, fail_usage
+from npudoctor.cli.common import EXIT_USAGE, fail_usage
 
 FORMATS = click.Choice(["text", "json", "junit", "github"])
 
@@ -41,15 +41,13 @@ def prof() -> None:
 def _analyze_and_emit(paths: Tuple[str, ...], profile_name: Optional[str], steps: int,
                       logs_dirs: Tuple[str, ...], fmt: str, fail_on: str, verbose: bool, command: str) -> int:
     from npudoctor import api
-    from npudoctor.prof.engine import ProfInputError, analyze
+    from npudoctor.prof.engine import analyze
     from npudoctor.report.progress import Progress
 
     try:
         with Progress() as progress:  # what is being read, on stderr on a terminal only
             profile = api.load_profile(profile_name)
             result = analyze(list(paths), profile, steps=steps, logs_dirs=logs_dirs, progress=progress.update)
-    except (api.UsageError, ProfInputError) as exc:
-        raise fail_usage(str(exc)) from None
     except KeyboardInterrupt:
         click.echo("npudoctor: interrupted while reading the profile", err=True)
         raise click.exceptions.Exit(130) from None
@@ -108,10 +106,7 @@ def run_command(output: Optional[str], aic_metrics: Optional[str], timeout_s: Op
         click.echo(f"npudoctor: error: {launch.MISSING}", err=True)
         click.echo(launch.TORCH_SNIPPET, err=True)
         raise click.exceptions.Exit(EXIT_USAGE)
-    try:
-        profile = api.load_profile(profile_name)
-    except api.UsageError as exc:
-        raise fail_usage(str(exc)) from None
+    profile = api.load_profile(profile_name)
     output = output or f"npudoctor_prof_{time.strftime('%Y%m%d_%H%M%S')}"
     if os.path.exists(output) and not os.path.isdir(output):
         raise fail_usage(f"-o {output}: exists and is not a directory")

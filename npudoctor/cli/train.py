@@ -10,7 +10,7 @@ from typing import Any, Optional
 
 import click
 
-from npudoctor.cli import EXIT_FINDINGS, EXIT_OK, fail_usage
+from npudoctor.cli.common import EXIT_FINDINGS, EXIT_OK, fail_usage
 from npudoctor.report.progress import Progress
 
 
@@ -50,16 +50,10 @@ def train_step(device_name: str, model: str, batch: int, steps: int, precision: 
         parent = os.path.dirname(os.path.abspath(log_path))
         if not os.path.isdir(parent):
             raise fail_usage(f"--log {log_path}: no such directory {parent}")
-        from npudoctor.workload.memlog import MemlogError, check_appendable
+        from npudoctor.workload.memlog import check_appendable
 
-        try:
-            check_appendable(log_path)  # refuses FIFOs and files that are not memlog/1 logs
-        except MemlogError as exc:
-            raise fail_usage(str(exc)) from None
-    try:
-        profile = api.load_profile(profile_name)
-    except api.UsageError as exc:
-        raise fail_usage(str(exc)) from None
+        check_appendable(log_path)  # refuses FIFOs and files that are not memlog/1 logs
+    profile = api.load_profile(profile_name)
     request = session.StepRequest(
         session.TrainOptions(device=device_name, model=model, batch=batch, steps=steps, precision=precision,
                              workers=workers, log=log_path, weights=weights, seed=seed, lr=lr, inject_leak=inject_leak),
@@ -119,14 +113,12 @@ def leak_analyze(path: str, fmt: str, warmup: Optional[int], profile_name: Optio
     """Leak verdict for a recorded log: exit 1 on a leak, 2 on unreadable input."""
     from npudoctor import api
     from npudoctor.workload import leak as leaks
-    from npudoctor.workload.memlog import MemlogError, last_run, read_records
+    from npudoctor.workload.memlog import last_run, read_records
 
     try:
         profile = api.load_profile(profile_name)
         settings = leaks.LeakSettings.from_mapping(profile.get("train.leak"))
         records = read_records(path, max_bytes=MAX_LOG_BYTES)
-    except (api.UsageError, MemlogError) as exc:
-        raise fail_usage(str(exc)) from None
     except (TypeError, ValueError) as exc:
         raise fail_usage(f"profile train.leak: {exc}") from None
     verdict = leaks.analyze(records, settings, **({"warmup_steps": warmup} if warmup is not None else {}))

@@ -20,6 +20,7 @@ from operator import add, and_, mul
 from typing import TYPE_CHECKING, Dict, List, NamedTuple, Optional, Sequence, Set, Tuple, Union
 
 from npudoctor.elf.compiled import compiled_resolver
+from npudoctor.errors import InputError
 
 if TYPE_CHECKING:
     from typing import Literal
@@ -59,7 +60,7 @@ VER_FLG_WEAK = 0x2
 TABLE_NAMES = {DT_STRTAB: "string table", DT_SYMTAB: "symbol table", DT_VERSYM: "version table"}
 
 
-class ElfError(Exception):
+class ElfError(InputError):
     """The file is not a readable ELF shared object (truncated, corrupt, not ELF)."""
 
 

@@ -26,6 +26,7 @@ import textwrap
 import time
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
+from npudoctor.errors import InputError
 from npudoctor.model.finding import Finding, Status
 
 SCHEMA = "npudoctor.collective/1"
@@ -86,7 +87,7 @@ def explain_spec(check_id: str) -> Any:
     return CheckSpec(wanted, "collective", TITLES[wanted], funcs[wanted])
 
 
-class CollectiveError(Exception):
+class CollectiveError(InputError):
     """Bad options: one line for the user."""
 
 

@@ -11,12 +11,14 @@ import json
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
+from npudoctor.errors import InputError
+
 SCENARIO_DIR = Path(__file__).resolve().parent / "scenarios"
 DEMO_PROFILE = "atlas800t-a2-8x910b"
 SUFFIX = ".tar.gz"
 
 
-class DemoError(Exception):
+class DemoError(InputError):
     """An unknown scenario or a conflicting option: one line for the user."""
 
 

@@ -12,6 +12,7 @@ import json
 import os
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
+from npudoctor.errors import InputError
 from npudoctor.fleet.view import MAX_REPORT_BYTES
 from npudoctor.model.inventory import CHIP_FIELDS, SOFTWARE_FIELDS, SYSTEM_FIELDS
 from npudoctor.probes.safe_open import UnsafeFile, read_file
@@ -38,7 +39,7 @@ ORIGIN: Dict[str, str] = {
 }
 
 
-class DeriveError(Exception):
+class DeriveError(InputError):
     """Unreadable input or an output that exists: one line for the user."""
 
 

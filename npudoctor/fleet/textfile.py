@@ -10,8 +10,10 @@ from __future__ import annotations
 import os
 import tempfile
 
+from npudoctor.errors import InputError
 
-class TextfileError(Exception):
+
+class TextfileError(InputError):
     """The textfile cannot be written: one line for the user."""
 
 

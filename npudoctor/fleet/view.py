@@ -22,6 +22,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
+from npudoctor.errors import InputError
 from npudoctor.model.profile import flatten
 
 SCHEMA = "npudoctor.fleet/1"
@@ -112,7 +113,7 @@ class FleetView:
         return 1 if any(node.failing for node in self.nodes) else 0
 
 
-class FleetInputError(Exception):
+class FleetInputError(InputError):
     """No input could be read at all: one line for the user."""
 
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
 from npudoctor.live.follow import Follower
 
 if TYPE_CHECKING:
-    from npudoctor.logs.scanner import LogFinding
+    from npudoctor.logs.model import LogFinding
 
 # Files the log doctor reads: CANN plog/slog/device logs and console captures. Compressed, rotated-away
 # archives (.gz) do not grow, so they are not followed.

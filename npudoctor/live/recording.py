@@ -5,13 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import List, Tuple
 
+from npudoctor.errors import InputError
 from npudoctor.live.devices import Timeline
 from npudoctor.probes.sources import CommandResult
 
 DEMO_BUNDLE = Path(__file__).resolve().parent / "data" / "demo-8x910b3.tar.gz"
 
 
-class RecordingError(Exception):
+class RecordingError(InputError):
     """The recording cannot be played (one line for the user)."""
 
 

@@ -8,10 +8,11 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
+from npudoctor.errors import InputError
 from npudoctor.live.devices import NodeSampler, ReplaySampler, Sampler
 
 
-class SessionError(Exception):
+class SessionError(InputError):
     """Bad options or unreadable input: one line for the user (exit code 2)."""
 
 

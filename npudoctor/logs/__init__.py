@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from npudoctor.logs.scanner import ScanResult
+    from npudoctor.logs.model import ScanResult
 
 
 def scan_paths(paths: Any, **options: Any) -> ScanResult:

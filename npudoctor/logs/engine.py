@@ -1,7 +1,7 @@
 """Inputs of a log scan: walking folders, opening files safely, chunking, the parallel scan of big files.
 
 :func:`scan_paths` is the one entry point: ``logs scan``, ``check --logs`` (LOG001) and the dashboard call
-it and get a :class:`~npudoctor.logs.scanner.ScanResult` back. The scanner itself stays pure (bytes in).
+it and get a :class:`~npudoctor.logs.model.ScanResult` back. The scanner itself stays pure (bytes in).
 
 Files are opened the way untrusted input must be: the type is looked at (``lstat``) before opening, nothing
 that is not a regular file is opened from a walked folder, ``open`` never blocks (``O_NONBLOCK``: a FIFO
@@ -18,9 +18,10 @@ import zlib
 from dataclasses import dataclass
 from typing import IO, Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
+from npudoctor.logs.model import FileSummary, ScanResult
 from npudoctor.logs.rules import RuleSet, load_rules
 from npudoctor.logs.safeio import file_type, open_input
-from npudoctor.logs.scanner import CHUNK_BYTES, FileSummary, Scanner, ScanResult
+from npudoctor.logs.scanner import CHUNK_BYTES, Scanner
 
 # Files taken from a folder: plog-*.log, device-*.log, slogdlog, atrace ts_*.txt, rotated/zipped copies.
 LOG_FILE_NAME = re.compile(r"(?:\.log|\.txt|\.out|^slogdlog)(?:\.\d+)?(?:\.gz)?$")

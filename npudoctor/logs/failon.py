@@ -9,10 +9,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Iterable, List, Sequence
 
 from npudoctor.logs.codes import CODE_SHAPE, normalize
-from npudoctor.logs.rules import SEVERITIES
+from npudoctor.logs.model import SEVERITIES
 
 if TYPE_CHECKING:
-    from npudoctor.logs.scanner import LogFinding, ScanResult
+    from npudoctor.logs.model import LogFinding, ScanResult
 
 DEFAULT_FAIL_ON = ("error",)
 # The severities each severity criterion selects.

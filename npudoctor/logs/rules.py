@@ -7,15 +7,11 @@ from dataclasses import dataclass
 from typing import Any, Dict, Iterable, List, Mapping, Pattern, Sequence, Tuple
 
 from npudoctor import knowledge
-from npudoctor.model.finding import Status
-
-SEVERITIES: Sequence[str] = ("error", "warn", "fallback", "info")
-# How a finding's severity reads, in the statuses people already know from `npudoctor check`.
-SEVERITY_STATUS: Mapping[str, Status] = {
-    "error": Status.FAIL, "warn": Status.WARN, "fallback": Status.WARN, "info": Status.PASS}
+from npudoctor.errors import InputError
+from npudoctor.logs.model import BUILTIN_KINDS, SEVERITIES
 
 
-class RulesError(Exception):
+class RulesError(InputError):
     """A rules file is missing or malformed (one-line reason)."""
 
 
@@ -234,8 +230,6 @@ def load_rules(extra_files: Iterable[str] = ()) -> RuleSet:
 
 def known_kinds(rules: RuleSet) -> List[str]:
     """Every finding kind a scan with ``rules`` can report (for ``--fail-on KIND``)."""
-    from npudoctor.logs.scanner import BUILTIN_KINDS
-
     return sorted({r.kind for r in rules.rules} | set(BUILTIN_KINDS))
 
 

@@ -29,12 +29,20 @@ import dataclasses
 import functools
 import re
 import zlib
-from dataclasses import dataclass, field
 from typing import Any, Callable, Counter, Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple, Union
 
 from npudoctor.logs import codes as codebase
-from npudoctor.logs.rules import SEVERITIES, Rule, RuleSet, default_rules
-from npudoctor.parsers.text import decode_text
+from npudoctor.logs.model import (
+    SEVERITY_RANK,
+    Evidence,
+    FileSummary,
+    LineHit,
+    LogFinding,
+    ScanPart,
+    ScanResult,
+)
+from npudoctor.logs.rules import Rule, RuleSet, default_rules
+from npudoctor.parsers.text import decode_text, printable
 
 CHUNK_BYTES = 8 * 1024 * 1024
 # A "line" without a newline for this long (binary junk, one-line dumps, a log whose newlines were lost) is
@@ -109,123 +117,6 @@ DENSE_RECORD_LINE = re.compile(
     + rb"([^\n]*)")
 # (level and module, message) of one of its matches (the unbound method: twice as fast as a methodcaller).
 _SHAPE_OF_MATCH = re.Match.groups
-
-SEVERITY_RANK = {name: rank for rank, name in enumerate(SEVERITIES)}  # error=0 is the worst
-# The finding kinds the scanner gives itself (see _code_hit, _bare_record); the rules give all the others.
-BUILTIN_KINDS: Tuple[str, ...] = ("error_code", "error_record", "warning_record")
-
-
-@dataclass(frozen=True)
-class Evidence:
-    file: str
-    line: int
-
-    def __str__(self) -> str:
-        return f"{self.file}:{self.line}"
-
-
-@dataclass
-class LogFinding:
-    """One cause, merged over every line (and file) that shows it."""
-
-    kind: str
-    subject: str
-    severity: str
-    title: str
-    count: int
-    first: Evidence
-    last: Evidence
-    sample: str
-    fix: str = ""
-    rule: str = ""
-    code: Optional[codebase.CodeInfo] = None
-    details: Dict[str, Set[str]] = field(default_factory=dict)  # other named groups (engine, node, port)
-
-    def to_dict(self) -> Dict[str, Any]:
-        evidence: Dict[str, Any] = {"first": str(self.first), "last": str(self.last), "sample": self.sample}
-        for key, values in sorted(self.details.items()):
-            evidence[key] = sorted(values)[:20]
-        return {"kind": self.kind, "subject": self.subject, "severity": self.severity, "title": self.title,
-                "count": self.count, "rule": self.rule, "evidence": evidence, "fix": self.fix,
-                "explain": self.code.to_dict() if self.code else None}
-
-
-@dataclass
-class FileSummary:
-    """What one input was: its format, how many lines and records, and whether it could be read."""
-
-    path: str
-    status: str = "ok"  # "ok", "unreadable", "partial" (a read error after some data)
-    error: Optional[str] = None
-    format: str = "unknown"
-    lines: int = 0
-    records: int = 0
-    bytes: int = 0
-    cut_lines: int = 0  # over-long lines that were cut at MAX_LINE_BYTES
-    examined_lines: int = 0  # lines the prefilter passed on to the full grammar
-    causes: Counter[Tuple[str, str]] = field(default_factory=collections.Counter)  # (kind, subject) -> lines
-    _votes: Counter[str] = field(default_factory=collections.Counter)
-    _binary: bool = False
-    _in_long_line: bool = False  # the line being read has been cut into pieces already
-
-    def to_dict(self) -> Dict[str, Any]:
-        out: Dict[str, Any] = {"path": self.path, "status": self.status, "format": self.format,
-                               "records": self.records, "lines": self.lines, "bytes": self.bytes}
-        if self.error:
-            out["error"] = self.error
-        if self.cut_lines:
-            out["cut_lines"] = self.cut_lines
-        out["examined_lines"] = self.examined_lines
-        return out
-
-
-@dataclass
-class ScanResult:
-    files: List[FileSummary]
-    levels: Counter[str]
-    modules: Counter[str]
-    codes: Counter[str]
-    findings: List[LogFinding]
-    # (path, reason) of what a folder walk passed over: "not logs", "not a regular file (fifo)", ...
-    skipped: List[Tuple[str, str]] = field(default_factory=list)
-
-    @property
-    def readable_files(self) -> List[FileSummary]:
-        return [f for f in self.files if f.status != "unreadable"]
-
-    def severity_counts(self) -> Dict[str, int]:
-        counts = {name: 0 for name in SEVERITIES}
-        for finding in self.findings:
-            counts[finding.severity] += 1
-        return counts
-
-
-@dataclass
-class ScanPart:
-    """What one byte range of an input holds, line numbers counted from the range's first line.
-
-    Ranges of one big file can be scanned in separate processes (:meth:`Scanner.export_part`) and put
-    together in order (:meth:`Scanner.add_parts`); the result is the same as one scan of the whole file.
-    """
-
-    summary: FileSummary
-    levels: Counter[str]
-    modules: Counter[str]
-    codes: Counter[str]
-    findings: List[LogFinding]
-
-
-@dataclass(frozen=True)
-class LineHit:
-    kind: str
-    subject: str
-    severity: str
-    title: str = ""
-    fix: str = ""
-    rule: str = ""
-    code: Optional[codebase.CodeInfo] = None
-    details: Tuple[Tuple[str, str], ...] = ()
-
 
 # What one line says, worked out once per message shape: its hits, and (level, module) of records glued
 # after its first one.
@@ -911,17 +802,6 @@ def _file_format(summary: FileSummary) -> str:
         if votes[name]:
             return name
     return "text"
-
-
-# Terminal escape sequences (OSC title changes, CSI clear-screen and colours, other ESC sequences) and the
-# control characters left: log text is someone else's text, printed on our user's terminal and in XML.
-_CONTROL = re.compile(r"\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b\[[0-?]*[ -/]*[@-~]?|\x1b[@-_]?|"
-                      r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-
-
-def printable(text: str) -> str:
-    """``text`` without terminal escape sequences and control characters (tabs kept)."""
-    return _CONTROL.sub("", text) if not text.isprintable() else text
 
 
 def _one_line(exc: BaseException) -> str:

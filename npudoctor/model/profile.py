@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, Mapping, NamedTuple, Optional
 
+from npudoctor.errors import InputError
 from npudoctor.model.inventory import PINNABLE
 
 
@@ -43,7 +44,7 @@ class NodeProfile:
 
 
 # -- the schema ---------------------------------------------------------------------------------------------
-class ProfileError(ValueError):
+class ProfileError(InputError, ValueError):
     """A profile breaks the schema: one line naming the file and the key."""
 
 

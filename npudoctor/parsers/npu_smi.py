@@ -43,6 +43,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from npudoctor.errors import InputError
 from npudoctor.parsers.markdown import row_cells
 
 # What npu-smi prints where a chip has no reading (310P power, second die of an A3 NPU, SoC Bus-Id).
@@ -68,7 +69,7 @@ _DEFAULT_ROW1 = ("power_w", "temp_c", "hugepages")
 _DEFAULT_ROW2 = ("aicore_pct", "memory", "hbm")
 
 
-class NpuSmiParseError(ValueError):
+class NpuSmiParseError(InputError, ValueError):
     """The text is not an ``npu-smi info`` table with at least one chip row (one-line reason)."""
 
 

@@ -16,6 +16,8 @@ from __future__ import annotations
 import re
 from typing import Dict, List, Optional, Union
 
+from npudoctor.errors import InputError
+
 Value = Union[str, float, None]
 
 # `memory.used [MiB]` -> ("memory.used", "MiB")
@@ -25,7 +27,7 @@ _NUMBER = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*(?:%|MiB|W|C|MHz)?\s*$")
 _TEXT_FIELDS = {"name", "uuid", "pci.bus_id", "process_name", "gpu_uuid", "gpu_bus_id", "driver_version"}
 
 
-class NvidiaSmiParseError(ValueError):
+class NvidiaSmiParseError(InputError, ValueError):
     """The text is not ``nvidia-smi --format=csv`` output with a header row (one-line reason)."""
 
 

@@ -19,6 +19,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, Mapping, Optional, Tuple
 
+from npudoctor.errors import InputError
+
 
 @dataclass(frozen=True)
 class PackageInfo:
@@ -68,7 +70,7 @@ class PythonFacts:
         return self.interpreter
 
 
-class PythonReportError(ValueError):
+class PythonReportError(InputError, ValueError):
     pass
 
 

@@ -8,6 +8,8 @@
 
 from __future__ import annotations
 
+import re
+
 
 def decode_text(data: bytes) -> str:
     """Bytes to text without ever failing: UTF-8, then GB18030 (Chinese CANN messages), then replacement."""
@@ -29,3 +31,14 @@ def strip_header(text: str) -> str:
         if line.rstrip() == "# ---":
             return "".join(lines[index + 1:])
     return text
+
+
+# Terminal escape sequences (OSC title changes, CSI clear-screen and colours, other ESC sequences) and the
+# control characters left: log text is someone else's text, printed on our user's terminal and in XML.
+_CONTROL = re.compile(r"\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b\[[0-?]*[ -/]*[@-~]?|\x1b[@-_]?|"
+                      r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """``text`` without terminal escape sequences and control characters (tabs kept)."""
+    return _CONTROL.sub("", text) if not text.isprintable() else text

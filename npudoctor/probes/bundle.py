@@ -24,6 +24,7 @@ import zlib
 from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple
 
 from npudoctor import __version__
+from npudoctor.errors import InputError
 from npudoctor.parsers.text import decode_text
 from npudoctor.probes import sources
 from npudoctor.probes.redact import redact_env, redact_text
@@ -51,7 +52,7 @@ RECORDED_ENV_NAMES = frozenset(("PATH", "PWD", "LD_LIBRARY_PATH", "LD_PRELOAD", 
 RECORDED_ENV_PREFIXES = ("ASCEND_", "HCCL_", "HCCN_", "ACL_", "NPU_", "TORCH_", "PYTORCH_", "TASK_QUEUE_")
 
 
-class BundleError(Exception):
+class BundleError(InputError):
     """The bundle cannot be read: a clear one-line reason for the user."""
 
 

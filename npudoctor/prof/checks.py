@@ -13,7 +13,7 @@ from typing import Any, Callable, Dict, Iterable, List, Mapping, NamedTuple, Opt
 
 from npudoctor.model.finding import Finding, Status
 from npudoctor.prof import figures
-from npudoctor.prof.engine import Rank, status_for
+from npudoctor.prof.model import Rank, status_for
 
 STAGE = "prof"
 KERNEL_REQUIRED = ("core_type", "duration_us")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence
 
 if TYPE_CHECKING:
-    from npudoctor.prof.engine import Rank
+    from npudoctor.prof.model import Rank
 
 AI_CPU = "AI_CPU"
 

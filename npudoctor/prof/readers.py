@@ -1,4 +1,4 @@
-"""Read one :class:`~npudoctor.prof.layout.Source` into :class:`~npudoctor.prof.engine.Rank` objects."""
+"""Read one :class:`~npudoctor.prof.layout.Source` into :class:`~npudoctor.prof.model.Rank` objects."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import os
 from typing import Any, Dict, List, Mapping
 
 from npudoctor.prof.columns import column_map
-from npudoctor.prof.engine import Rank
 from npudoctor.prof.layout import MAX_JSON_BYTES, Source
+from npudoctor.prof.model import Rank
 from npudoctor.prof.tables import ReadNotes, TableError, iter_frames, open_table, read_small
 
 

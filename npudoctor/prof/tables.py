@@ -13,6 +13,7 @@ import os
 import stat
 from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
+from npudoctor.errors import InputError
 from npudoctor.prof.columns import ColumnMap, Resolved, resolve, scale_of
 
 if TYPE_CHECKING:
@@ -28,7 +29,7 @@ HEADER_MAX_BYTES = 1 << 20
 NULLS = ["", "N/A", "NA", "n/a", "null", "None", "-"]
 
 
-class TableError(Exception):
+class TableError(InputError):
     """A table could not be read (one line: path and reason)."""
 
 

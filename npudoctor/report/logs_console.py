@@ -14,9 +14,9 @@ from rich.console import Console
 from rich.text import Text
 
 from npudoctor.logs.failon import finding_fails
-from npudoctor.logs.rules import SEVERITY_STATUS
-from npudoctor.logs.scanner import LogFinding, ScanResult, printable
+from npudoctor.logs.model import SEVERITY_STATUS, LogFinding, ScanResult
 from npudoctor.model.finding import Status
+from npudoctor.parsers.text import printable
 from npudoctor.report import terminal
 from npudoctor.report.symbols import STYLE
 

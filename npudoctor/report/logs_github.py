@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import List, Optional, Sequence
 
 from npudoctor.logs.failon import finding_fails
-from npudoctor.logs.scanner import ScanResult
+from npudoctor.logs.model import ScanResult
 from npudoctor.report.github import annotation, workspace_path
 
 LEVEL = {"error": "error", "warn": "warning", "fallback": "warning", "info": "notice"}

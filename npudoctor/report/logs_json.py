@@ -6,7 +6,7 @@ import json
 from typing import Any, Dict, Sequence
 
 from npudoctor import __version__
-from npudoctor.logs.scanner import ScanResult
+from npudoctor.logs.model import ScanResult
 
 SCHEMA = "npudoctor.logs/1"
 

@@ -13,7 +13,7 @@ from typing import Dict, Sequence, Tuple
 from xml.etree import ElementTree as ET
 
 from npudoctor.logs.failon import finding_fails
-from npudoctor.logs.scanner import FileSummary, LogFinding, ScanResult
+from npudoctor.logs.model import FileSummary, LogFinding, ScanResult
 
 # Characters XML 1.0 does not allow (even escaped): C0 controls but tab/newline/CR, surrogates, U+FFFE/F.
 _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")

@@ -33,7 +33,7 @@ from rich.text import Text
 from npudoctor.report.console import CheckConsole, context_lines, plural, title_line, wrap
 
 if TYPE_CHECKING:
-    from npudoctor.prof.engine import ProfResult
+    from npudoctor.prof.model import ProfResult
 
 # Notes about unreadable rows and files shown without -v (the rest are counted).
 NOTES_SHOWN = 5

@@ -9,7 +9,7 @@ from npudoctor.model.finding import Status
 from npudoctor.report.github import annotation
 
 if TYPE_CHECKING:
-    from npudoctor.prof.engine import ProfResult
+    from npudoctor.prof.model import ProfResult
 
 LEVEL = {Status.FAIL: "error", Status.ERROR: "error", Status.WARN: "warning"}
 

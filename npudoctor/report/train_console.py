@@ -73,7 +73,7 @@ def render(report: Report, document: Dict[str, Any], verbose: bool = False, cons
 def render_leak(verdict: Any, path: str, runs: int, records: int, console: Optional[Console] = None,
                 tail_only: bool = False, verbose: bool = False, started: Optional[float] = None,
                 version: Optional[str] = None) -> None:
-    from npudoctor.workload.report import leak_report
+    from npudoctor.workload.findings import leak_report
 
     console = console or make_console()
     report = leak_report(verdict.to_dict(), verdict.device or "?", path)

@@ -22,6 +22,8 @@ from dataclasses import asdict, dataclass
 from types import SimpleNamespace
 from typing import Any, Dict, Mapping, Tuple
 
+from npudoctor.errors import InputError
+
 LOGIT_SCALE_MAX = 100.0
 
 
@@ -228,7 +230,7 @@ def clamp_logit_scale(model: Any) -> None:
         model.logit_scale.clamp_(0, math.log(LOGIT_SCALE_MAX))
 
 
-class WeightsError(Exception):
+class WeightsError(InputError):
     """A --weights file that cannot be loaded into this CLIP (one line for the user)."""
 
 

@@ -18,6 +18,8 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Dict, Optional, Tuple
 
+from npudoctor.errors import InputError
+
 TRAIN_EXTRA_HINT = "pip install 'npudoctor[train]'   # CPU torch is enough; add torch_npu for NPUs"
 NPU_PROBE_TIMEOUT_S = 120.0  # the first torch_npu import on a node initialises CANN (tens of seconds)
 
@@ -27,11 +29,11 @@ print("NPUDOCTOR-NPU", int(torch.npu.is_available()), torch.npu.device_count(), 
 """
 
 
-class TorchMissing(Exception):
+class TorchMissing(InputError):
     """torch is not installed for this interpreter (message: what to install)."""
 
 
-class DeviceUnavailable(Exception):
+class DeviceUnavailable(InputError):
     """The requested device cannot be used here (message: why)."""
 
 

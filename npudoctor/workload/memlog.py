@@ -50,6 +50,8 @@ import time
 import uuid
 from typing import IO, Any, Dict, Iterator, List, Mapping, Optional
 
+from npudoctor.errors import InputError
+
 SCHEMA = "npudoctor.memlog/1"
 
 #: Keys every record carries (``None`` where the device cannot tell).
@@ -68,7 +70,7 @@ MAX_LINE_BYTES = 1 << 16
 Record = Dict[str, Any]
 
 
-class MemlogError(Exception):
+class MemlogError(InputError):
     """The log cannot be read at all (missing, not a regular file, no memlog records): one line for the user."""
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, Callable, Dict, NamedTuple, Optional, Tuple
 
+from npudoctor.errors import InputError
 from npudoctor.model.finding import Report
 from npudoctor.model.profile import NodeProfile
 from npudoctor.workload import leak, train
@@ -24,7 +25,7 @@ class StepRequest(NamedTuple):
     compare_cpu: bool = False  # also compare one seeded step with the CPU
 
 
-class StepUnusable(Exception):
+class StepUnusable(InputError):
     """The run cannot start or its inputs are unusable (no torch, no such device, bad weights): a usage error,
     one line."""
 
@@ -75,7 +76,7 @@ def run(request: StepRequest, profile: NodeProfile, progress: Any = None,
         on_device(device)
 
     from npudoctor.workload import clip, numerics
-    from npudoctor.workload.report import train_report
+    from npudoctor.workload.findings import train_report
     from npudoctor.workload.selftest import result_document
 
     options = replace(given, inject_leak=leak_value, loss_drop_min=float(profile.get("train.loss_drop_min", 0.1)),

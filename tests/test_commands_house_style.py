@@ -25,7 +25,7 @@ from npudoctor.report import console, prof_console, prof_github, train_console
 from npudoctor.report.github import annotation, escape_property
 from npudoctor.report.progress import Progress
 from npudoctor.workload import leak, memlog
-from npudoctor.workload.report import train_report
+from npudoctor.workload.findings import train_report
 from tests import profdirs
 from tests.clirunner import cli_runner
 from tests.samples import sample_data, sample_text
@@ -214,7 +214,7 @@ def test_dashboard_refuses_to_draw_into_a_pipe():
 # -- one list of IDs -----------------------------------------------------------------------------------------------
 
 def test_list_checks_lists_every_id_explain_knows():
-    from npudoctor.checks.registry import ordered_specs
+    from npudoctor.checks import ordered_specs
     from npudoctor.prof.checks import all_checks
 
     listed = cli_runner().invoke(main, ["list-checks"]).stdout
