@@ -132,7 +132,7 @@ def test_train_step_records_a_fallback_printed_during_a_step(tmp_path: Path, mon
     assert result.cpu_fallbacks == [{"op": "aten::isin.Tensor_Tensor_out", "first_step": 1, "count": 1}]
     assert [r["cpu_fallbacks"] is not None for r in memlog.read_records(log)] == [False, True, False]
     from npudoctor.model.profile import NodeProfile
-    from npudoctor.workload.report import train_report
+    from npudoctor.workload.findings import train_report
 
     report = train_report({"device": "cpu", "train": result.to_dict()}, NodeProfile("default", {}))
     trn006 = [f for f in report.findings if f.id == "TRN006"]

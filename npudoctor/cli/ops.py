@@ -11,7 +11,7 @@ from typing import Optional, Tuple
 
 import click
 
-from npudoctor.cli import fail_usage
+from npudoctor.cli.common import fail_usage
 
 
 @click.group()
@@ -49,23 +49,21 @@ def audit(torch_npu: Optional[str], model: Optional[str], steps: int, python: Op
     if bool(command) == bool(model):
         raise fail_usage("give either -- SCRIPT [ARGS...] or --model tiny|vit-b-32")
     started = time.time()
-    try:
-        runner = None
-        facts = None
-        if not torch_npu:
-            runner = api.make_runner(root=root, bundle=bundle)
-            facts = api.python_facts(runner, python)
-        op_list = engine.choose_list(torch_npu, runner, facts)
-        if model:
-            result = engine.audit_reference(model, steps, op_list, python=python, timeout_s=timeout_s,
-                                            stdout_to_stderr=True)
-            what = f"the reference {model} CLIP training step ({steps} step{'s' if steps != 1 else ''})"
-        else:
-            result = engine.audit_script(command[0], command[1:], op_list, python=python, timeout_s=timeout_s,
-                                         stdout_to_stderr=fmt == "json")
-            what = command[0]
-    except (api.UsageError, engine.OpsError) as exc:
-        raise fail_usage(str(exc)) from None
+    # OpsError and api.UsageError are InputErrors: the command group prints them in one line, exit 2.
+    runner = None
+    facts = None
+    if not torch_npu:
+        runner = api.make_runner(root=root, bundle=bundle)
+        facts = api.python_facts(runner, python)
+    op_list = engine.choose_list(torch_npu, runner, facts)
+    if model:
+        result = engine.audit_reference(model, steps, op_list, python=python, timeout_s=timeout_s,
+                                        stdout_to_stderr=True)
+        what = f"the reference {model} CLIP training step ({steps} step{'s' if steps != 1 else ''})"
+    else:
+        result = engine.audit_script(command[0], command[1:], op_list, python=python, timeout_s=timeout_s,
+                                     stdout_to_stderr=fmt == "json")
+        what = command[0]
     if result.run.get("ended") == "no-recording":
         raise fail_usage(engine.run_line(result.run))
     if fmt == "json":

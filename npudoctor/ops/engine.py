@@ -19,6 +19,7 @@ import tempfile
 import time
 from typing import Any, Dict, List, Optional, Sequence
 
+from npudoctor.errors import InputError
 from npudoctor.ops import oplist
 from npudoctor.ops.judge import AuditResult, judge
 
@@ -29,7 +30,7 @@ START_TIMEOUT_S = 300.0
 _PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-class OpsError(Exception):
+class OpsError(InputError):
     """The audit cannot run or its input cannot be read (one line)."""
 
 

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, Dict, FrozenSet, List, NamedTuple, Optional, Tuple
 
 from npudoctor import knowledge
+from npudoctor.errors import InputError
 
 SCHEMA = "npudoctor.torch_npu_ops/1"
 CODEGEN_MEMBER = "torch_npu/csrc/aten/npu_native_functions_by_codegen.yaml"
@@ -41,7 +42,7 @@ _RELEASE = re.compile(r"^[0-9][0-9A-Za-z.+]{0,40}$")
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_]+)?$")
 
 
-class OpListError(Exception):
+class OpListError(InputError):
     """The operator list cannot be read (one line naming the source)."""
 
 
@@ -230,7 +231,7 @@ def read_installed(runner: Any, location: str, release: Optional[str]) -> OpList
 # --- the lists shipped as data ------------------------------------------------------------------------------------
 
 def shipped_folder() -> Path:
-    return knowledge.data_dir("checks") / SHIPPED_FOLDER
+    return knowledge.data_dir("knowledge") / SHIPPED_FOLDER
 
 
 def _release_key(release: str) -> Tuple[Any, ...]:
