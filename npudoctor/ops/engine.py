@@ -67,8 +67,9 @@ def list_notes(op_list: oplist.OpList, torch_version: Optional[str]) -> List[str
     """What the reader should know about the list: which torch it was built for against the torch here."""
     notes: List[str] = []
     if op_list.kind == "shipped" and op_list.release:
-        notes.append(f"operator list: shipped for torch_npu {op_list.release}"
-                     + (f" (read from {op_list.wheel})" if op_list.wheel else ""))
+        # The wheel's full name (platform tags) is in the JSON; a person needs the release and the digest.
+        notes.append(f"operator list: shipped, read from the torch_npu {op_list.release} wheel"
+                     + (f" (sha256 {op_list.sha256[:12]}...)" if op_list.sha256 else ""))
     built_for = _built_for(op_list.release)
     here = (torch_version or "").split("+", 1)[0]
     if built_for and here and not here.startswith(built_for.rsplit(".", 1)[0] + "."):
@@ -212,6 +213,10 @@ def run_line(run: Dict[str, Any]) -> str:
     line = f"{name} exited {run.get('exit_code')}{after}"
     if ended == "running":
         line += " without finishing the audit (os._exit or a crash); judged what the last snapshot holds"
+    timing = run.get("timing")
+    if isinstance(timing, dict) and timing.get("plain_step_s") and timing.get("audited_step_s"):
+        line += (f"; one step {timing['plain_step_s']:.2f} s plain, {timing['audited_step_s']:.2f} s audited "
+                 f"({timing['audited_step_s'] / timing['plain_step_s']:.1f}x)")
     if run.get("forks"):
         line += f"; it forked {run['forks']} time(s): the children's operators are not recorded"
     return line
