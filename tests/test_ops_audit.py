@@ -400,3 +400,16 @@ def test_the_readme_example_runs_and_says_what_it_promises(tmp_path: Path) -> No
     assert proc.returncode == 0, proc.stderr
     assert re.match(r"1 operator of \d+ falls back to the CPU on torch_npu 2\.1\.0\.post6: "
                     r"aten::isin\.Tensor_Tensor_out \(x1\)$", proc.stdout.strip()), proc.stdout
+
+
+def test_an_interpreter_without_torch_is_one_line(tmp_path: Path) -> None:
+    import subprocess
+
+    bare = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True, timeout=120)
+    script = _script(tmp_path, ISIN)
+    result = _invoke(["--python", str(bare / "bin" / "python"), "--torch-npu", "2.14.0", "--", script, "1"])
+    assert result.exit_code == 2
+    assert result.stderr.count("\n") == 1 and "cannot import torch" in result.stderr, result.stderr
+    missing = _invoke(["--python", str(tmp_path / "nope"), "--torch-npu", "2.14.0", "--", script, "1"])
+    assert missing.exit_code == 2 and "cannot run" in missing.stderr and missing.stderr.count("\n") == 1

@@ -49,6 +49,10 @@ def main(argv: List[str]) -> int:
         print("usage: python -m npudoctor.ops.child RECORDING SCRIPT [ARGS...]", file=sys.stderr)
         return 2
     recording_path, script = argv[0], os.path.abspath(argv[1])
+    try:
+        import torch  # noqa: F401  (the audit records torch's dispatcher: without torch there is nothing to do)
+    except ImportError:
+        return 3  # the parent says it, in one line
     from npudoctor.ops.recorder import OpAudit
 
     state: Dict[str, Any] = {"ended": "running", "exit_code": None, "error": None, "forks": 0,

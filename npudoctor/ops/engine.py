@@ -185,7 +185,9 @@ def run_script(script: str, args: Sequence[str], python: Optional[str] = None, t
     if recording is None:
         recording = {"ops": {}, "calls": 0, "torch": None}
         run: Dict[str, Any] = {"ended": "no-recording", "error": (
-            f"{argv[0]} exited {code} before the audit started (is torch installed there?)")}
+            f"{argv[0]} cannot import torch; the audit runs the script with torch there (pip install "
+            "'npudoctor[train]' in that environment)" if code == 3 else
+            f"{argv[0]} exited {code} before the audit started (its own error is above)")}
     else:
         run = dict(recording.get("run") or {})
     run.pop("started", None)
