@@ -25,7 +25,7 @@ sys.path.insert(0, str(REPO))
 
 
 def steps() -> dict:
-    from npudoctor.ops import reference
+    from npudoctor.workload import opaudit as reference
     from tests import test_ops_audit as models
 
     torch = models.torch

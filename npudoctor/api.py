@@ -16,6 +16,7 @@ from npudoctor.knowledge import KnowledgeError, data_dir, load_yaml_file, profil
 from npudoctor.model.finding import Finding, Report
 from npudoctor.model.listener import RunListener, SilentListener
 from npudoctor.model.profile import NodeProfile, ProfileError, deep_merge, flatten, validate_profile
+from npudoctor.model.rulebook import Spec
 from npudoctor.probes import prefetch
 from npudoctor.probes.runner import LiveRunner, RecordingRunner, Runner
 
@@ -93,36 +94,34 @@ def load_profile(name_or_path: Optional[str] = None) -> NodeProfile:
     return NodeProfile(str(first.get("name", Path(first_path).stem)), merged)
 
 
-def list_checks(level: int = 3) -> List[Any]:
-    """Every check ``explain`` knows, in report order: the node checks (CheckSpec), then the profiling checks
-    (``check --prof``, ``prof analyze``: PROFnnn, with the same ``id``, ``stage``, ``title``, ``level``,
-    ``summary``)."""
-    from npudoctor.prof.checks import all_checks  # the profiling room's registry (no pandas at import)
+def rulebook(rules_files: Sequence[str] = ()) -> List[Spec]:
+    """Every ID npudoctor can report, in report order: the node checks by stage, the profiling checks
+    (``check --prof``, ``prof analyze``), the collective probe's (``collective``, ``onboard``), then the log rules
+    (shipped, and the site rules of ``rules_files``)."""
+    import npudoctor.fleet.collective
+    import npudoctor.prof.checks  # noqa: F401  (registers the PROF checks; no pandas at import)
+    from npudoctor.logs.rules import RulesError, load_rules, rule_specs
+    from npudoctor.model import rulebook as book
 
-    specs: List[Any] = [*ordered_specs(), *all_checks()]
-    return [spec for spec in specs if spec.level <= level]
-
-
-def find_check(check_id: str) -> Optional[Any]:
-    """A node check's spec, or a profiling check's (PROFnnn: ``id``, ``title``, ``stage``, ``level``, ``doc``)."""
-    wanted = check_id.upper()
-    if wanted.startswith("PROF"):
-        from npudoctor.prof.checks import find  # the profiling room, only for its own IDs
-
-        return find(wanted)
-    return next((spec for spec in ordered_specs() if spec.id == wanted), None)
+    try:
+        rules = load_rules(tuple(rules_files))
+    except RulesError as exc:
+        raise UsageError(str(exc)) from None
+    return [*ordered_specs(), *book.specs("prof"), *book.specs("collective"), *rule_specs(rules)]
 
 
-def explain_topic(topic: str) -> Optional[Any]:
-    """What ``npudoctor explain TOPIC`` shows: the check with that ID (a CheckSpec), else the error code's
-    entry (a CodeInfo: ``EZ9999``, ``507011``, ``0x05000004``), else None."""
-    spec = find_check(topic)
+def find_check(check_id: str, rules_files: Sequence[str] = ()) -> Optional[Spec]:
+    """The spec of ``check_id`` (any room, any case), or None."""
+    wanted = check_id.lower()
+    return next((spec for spec in rulebook(rules_files) if spec.id.lower() == wanted), None)
+
+
+def explain_topic(topic: str, rules_files: Sequence[str] = ()) -> Optional[Any]:
+    """What ``npudoctor explain TOPIC`` shows: the spec with that ID, else the error code's entry (a CodeInfo:
+    ``EZ9999``, ``507011``, ``0x05000004``), else None."""
+    spec = find_check(topic, rules_files)
     if spec is not None:
         return spec
-    if topic.upper().startswith("COL"):  # the collective probe's findings (npudoctor collective, onboard)
-        from npudoctor.fleet.collective import explain_spec
-
-        return explain_spec(topic)
     from npudoctor.logs.codes import explain
 
     return explain(topic)
@@ -140,6 +139,7 @@ def run_checks(
     """Run the selected checks in stage order and return the report; ``listener`` hears each stage as it ends.
     ``level`` and ``options`` not given come from the bundle being replayed (what ``collect`` was given), else
     level 1."""
+    level_given = level is not None
     level, options = replay_options(runner, level, options or {})
     missing = [path for path in options.get("prof_dirs") or () if not os.path.lexists(path)]
     if missing:  # a mistyped --prof is a usage error before the checks, not after them
@@ -151,13 +151,12 @@ def run_checks(
     if not only:
         # Slow commands start before the check modules load; narrowed runs start only their own.
         prefetch([stage for stage in STAGES if stage not in skip], ctx)
-    specs = select(ordered_specs(), only, skip, level)
+    selection = _selection(only, skip, level, level_given, bool(options.get("prof_dirs")))
+    specs = selection.node
     if not only and not any(v is not None for v in flatten(profile.get("inventory") or {}).values()):
         # The site stage compares the node with a site profile's pins; like a level-2 check at level 1, it
         # is left out where there is nothing to compare (`--only site` still runs it and says so).
         specs = [spec for spec in specs if spec.stage != "site"]
-    if only and not specs:
-        raise UsageError(f"--only {' '.join(only)} matches no check; see `npudoctor list-checks`")
     if only:
         prefetch(dict.fromkeys(spec.stage for spec in specs), ctx)
     report = Report(
@@ -183,13 +182,30 @@ def run_checks(
     finally:
         runner.close()
     prof_dirs = tuple((options or {}).get("prof_dirs") or ())
-    if prof_dirs:
-        prof = _prof_findings(prof_dirs, profile, (options or {}).get("logs_dirs") or ())
+    if prof_dirs and selection.prof is not None:
+        kept = selection.prof
+        prof = [f for f in _prof_findings(prof_dirs, profile, (options or {}).get("logs_dirs") or ()) if f.id in kept]
         ctx.findings.extend(prof)
         listener.stage_done("prof", prof)
     report.findings = list(ctx.findings)
     report.duration_s = round(time.time() - (report.started or time.time()), 3)
     return report
+
+
+def _selection(only: Sequence[str], skip: Sequence[str], level: int, level_given: bool, prof_given: bool) -> Any:
+    """The node checks and PROF IDs ``--only``/``--skip`` leave (see ``checks.registry.select``). The other rooms
+    load only when a pattern names no node check (their IDs are accepted or refused with where they run)."""
+    from npudoctor.checks.registry import SelectionError
+
+    node_only = ordered_specs()
+    patterns = [*only, *skip]
+    known = all(any(spec.id.lower().startswith(p.lower()) or spec.stage == p.lower() for spec in node_only)
+                for p in patterns)
+    specs = node_only if known and not prof_given else rulebook()
+    try:
+        return select(specs, only, skip, level, level_given, prof_given)
+    except SelectionError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def _explain_replay_gap(spec: CheckSpec, findings: List[Finding], runner: Runner) -> List[Finding]:

@@ -123,6 +123,23 @@ def load(name: str) -> Any:
     return load_yaml_file(data_dir("knowledge") / f"{name}.yaml")
 
 
+@functools.cache
+def shipped_defaults() -> Dict[str, Any]:
+    """Every key of the shipped default profile, dotted, with its value: the one home of each default (the
+    schema says what a key may hold, ``profiles/default.yaml`` what it holds unless a profile says otherwise)."""
+    from npudoctor.model.profile import flatten
+
+    return flatten(load_yaml_file(data_dir("profiles") / "default.yaml") or {})
+
+
+def setting(profile: Any, key: str) -> Any:
+    """The value in force of profile key ``key``: the profile's, or (a profile built in code without it) the
+    shipped default profile's. Code writes no default of its own: each has one home, ``profiles/default.yaml``."""
+    missing = object()
+    value = profile.get(key, missing)
+    return shipped_defaults().get(key) if value is missing else value
+
+
 def profile_names() -> List[str]:
     return sorted(p.stem for p in data_dir("profiles").glob("*.yaml"))
 

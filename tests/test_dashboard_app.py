@@ -168,7 +168,7 @@ def test_a_leak_appears_in_a_followed_training_log(tmp_path):
             clock.t += 5
             await poll(app, pilot)
             training = text_of(app, "#training-text")
-            assert "LEAK (device): +64.00 MiB/step" in training and "out of memory at step" in training
+            assert "LEAK (device): +64.0 MiB/step" in training and "out of memory at step" in training
     run(scenario())
 
 

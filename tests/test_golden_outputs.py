@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from npudoctor import api
+from npudoctor.model.finding import Status
 from npudoctor.report import console, json_report, junit
 from tests.nodes import WARNING_TABLE, healthy_910b_node, target_python
 from tests.samples import sample_text
@@ -128,3 +129,20 @@ def test_cpu_box_golden(cpu_box, stable, width):
 def test_cpu_box_json_and_junit_golden(cpu_box, stable):
     check_golden("check_cpu_box.json", stable(json_report.render(cpu_box)))
     check_golden("check_cpu_box.junit.xml", stable(junit.render(cpu_box)))
+
+
+def test_junit_testcases_fail_by_fail_on_in_every_command(report, tmp_path):
+    """Issue 18 point 4: a WARN testcase fails only under --fail-on warn, in check as in prof analyze and logs
+    scan; FAIL always fails."""
+    import xml.etree.ElementTree as ET
+
+    def failing(document: str) -> set:
+        return {case.get("name") for case in ET.fromstring(document).iter("testcase")
+                if case.find("failure") is not None}
+
+    warned = {f.id for f in report.findings if f.status is Status.WARN} - {
+        f.id for f in report.findings if f.status is Status.FAIL}
+    failed = {f.id for f in report.findings if f.status is Status.FAIL}
+    assert warned and failed
+    assert failing(junit.render(report)) == failed
+    assert failing(junit.render(report, fail_on="warn")) == failed | warned

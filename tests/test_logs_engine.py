@@ -6,7 +6,8 @@ import pytest
 
 from npudoctor.logs import codes
 from npudoctor.logs.rules import RulesError, load_rules, parse_rules
-from npudoctor.logs.scanner import MAX_LINE_BYTES, MAX_MATCH_CHARS, RuleSet, Scanner
+from npudoctor.logs.scanner import LONG_LINE_PIECE as MAX_LINE_BYTES
+from npudoctor.logs.scanner import MAX_MATCH_CHARS, RuleSet, Scanner
 from tests.samples import sample_data
 
 PLOG = sample_data("plog_debug_aicore_error_2025.log")

@@ -155,16 +155,19 @@ EXPECTED: Dict[str, Expected] = {
             ('error_code', '0x05000004'),
             ('error_code', '0x05000013'),
             ('error_record', 'HCCL'),
+            ('hccl_link', 'error CQE'),  # "cqe error status[12] remoteIP"
             ('hccl_timeout', 'socket setup'),
         ]),
     "plog_mixed_trace_hccl_runtime_collage.log":
         ("plog", [
             ('error_code', '0x0500000b'),
             ('error_code', '507051'),
-            ('error_record', 'HCCL'),
             ('error_record', 'RUNTIME'),
+            ('hccl_link', 'error CQE'),  # the heartbeat's "cqe err status[12]" (its only HCCL ERROR record)
             ('hccl_timeout', 'socket setup'),
         ]),
+    "hccl_EI0013_error-cqe_roce_plog_hccl-doc.txt":
+        ("plog", [('error_code', 'EI0013'), ('error_record', 'ROCE'), ('hccl_link', 'error CQE')]),
     "plog_run_debug_level_runtime_2024.log":
         ("plog", [
             ('error_code', '507011'),

@@ -229,7 +229,7 @@ def test_well_known_models_from_plain_torch_modules(name: str) -> None:
 
 
 def test_the_reference_clip_tiny_step() -> None:
-    from npudoctor.ops.reference import audit_reference_step
+    from npudoctor.workload.opaudit import audit_reference_step
 
     recording = audit_reference_step("tiny", steps=1, batch=2)
     timing = recording["timing"]

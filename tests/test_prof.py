@@ -221,10 +221,21 @@ def test_formats_and_fail_on(tmp_path: Path) -> None:
 
 def test_check_with_prof_adds_the_verdicts_and_explain_finds_them(tmp_path: Path) -> None:
     profdirs.torch_npu_rank(tmp_path, rank=0)
-    out = run_cli("check", "--only", "PCI001", "--root", str(tmp_path), "--prof", str(tmp_path),
+    out = run_cli("check", "--only", "PCI001,PROF", "--root", str(tmp_path), "--prof", str(tmp_path),
                   "--format", "json")
     doc = json.loads(out.stdout)
     assert any(f["id"] == "PROF001" and f["subject"] == "Cast" for f in doc["findings"])
+    # --only and --skip choose among the PROF IDs as among the node checks (issue 17 point 2).
+    only = json.loads(run_cli("check", "--only", "PROF001", "--root", str(tmp_path), "--prof", str(tmp_path),
+                              "--format", "json").stdout)
+    assert {f["id"] for f in only["findings"]} == {"PROF001"}
+    skipped = json.loads(run_cli("check", "--only", "PCI001,PROF", "--skip", "PROF001", "--root", str(tmp_path),
+                                 "--prof", str(tmp_path), "--format", "json").stdout)
+    assert "PROF001" not in {f["id"] for f in skipped["findings"]} and "PROF002" in {
+        f["id"] for f in skipped["findings"]}
+    left_out = json.loads(run_cli("check", "--only", "PCI001", "--root", str(tmp_path), "--prof", str(tmp_path),
+                                  "--format", "json").stdout)
+    assert {f["id"] for f in left_out["findings"]} == {"PCI001"}
     explained = run_cli("explain", "PROF001")
     assert explained.exit_code == 0 and "AI CPU" in explained.stdout
 

@@ -95,8 +95,8 @@ def test_level_3_runs_the_tiny_step_in_a_child_and_adds_trn_findings():
 def test_levels_1_and_2_do_not_list_the_training_checks():
     from npudoctor import api
 
-    assert not [s for s in api.list_checks(level=2) if s.id.startswith("TRN")]
-    assert [s.id for s in api.list_checks(level=3) if s.stage == "workload"] == [
+    assert not [s for s in api.rulebook() if s.id.startswith("TRN") and s.level < 3]
+    assert [s.id for s in api.rulebook() if s.stage == "workload"] == [
         "TRN001", "TRN002", "TRN003", "TRN004", "TRN005", "TRN006"]
     assert all(REGISTRY[f"TRN00{i}"].doc for i in range(1, 7))
     assert workload.TRAIN_EXTRA in REGISTRY["TRN001"].doc

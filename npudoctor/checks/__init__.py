@@ -8,4 +8,5 @@ from npudoctor.checks.registry import REGISTRY, STAGES, CheckSpec
 
 def ordered_specs() -> List[CheckSpec]:
     """All registered checks in stage order, then by id."""
-    return sorted(REGISTRY.values(), key=lambda spec: (STAGES.index(spec.stage), spec.id))
+    return sorted((spec for spec in REGISTRY.values() if spec.room == "node"),
+                  key=lambda spec: (STAGES.index(spec.stage), spec.id))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Callable, Iterable, Iterator, List, Mapping, Optional, Sequence
 
-from npudoctor.checks.registry import Outcome, by_severity, check, error, fail, passed, skip, warn
+from npudoctor.checks.registry import Outcome, by_severity, check, error, fail, passed, setting, skip, warn
 from npudoctor.parsers.hccl_env import (
     default_interface_order,
     interfaces_with_address,
@@ -327,7 +327,8 @@ def _default_interface(interfaces: HostInterfaces, subject: str, fix: str) -> It
         )
 
 
-@check("HCCL005", stage=STAGE, needs_npu=True, title="HCCL_CONNECT_TIMEOUT within HCCL's range")
+@check("HCCL005", stage=STAGE, needs_npu=True, title="HCCL_CONNECT_TIMEOUT within HCCL's range",
+       settings=("hccl.connect_timeout_s.min", "hccl.connect_timeout_s.max"))
 def connect_timeout(ctx) -> Iterator[Outcome]:
     """HCCL_CONNECT_TIMEOUT, when set, is an integer number of seconds in HCCL's range [120, 7200].
 
@@ -338,8 +339,8 @@ def connect_timeout(ctx) -> Iterator[Outcome]:
 
     Fix: ``export HCCL_CONNECT_TIMEOUT=600`` (any integer in the range).
     """
-    low = int(ctx.profile.get("hccl.connect_timeout_s.min", 120))
-    high = int(ctx.profile.get("hccl.connect_timeout_s.max", 7200))
+    low = int(setting(ctx, "hccl.connect_timeout_s.min"))
+    high = int(setting(ctx, "hccl.connect_timeout_s.max"))
     value = ctx.facts("hccl.env").get(CONNECT_TIMEOUT)
     subject = _env(CONNECT_TIMEOUT)
     range_text = f"[{low}, {high}]"
@@ -378,7 +379,8 @@ def _tool_missing_reason(facts: HccnFacts) -> str:
     return f"hccn_tool not found on PATH nor in {', '.join(facts.searched)}"
 
 
-@check("HCCL006", stage=STAGE, needs_npu=True, title="hccn_tool is available for the RoCE port checks")
+@check("HCCL006", stage=STAGE, needs_npu=True, title="hccn_tool is available for the RoCE port checks",
+       settings=("commands.timeout_s", "hccl.hccn_tool.max_timeouts", "hccl.hccn_tool.budget_s"))
 def hccn_tool_present(ctx) -> Iterator[Outcome]:
     """hccn_tool, the NPU driver's RoCE port tool, is installed, so HCCL010-HCCL013 can query each NPU.
 
@@ -480,7 +482,8 @@ def _npus(ids: Sequence[int]) -> str:
     return "npu:" + ",".join(str(i) for i in ids)
 
 
-@check("HCCL010", stage=STAGE, needs_npu=True, title="NPU RoCE link is UP (hccn_tool -link -g)")
+@check("HCCL010", stage=STAGE, needs_npu=True, title="NPU RoCE link is UP (hccn_tool -link -g)",
+       settings=("commands.timeout_s", "hccl.hccn_tool.max_timeouts", "hccl.hccn_tool.budget_s"))
 def roce_link(ctx) -> Iterator[Outcome]:
     """Each NPU's RoCE port reports ``link status: UP`` (``hccn_tool -i N -link -g``).
 
@@ -507,7 +510,8 @@ def roce_link(ctx) -> Iterator[Outcome]:
     yield from _per_npu(ctx, "link", "link status", judge, "link status: UP")
 
 
-@check("HCCL011", stage=STAGE, needs_npu=True, title="NPU network health is Success (hccn_tool -net_health -g)")
+@check("HCCL011", stage=STAGE, needs_npu=True, title="NPU network health is Success (hccn_tool -net_health -g)",
+       settings=("commands.timeout_s", "hccl.hccn_tool.max_timeouts", "hccl.hccn_tool.budget_s"))
 def net_health(ctx) -> Iterator[Outcome]:
     """Each NPU's RoCE port reports ``net health status: Success`` (``hccn_tool -i N -net_health -g``).
 
@@ -553,7 +557,9 @@ def _set_ip_fix(device_id: int, conf_entry: Mapping[str, str]) -> str:
     return f"hccn_tool -i {device_id} -ip -s address {address} netmask {netmask}"
 
 
-@check("HCCL012", stage=STAGE, needs_npu=True, title="NPU RoCE port has an IP (hccn_tool -ip -g)")
+@check("HCCL012", stage=STAGE, needs_npu=True, title="NPU RoCE port has an IP (hccn_tool -ip -g)",
+       settings=("hccl.device_ip_missing", "commands.timeout_s", "hccl.hccn_tool.max_timeouts",
+                 "hccl.hccn_tool.budget_s"))
 def device_ip_set(ctx) -> Iterator[Outcome]:
     """Each NPU's RoCE port has an IP address (``hccn_tool -i N -ip -g`` prints ``ipaddr:<ip>``).
 
@@ -565,7 +571,7 @@ def device_ip_set(ctx) -> Iterator[Outcome]:
     them); npudoctor prints the command, it never runs it.
     """
     conf = ctx.facts("hccl.hccn_conf")
-    report = by_severity(ctx, "hccl.device_ip_missing", "fail")
+    report = by_severity(ctx, "hccl.device_ip_missing")
 
     def judge(device: HccnDevice, subject: str) -> Optional[Outcome]:
         assert device.device_ip is not None
@@ -583,7 +589,8 @@ def device_ip_set(ctx) -> Iterator[Outcome]:
     yield from _per_npu(ctx, "ip", "ipaddr", judge, "RoCE IP set")
 
 
-@check("HCCL013", stage=STAGE, needs_npu=True, title="NPU RoCE IP matches /etc/hccn.conf")
+@check("HCCL013", stage=STAGE, needs_npu=True, title="NPU RoCE IP matches /etc/hccn.conf",
+       settings=("commands.timeout_s", "hccl.hccn_tool.max_timeouts", "hccl.hccn_tool.budget_s"))
 def device_ip_matches_conf(ctx) -> Iterator[Outcome]:
     """Each NPU's live RoCE address and netmask equal ``address_N``/``netmask_N`` in /etc/hccn.conf.
 

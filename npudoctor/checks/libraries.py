@@ -223,7 +223,8 @@ def install_torch_npu_fix(ctx: CheckContext) -> str:
     return wanted
 
 
-@check("LIB001", stage="libraries", title="CANN installed and set_env.sh sourced")
+@check("LIB001", stage="libraries", title="CANN installed and set_env.sh sourced",
+       settings=("versions.python_timeout_s",))
 def cann_environment(ctx: CheckContext) -> Iterable[Outcome]:
     """CANN is installed and its set_env.sh has been sourced in this environment.
 
@@ -287,7 +288,8 @@ def _needs_report(ctx: CheckContext) -> Any:
     return facts, None
 
 
-@check("LIB002", stage="libraries", title="torch_npu's shared libraries resolve")
+@check("LIB002", stage="libraries", title="torch_npu's shared libraries resolve",
+       settings=("libraries.set_env_timeout_s", "versions.python_timeout_s"))
 def libraries_resolve(ctx: CheckContext) -> Iterable[Outcome]:
     """Every library torch_npu's ``_C`` extension needs (directly or through libtorch_npu.so) is found.
 
@@ -296,7 +298,7 @@ def libraries_resolve(ctx: CheckContext) -> Iterable[Outcome]:
     loaded as they are after ``import torch``. A library that is not found is what
     ``ImportError: libhccl.so: cannot open shared object file`` means.
 
-    The fix depends on the cause, and the finding says which: source CANN's set_env.sh (checked by
+    Fix: it depends on the cause, and the finding says which: source CANN's set_env.sh (checked by
     computing the environment it produces and resolving again), install CANN, or repair LD_LIBRARY_PATH.
     """
     facts, blocked = _needs_report(ctx)
@@ -319,7 +321,8 @@ def libraries_resolve(ctx: CheckContext) -> Iterable[Outcome]:
     )
 
 
-@check("LIB003", stage="libraries", title="torch_npu's undefined symbols resolve")
+@check("LIB003", stage="libraries", title="torch_npu's undefined symbols resolve",
+       settings=("versions.python_timeout_s",))
 def symbols_resolve(ctx: CheckContext) -> Iterable[Outcome]:
     """Every undefined (non-weak) symbol of torch_npu's objects is exported, in the right version, by a
     library the loader picked.
@@ -392,7 +395,8 @@ def symbols_resolve(ctx: CheckContext) -> Iterable[Outcome]:
     )
 
 
-@check("LIB004", stage="libraries", title="No CANN library shadowed by another CANN install")
+@check("LIB004", stage="libraries", title="No CANN library shadowed by another CANN install",
+       settings=("versions.python_timeout_s",))
 def no_shadowing(ctx: CheckContext) -> Iterable[Outcome]:
     """No library torch_npu loads exists in two CANN installs on the search path.
 
@@ -519,7 +523,8 @@ def _symbol_diagnosis(symbol: str, ctx: CheckContext) -> Optional[Diagnosis]:
     return None
 
 
-@check("LIB005", stage="libraries", title="import torch_npu and one NPU op work", level=2)
+@check("LIB005", stage="libraries", title="import torch_npu and one NPU op work", level=2,
+       settings=("libraries.import_timeout_s", "versions.python_timeout_s"))
 def import_works(ctx: CheckContext) -> Iterable[Outcome]:
     """``import torch, torch_npu`` and one small op on the NPU work in a child interpreter.
 

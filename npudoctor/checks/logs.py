@@ -6,7 +6,7 @@ import posixpath
 import re
 from typing import TYPE_CHECKING, Dict, Iterable, List, Tuple
 
-from npudoctor.checks.registry import CheckContext, Outcome, error, passed, skip
+from npudoctor.checks.registry import CheckContext, Outcome, error, passed, setting, skip
 from npudoctor.checks.registry import check as register
 from npudoctor.model.finding import Status
 
@@ -94,7 +94,7 @@ def _merged_outcome(kind: str, findings: List[LogFinding]) -> Outcome:
 MAX_SUBJECTS_SHOWN = 4
 
 
-@register("LOG001", stage="logs", title="Newest CANN plogs")
+@register("LOG001", stage="logs", title="Newest CANN plogs", settings=("logs.newest_files", "logs.max_bytes_per_file"))
 def newest_plogs(ctx: CheckContext) -> Iterable[Outcome]:
     """Scan the newest CANN plogs for errors, device exceptions, HCCL timeouts and CPU fallbacks.
 
@@ -114,8 +114,8 @@ def newest_plogs(ctx: CheckContext) -> Iterable[Outcome]:
     if not roots:
         yield skip("no log directory given (npudoctor check --logs DIR)")
         return
-    newest = int(ctx.profile.get("logs.newest_files", 5))
-    max_bytes = int(ctx.profile.get("logs.max_bytes_per_file", 16 * 1024 * 1024))
+    newest = int(setting(ctx, "logs.newest_files"))
+    max_bytes = int(setting(ctx, "logs.max_bytes_per_file"))
     from npudoctor.logs import scan_paths  # only with --logs: the scanner's patterns cost start-up time
 
     problems: List[str] = []

@@ -53,7 +53,8 @@ def explain_failure(failure: NpuSmiFailure) -> Dict[str, str]:
     return dict(known["no_such_file"])
 
 
-@check("SMI001", stage="npu-smi", title="npu-smi available and runs")
+@check("SMI001", stage="npu-smi", title="npu-smi available and runs",
+       settings=("commands.npu_smi_timeout_s", "npu_smi.health_detail_max_chips"))
 def npu_smi_runs(ctx: CheckContext) -> Iterable[Outcome]:
     """Runs ``npu-smi info`` (the Ascend ``nvidia-smi``) with a time limit and reads its table.
 
@@ -69,7 +70,10 @@ def npu_smi_runs(ctx: CheckContext) -> Iterable[Outcome]:
     * not found: SKIP on a machine without NPUs on the PCI bus, FAIL when NPUs are there.
 
     A hanging npu-smi is killed after ``commands.npu_smi_timeout_s`` (profile, default 15 s) and reported as
-    ERROR. The codes, causes and fixes are data in checks/npu_smi_errors.yaml.
+    ERROR.
+
+    Fix: the one printed with the finding's code; the codes, causes and fixes are data in
+    checks/npu_smi_errors.yaml.
     """
     facts = ctx.facts("npu_smi")
     evidence: Dict[str, Any] = {"path": facts.path, "rc": facts.rc, "duration_s": facts.duration_s}
@@ -127,7 +131,8 @@ def npu_smi_runs(ctx: CheckContext) -> Iterable[Outcome]:
                 subject="npu-smi", evidence={**evidence, "output": facts.output_head})
 
 
-@check("SMI002", stage="npu-smi", title="NPU chip health", requires=("SMI001",))
+@check("SMI002", stage="npu-smi", title="NPU chip health", requires=("SMI001",),
+       settings=("npu_smi.health_detail_max_chips",))
 def chip_health(ctx: CheckContext) -> Iterable[Outcome]:
     """Every chip's Health column in ``npu-smi info`` must read OK.
 
@@ -185,7 +190,7 @@ def _normal_bdf(bus_id: str) -> str:
     return bus_id.strip().lower()
 
 
-@check("SMI003", stage="npu-smi", title="npu-smi sees every NPU", requires=("SMI001",))
+@check("SMI003", stage="npu-smi", title="npu-smi sees every NPU", requires=("SMI001",), settings=("node.npu_count",))
 def chip_count(ctx: CheckContext) -> Iterable[Outcome]:
     """The NPUs npu-smi lists must be the NPUs on the PCI bus (and the profile's ``node.npu_count``).
 

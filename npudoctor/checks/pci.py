@@ -27,7 +27,7 @@ CONTAINER_DEVICES_FIX = (
 )
 
 
-@check("PCI001", stage="pcie", title="Ascend NPUs on the PCI bus")
+@check("PCI001", stage="pcie", title="Ascend NPUs on the PCI bus", settings=("node.npu_count", "node.chip_family"))
 def npus_on_pci_bus(ctx: CheckContext) -> Iterable[Outcome]:
     """Finds Huawei Ascend NPUs (vendor 0x19e5, class "Processing accelerators") under /sys/bus/pci/devices.
 
@@ -110,7 +110,8 @@ def _stricter(one: Callable[..., Outcome], other: Callable[..., Outcome]) -> Cal
     return fail if fail in (one, other) else one
 
 
-@check("PCI003", stage="pcie", title="PCIe link at full width and speed", requires=("PCI001",))
+@check("PCI003", stage="pcie", title="PCIe link at full width and speed", requires=("PCI001",),
+       settings=("pcie.link_width_downgrade", "pcie.link_speed_downgrade"))
 def pcie_link(ctx: CheckContext) -> Iterable[Outcome]:
     """Compares each NPU's current PCIe link width and speed with what the device supports.
 
@@ -140,12 +141,12 @@ def pcie_link(ctx: CheckContext) -> Iterable[Outcome]:
         report = warn
         if device.current_link_width < device.max_link_width:
             problems.append(f"width x{device.current_link_width} of x{device.max_link_width}")
-            report = _stricter(report, by_severity(ctx, "pcie.link_width_downgrade", "warn"))
+            report = _stricter(report, by_severity(ctx, "pcie.link_width_downgrade"))
         if device.max_link_speed_gts and device.current_link_speed_gts < device.max_link_speed_gts:
             now, best = pcie_generation(device.current_link_speed_gts), pcie_generation(device.max_link_speed_gts)
             problems.append(f"speed {device.current_link_speed_gts:g} GT/s (Gen{now}) of "
                             f"{device.max_link_speed_gts:g} GT/s (Gen{best})")
-            report = _stricter(report, by_severity(ctx, "pcie.link_speed_downgrade", "warn"))
+            report = _stricter(report, by_severity(ctx, "pcie.link_speed_downgrade"))
         if problems:
             yield report(device.bdf, "link downgraded: " + ", ".join(problems), evidence,
                        fix=f"reseat the card or use a full-speed x16 slot; compare `lspci -vv -s {device.bdf}`")

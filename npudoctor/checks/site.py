@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, Iterable, List, Mapping, Sequence, Tuple
 
-from npudoctor.checks.registry import CheckContext, Outcome, check, fail, passed, skip, warn
+from npudoctor.checks.registry import CheckContext, Outcome, check, fail, passed, setting, skip, warn
 from npudoctor.model.inventory import PINNABLE
 from npudoctor.model.profile import flatten
 
@@ -25,14 +25,14 @@ def _as_texts(value: Any) -> List[str]:
 
 
 def compare_pins(ctx: CheckContext, fields: Sequence[str]) -> Iterable[Outcome]:
-    pins: Mapping[str, Any] = flatten(ctx.profile.get("inventory", {}) or {})
+    pins: Mapping[str, Any] = flatten(setting(ctx, "inventory") or {})
     pinned: List[Tuple[str, Any]] = [(name, pins[name]) for name in fields if pins.get(name) is not None]
     if not pinned:
         yield skip(f"profile {ctx.profile.name} pins no inventory values (see `npudoctor profile derive`)",
                    subject="profile")
         return
     seen = flatten(ctx.facts("inventory"))
-    severity = warn if str(ctx.profile.get("fleet.pin_mismatch", "fail")).lower() == "warn" else fail
+    severity = warn if str(setting(ctx, "fleet.pin_mismatch")).lower() == "warn" else fail
     matched: Dict[str, Any] = {}
     for key, expected in pinned:
         actual = seen.get(key)
@@ -67,7 +67,7 @@ def _fix(key: str, expected: Any) -> str:
     return "bring the node in line with the reference node, or update the site profile if this is intended"
 
 
-@check("SITE001", stage="site", title="Node as the site profile pins it")
+@check("SITE001", stage="site", title="Node as the site profile pins it", settings=("fleet.pin_mismatch", "inventory"))
 def pinned_inventory(ctx: CheckContext) -> Iterable[Outcome]:
     """The node matches the values its site profile pins under ``inventory:``: chip model, family, count, HBM
     per chip, bus ids, PCIe link width and speed; driver, firmware, CANN toolkit and nnae, Python, torch,
@@ -80,5 +80,7 @@ def pinned_inventory(ctx: CheckContext) -> Iterable[Outcome]:
     such a profile from a known-good node; each difference is a finding of its own (FAIL, or WARN with
     ``fleet.pin_mismatch: warn``), with the value to install. Delete a pin from the profile to stop checking
     it. Without pinned values: SKIP.
+
+    Fix: install the value the finding names, or delete the pin from the profile.
     """
     yield from compare_pins(ctx, PINNABLE)

@@ -414,7 +414,8 @@ def _cann_needed_by_torch_npu(ctx: CheckContext) -> Optional[Tuple[str, Version]
     return (version.text, release.cann) if version and release else None
 
 
-@check("VER003", stage="versions", title="torch and torch_npu from the same PyTorch release")
+@check("VER003", stage="versions", title="torch and torch_npu from the same PyTorch release",
+       settings=("versions.python_timeout_s",))
 def torch_and_torch_npu(ctx: CheckContext) -> Iterable[Outcome]:
     """torch_npu is built against one PyTorch release: ``torch_npu 2.1.0.post12`` needs ``torch 2.1.0``.
     torch and torch_npu must share major.minor, and the exact PyTorch release the matrix names.
@@ -478,7 +479,8 @@ def torch_and_torch_npu(ctx: CheckContext) -> Iterable[Outcome]:
     yield passed("python:torch_npu", f"torch {torch.text} with torch_npu {torch_npu.text}", evidence)
 
 
-@check("VER004", stage="versions", title="torch_npu built for the CANN in use")
+@check("VER004", stage="versions", title="torch_npu built for the CANN in use",
+       settings=("versions.cann_newer_than_matrix", "versions.python_timeout_s"))
 def torch_npu_and_cann(ctx: CheckContext) -> Iterable[Outcome]:
     """Each torch_npu release is built and tested with one CANN release (the official matrix, shipped as
     ``checks/compat_matrix.yaml``): ``torch_npu 2.1.0.post10`` with CANN 8.0.0, ``2.1.0.post12`` with
@@ -579,7 +581,7 @@ def torch_npu_and_cann(ctx: CheckContext) -> Iterable[Outcome]:
             fix,
         )
     else:
-        yield by_severity(ctx, "versions.cann_newer_than_matrix", "warn")(
+        yield by_severity(ctx, "versions.cann_newer_than_matrix")(
             "python:torch_npu",
             f"torch_npu {torch_npu.text} was built for CANN {release.cann.text}; the CANN in use is "
             f"{cann.label} (newer, untested combination)",
@@ -588,7 +590,8 @@ def torch_npu_and_cann(ctx: CheckContext) -> Iterable[Outcome]:
         )
 
 
-@check("VER005", stage="versions", title="Python version supported by this PyTorch release")
+@check("VER005", stage="versions", title="Python version supported by this PyTorch release",
+       settings=("versions.python_timeout_s",))
 def python_supported(ctx: CheckContext) -> Iterable[Outcome]:
     """torch and torch_npu wheels exist only for the Python versions the matrix lists per PyTorch release
     (torch 2.1.0: 3.8 to 3.11; torch 2.9.0: 3.10 to 3.13; ...).
@@ -643,7 +646,7 @@ def python_supported(ctx: CheckContext) -> Iterable[Outcome]:
     )
 
 
-@check("VER006", stage="versions", title="No known-bad package versions")
+@check("VER006", stage="versions", title="No known-bad package versions", settings=("versions.python_timeout_s",))
 def known_bad_versions(ctx: CheckContext) -> Iterable[Outcome]:
     """Compares installed packages with ``checks/known_bad.yaml``: versions with a known defect, whatever
     the matrix says (e.g. torch_npu 2.8.0 leaks device memory).
@@ -705,7 +708,8 @@ def _known_bad_fix(ctx: CheckContext, facts: Any, name: str, version: Version, b
     return fix
 
 
-@check("VER007", stage="versions", title="CANN release supports the installed driver")
+@check("VER007", stage="versions", title="CANN release supports the installed driver",
+       settings=("versions.driver_cann_mismatch",))
 def cann_and_driver(ctx: CheckContext) -> Iterable[Outcome]:
     """Driver and CANN each carry a Huawei inner version (``V100R001C15SPC012B220``: release train C15) and a
     ``compatible_version`` list of the other side's trains. The newer package knows about the older one, so
@@ -755,7 +759,7 @@ def cann_and_driver(ctx: CheckContext) -> Iterable[Outcome]:
             evidence,
         )
         return
-    yield by_severity(ctx, "versions.driver_cann_mismatch", "warn")(
+    yield by_severity(ctx, "versions.driver_cann_mismatch")(
         "cann",
         f"{cann.label} ({cann_inner.train_code}) does not list driver {driver.driver_version} "
         f"({driver_inner.train_code}), nor does the driver list it",

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, Iterable, List, Optional
 
-from npudoctor.checks.registry import CheckContext, Outcome, check, error, fail, passed, skip, warn
+from npudoctor.checks.registry import CheckContext, Outcome, check, error, fail, passed, setting, skip, warn
 
 TRAIN_EXTRA = "pip install 'npudoctor[train]'"
 
@@ -28,11 +28,8 @@ def _judge_trained(ctx: CheckContext, outcomes: Callable[[Dict[str, Any]], Itera
     yield from outcomes(document)
 
 
-def _mib(value: Any) -> str:
-    return f"{float(value) / (1 << 20):.2f} MiB" if isinstance(value, (int, float)) else "?"
-
-
-@check("TRN001", stage="workload", title="a CLIP training step runs on the device", level=3)
+@check("TRN001", stage="workload", title="a CLIP training step runs on the device", level=3,
+       settings=("train.timeout_s", "train.steps", "train.batch"))
 def device_trains(ctx: CheckContext) -> Iterable[Outcome]:
     """A tiny CLIP (ViT image tower, causal text tower, InfoNCE) trains for a few dozen steps on the best
     device (NPU through torch_npu, else CUDA, else the CPU) in a child interpreter with a timeout.
@@ -94,7 +91,8 @@ def device_outcome(document: Dict[str, Any], evidence: Optional[Dict[str, Any]] 
                  evidence)
 
 
-@check("TRN002", stage="workload", title="the training loss falls", level=3, requires=("TRN001",))
+@check("TRN002", stage="workload", title="the training loss falls", level=3, requires=("TRN001",),
+       settings=("train.loss_drop_min",))
 def loss_falls(ctx: CheckContext) -> Iterable[Outcome]:
     """The InfoNCE loss of the reference run falls below chance (ln of the batch size) on learnable synthetic
     data, and stays finite.
@@ -137,7 +135,9 @@ def loss_outcome(document: Dict[str, Any]) -> Iterable[Outcome]:
                        "that differs from the CPU")
 
 
-@check("TRN003", stage="workload", title="device and host memory do not leak", level=3, requires=("TRN001",))
+@check("TRN003", stage="workload", title="device and host memory do not leak", level=3, requires=("TRN001",),
+       settings=("train.leak.warmup_fraction", "train.leak.alpha", "train.leak.min_device_slope_bytes_per_step",
+                 "train.leak.min_host_slope_bytes_per_step", "train.leak.min_growth_bytes"))
 def memory_does_not_leak(ctx: CheckContext) -> Iterable[Outcome]:
     """After a warm-up, the allocator's ``allocated`` bytes (and the process's RSS) stay flat from step to step.
 
@@ -177,7 +177,8 @@ def leak_outcome(document: Dict[str, Any], injected: Any = None) -> Iterable[Out
         yield passed(subject, summary, evidence)
 
 
-@check("TRN004", stage="workload", title="numerics match a CPU reference", level=3, requires=("TRN001",))
+@check("TRN004", stage="workload", title="numerics match a CPU reference", level=3, requires=("TRN001",),
+       settings=("train.ops_tolerance", "train.compare_cpu.loss_rtol", "train.compare_cpu.grad_norm_rtol"))
 def numerics_match(ctx: CheckContext) -> Iterable[Outcome]:
     """Single operators on the device (LayerNorm, GELU erf and tanh, softmax, matmul, logsumexp, bilinear
     interpolation with and without ``align_corners``, edge pixels included) against float64 on the CPU,
@@ -237,7 +238,8 @@ def _fmt(value: Any) -> str:
     return f"{value:.1e}" if isinstance(value, (int, float)) else "?"
 
 
-@check("TRN005", stage="workload", title="the input pipeline keeps the device busy", level=3, requires=("TRN001",))
+@check("TRN005", stage="workload", title="the input pipeline keeps the device busy", level=3, requires=("TRN001",),
+       settings=("train.data_wait_max_fraction",))
 def input_keeps_up(ctx: CheckContext) -> Iterable[Outcome]:
     """The share of step time spent waiting for the next batch (DataLoader) stays below
     ``train.data_wait_max_fraction`` of the profile.
@@ -248,7 +250,7 @@ def input_keeps_up(ctx: CheckContext) -> Iterable[Outcome]:
     Fix: more DataLoader workers (``num_workers``), ``pin_memory=True``, faster storage, or check the
     container's CPU limit.
     """
-    limit = float(ctx.profile.get("train.data_wait_max_fraction", 0.25))
+    limit = float(setting(ctx, "train.data_wait_max_fraction"))
     yield from _judge_trained(ctx, lambda document: data_wait_outcome(document, limit))
 
 

@@ -198,32 +198,42 @@ def _emit(report: Any, fmt: str, listener: Any, fail_on: str = "fail") -> None:
     if fmt == "json":
         json_report.emit(report.to_dict())
     else:
-        junit.emit(junit.render(report))
+        junit.emit(junit.render(report, fail_on))
+
+
+RULES_OPTION = click.option("--rules", "rules_files", multiple=True, metavar="FILE",
+                            help="Also site log rules from FILE (as `logs scan --rules`).")
 
 
 @main.command("list-checks")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
-def list_checks(fmt: str) -> None:
-    """List every check with its stable ID, stage and summary."""
-    import json
-
+@RULES_OPTION
+def list_checks(fmt: str, rules_files: Tuple[str, ...]) -> None:
+    """List every ID npudoctor reports (node checks, PROF, COL, log rules) with its stage and what it needs."""
     from npudoctor import api
+    from npudoctor.report import explain as explain_report
 
-    specs = api.list_checks()
+    specs = api.rulebook(rules_files)
     if fmt == "json":
-        rows = [{"id": s.id, "stage": s.stage, "title": s.title, "level": s.level, "summary": s.summary}
-                for s in specs]
-        click.echo(json.dumps(rows, indent=2, ensure_ascii=False))
+        from npudoctor.report import json_report
+
+        json_report.emit([{"id": s.id, "room": s.room, "stage": s.stage, "title": s.title, "level": s.level,
+                           "needs": explain_report.needs(s), "settings": list(s.settings), "summary": s.summary}
+                          for s in specs])
         return
-    for spec in specs:
-        level = f" (level {spec.level})" if spec.level > 1 else ""
-        click.echo(f"{spec.id:<8} {spec.stage:<10} {spec.title}{level}")
+    from npudoctor.report.console import make_console
+
+    for line in explain_report.list_text(specs, make_console().width):
+        click.echo(line)
 
 
 @main.command()
 @click.argument("topics", nargs=-1, required=True, metavar="ID|CODE...")
-def explain(topics: Tuple[str, ...]) -> None:
-    """Explain checks (PCI001) and CANN error codes (EZ9999, 507011, 0x05000004): why and how to fix.
+@click.option("--profile", "profile_name", metavar="NAME|PATH", help="Show the settings in force in this profile.")
+@RULES_OPTION
+def explain(topics: Tuple[str, ...], profile_name: Optional[str], rules_files: Tuple[str, ...]) -> None:
+    """Explain checks (PCI001, PROF009, hccl-socket-timeout) and CANN error codes (EZ9999, 507011,
+    0x05000004): why, how to fix, and the settings in force.
 
     Exit codes: 0 every topic explained; 2 a topic is neither a check ID nor an error code.
     """
@@ -231,8 +241,9 @@ def explain(topics: Tuple[str, ...]) -> None:
     from npudoctor.report import explain as explain_report
     from npudoctor.report.console import make_console
 
-    found = [(topic, api.explain_topic(topic)) for topic in topics]
-    explain_report.render([entry for _topic, entry in found if entry is not None], make_console())
+    profile = api.load_profile(profile_name)
+    found = [(topic, api.explain_topic(topic, rules_files)) for topic in topics]
+    explain_report.render([entry for _topic, entry in found if entry is not None], make_console(), profile)
     unknown = [topic for topic, entry in found if entry is None]
     if unknown:
         raise fail_usage(f"{', '.join(map(repr, unknown))}: neither a check ID nor a known error code; see "

@@ -38,3 +38,5 @@ def dashboard(replay: Optional[str], demo: bool, speed: float, follow: Optional[
         raise fail_usage("the dashboard needs a terminal (stdin and stdout are not one)")
     app = tui_app.DashboardApp(config, check_at_start=not no_check)
     app.run()
+    if app.return_code:  # a crash: Textual has printed the error; the exit status must say so too
+        raise click.exceptions.Exit(1)

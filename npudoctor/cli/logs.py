@@ -116,13 +116,13 @@ def scan(paths: Tuple[str, ...], fmt: str, fail_on: Tuple[str, ...], rule_files:
 
 def _emit(result: ScanResult, fmt: str, verbose: bool, criteria: Sequence[str], code: int) -> None:
     if fmt == "json":
-        from npudoctor.report import logs_json
+        from npudoctor.report import json_report, logs_json
 
-        click.echo(logs_json.render(result, criteria, code), nl=False)
+        json_report.emit(logs_json.to_dict(result, criteria, code))
     elif fmt == "junit":
-        from npudoctor.report import logs_junit
+        from npudoctor.report import junit, logs_junit
 
-        click.echo(logs_junit.render(result, criteria), nl=False)
+        junit.emit(logs_junit.render(result, criteria))
     elif fmt == "github":
         from npudoctor.report import logs_github
 

@@ -7,7 +7,6 @@ error and exit code 2.
 
 from __future__ import annotations
 
-import json
 import sys
 from typing import Any, Optional, Tuple
 
@@ -78,7 +77,9 @@ def npu_smi(source: str, fmt: str) -> None:
     for note in table.notes:
         click.echo(f"npudoctor: note: {note}", err=True)
     if fmt == "json":
-        click.echo(json.dumps(table.to_dict(), indent=2, ensure_ascii=False))
+        from npudoctor.report import json_report
+
+        json_report.emit(table.to_dict())
         return
     _render(table)
 

@@ -58,7 +58,7 @@ def _analyze_and_emit(paths: Tuple[str, ...], profile_name: Optional[str], steps
     elif fmt == "junit":
         from npudoctor.report import junit
 
-        junit.emit(junit.render(result.as_report()))
+        junit.emit(junit.render(result.as_report(), fail_on))
     elif fmt == "github":
         from npudoctor.report import prof_github
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import platform
 import time
@@ -86,16 +85,14 @@ def train_step(device_name: str, model: str, batch: int, steps: int, precision: 
         progress.stop()
     report.started = started
     if fmt == "json":
-        click.echo(json.dumps({**document, "report": report.to_dict()}, indent=2, default=str))
+        from npudoctor.report import json_report
+
+        json_report.emit({**document, "report": report.to_dict()})
     else:
         from npudoctor.report import train_console
 
         train_console.render(report, document, verbose=verbose, console=out, header=False)
     raise click.exceptions.Exit(report.exit_code())
-
-
-# The verdict thins a run to 256 points anyway; the last 64 MiB hold ~100,000 steps of the last run.
-MAX_LOG_BYTES = 64 << 20
 
 
 @click.group()
@@ -113,21 +110,23 @@ def leak_analyze(path: str, fmt: str, warmup: Optional[int], profile_name: Optio
     """Leak verdict for a recorded log: exit 1 on a leak, 2 on unreadable input."""
     from npudoctor import api
     from npudoctor.workload import leak as leaks
-    from npudoctor.workload.memlog import last_run, read_records
+    from npudoctor.workload.memlog import TAIL_BYTES, last_run, read_records
 
     try:
         profile = api.load_profile(profile_name)
         settings = leaks.LeakSettings.from_mapping(profile.get("train.leak"))
-        records = read_records(path, max_bytes=MAX_LOG_BYTES)
+        records = read_records(path, max_bytes=TAIL_BYTES)
     except (TypeError, ValueError) as exc:
         raise fail_usage(f"profile train.leak: {exc}") from None
     verdict = leaks.analyze(records, settings, **({"warmup_steps": warmup} if warmup is not None else {}))
     runs = len({r["run"] for r in records})
     if fmt == "json":
-        click.echo(json.dumps({**verdict.to_dict(), "file": path, "runs": runs}, indent=2))
+        from npudoctor.report import json_report
+
+        json_report.emit({**verdict.to_dict(), "file": path, "runs": runs})
     else:
         from npudoctor.report import train_console
 
         train_console.render_leak(verdict, path, runs, len(last_run(records)),
-                                  tail_only=os.path.getsize(path) > MAX_LOG_BYTES, verbose=verbose)
+                                  tail_only=os.path.getsize(path) > TAIL_BYTES, verbose=verbose)
     raise click.exceptions.Exit(EXIT_FINDINGS if verdict.leak else EXIT_OK)

@@ -12,12 +12,13 @@ from __future__ import annotations
 import array
 import mmap
 import os
+import signal
 import stat
 import struct
 import sys
 from itertools import repeat
 from operator import add, and_, mul
-from typing import TYPE_CHECKING, Dict, List, NamedTuple, Optional, Sequence, Set, Tuple, Union
+from typing import TYPE_CHECKING, Any, Dict, List, NamedTuple, Optional, Sequence, Set, Tuple, Union
 
 from npudoctor.elf.compiled import compiled_resolver
 from npudoctor.errors import InputError
@@ -818,8 +819,40 @@ def open_regular(path: str) -> int:
     raise ElfError(f"{path}: {kind}" if kind == "is a directory" else f"{path}: not a regular file ({kind})")
 
 
+SIGBUS_MESSAGE = (b"npudoctor: error: a library shrank while npudoctor read it (replaced or truncated during the "
+                  b"run); run it again\n")
+_sigbus_handler: Any = None
+
+
+def _exit_on_sigbus() -> None:
+    """Reading a mapped page of a file that was truncated after it was mapped raises SIGBUS, which would kill
+    the process with a core dump (Python cannot catch it: the faulting read would only run again). Once per
+    process, SIGBUS is made a one-line error and exit 2 instead. (The alternative, reading instead of mapping,
+    costs copies of every library's tables: NOTES.md.)"""
+    global _sigbus_handler
+    if _sigbus_handler is not None or not hasattr(signal, "SIGBUS"):
+        return
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None)
+        handler_type = ctypes.CFUNCTYPE(None, ctypes.c_int)
+
+        def on_sigbus(_signum: int) -> None:
+            os.write(2, SIGBUS_MESSAGE)
+            os._exit(2)
+
+        _sigbus_handler = handler_type(on_sigbus)  # kept alive for the life of the process
+        libc.signal.restype = ctypes.c_void_p
+        libc.signal.argtypes = [ctypes.c_int, handler_type]
+        libc.signal(signal.SIGBUS, _sigbus_handler)
+    except (OSError, AttributeError):
+        _sigbus_handler = False
+
+
 def open_elf(path: str) -> ElfFile:
     """Map ``path`` read-only and parse what ld.so reads. Raises :class:`ElfError` with a one-line reason."""
+    _exit_on_sigbus()
     try:
         fd = open_regular(path)
         with open(fd, "rb") as handle:

@@ -13,80 +13,29 @@ Figures, per operation and message size, as nccl-tests and hccl_test print them:
   For all_gather the size is the gathered output (each rank sends size/n), as in nccl-tests.
 
 Findings COL001 (correct results), COL002 (bus bandwidth against the profile) and COL003 (the slowest
-rank) are documented below, as ``npudoctor explain COL001`` prints them.
+rank) are checks over the finished run's document, registered in the rulebook; their docstrings are what
+``npudoctor explain COL001`` prints.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import statistics
 import textwrap
 import time
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from npudoctor.errors import InputError
+from npudoctor.knowledge import setting
+from npudoctor.model import rulebook
 from npudoctor.model.finding import Finding, Status
+from npudoctor.parsers import jsondoc
 
 SCHEMA = "npudoctor.collective/1"
 OPS = ("all_reduce", "all_gather", "broadcast")
 UNITS = {"": 1, "B": 1, "K": 1024, "M": 1024 ** 2, "G": 1024 ** 3}
 DEFAULT_SIZES = {"gloo": "1K,1M,16M", "hccl": "1K,1M,64M,1G", "nccl": "1K,1M,64M,1G"}
-TITLES = {
-    "COL001": "Collective results are correct",
-    "COL002": "Bus bandwidth as the profile expects",
-    "COL003": "No rank much slower than the others",
-}
-
-
-def _col001(ctx: Any) -> List[Any]:
-    """Every rank checks the values a collective returned: all_reduce of rank+1 must sum to n(n+1)/2 on every
-    rank, all_gather must return each rank's own chunk, broadcast the root's values.
-
-    A wrong value with no error is a hardware or driver fault (memory, a link corrupting data): run
-    ``npu-smi info -t health`` on the nodes of the named ranks and ``npudoctor check``. A run that fails to
-    start or crashes is an ERROR; HCCL/CANN error codes in its output (EI0006, errNo 0x0501...) are
-    explained from the log doctor's code base, with their fix.
-    """
-    return []  # documentation only: `npudoctor collective` and `onboard` make these findings
-
-
-def _col002(ctx: Any) -> List[Any]:
-    """Bus bandwidth (busbw, as nccl-tests and hccl_test compute it: all_reduce algbw x 2(n-1)/n, all_gather
-    x (n-1)/n, broadcast x 1) at the largest message size reaches ``fleet.collective.min_busbw_fraction``
-    (0.8) of ``fleet.collective.busbw_gbps.<op>`` in the profile.
-
-    Without an expected value, or on gloo (the CPU says nothing about NPU links): SKIP with the measured
-    figure. Below expectation: check each NPU's RoCE link and speed (``hccn_tool -i N -link -g``,
-    ``-speed -g``), PCIe widths (``npudoctor check --only PCI003,HCCL``) and that no other job shares the
-    NPUs. Pin the figure a good node measures in the site profile.
-    """
-    return []
-
-
-def _col003(ctx: Any) -> List[Any]:
-    """No rank's total time over all measured operations exceeds ``fleet.collective.slow_rank_factor``
-    (1.5) times the median rank's; the slowest rank and its host are named either way.
-
-    One slow rank stalls every step of a data-parallel job. Check its node with ``npudoctor check`` (chip
-    health, PCIe width, other processes holding the NPU).
-    """
-    return []
-
-
-def explain_spec(check_id: str) -> Any:
-    """The collective's findings for ``npudoctor explain COL001``: not registered checks (``check`` never runs
-    them), documented the same way."""
-    from npudoctor.checks.registry import CheckSpec
-
-    funcs = {"COL001": _col001, "COL002": _col002, "COL003": _col003}
-    wanted = check_id.upper()
-    if wanted not in funcs:
-        return None
-    return CheckSpec(wanted, "collective", TITLES[wanted], funcs[wanted])
-
-
 class CollectiveError(InputError):
     """Bad options: one line for the user."""
 
@@ -290,7 +239,8 @@ def row(op: str, size: int, world: int, rank_times_us: Sequence[float], rank_cor
 # -- findings ------------------------------------------------------------------------------------------------
 def _finding(check_id: str, status: Status, subject: str, detail: str, evidence: Optional[Dict[str, Any]] = None,
              fix: str = "") -> Finding:
-    return Finding(check_id, status, TITLES[check_id], subject, detail, evidence or {}, fix, stage="collective")
+    return Finding(check_id, status, rulebook.REGISTRY[check_id].title, subject, detail, evidence or {}, fix,
+                   stage="collective")
 
 
 def failed_run(reason: str, output: str) -> List[Finding]:
@@ -306,30 +256,64 @@ def failed_run(reason: str, output: str) -> List[Finding]:
                                                                     "output_tail": tail}, fix)]
 
 
+COL_SETTINGS = ("fleet.collective.busbw_gbps.all_reduce", "fleet.collective.busbw_gbps.all_gather",
+                "fleet.collective.busbw_gbps.broadcast", "fleet.collective.min_busbw_fraction")
+CollectiveCheck = Callable[[Mapping[str, Any], Any], List[Finding]]
+
+
+def _collective_check(check_id: str, title: str, settings: Sequence[str] = ()) -> Callable[[CollectiveCheck],
+                                                                                         CollectiveCheck]:
+    """Register a check over a finished run's document in the rulebook (room "collective")."""
+    return rulebook.check(check_id, "collective", title, "collective", settings=settings)
+
+
 def findings(document: Mapping[str, Any], profile: Any) -> List[Finding]:
     """COL001-COL003 for a finished run."""
+    return [finding for spec in rulebook.specs("collective") if spec.func is not None
+            for finding in spec.func(document, profile)]
+
+
+@_collective_check("COL001", "Collective results are correct")
+def correct_results(document: Mapping[str, Any], profile: Any) -> List[Finding]:
+    """Every rank checks the values a collective returned: all_reduce of rank+1 must sum to n(n+1)/2 on every
+    rank, all_gather must return each rank's own chunk, broadcast the root's values.
+
+    A run that fails to start or crashes is an ERROR; HCCL/CANN error codes in its output (EI0006, errNo
+    0x0501...) are explained from the log doctor's code base, with their fix.
+
+    Fix: a wrong value with no error is a hardware or driver fault (memory, a link corrupting data): run
+    ``npu-smi info -t health`` on the nodes of the named ranks and ``npudoctor check``.
+    """
     rows: List[Mapping[str, Any]] = document.get("results") or []
     world = int(document.get("world_size") or 1)
-    hosts = document.get("hosts") or []
-    out: List[Finding] = []
     wrong = [r for r in rows if not r["correct"]]
-    for r in wrong:
-        out.append(_finding("COL001", Status.FAIL, f"{r['op']}:{human_size(r['size_bytes'])}",
-                            f"wrong values received on rank(s) {', '.join(map(str, r['wrong_ranks']))}",
-                            {"wrong_ranks": r["wrong_ranks"]},
-                            "a wrong result with no error is a hardware or driver fault: run `npu-smi info -t health`"
-                            " on the node(s) of those ranks and `npudoctor check`"))
+    out = [_finding("COL001", Status.FAIL, f"{r['op']}:{human_size(r['size_bytes'])}",
+                    f"wrong values received on rank(s) {', '.join(map(str, r['wrong_ranks']))}",
+                    {"wrong_ranks": r["wrong_ranks"]},
+                    "a wrong result with no error is a hardware or driver fault: run `npu-smi info -t health`"
+                    " on the node(s) of those ranks and `npudoctor check`") for r in wrong]
     if not wrong:
         out.append(_finding("COL001", Status.PASS, "collective",
                             f"{len(rows)} operation(s) on {world} rank(s) returned the expected values"))
-    out.extend(_bandwidth(document, rows, profile))
-    out.append(_slow_rank(rows, world, hosts, profile))
     return out
 
 
-def _bandwidth(document: Mapping[str, Any], rows: Sequence[Mapping[str, Any]], profile: Any) -> List[Finding]:
+@_collective_check("COL002", "Bus bandwidth as the profile expects", settings=COL_SETTINGS)
+def bandwidth(document: Mapping[str, Any], profile: Any) -> List[Finding]:
+    """Bus bandwidth (busbw, as nccl-tests and hccl_test compute it: all_reduce algbw x 2(n-1)/n, all_gather
+    x (n-1)/n, broadcast x 1) at the largest message size reaches ``fleet.collective.min_busbw_fraction``
+    (0.8) of ``fleet.collective.busbw_gbps.<op>`` in the profile.
+
+    Without an expected value, or on gloo (the CPU says nothing about NPU links): SKIP with the measured
+    figure.
+
+    Fix: below expectation, check each NPU's RoCE link and speed (``hccn_tool -i N -link -g``,
+    ``-speed -g``), PCIe widths (``npudoctor check --only PCI003,HCCL``) and that no other job shares the
+    NPUs. Pin the figure a good node measures in the site profile.
+    """
+    rows: List[Mapping[str, Any]] = document.get("results") or []
     expected: Mapping[str, Any] = profile.get("fleet.collective.busbw_gbps", None) or {}
-    fraction = float(profile.get("fleet.collective.min_busbw_fraction", 0.8))
+    fraction = float(setting(profile, "fleet.collective.min_busbw_fraction"))
     backend = document.get("backend")
     result = []
     for op in dict.fromkeys(r["op"] for r in rows):
@@ -355,13 +339,27 @@ def _bandwidth(document: Mapping[str, Any], rows: Sequence[Mapping[str, Any]], p
     return result
 
 
-def _slow_rank(rows: Sequence[Mapping[str, Any]], world: int, hosts: Sequence[Any], profile: Any) -> Finding:
+@_collective_check("COL003", "No rank much slower than the others",
+                   settings=("fleet.collective.slow_rank_factor",))
+def slow_rank(document: Mapping[str, Any], profile: Any) -> List[Finding]:
+    """No rank's total time over all measured operations exceeds ``fleet.collective.slow_rank_factor``
+    (1.5) times the median rank's; the slowest rank and its host are named either way.
+
+    One slow rank stalls every step of a data-parallel job.
+
+    Fix: check its node with ``npudoctor check`` (chip health, PCIe width, other processes holding the NPU).
+    """
+    return [_slowest(document.get("results") or [], int(document.get("world_size") or 1),
+                     document.get("hosts") or [], profile)]
+
+
+def _slowest(rows: Sequence[Mapping[str, Any]], world: int, hosts: Sequence[Any], profile: Any) -> Finding:
     if world < 2 or not rows:
         return _finding("COL003", Status.SKIP, "collective", "one rank: nothing to compare")
     totals = [sum(r["rank_times_us"][rank] for r in rows) for rank in range(world)]
     slowest = max(range(world), key=lambda rank: totals[rank])
     median = statistics.median(totals)
-    factor = float(profile.get("fleet.collective.slow_rank_factor", 1.5))
+    factor = float(setting(profile, "fleet.collective.slow_rank_factor"))
     ratio = totals[slowest] / median if median > 0 else 1.0
     host = f" on {hosts[slowest]}" if slowest < len(hosts) and hosts[slowest] else ""
     evidence = {"slowest_rank": slowest, "host": hosts[slowest] if slowest < len(hosts) else None,
@@ -402,7 +400,9 @@ def render_text(document: Mapping[str, Any], found: Sequence[Finding], width: in
 
 
 def to_json(document: Mapping[str, Any], found: Sequence[Finding]) -> str:
-    return json.dumps({**document, "schema": SCHEMA, "findings": [f.to_dict() for f in found]}, indent=2) + "\n"
+    from npudoctor.report import json_report
+
+    return json_report.document_text({**document, "schema": SCHEMA, "findings": [f.to_dict() for f in found]})
 
 
 # -- launching torchrun on this node --------------------------------------------------------------------------
@@ -423,39 +423,111 @@ def launch(nproc: int, worker_args: Sequence[str], timeout_s: float) -> Dict[str
         if returncode != 0 or not os.path.exists(result_file):
             last = next((line for line in reversed(output.strip().splitlines()) if line.strip()), "")
             return {"error": f"torchrun exited with code {returncode}: {last[:200]}", "output": output}
-        with open(result_file, encoding="utf-8") as handle:
-            document: Dict[str, Any] = json.load(handle)
+        with open(result_file, "rb") as handle:
+            document: Dict[str, Any] = jsondoc.loads(handle.read(), result_file)
         return document
 
 
+#: What is kept of torchrun's output (a rank may write GBs to stderr): the start, where the first error usually
+#: is, and the end, where torchrun's summary is.
+OUTPUT_HEAD_BYTES = 64 << 10
+OUTPUT_TAIL_BYTES = 256 << 10
+#: SIGTERM reaches torchrun and every worker at once (each in its own session); those still running after
+#: this long get SIGKILL.
+STOP_GRACE_S = 10.0
+#: A run whose torchrun exited while a leftover process still holds the output pipe is answered after this.
+PIPE_GRACE_S = 1.0
+
+
+class OutputKeeper:
+    """The first ``head`` and last ``tail`` bytes of a stream, and how many were left out between them."""
+
+    def __init__(self, head: int = OUTPUT_HEAD_BYTES, tail: int = OUTPUT_TAIL_BYTES) -> None:
+        self.head_size, self.tail_size = head, tail
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.dropped = 0
+
+    def add(self, data: bytes) -> None:
+        room = self.head_size - len(self.head)
+        if room > 0:
+            self.head += data[:room]
+            data = data[room:]
+        self.tail += data
+        if len(self.tail) > 2 * self.tail_size:  # trimmed in steps, not on every read
+            cut = len(self.tail) - self.tail_size
+            del self.tail[:cut]
+            self.dropped += cut
+
+    def text(self) -> str:
+        if len(self.tail) > self.tail_size:
+            cut = len(self.tail) - self.tail_size
+            del self.tail[:cut]
+            self.dropped += cut
+        gap = f"\n[... {self.dropped} bytes of output not kept ...]\n".encode() if self.dropped else b""
+        return (bytes(self.head) + gap + bytes(self.tail)).decode("utf-8", errors="replace")
+
+
 def run_group(argv: Sequence[str], timeout_s: float, env: Mapping[str, str]) -> Tuple[Optional[int], str]:
-    """Run ``argv`` in its own process group; its exit code (None when stopped at ``timeout_s``) and output.
+    """Run ``argv`` in its own process group; its exit code (None when stopped at ``timeout_s``) and output
+    (a bounded head and tail of it: :class:`OutputKeeper`).
 
-    On a timeout or Ctrl-C the whole group is stopped, not only torchrun: its workers (a rank hung in HCCL)
-    would otherwise run on, holding the devices.
+    On a timeout or Ctrl-C the whole tree is stopped, not only torchrun: its workers (a rank hung in HCCL) run
+    in sessions of their own and would otherwise run on, holding the devices. Whatever the run leaves behind
+    after a normal exit is stopped too (:class:`npudoctor.probes.proctree.ProcessTree`).
     """
-    import signal
+    import select
     import subprocess
+    import time
 
-    process = subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                               errors="replace", env=dict(env), start_new_session=True)
+    from npudoctor.probes.proctree import ProcessTree
+
+    tree = ProcessTree()
+    process = subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=dict(env),
+                               start_new_session=True)
+    tree.watch(process.pid)
+    assert process.stdout is not None
+    fd = process.stdout.fileno()
+    kept = OutputKeeper()
+    deadline = time.monotonic() + timeout_s
+    exited_at: Optional[float] = None
+    stopped = False
     try:
-        output, _ = process.communicate(timeout=timeout_s)
-        return process.returncode, output
-    except subprocess.TimeoutExpired:
-        stopped = True
+        while True:
+            now = time.monotonic()
+            if now >= deadline:
+                stopped = True
+                break
+            if exited_at is None and process.poll() is not None:
+                exited_at = now
+            if exited_at is not None and now - exited_at >= PIPE_GRACE_S:
+                break  # torchrun is gone; a leftover holds the pipe: it is stopped below
+            ready, _, _ = select.select([fd], [], [], min(0.5, deadline - now))
+            if ready:
+                data = os.read(fd, 1 << 16)
+                if not data:
+                    break
+                kept.add(data)
+            else:
+                tree.refresh()  # keeps sight of a detaching worker where no subreaper is possible
     except KeyboardInterrupt:
-        stopped = False
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        try:
-            os.killpg(process.pid, sig)
-        except ProcessLookupError:
-            break
-        try:
-            output, _ = process.communicate(timeout=5)
-            break
-        except subprocess.TimeoutExpired:
-            output = ""
-    if not stopped:
-        raise KeyboardInterrupt
-    return None, output
+        tree.stop(grace_s=STOP_GRACE_S)
+        process.wait()
+        process.stdout.close()
+        raise
+    tree.stop(grace_s=STOP_GRACE_S)
+    process.wait()
+    _drain(fd, kept)
+    process.stdout.close()
+    return (None if stopped else process.returncode), kept.text()
+
+
+def _drain(fd: int, kept: OutputKeeper) -> None:
+    """What is left in the pipe once every writer is gone (bounded: the writers cannot write any more)."""
+    import select
+
+    while select.select([fd], [], [], 0)[0]:
+        data = os.read(fd, 1 << 16)
+        if not data:
+            return
+        kept.add(data)

@@ -13,8 +13,9 @@ import os
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from npudoctor.errors import InputError
-from npudoctor.fleet.view import MAX_REPORT_BYTES
+from npudoctor.fleet.reportdoc import MAX_REPORT_BYTES, ReportShapeError, check_report
 from npudoctor.model.inventory import CHIP_FIELDS, SOFTWARE_FIELDS, SYSTEM_FIELDS
+from npudoctor.parsers import jsondoc
 from npudoctor.probes.safe_open import UnsafeFile, read_file
 
 # Where each inventory value comes from on a node, for the comments of the derived profile.
@@ -59,11 +60,13 @@ def load_source(path: str, base: Optional[str] = None) -> Tuple[Dict[str, Any], 
     except UnsafeFile as exc:
         raise DeriveError(str(exc)) from None
     try:
-        document = json.loads(data)
-    except (UnicodeDecodeError, ValueError):
-        raise DeriveError(f"{path}: neither a bundle nor an npudoctor.report/1 JSON document") from None
-    if not isinstance(document, dict) or document.get("schema") != "npudoctor.report/1":
-        raise DeriveError(f"{path}: not an npudoctor.report/1 document")
+        document = jsondoc.loads(data, path)
+    except jsondoc.JsonDocumentError as exc:
+        raise DeriveError(f"{exc}: neither a bundle nor an npudoctor.report/1 JSON document") from None
+    try:
+        check_report(document)
+    except ReportShapeError as exc:
+        raise DeriveError(f"{path}: {exc}") from None
     if not isinstance(document.get("inventory"), dict) or not document["inventory"]:
         raise DeriveError(f"{path}: the report has no inventory (made by an npudoctor older than 0.1 fleet)")
     return document, f"report {os.path.basename(path)}"

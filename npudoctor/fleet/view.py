@@ -14,7 +14,6 @@ the one read last (inputs in the order given, folders in name order).
 from __future__ import annotations
 
 import io
-import json
 import os
 import stat
 import tarfile
@@ -23,19 +22,19 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 from npudoctor.errors import InputError
+from npudoctor.fleet.reportdoc import MAX_REPORT_BYTES, ReportShapeError, check_report
 from npudoctor.model.profile import flatten
+from npudoctor.parsers import jsondoc
 
 SCHEMA = "npudoctor.fleet/1"
-REPORT_SCHEMA = "npudoctor.report/1"
-# A report is a few tens of KiB; anything far bigger is not one (and must not be read whole).
-MAX_REPORT_BYTES = 16 * 1024 * 1024
 BUNDLE_SUFFIXES = (".tar.gz", ".tgz", ".tar")
 # Fields that name a node or say where a value came from rather than describe the node: never "drift".
 NOT_DRIFT = frozenset({"hostname", "chips.source"})
 # Per-chip rows (health, temperature): state for chip tables, not an inventory value to compare or keep.
 NOT_KEPT = frozenset({"chips.devices"})
-FAILING = ("fail", "error")
 NOTABLE = frozenset({"fail", "error", "warn"})
+# Distinct inventory fields the view compares (a real fleet has ~30; each report may bring 1,000 at most).
+MAX_FLEET_FIELDS = 4_096
 
 
 class NodeRecord(NamedTuple):
@@ -69,6 +68,7 @@ class FleetView:
     titles: Dict[str, str] = field(default_factory=dict)  # check id -> title
     errors: List[Tuple[str, str]] = field(default_factory=list)  # (path, reason)
     reports_read: int = 0
+    fields_not_compared: int = 0  # inventory values whose field came after the first MAX_FLEET_FIELDS
 
     def failing_checks(self) -> List[Tuple[str, List[str]]]:
         """(check id, nodes failing it), most nodes first."""
@@ -137,9 +137,10 @@ class _Builder:
         self.replay = replay
 
     def add(self, document: Any, source: str) -> None:
-        if not isinstance(document, dict) or document.get("schema") != REPORT_SCHEMA:
-            schema = document.get("schema") if isinstance(document, dict) else None
-            self.view.errors.append((source, f"not an {REPORT_SCHEMA} document (schema {schema!r})"))
+        try:
+            check_report(document)
+        except ReportShapeError as exc:
+            self.view.errors.append((source, str(exc)))
             return
         self.view.reports_read += 1
         if self.progress is not None and self.view.reports_read % 200 == 0:
@@ -179,6 +180,9 @@ class _Builder:
                 continue
             index = self.field_index.get(key)
             if index is None:
+                if len(self.view.fields) >= MAX_FLEET_FIELDS:  # reports that each bring new keys: bounded
+                    self.view.fields_not_compared += 1
+                    continue
                 index = self.field_index[key] = len(self.view.fields)
                 self.view.fields.append(key)
                 slots.append(None)
@@ -238,9 +242,9 @@ class _Builder:
             self.view.errors.append((source, f"larger than {MAX_REPORT_BYTES} bytes: not a report"))
             return
         try:
-            document = json.loads(data)
-        except (UnicodeDecodeError, ValueError) as exc:
-            self.view.errors.append((source, f"not JSON ({str(exc).splitlines()[0][:80]})"))
+            document = jsondoc.loads(data, "")
+        except jsondoc.JsonDocumentError as exc:
+            self.view.errors.append((source, f"not JSON ({str(exc)[2:][:100]})"))
             return
         self.add(document, source)
 
@@ -332,11 +336,14 @@ def to_dict(view: FleetView) -> Dict[str, Any]:
         "nodes": [{"name": n.name, "source": n.source, "verdict": n.verdict, "failing": list(n.failing),
                    "warning": list(n.warning), "inventory": view.inventory_of(n)} for n in view.nodes],
         "unreadable": [{"path": p, "reason": r} for p, r in view.errors],
+        **({"fields_not_compared": view.fields_not_compared} if view.fields_not_compared else {}),
     }
 
 
 def render_json(view: FleetView) -> str:
-    return json.dumps(to_dict(view), indent=1, ensure_ascii=False, default=str) + "\n"
+    from npudoctor.report import json_report
+
+    return json_report.document_text(to_dict(view))
 
 
 def render_csv(view: FleetView) -> str:
@@ -382,6 +389,10 @@ def text_lines(view: FleetView) -> Iterator[str]:
         yield f"  {item.field}: {item.majority} on {item.majority_count} node(s)"
         for value, nodes in item.others:
             yield f"      {value} on {len(nodes)}: {_names(nodes)}"
+    if view.fields_not_compared:
+        yield ""
+        yield (f"{view.fields_not_compared} inventory value(s) not compared: their fields came after the first "
+               f"{MAX_FLEET_FIELDS} distinct ones")
     if view.errors:
         yield ""
         yield f"unreadable ({len(view.errors)})"

@@ -68,7 +68,7 @@ class FileSummary:
     lines: int = 0
     records: int = 0
     bytes: int = 0
-    cut_lines: int = 0  # over-long lines that were cut at MAX_LINE_BYTES
+    cut_lines: int = 0  # over-long lines that were cut at scanner.LONG_LINE_PIECE
     examined_lines: int = 0  # lines the prefilter passed on to the full grammar
     causes: Counter[Tuple[str, str]] = field(default_factory=collections.Counter)  # (kind, subject) -> lines
     _votes: Counter[str] = field(default_factory=collections.Counter)

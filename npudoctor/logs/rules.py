@@ -9,6 +9,7 @@ from typing import Any, Dict, Iterable, List, Mapping, Pattern, Sequence, Tuple
 from npudoctor import knowledge
 from npudoctor.errors import InputError
 from npudoctor.logs.model import BUILTIN_KINDS, SEVERITIES
+from npudoctor.model.rulebook import Spec, guard
 
 
 class RulesError(InputError):
@@ -235,3 +236,22 @@ def known_kinds(rules: RuleSet) -> List[str]:
 
 def default_rules() -> RuleSet:
     return load_rules(())
+
+
+LOG_RULE_STAGE = "log-rules"
+
+
+def rule_specs(rules: RuleSet) -> List[Spec]:
+    """The rulebook's entries for ``rules`` (room "logs"): each rule's ID, title and a documentation made of
+    what it finds, the literals that put a line in front of it, and its fix."""
+    specs = []
+    for rule in rules.rules:
+        hints = ", ".join(f"``{hint}``" for hint in rule.hints)
+        article = "An" if rule.severity[:1] in "aeiou" else "A"
+        text = (f"{article} {rule.severity} finding of kind ``{rule.kind}`` on log lines holding {hints} and "
+                "matching the rule's pattern. `npudoctor logs scan` reports it; in `npudoctor check`, LOG001 does "
+                f"(with --logs DIR).\n\nFix: {rule.fix or 'none given by the rule'}")
+        spec = Spec(rule.id, LOG_RULE_STAGE, rule.title or rule.kind, room="logs", text=text)
+        guard(spec)
+        specs.append(spec)
+    return specs

@@ -48,7 +48,6 @@ CHUNK_BYTES = 8 * 1024 * 1024
 # A "line" without a newline for this long (binary junk, one-line dumps, a log whose newlines were lost) is
 # scanned in pieces of this size, each with the line's own number: memory stays constant, every byte is read.
 LONG_LINE_PIECE = 16 * 1024
-MAX_LINE_BYTES = LONG_LINE_PIECE  # the name older callers use
 # Only this much of one line is decoded and matched (the interesting part of a record is at its start).
 MAX_MATCH_CHARS = 16 * 1024
 SAMPLE_CHARS = 300

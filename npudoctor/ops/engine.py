@@ -149,7 +149,7 @@ def run_script(script: str, args: Sequence[str], python: Optional[str] = None, t
                environ: Optional[Dict[str, str]] = None, stdout_to_stderr: bool = False,
                grace_s: float = GRACE_S, module: str = "npudoctor.ops.child") -> Dict[str, Any]:
     """Run ``script args`` under the audit; the recording with its ``run`` block (how it ended). ``module``:
-    the child entry (``npudoctor.ops.reference`` runs the reference CLIP step, ``script`` then empty)."""
+    the child entry (``npudoctor.workload.opaudit`` runs the reference CLIP step, ``script`` then empty)."""
     if module == "npudoctor.ops.child" and not os.path.isfile(script):
         raise OpsError(f"{script}: no such script")
     folder = tempfile.mkdtemp(prefix="npudoctor-ops-")
@@ -238,7 +238,7 @@ def audit_reference(model: str, steps: int, op_list: oplist.OpList, python: Opti
                     stdout_to_stderr: bool = True) -> AuditResult:
     """The reference CLIP training step (``train-step --model MODEL``) audited like a script."""
     recording = run_script("", ["--model", model, "--steps", str(steps)], python, timeout_s, environ,
-                           stdout_to_stderr, module="npudoctor.ops.reference")
+                           stdout_to_stderr, module="npudoctor.workload.opaudit")
     run = dict(recording.get("run") or {})
     run["script"] = f"{model} CLIP step"
     if isinstance(recording.get("timing"), dict):

@@ -22,6 +22,8 @@ import re
 from dataclasses import dataclass
 from typing import Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
+from npudoctor.parsers import jsondoc
+
 # What may appear in a Linux interface name (IFNAMSIZ 16 with the NUL; no '/', ':' or white space).
 _IFNAME = re.compile(r"^[A-Za-z0-9_.@-]{1,15}$")
 
@@ -151,12 +153,12 @@ def parse_whitelist(text: str) -> Whitelist:
     >>> parse_whitelist("{ host_ip: [] }")
     Traceback (most recent call last):
     ...
-    ValueError: not valid JSON: Expecting property name enclosed in double quotes (line 1, column 3)
+    ValueError: not valid JSON (Expecting property name enclosed in double quotes at line 1 column 3)
     """
     try:
-        data = json.loads(text.lstrip("\ufeff"))
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})") from None
+        data = jsondoc.loads(text, "")
+    except jsondoc.JsonDocumentError as exc:
+        raise ValueError(str(exc)[2:]) from None
     if not isinstance(data, dict):
         raise ValueError(
             f'the top level must be an object {{"host_ip": [...]}}, not a JSON {type(data).__name__}'

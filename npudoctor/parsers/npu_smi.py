@@ -49,7 +49,12 @@ from npudoctor.parsers.markdown import row_cells
 # What npu-smi prints where a chip has no reading (310P power, second die of an A3 NPU, SoC Bus-Id).
 _ABSENT = {"NA", "N/A", "-", "--", ""}
 _BANNER = re.compile(r"npu-smi\s+(?P<tool>\S+)(?:\s+Version:\s*(?P<driver>\S+))?", re.IGNORECASE)
-_IDLE = re.compile(r"No running processes found in NPU\s+(\d+)", re.IGNORECASE)
+_IDLE = re.compile(r"No running processes found in NPU\s+([0-9]{1,9})(?![0-9])", re.IGNORECASE)
+# A reading as npu-smi prints one (ASCII digits, an optional fraction or exponent); anything else is no reading.
+_READING = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]{1,3})?\Z")
+_MAX_NUMBER_CHARS = 32
+#: Larger than any reading a chip gives (MiB, W, C, %, ids, pids): a bigger one is a damaged cell.
+MAX_READING = 1e18
 # A key of `npu-smi info -t ...` output ("PCIe Bus Info", "Aicore Usage Rate(%)"); table rows are not keys.
 _KEY = re.compile(r"^[A-Za-z][\w .()%/-]*$")
 # One sub-field of the third box: a "used / total" pair (the space may be missing: "20701/ 65536") or a word.
@@ -151,7 +156,7 @@ class NpuSmiFailure:
     library: Optional[str] = None
 
 
-_DCMI = re.compile(r"dcmi\b.*?\bret(?:\s+is|\s*code)?\s*[:=]?\s*(-?\d+)", re.IGNORECASE)
+_DCMI = re.compile(r"dcmi\b.*?\bret(?:\s+is|\s*code)?\s*[:=]?\s*(-?[0-9]{1,12})(?![0-9])", re.IGNORECASE)
 _MISSING_LIBRARY = re.compile(r"error while loading shared libraries:\s*([^\s:]+)\s*:")
 _NO_SUCH_FILE = re.compile(r"npu-smi:\s*No such file or directory")
 
@@ -207,23 +212,25 @@ def parse_colon_sections(text: str) -> List[Dict[str, str]]:
 
 
 def _number(token: str) -> Optional[float]:
-    """A reading as printed: int when it has no decimal point, float otherwise; None for NA / - / junk."""
+    """A reading as printed: int when it has no decimal point, float otherwise; None for NA / - / junk and for
+    what no reading can be (``inf``, ``nan``, ``1e400``, a 4000-digit number, ``1_000``, non-ASCII digits).
+
+    >>> [_number(t) for t in ("42", "75.3%", "0.", "1e3", "inf", "nan", "1e400", "9" * 40, "1_0", "NA")]
+    [42, 75.3, 0.0, 1000.0, None, None, None, None, None, None]
+    """
     token = token.strip().rstrip("%")
-    if token in _ABSENT:
+    if token in _ABSENT or len(token) > _MAX_NUMBER_CHARS or not _READING.match(token):
         return None
-    try:
-        return int(token)
-    except ValueError:
-        pass
-    try:
-        return float(token)
-    except ValueError:
-        return None
+    if token.lstrip("+-").isdigit():
+        value: float = int(token)
+    else:
+        value = float(token)
+    return value if abs(value) <= MAX_READING else None  # also False for nan (refused by the pattern anyway)
 
 
 def _integer(token: str) -> Optional[int]:
     value = _number(token)
-    return int(value) if isinstance(value, (int, float)) else None
+    return int(value) if value is not None else None
 
 
 def _pair(token: str) -> Tuple[Optional[int], Optional[int]]:
@@ -346,7 +353,7 @@ class _Builder:
                 self.partial = True
                 self.notes.append(f"NPU {words[0]}: row cut off; that chip is left out")
                 return
-            fields: Dict[str, Any] = {"npu_id": int(words[0]), "name": " ".join(words[1:]),
+            fields: Dict[str, Any] = {"npu_id": _integer(words[0]), "name": " ".join(words[1:]),
                                       "health": cells[self.health_at]}
             _assign(fields, self.row1_names, cells[self.health_at + 1], f"NPU {words[0]}", self.notes)
             self.pending = fields
@@ -383,14 +390,15 @@ class _Builder:
             return
         words = cells[0].split()
         pid_at = self.process_columns.get("pid", 1)
-        if not words or _integer(words[0]) is None or len(cells) <= pid_at:
+        npu_id = _integer(words[0]) if words else None
+        if npu_id is None or len(cells) <= pid_at:
             return
         pid = _integer(cells[pid_at])
         if pid is None:
             return
         name_at, memory_at = self.process_columns.get("name", 2), self.process_columns.get("memory", 3)
         self.processes.append(NpuSmiProcess(
-            npu_id=int(words[0]),
+            npu_id=npu_id,
             chip_id=_integer(words[1]) if len(words) > 1 else None,
             pid=pid,
             name=cells[name_at] if len(cells) > name_at else "",

@@ -22,7 +22,7 @@ Value = Union[str, float, None]
 
 # `memory.used [MiB]` -> ("memory.used", "MiB")
 _HEADER = re.compile(r"^\s*([\w.]+)\s*(?:\[([^\]]*)\])?\s*$")
-_NUMBER = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*(?:%|MiB|W|C|MHz)?\s*$")
+_NUMBER = re.compile(r"^\s*(-?[0-9]+(?:\.[0-9]+)?)\s*(?:%|MiB|W|C|MHz)?\s*$")
 # Fields that are text even when they look like numbers.
 _TEXT_FIELDS = {"name", "uuid", "pci.bus_id", "process_name", "gpu_uuid", "gpu_bus_id", "driver_version"}
 
@@ -38,7 +38,10 @@ def _value(field: str, text: str) -> Value:
     if field in _TEXT_FIELDS:
         return text
     match = _NUMBER.match(text)
-    return float(match.group(1)) if match else text
+    if not match:
+        return text
+    value = float(match.group(1))  # a 4000-digit cell is inf: no reading, as [N/A] is
+    return value if abs(value) <= 1e18 else None
 
 
 def parse_csv(text: str) -> List[Dict[str, Value]]:

@@ -25,6 +25,7 @@ from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple
 
 from npudoctor import __version__
 from npudoctor.errors import InputError
+from npudoctor.parsers import jsondoc
 from npudoctor.parsers.text import decode_text
 from npudoctor.probes import sources
 from npudoctor.probes.redact import redact_env, redact_text
@@ -374,25 +375,15 @@ _KINDS = ("command", "file", "dir", "stat", "env", "which", "host", "net")
 _VALUE_TYPES: Dict[str, Tuple[type, ...]] = {"which": _STR + _NULL, "host": (dict,), "net": (dict,)}
 
 
-_TYPE_NAMES: Dict[type, str] = {type(None): "null", dict: "an object", list: "a list", str: "a string",
-                                 bool: "a boolean", int: "an integer", float: "a number"}
-
-
-def _type_name(value: Any) -> str:
-    return _TYPE_NAMES.get(type(value), type(value).__name__)
-
-
 def parse_manifest(path: str, data: bytes) -> Dict[str, Any]:
     """``manifest.json`` parsed and checked against its schema; :class:`BundleError` names the field."""
     try:
-        manifest = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise BundleError(f"{path}: manifest.json is not valid JSON ({exc})") from None
-    except RecursionError:
-        raise BundleError(f"{path}: manifest.json: nested too deeply") from None
+        manifest = jsondoc.loads(data, f"{path}: manifest.json")
+    except jsondoc.JsonDocumentError as exc:
+        raise BundleError(str(exc)) from None
 
     def bad(field: str, expected: str, value: Any) -> BundleError:
-        return BundleError(f"{path}: manifest.json: {field}: expected {expected}, got {_type_name(value)}")
+        return BundleError(f"{path}: manifest.json: {field}: expected {expected}, got {jsondoc.type_name(value)}")
 
     if not isinstance(manifest, dict):
         raise bad("(top level)", "an object", manifest)
@@ -433,7 +424,7 @@ def parse_manifest(path: str, data: bytes) -> Dict[str, Any]:
             if types is None:
                 continue
             if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
-                raise bad(f"{where}.{field}", " or ".join(_TYPE_NAMES.get(t, t.__name__) for t in types), value)
+                raise bad(f"{where}.{field}", " or ".join(jsondoc.type_name(t()) for t in types), value)
             if field in ("argv", "entries") and not all(isinstance(v, str) for v in record[field]):
                 raise bad(f"{where}.{field}", "a list of strings", value)
             if field == "variables" and not all(isinstance(v, str) for v in record[field].values()):

@@ -369,52 +369,14 @@ def _kill_tree(proc: subprocess.Popen[bytes], pipe_inodes: Set[int]) -> None:
     import contextlib
     import signal
 
-    victims = _descendants_and_pipe_holders(proc.pid, pipe_inodes)
+    from npudoctor.probes.proctree import descendants, pipe_holders
+
+    victims = descendants([proc.pid]) | pipe_holders(pipe_inodes)
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
     for pid in victims | {proc.pid}:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, signal.SIGKILL)
-
-
-def _descendants_and_pipe_holders(root_pid: int, pipe_inodes: Set[int]) -> Set[int]:
-    """From /proc: the descendants of ``root_pid`` and the processes with one of ``pipe_inodes`` open."""
-    parents: Dict[int, int] = {}
-    holders: Set[int] = set()
-    wanted = {f"pipe:[{inode}]" for inode in pipe_inodes}
-    try:
-        pids = [int(name) for name in os.listdir("/proc") if name.isdigit()]
-    except OSError:
-        return set()
-    own = os.getpid()
-    for pid in pids:
-        if pid == own:
-            continue
-        try:
-            with open(f"/proc/{pid}/stat", "rb") as handle:
-                # pid (comm) state ppid ...: comm may hold spaces and parentheses, so split after the last ')'.
-                parents[pid] = int(handle.read().rsplit(b")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
-            continue
-        if wanted:
-            try:
-                for fd in os.listdir(f"/proc/{pid}/fd"):
-                    if os.readlink(f"/proc/{pid}/fd/{fd}") in wanted:
-                        holders.add(pid)
-                        break
-            except OSError:
-                continue
-    children: Dict[int, List[int]] = {}
-    for pid, ppid in parents.items():
-        children.setdefault(ppid, []).append(pid)
-    found: Set[int] = set()
-    frontier = [root_pid]
-    while frontier:
-        for child in children.get(frontier.pop(), ()):
-            if child not in found:
-                found.add(child)
-                frontier.append(child)
-    return found | holders
 
 
 class RecordingRunner(Runner):

@@ -7,10 +7,10 @@ cannot apply (table or column missing) yields SKIP with the reason, never PASS.
 from __future__ import annotations
 
 import functools
-import inspect
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Iterable, List, Mapping, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
+from npudoctor.model import rulebook
 from npudoctor.model.finding import Finding, Status
 from npudoctor.prof import figures
 from npudoctor.prof.model import Rank, status_for
@@ -50,53 +50,29 @@ class ProfContext:
                 and r.kernel.has(*KERNEL_REQUIRED)]
 
 
-class ProfCheck(NamedTuple):
-    id: str
-    title: str
-    func: Callable[[ProfContext], Iterable[Finding]]
-    stage: str = STAGE
-    level: int = 1
-
-    @property
-    def doc(self) -> str:
-        return inspect.cleandoc(self.func.__doc__ or "")
-
-    @property
-    def summary(self) -> str:
-        return self.doc.splitlines()[0] if self.doc else self.title
+# The transports PROF010 judges by bandwidth (profile ``prof.link_min_bandwidth_gbps.<transport>``).
+TRANSPORTS = ("SDMA", "RDMA", "HCCS", "PCIE", "SIO")
+ProfCheckFunc = Callable[[ProfContext], Iterable[Finding]]
 
 
-REGISTRY: Dict[str, ProfCheck] = {}
-
-
-def prof_check(check_id: str, title: str) -> Callable[[Callable[[ProfContext], Iterable[Finding]]],
-                                                      Callable[[ProfContext], Iterable[Finding]]]:
-    def register(func: Callable[[ProfContext], Iterable[Finding]]) -> Callable[[ProfContext], Iterable[Finding]]:
-        REGISTRY[check_id] = ProfCheck(check_id, title, func)
-        return func
-    return register
+def prof_check(check_id: str, title: str, settings: Sequence[str] = ()) -> Callable[[ProfCheckFunc], ProfCheckFunc]:
+    """Register a PROF check in the rulebook (room "prof"); ``settings`` are the profile keys it reads."""
+    return rulebook.check(check_id, STAGE, title, "prof", settings=settings)
 
 
 def _finding(check_id: str, status: Status, subject: str = "", detail: str = "",
              evidence: Optional[Mapping[str, Any]] = None, fix: str = "") -> Finding:
-    return Finding(id=check_id, status=status, title=REGISTRY[check_id].title, subject=subject, detail=detail,
+    return Finding(id=check_id, status=status, title=rulebook.REGISTRY[check_id].title, subject=subject, detail=detail,
                    evidence=dict(evidence or {}), fix=fix, stage=STAGE)
 
 
 def run_all(ctx: ProfContext) -> List[Finding]:
     findings: List[Finding] = []
-    for check in REGISTRY.values():
+    for check in rulebook.specs("prof"):
         try:
-            findings.extend(check.func(ctx))
+            findings.extend(check.func(ctx) if check.func is not None else ())
         except Exception as exc:  # a broken check is an ERROR finding, never a lost report
-            where = ""
-            tb = exc.__traceback__
-            while tb is not None and tb.tb_next is not None:
-                tb = tb.tb_next
-            if tb is not None:
-                where = f" at {tb.tb_frame.f_code.co_filename.rsplit('/', 1)[-1]}:{tb.tb_lineno}"
-            findings.append(_finding(check.id, Status.ERROR, detail=f"check crashed: {type(exc).__name__}: "
-                                     f"{exc}{where}"))
+            findings.append(_finding(check.id, Status.ERROR, detail=rulebook.crash_detail(exc)))
     return findings
 
 
@@ -181,7 +157,8 @@ def _log_fallbacks(ctx: ProfContext) -> Dict[str, List[Dict[str, Any]]]:
     return found
 
 
-@prof_check("PROF001", "Operators on the AI CPU / host CPU")
+@prof_check("PROF001", "Operators on the AI CPU / host CPU",
+            settings=("prof.aicpu_fail_share", "prof.min_task_us", "prof.top_n"))
 def aicpu_operators(ctx: ProfContext) -> Iterable[Finding]:
     """Operators that run on the AI CPU (or fall back to the host CPU) instead of the AI Core.
 
@@ -259,7 +236,8 @@ def aicpu_operators(ctx: ProfContext) -> Iterable[Finding]:
 
 # --- AI Core utilization --------------------------------------------------------------------------------------
 
-@prof_check("PROF002", "Operators bound by no pipe (PMU ratios)")
+@prof_check("PROF002", "Operators bound by no pipe (PMU ratios)",
+            settings=("prof.bound_ratio", "prof.min_task_us", "prof.no_bound_warn_share", "prof.top_n"))
 def no_bound_operators(ctx: ProfContext) -> Iterable[Finding]:
     """AI Core tasks where no pipe is busy: latency, launch or synchronisation bound.
 
@@ -313,7 +291,7 @@ def no_bound_operators(ctx: ProfContext) -> Iterable[Finding]:
                        "launches to fuse, or host synchronisation between them.")
 
 
-@prof_check("PROF003", "Cube utilization")
+@prof_check("PROF003", "Cube utilization", settings=("prof.cube_utilization_min_pct", "prof.top_n"))
 def cube_utilization(ctx: ProfContext) -> Iterable[Finding]:
     """How busy the cube units are while matrix operators run (``cube_utilization(%)``).
 
@@ -358,7 +336,7 @@ def cube_utilization(ctx: ProfContext) -> Iterable[Finding]:
                        "bf16/fp16 inputs and larger batches per launch.")
 
 
-@prof_check("PROF004", "Block dim vs AI Core count")
+@prof_check("PROF004", "Block dim vs AI Core count", settings=("prof.block_dim_warn_share", "prof.top_n"))
 def block_dim(ctx: ProfContext) -> Iterable[Finding]:
     """Operators launched on fewer blocks than cores, or on a block count that is no multiple of the cores.
 
@@ -424,7 +402,7 @@ def block_dim(ctx: ProfContext) -> Iterable[Finding]:
                    fix="Pick block counts (or split-axis sizes) that are multiples of the core count.")
 
 
-@prof_check("PROF005", "Sample-based AI Core utilization")
+@prof_check("PROF005", "Sample-based AI Core utilization", settings=("prof.bound_ratio",))
 def sample_utilization(ctx: ProfContext) -> Iterable[Finding]:
     """Per-core pipe ratios of a sample-based collection (``ai_core_utilization_*.csv``).
 
@@ -470,7 +448,7 @@ def sample_utilization(ctx: ProfContext) -> Iterable[Finding]:
                    fix="See PROF002 and PROF004 for the operators that leave cores idle.")
 
 
-@prof_check("PROF006", "Device idle (Free) per step")
+@prof_check("PROF006", "Device idle (Free) per step", settings=("prof.free_warn_share", "prof.free_fail_share"))
 def device_idle(ctx: ProfContext) -> Iterable[Finding]:
     """Share of each step in which the device ran nothing ("Free" in step_trace_time).
 
@@ -514,13 +492,15 @@ def device_idle(ctx: ProfContext) -> Iterable[Finding]:
                        "per-step .item()/.cpu()/print syncs; look at the host gaps in trace_view.json.")
 
 
-@prof_check("PROF007", "Top operators per core type")
+@prof_check("PROF007", "Top operators per core type", settings=("prof.top_n",))
 def top_operators(ctx: ProfContext) -> Iterable[Finding]:
     """The operator types taking the most device time, per accelerator core type.
 
     Summed over all ranks, for each core type in the kernel table (AI_CORE, AI_VECTOR_CORE, AI_CPU, MIX_AIC,
     MIX_AIV, HCCL, ...): the ``prof.top_n`` operator types by total time, with task count and max time. This is
     where optimisation pays; it is information (PASS), the other PROF checks judge.
+
+    Fix: none needed; start optimising with the operators listed first.
     """
     skip = _no_kernels(ctx, "PROF007")
     if skip is not None:
@@ -538,7 +518,7 @@ def top_operators(ctx: ProfContext) -> Iterable[Finding]:
                        {"core_type": core, "total_us": round(core_time, 3), "operators": ops})
 
 
-@prof_check("PROF008", "Dynamic-shape operators")
+@prof_check("PROF008", "Dynamic-shape operators", settings=("prof.dynamic_warn_share",))
 def dynamic_shape(ctx: ProfContext) -> Iterable[Finding]:
     """Share of device time in dynamic-shape operators (``OP State`` column).
 
@@ -572,7 +552,7 @@ def dynamic_shape(ctx: ProfContext) -> Iterable[Finding]:
 
 # --- communication and memory --------------------------------------------------------------------------------
 
-@prof_check("PROF009", "Communication share of the step")
+@prof_check("PROF009", "Communication share of the step", settings=("prof.communication_warn_share",))
 def communication_share(ctx: ProfContext) -> Iterable[Finding]:
     """Share of each step spent in communication the computation does not hide.
 
@@ -609,7 +589,9 @@ def communication_share(ctx: ProfContext) -> Iterable[Finding]:
                        "see PROF010 for slow links and look at the rank with the least communication.")
 
 
-@prof_check("PROF010", "Slowest communication links")
+@prof_check("PROF010", "Slowest communication links",
+            settings=("prof.link_min_size_mb", "prof.top_n",
+                     *(f"prof.link_min_bandwidth_gbps.{t}" for t in TRANSPORTS)))
 def slow_links(ctx: ProfContext) -> Iterable[Finding]:
     """Collective transfers with the lowest bandwidth, per transport (communication.json).
 
@@ -662,7 +644,7 @@ def slow_links(ctx: ProfContext) -> Iterable[Finding]:
                        "configuration and contention from other jobs.")
 
 
-@prof_check("PROF011", "Peak memory reserved vs allocated")
+@prof_check("PROF011", "Peak memory reserved vs allocated", settings=("prof.memory_unused_warn_share",))
 def memory_peak(ctx: ProfContext) -> Iterable[Finding]:
     """Peak device memory the framework reserved against what tensors actually used.
 
@@ -702,11 +684,3 @@ def memory_peak(ctx: ProfContext) -> Iterable[Finding]:
     yield _finding("PROF011", status_for(unused, warn, None), label, detail, evidence,
                    fix="PYTORCH_NPU_ALLOC_CONF=expandable_segments:True; keep tensor sizes stable; "
                        "empty_cache() only between phases.")
-
-
-def find(check_id: str) -> Optional[ProfCheck]:
-    return REGISTRY.get(check_id.upper())
-
-
-def all_checks() -> List[ProfCheck]:
-    return list(REGISTRY.values())

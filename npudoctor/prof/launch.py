@@ -12,11 +12,13 @@ import os
 import shlex
 import shutil
 import signal
+import stat
 import subprocess
 import time
 from typing import Dict, List, NamedTuple, Optional, Sequence
 
 from npudoctor.probes.ascend_layout import ASCEND, HOME_VARIABLES
+from npudoctor.probes.proctree import ProcessTree
 
 # Guides on the web call the profiler "npu-prof"; no CANN package ships such a command, but a site may have a
 # wrapper by that name (taking msprof's options): it is preferred when present.
@@ -81,25 +83,24 @@ def msprof_command(msprof: str, output: str, command: Sequence[str], aic_metrics
     return args
 
 
-def _prof_dirs(output: str) -> List[str]:
+def _prof_entries(output: str) -> List[str]:
     try:
         return sorted(n for n in os.listdir(output) if n.startswith("PROF_"))
     except OSError:
         return []
 
 
-def _stop(process: subprocess.Popen, grace_s: float) -> None:
-    """SIGINT to the group (msprof stops collecting and flushes), then SIGTERM, then SIGKILL."""
-    for sig, wait_s in ((signal.SIGINT, grace_s), (signal.SIGTERM, grace_s), (signal.SIGKILL, grace_s)):
-        try:
-            os.killpg(process.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            process.wait(timeout=wait_s)
-            return
-        except subprocess.TimeoutExpired:
-            continue
+def _is_folder(path: str) -> bool:
+    """A real folder (not a link, FIFO or file: a ``PROF_x`` FIFO would block, a file is no collection)."""
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+def _stop(tree: ProcessTree, grace_s: float) -> None:
+    """SIGINT to the whole tree (msprof stops collecting and flushes), then SIGTERM, then SIGKILL."""
+    tree.stop((signal.SIGINT, signal.SIGTERM), grace_s)
 
 
 def run_profiled(msprof: str, output: str, command: Sequence[str], aic_metrics: Optional[str] = None,
@@ -110,47 +111,73 @@ def run_profiled(msprof: str, output: str, command: Sequence[str], aic_metrics: 
     ``stdout_to_stderr``: the command's stdout goes to our stderr (so a JSON/JUnit report on stdout stays clean).
     """
     os.makedirs(output, exist_ok=True)
-    before = set(_prof_dirs(output))
+    before = set(_prof_entries(output))
     args = msprof_command(msprof, output, command, aic_metrics)
+    tree = ProcessTree()
     process = subprocess.Popen(args, start_new_session=True, stdout=2 if stdout_to_stderr else None)
+    tree.watch(process.pid)
     interrupted = timed_out = False
     deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            code = process.wait(timeout=max(0.05, min(1.0, deadline - time.monotonic())))
-            break
-        except subprocess.TimeoutExpired:
+    try:  # Ctrl-C anywhere in the loop (also during a refresh) is an interruption, not a traceback
+        while True:
+            try:
+                code = process.wait(timeout=max(0.05, min(1.0, deadline - time.monotonic())))
+                break
+            except subprocess.TimeoutExpired:
+                pass
+            tree.refresh()  # keeps sight of a detaching child where no subreaper is possible
             if time.monotonic() >= deadline:
                 timed_out = True
-                _stop(process, grace_s)
                 code = 124
                 break
-        except KeyboardInterrupt:
-            interrupted = True
-            _stop(process, grace_s)
-            code = 130
-            break
-    new_dirs = [os.path.join(output, d) for d in _prof_dirs(output) if d not in before]
+    except KeyboardInterrupt:
+        interrupted = True
+        code = 130
+    finally:
+        # What the command left running (a background child, a setsid daemon, one that ignores SIGTERM) is
+        # stopped too, on a timeout, Ctrl-C or a normal exit alike.
+        _stop(tree, grace_s)
+        process.wait()
     problems = []
-    for prof_dir in new_dirs:
-        if not os.path.isdir(os.path.join(prof_dir, "mindstudio_profiler_output")) and not any(
-                os.path.isdir(os.path.join(prof_dir, d, "summary")) for d in os.listdir(prof_dir)):
-            problems.extend(export(msprof, prof_dir, export_timeout_s))
+    new_dirs = []
+    for name in _prof_entries(output):
+        path = os.path.join(output, name)
+        if name in before:
+            continue
+        if not _is_folder(path):
+            problems.append(f"{path}: not a folder (a file, FIFO or link named PROF_*), not read")
+            continue
+        new_dirs.append(path)
+        if not _is_folder(os.path.join(path, "mindstudio_profiler_output")) and not any(
+                _is_folder(os.path.join(path, d, "summary")) for d in _listdir(path)):
+            problems.extend(export(msprof, path, export_timeout_s))
     return RunOutcome(code, interrupted, timed_out, new_dirs, problems)
+
+
+def _listdir(path: str) -> List[str]:
+    try:
+        return os.listdir(path)
+    except OSError:
+        return []
 
 
 def export(msprof: str, prof_dir: str, timeout_s: float) -> List[str]:
     """``msprof --export=on --output=PROF_DIR`` (bounded); the problems, if any, as lines."""
+    tree = ProcessTree()
     process = subprocess.Popen([msprof, "--export=on", f"--output={prof_dir}"], start_new_session=True,
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    tree.watch(process.pid)
     try:
         _, err = process.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
-        _stop(process, GRACE_S)
+        _stop(tree, GRACE_S)
         return [f"{prof_dir}: msprof --export did not finish within {timeout_s:g} s"]
     except KeyboardInterrupt:
-        _stop(process, GRACE_S)
+        _stop(tree, GRACE_S)
         return [f"{prof_dir}: msprof --export interrupted"]
+    finally:
+        tree.stop(grace_s=GRACE_S)  # nothing the export started outlives it
+        process.wait()
     if process.returncode != 0:
         last = (err or b"").decode("utf-8", errors="replace").strip().splitlines()[-1:] or ["no message"]
         return [f"{prof_dir}: msprof --export exited {process.returncode}: {last[0][:200]}"]

@@ -15,17 +15,23 @@ Symbolic links are not followed while walking (a loop or a link to ``/`` cannot 
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
+from npudoctor.parsers import jsondoc
 from npudoctor.prof.columns import TABLES, column_map
 
 TORCH_OUTPUT = "ASCEND_PROFILER_OUTPUT"
 MSPROF_OUTPUT = "mindstudio_profiler_output"
 MAX_DEPTH = 8
+#: Profiling sources analysed in one run (each costs ~20 ms and ~0.4 MiB even when tiny: 100,000 rank folders
+#: ran past 10 minutes and 1.5 GB); more are said to be left out. Larger clusters: analyse
+#: msprof-analyze's cluster_analysis_output, or a narrower folder.
+MAX_SOURCES = 512
+#: Folders looked at while walking one path (a tree of a million empty folders must not run away).
+MAX_FOLDERS = 100_000
 MAX_JSON_BYTES = 256 << 20
 # <table>[_slice_N][_<dev>][_<model>][_<timestamp>].csv
 TABLE_FILE = re.compile(r"^(?P<stem>[A-Za-z_]+?)(?:_slice_\d+)?(?:_\d+)*\.csv$")
@@ -119,8 +125,11 @@ def _read_json(path: str, problems: List[str]) -> Optional[object]:
             problems.append(f"{path}: larger than {MAX_JSON_BYTES >> 20} MiB, not read")
             return None
         with open(path, "rb") as handle:
-            return json.loads(handle.read().decode("utf-8", errors="replace"))
-    except (OSError, ValueError) as exc:
+            return jsondoc.loads(handle.read().decode("utf-8", errors="replace"), path)
+    except jsondoc.JsonDocumentError as exc:
+        problems.append(f"{path}: not readable JSON ({str(exc)[len(path) + 2:][:120]})")
+        return None
+    except OSError as exc:
         problems.append(f"{path}: not readable JSON ({str(exc).splitlines()[0][:120]})")
         return None
 
@@ -223,19 +232,31 @@ def discover(paths: List[str]) -> Tuple[List[Source], List[str]]:
         top = os.path.normpath(path)  # paths are shown as the user gave them (relative stays relative)
         if os.path.basename(os.path.abspath(top)) in (TORCH_OUTPUT, MSPROF_OUTPUT):
             top = os.path.normpath(os.path.join(top, os.pardir))  # the folder the tool made, not its output
-        found = _walk(top, problems)
+        found = _walk(top, problems, MAX_SOURCES + 1 - len(sources))
         for source in found:
             if os.path.abspath(source.root) not in seen:
                 seen.add(os.path.abspath(source.root))
                 sources.append(source)
+        if len(sources) > MAX_SOURCES:
+            del sources[MAX_SOURCES:]
+            problems.append(f"more than {MAX_SOURCES} profiling sources (ranks, devices, table folders): only the "
+                            f"first {MAX_SOURCES} in folder order are analysed; give a narrower folder, or "
+                            "msprof-analyze's cluster_analysis_output")
+            break
     return sources, problems
 
 
-def _walk(top: str, problems: List[str]) -> List[Source]:
+def _walk(top: str, problems: List[str], room: int = MAX_SOURCES + 1) -> List[Source]:
+    """The sources under ``top`` in folder order, at most ``room`` of them."""
     sources: List[Source] = []
     stack = [(top, 0)]
-    while stack:
+    visited = 0
+    while stack and len(sources) < room:
         folder, depth = stack.pop()
+        visited += 1
+        if visited > MAX_FOLDERS:
+            problems.append(f"{top}: more than {MAX_FOLDERS} folders; the walk stopped there")
+            break
         names = _listdir(folder, problems)
         if TORCH_OUTPUT in names and _is_dir(os.path.join(folder, TORCH_OUTPUT)):
             sources.append(_torch_source(folder, problems))

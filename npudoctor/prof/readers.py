@@ -101,7 +101,8 @@ def _op_statistic_stats(paths: List[str], min_task_us: float, problems: List[str
     columns: Any = ()
     for path in paths:
         try:
-            resolved, frame = read_small(path, cmap, list(cmap.spellings), ["count", "total_us", "max_us"])
+            resolved, frame = read_small(path, cmap, list(cmap.spellings), ["count", "total_us", "max_us"],
+                                         problems)
         except TableError as exc:
             problems.append(str(exc))
             continue
@@ -133,7 +134,7 @@ def _read_step_trace(rank: Rank, source: Source, steps: int) -> None:
     frames = []
     for path in paths:
         try:
-            _resolved, frame = read_small(path, cmap, list(cmap.spellings), numeric)
+            _resolved, frame = read_small(path, cmap, list(cmap.spellings), numeric, rank.problems)
         except TableError as exc:
             rank.problems.append(str(exc))
             continue
@@ -164,15 +165,16 @@ def _read_api_statistic(rank: Rank, source: Source) -> None:
     for path in paths:
         try:
             resolved, frame = read_small(path, cmap, ["level", "api_name", "total_us", "count", "max_us"],
-                                         ["total_us", "count", "max_us"])
+                                         ["total_us", "count", "max_us"], rank.problems)
         except TableError as exc:
             rank.problems.append(str(exc))
             continue
         if resolved.has("api_name", "total_us"):
             for record in frame.nlargest(5, "total_us").to_dict("records"):
+                count = record.get("count")  # no Count column, or an empty cell: not known
                 top.append({"api": str(record.get("api_name")), "level": str(record.get("level", "")),
                             "total_us": round(float(record["total_us"]), 3),
-                            "count": int(record["count"]) if record.get("count") == record.get("count") else None})
+                            "count": int(count) if isinstance(count, float) and count == count else None})
         rank.tables_read.setdefault("api_statistic", []).append(path)
     rank.host_apis = sorted(top, key=lambda r: -r["total_us"])[:5]
 
@@ -188,7 +190,7 @@ def _read_utilization(rank: Rank, source: Source) -> None:
     columns: List[str] = []
     for path in paths:
         try:
-            resolved, frame = read_small(path, cmap, ["device_id", "core_id", *ratios], ratios)
+            resolved, frame = read_small(path, cmap, ["device_id", "core_id", *ratios], ratios, rank.problems)
         except TableError as exc:
             rank.problems.append(str(exc))
             continue

@@ -27,6 +27,9 @@ ARROW_THREADS = True
 USE_ARROW = True  # tests turn it off to hold the pandas-only path to the same answers
 HEADER_MAX_BYTES = 1 << 20
 NULLS = ["", "N/A", "NA", "n/a", "null", "None", "-"]
+#: A number beyond this is no reading a profiler writes (times in ns since the epoch stay below it): such a cell
+#: (``1e309`` reads as infinity, ``nan``) cannot be read; it is counted and read as empty.
+MAX_CELL_VALUE = 2.0 ** 63
 
 
 class TableError(InputError):
@@ -62,7 +65,10 @@ def read_header(path: str) -> List[str]:
     text = decode_text(line).lstrip("\ufeff").rstrip("\r")
     if not text.strip():
         raise TableError(f"{path}: empty file (no header row)")
-    return next(csv.reader(io.StringIO(text)))
+    try:
+        return next(csv.reader(io.StringIO(text)))
+    except csv.Error as exc:  # a stray carriage return or NUL-free oddity inside the header line
+        raise TableError(f"{path}: header row is not CSV ({exc})") from None
 
 
 def open_table(path: str, cmap: ColumnMap) -> Resolved:
@@ -75,6 +81,7 @@ class ReadNotes:
     def __init__(self) -> None:
         self.bad_rows = 0
         self.first_bad_line: Optional[int] = None
+        self.bad_cells = 0  # numbers out of range (inf, nan, beyond MAX_CELL_VALUE), read as empty
 
     def skip(self, row: Any) -> str:
         self.bad_rows += 1
@@ -83,10 +90,13 @@ class ReadNotes:
         return "skip"
 
     def describe(self, path: str) -> Optional[str]:
-        if not self.bad_rows:
-            return None
-        where = f", first at line {self.first_bad_line}" if self.first_bad_line else ""
-        return f"{path}: {self.bad_rows} row(s) with the wrong number of cells skipped{where}"
+        parts = []
+        if self.bad_rows:
+            where = f", first at line {self.first_bad_line}" if self.first_bad_line else ""
+            parts.append(f"{self.bad_rows} row(s) with the wrong number of cells skipped{where}")
+        if self.bad_cells:
+            parts.append(f"{self.bad_cells} cell(s) with a number out of range read as empty")
+        return f"{path}: {'; '.join(parts)}" if parts else None
 
 
 def iter_chunks(path: str, resolved: Resolved, wanted: Sequence[str], numeric: Sequence[str],
@@ -107,13 +117,45 @@ def iter_chunks(path: str, resolved: Resolved, wanted: Sequence[str], numeric: S
             pass
         else:
             for chunk in _arrow_batches(path, list(columns.values()), numeric_cells, notes):
+                chunk = _empty_out_of_range(chunk, numeric_cells, notes)
                 if hasattr(chunk, "rename_columns"):
                     yield chunk.rename_columns([rename[c] for c in chunk.schema.names])
                 else:
                     yield chunk.rename(columns=rename)
             return
     for frame in _pandas_frames(path, list(columns.values()), numeric_cells, chunk_rows):
-        yield frame.rename(columns=rename)
+        yield _empty_out_of_range(frame, numeric_cells, notes).rename(columns=rename)
+
+
+def _empty_out_of_range(chunk: Any, numeric_cells: Any, notes: ReadNotes) -> Any:
+    """``chunk`` (a RecordBatch or a DataFrame) with numbers out of range (inf, nan, beyond
+    :data:`MAX_CELL_VALUE`) made empty and counted in ``notes``: ``int()`` of one would raise, a sum of one
+    would poison every total, and JSON has no spelling for them."""
+    if hasattr(chunk, "num_rows"):
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        arrays = list(chunk.columns)
+        changed = False
+        for index, name in enumerate(chunk.schema.names):
+            if name not in numeric_cells:
+                continue
+            column = arrays[index]
+            bad = pc.fill_null(pc.or_(pc.is_nan(column), pc.greater(pc.abs(column), MAX_CELL_VALUE)), False)
+            count = pc.sum(bad).as_py() or 0
+            if count:
+                arrays[index] = pc.if_else(bad, pa.scalar(None, column.type), column)
+                notes.bad_cells += count
+                changed = True
+        return pa.RecordBatch.from_arrays(arrays, names=chunk.schema.names) if changed else chunk
+    for name in numeric_cells:
+        if name in chunk.columns:
+            bad = chunk[name].abs() > MAX_CELL_VALUE  # inf too; nan is already empty in this reader
+            count = int(bad.sum())
+            if count:
+                chunk.loc[bad, name] = float("nan")
+                notes.bad_cells += count
+    return chunk
 
 
 def iter_frames(path: str, cmap: ColumnMap, resolved: Resolved, wanted: Sequence[str],
@@ -148,9 +190,10 @@ def _arrow_batches(path: str, cells: List[str], numeric_cells: Any, notes: ReadN
             parse_options=pacsv.ParseOptions(newlines_in_values=True, invalid_row_handler=notes.skip),
         )
     except pa.ArrowInvalid as exc:
-        if "conversion error" not in str(exc).lower():
+        if not _lenient_reader_can(exc):
             raise TableError(f"{path}: {_one_line(exc)}") from None
-        # Not UTF-8 (a GBK operator name) or not a number in the first block: the lenient reader does it all.
+        # Not UTF-8 (a GBK operator name), not a number in the first block, or a cell larger than a block:
+        # the lenient reader does it all.
         notes.bad_rows = 0
         yield from _pandas_frames(path, cells, numeric_cells, CHUNK_ROWS)
         return
@@ -163,13 +206,20 @@ def _arrow_batches(path: str, cells: List[str], numeric_cells: Any, notes: ReadN
         except StopIteration:
             return
         except pa.ArrowInvalid as exc:
-            if "conversion error" not in str(exc).lower():
+            if not _lenient_reader_can(exc):
                 raise TableError(f"{path}: {_one_line(exc)}") from None
-            # A cell that is not a number where numbers belong: the rest of the file the slow, lenient way.
+            # A cell that is not a number where numbers belong, or one larger than a block (a 2 MiB shape
+            # list): the rest of the file the slow, lenient way.
             yield from _pandas_frames(path, cells, numeric_cells, CHUNK_ROWS, skip_rows=done_rows)
             return
         done_rows += batch.num_rows
         yield batch
+
+
+def _lenient_reader_can(exc: Exception) -> bool:
+    """Arrow refused a block that pandas' parser reads: a cell that is no number, or one over a block."""
+    message = str(exc).lower()
+    return "conversion error" in message or "straddl" in message
 
 
 def _pandas_frames(path: str, cells: List[str], numeric_cells: Any, chunk_rows: int,
@@ -201,13 +251,19 @@ def _one_line(exc: BaseException) -> str:
     return text[0] if text else type(exc).__name__
 
 
-def read_small(path: str, cmap: ColumnMap, wanted: Sequence[str], numeric: Sequence[str]
-               ) -> Tuple[Resolved, pd.DataFrame]:
-    """A whole (small) table as one DataFrame of the wanted canonical columns."""
+def read_small(path: str, cmap: ColumnMap, wanted: Sequence[str], numeric: Sequence[str],
+               problems: Optional[List[str]] = None) -> Tuple[Resolved, pd.DataFrame]:
+    """A whole (small) table as one DataFrame of the wanted canonical columns (``numeric`` ones float, also
+    when the table has a header only); what the read had to forgive goes to ``problems``."""
     import pandas as pd
 
     resolved = open_table(path, cmap)
-    frames = list(iter_frames(path, cmap, resolved, wanted, numeric))
+    notes = ReadNotes()
+    frames = list(iter_frames(path, cmap, resolved, wanted, numeric, notes=notes))
+    note = notes.describe(path)
+    if note and problems is not None:
+        problems.append(note)
     if not frames:
-        return resolved, pd.DataFrame(columns=[n for n in wanted if n in resolved.found])
+        return resolved, pd.DataFrame({n: pd.Series(dtype=float if n in numeric else object)
+                                       for n in wanted if n in resolved.found})
     return resolved, pd.concat(frames, ignore_index=True)

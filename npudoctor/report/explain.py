@@ -7,7 +7,7 @@ backticks), paragraphs are rewrapped to the width, and lists and indented blocks
 from __future__ import annotations
 
 import re
-from typing import Any, List, Optional
+from typing import Any, List, Mapping, Optional, Sequence, Tuple
 
 from rich.console import Console
 from rich.text import Text
@@ -69,9 +69,56 @@ def _head(title: str, note: str, width: int) -> List[Text]:
     return [Text(line, style="bold") for line in wrap(title, width, rest="  ")] + [Text(f"  {note}")]
 
 
-def check_text(spec: Any, width: int) -> List[Text]:
-    head = _head(f"{spec.id}: {spec.title}", f"(stage {spec.stage}, level {spec.level})", width)
-    return [*head, Text(""), *reflow(spec.doc, width)]
+def needs(spec: Any) -> str:
+    """What a run must be given for ``spec`` to be reported, for people ("--level 2", "--prof DIR")."""
+    if spec.room == "node":
+        return f"--level {spec.level}" if spec.level > 1 else ""
+    return spec.needs
+
+
+def check_text(spec: Any, width: int, settings: Optional[Mapping[str, Any]] = None,
+               profile_name: str = "") -> List[Text]:
+    """A spec's documentation, then the value in force of each setting it reads (profile ``profile_name``)."""
+    where = f"stage {spec.stage}, level {spec.level}" if spec.room == "node" else f"{spec.room}: {needs(spec)}"
+    head = _head(f"{spec.id}: {spec.title}", f"({where})", width)
+    body = [*head, Text(""), *reflow(spec.doc, width)]
+    if settings:
+        body += [Text(""), Text(f"Settings in force (profile {profile_name}):", style="bold")]
+        for key, value in settings.items():
+            body += [Text(line) for line in wrap(f"{key} = {_setting(value)}", width, "  ", "      ")]
+    return body
+
+
+def _setting(value: Any) -> str:
+    if value is None:
+        return "null (not judged)"
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+ROOM_HEADINGS = {
+    "node": "Node checks (npudoctor check)",
+    "prof": "Profiling checks (npudoctor prof analyze DIR, npudoctor check --prof DIR)",
+    "collective": "Collective checks (npudoctor collective, npudoctor onboard)",
+    "logs": "Log rules (npudoctor logs scan PATH; in check, LOG001 with --logs DIR)",
+}
+
+
+def list_text(specs: Sequence[Any], width: int) -> List[str]:
+    """``list-checks``: the IDs grouped by room, one line each (ID, stage, title, and the level or option an
+    ID needs beyond its room's command), wrapped to ``width``."""
+    lines: List[str] = []
+    for room, heading in ROOM_HEADINGS.items():
+        group = [spec for spec in specs if spec.room == room]
+        if not group:
+            continue
+        id_width = max(8, *(len(spec.id) + 1 for spec in group))
+        stage_width = 0 if room == "logs" else 11
+        lines += [*([""] if lines else []), f"{heading}:"]
+        for spec in group:
+            need = needs(spec) if room == "node" else ""
+            label = f"{spec.id:<{id_width}}{spec.stage:<{stage_width}}" if stage_width else f"{spec.id:<{id_width}}"
+            lines += wrap(f"{spec.title}{f' ({need})' if need else ''}", width, label, " " * len(label))
+    return lines
 
 
 def code_text(info: Any, width: int) -> List[Text]:
@@ -84,12 +131,19 @@ def code_text(info: Any, width: int) -> List[Text]:
     return body
 
 
-def render(topics: List[Any], console: Console) -> None:
-    """Each topic (a CheckSpec or a CodeInfo), separated by a blank line."""
+def render(topics: List[Any], console: Console, profile: Any = None) -> None:
+    """Each topic (a rulebook Spec or a CodeInfo), separated by a blank line; a spec with the value in force of
+    each of its settings in ``profile``."""
+
+    def settings_of(spec: Any) -> Tuple[Optional[Mapping[str, Any]], str]:
+        if profile is None or not spec.settings:
+            return None, ""
+        return {key: profile.get(key) for key in spec.settings}, profile.name
+
     for index, topic in enumerate(topics):
         if index:
             console.print("")
-        lines: Optional[List[Text]] = (check_text(topic, console.width) if hasattr(topic, "func")
+        lines: Optional[List[Text]] = (check_text(topic, console.width, *settings_of(topic)) if hasattr(topic, "room")
                                        else code_text(topic, console.width))
         for line in lines or []:
             console.print(line)

@@ -12,6 +12,8 @@ import math
 from html import escape
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
+from npudoctor.report import symbols
+
 STYLE = """
 body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2em auto;max-width:72em;color:#222}
 h1{font-size:1.6em;margin:.2em 0}h2{font-size:1.2em;margin-top:1.6em;border-bottom:1px solid #ccc}
@@ -23,7 +25,7 @@ td,th{border:1px solid #ddd;padding:.25em .5em;text-align:left;vertical-align:to
 details{margin:.3em 0}svg{background:#fff;border:1px solid #ddd;margin:.5em 1em .5em 0}
 .muted{color:#777}
 """
-SYMBOL = {"pass": "✓", "warn": "!", "fail": "✗", "skip": "-", "error": "E"}
+SYMBOL = {status.value: symbol for status, symbol in symbols.SYMBOL.items()}  # the house symbols, by name
 COLORS = ("#1565c0", "#2e7d32", "#c62828", "#6a1b9a", "#ef6c00", "#00838f")
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import sys
 from typing import IO, Any, Optional
 
@@ -16,7 +17,21 @@ def render(report: Report, ascii_only: bool = False) -> str:
 
 
 def dumps(document: Any, ascii_only: bool = False) -> str:
-    return json.dumps(document, indent=2, ensure_ascii=ascii_only, default=str) + "\n"
+    """Always valid JSON: a number that is not finite (a sum over an odd table) is written as null."""
+    try:
+        return json.dumps(document, indent=2, ensure_ascii=ascii_only, default=str, allow_nan=False) + "\n"
+    except ValueError:
+        return json.dumps(_finite(document), indent=2, ensure_ascii=ascii_only, default=str) + "\n"
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(item) for item in value]
+    return value
 
 
 def document_text(document: Any, stream: Optional[IO[str]] = None) -> str:

@@ -5,8 +5,11 @@ and the classname its stage, never a Bus-Id, an interpreter path or a version. N
 subjects can go into the name: one check names different subjects on different machines (PCI002 has one per
 NPU on a node, none when blocked on a machine without NPUs; VER007 names the driver or CANN, whichever is
 missing). The findings of the check on each subject are folded into its testcase: it fails when any of them
-fails (WARN included: CI shows it, the exit code decides), is skipped when all of them were skipped, and lists
-each subject with its status in its message, body and properties (``subject 0000:41:00.0`` = ``fail``).
+fails, is skipped when all of them were skipped, and lists
+each subject with its status in its message, body and properties (``subject 0000:41:00.0`` = ``fail``). A
+testcase fails by the command's ``--fail-on``, as the exit code does: on FAIL (and ERROR, an ``error``
+element), and on WARN too under ``--fail-on warn``; a WARN that does not fail passes, its text in
+``system-out``. Every command's JUnit (check, prof analyze, logs scan) follows that one rule.
 
 Text from the node (log lines, file contents) may hold characters XML 1.0 cannot carry (``\\x01``); they are
 written as visible ``\\xNN`` escapes so that the document always parses.
@@ -17,7 +20,7 @@ from __future__ import annotations
 import json
 import re
 import sys
-from typing import IO, Dict, List, Optional
+from typing import IO, Dict, List, Optional, Tuple
 from xml.etree import ElementTree as ET
 
 from npudoctor.model.finding import Finding, Report, Status
@@ -46,7 +49,12 @@ def _describe(finding: Finding) -> str:
     return f"{finding.status.value}: {where}{finding.detail}".rstrip(": ")
 
 
-def _case(stage: str, check_id: str, findings: List[Finding]) -> ET.Element:
+def _failing(fail_on: str) -> Tuple[Status, ...]:
+    """The statuses a testcase fails on under ``--fail-on`` (``warn`` or ``fail``), as the exit code does."""
+    return (Status.FAIL, Status.WARN) if fail_on == "warn" else (Status.FAIL,)
+
+
+def _case(stage: str, check_id: str, findings: List[Finding], fail_on: str = "fail") -> ET.Element:
     case = ET.Element("testcase", {"classname": f"npudoctor.{stage}", "name": xml_safe(check_id)})
     properties = ET.SubElement(case, "properties")
     ET.SubElement(properties, "property", {"name": "title", "value": xml_safe(findings[0].title)})
@@ -67,16 +75,15 @@ def _case(stage: str, check_id: str, findings: List[Finding]) -> ET.Element:
     if len(findings) > 1 and status is not Status.PASS:
         message = f"{len(shown)} of {len(findings)} subjects: {message}"
     message = xml_safe(message)
-    if status in (Status.FAIL, Status.WARN):
-        # A WARN is reported as a failure of type "warn" so that CI shows it; the exit code decides.
+    if status in _failing(fail_on):
         ET.SubElement(case, "failure", {"message": message, "type": status.value}).text = text
     elif status is Status.ERROR:
         ET.SubElement(case, "error", {"message": message, "type": "error"}).text = text
     elif status is Status.SKIP:
         ET.SubElement(case, "skipped", {"message": message})
         ET.SubElement(case, "system-out").text = text
-    else:
-        ET.SubElement(case, "system-out").text = text
+    else:  # PASS, or a WARN that --fail-on lets pass
+        ET.SubElement(case, "system-out").text = (message + "\n" + text) if status is Status.WARN else text
     return case
 
 
@@ -93,7 +100,8 @@ def emit(document: str, stream: Optional[IO[str]] = None) -> None:
     stream.flush()
 
 
-def render(report: Report) -> str:
+def render(report: Report, fail_on: str = "fail") -> str:
+    """The JUnit document of ``report``; testcases fail as ``--fail-on`` (``fail`` or ``warn``) says."""
     root = ET.Element("testsuites", {"name": "npudoctor"})
     stages: Dict[str, Dict[str, List[Finding]]] = {}
     for finding in report.findings:
@@ -103,11 +111,11 @@ def render(report: Report) -> str:
         suite = ET.SubElement(root, "testsuite", {
             "name": f"npudoctor.{stage}",
             "tests": str(len(cases)),
-            "failures": str(sum(s in (Status.FAIL, Status.WARN) for s in statuses)),
+            "failures": str(sum(s in _failing(fail_on) for s in statuses)),
             "errors": str(statuses.count(Status.ERROR)),
             "skipped": str(statuses.count(Status.SKIP)),
         })
         for check_id, findings in cases.items():
-            suite.append(_case(stage, check_id, findings))
+            suite.append(_case(stage, check_id, findings, fail_on))
     ET.indent(root)
     return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"

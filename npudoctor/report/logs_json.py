@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any, Dict, Sequence
 
 from npudoctor import __version__
@@ -34,6 +33,3 @@ def to_dict(result: ScanResult, fail_on: Sequence[str] = ("error",), exit_code: 
         "exit_code": exit_code,
     }
 
-
-def render(result: ScanResult, fail_on: Sequence[str] = ("error",), exit_code: int = 0) -> str:
-    return json.dumps(to_dict(result, fail_on, exit_code), indent=2, ensure_ascii=False) + "\n"

@@ -3,24 +3,20 @@
 A testcase fails by the same ``--fail-on`` rule as the exit code: a finding that matches is a failure, one
 that does not is a passing testcase with its text in ``system-out``; a file fails when it holds a failing
 finding (a file full of errors is not a passing testcase). Unreadable files are errors. Text from logs and
-file names may hold control characters that XML 1.0 cannot carry: they are removed.
+file names may hold characters that XML 1.0 cannot carry: written as ``\\xNN``, as in every JUnit document
+(``report.junit.xml_safe``).
 """
 
 from __future__ import annotations
 
-import re
 from typing import Dict, Sequence, Tuple
 from xml.etree import ElementTree as ET
 
 from npudoctor.logs.failon import finding_fails
 from npudoctor.logs.model import FileSummary, LogFinding, ScanResult
+from npudoctor.report.junit import xml_safe
 
-# Characters XML 1.0 does not allow (even escaped): C0 controls but tab/newline/CR, surrogates, U+FFFE/F.
-_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
-
-
-def _xml(text: str) -> str:
-    return _NOT_XML.sub("", text)
+_xml = xml_safe
 
 
 def _body(finding: LogFinding) -> str:

@@ -24,15 +24,8 @@ from rich.console import Console
 from rich.text import Text
 
 from npudoctor.model.finding import Report
+from npudoctor.model.units import signed_bytes
 from npudoctor.report.console import CheckConsole, context_lines, make_console, title_line, wrap
-from npudoctor.workload.leak import human_bytes
-
-
-def _bytes(value: Optional[float]) -> str:
-    """``+1.0 MiB``: a per-step change, signed."""
-    if value is None:
-        return "-"
-    return ("+" if value >= 0 else "") + human_bytes(value)
 
 
 def _started(report: Report, started: Optional[float]) -> float:
@@ -88,7 +81,7 @@ def render_leak(verdict: Any, path: str, runs: int, records: int, console: Optio
     rows = (("allocated", verdict.slope_bytes_per_step if verdict.series == "allocated_bytes" else None),
             ("reserved", verdict.reserved_slope_bytes_per_step),
             ("host RSS", verdict.rss_slope_bytes_per_step))
-    lines += [Text(f"  {name:<10} {_bytes(slope)}/step") for name, slope in rows if slope is not None]
+    lines += [Text(f"  {name:<10} {signed_bytes(slope)}/step") for name, slope in rows if slope is not None]
     confidence = ">99.9%" if verdict.confidence >= 0.9995 else f"{verdict.confidence * 100:.1f}%"
     lines.append(Text(f"  confidence of a rise in {verdict.series or '-'}: {confidence}"))
     if verdict.projected_oom_step is not None:

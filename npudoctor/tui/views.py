@@ -12,6 +12,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from npudoctor.live.devices import DeviceReading, HostReading, Snapshot
 from npudoctor.live.history import History, sparkline
 from npudoctor.live.poller import PollState
+from npudoctor.model.units import human_bytes
 
 # npu-smi's Health words -> (badge, style). Anything else (a new word) shows as itself, in the alarm style.
 HEALTH_BADGES: Dict[str, Tuple[str, str]] = {
@@ -50,20 +51,6 @@ def gib(mib: Optional[float]) -> str:
     ('50.2', '?', '0.5')
     """
     return "?" if mib is None else f"{mib / 1024:.1f}"
-
-
-def human_bytes(value: Optional[float]) -> str:
-    """>>> human_bytes(3 * 1024**3), human_bytes(1536), human_bytes(None), human_bytes(-2 * 1024**2)
-    ('3.00 GiB', '1.50 KiB', '?', '-2.00 MiB')
-    """
-    if value is None:
-        return "?"
-    size = abs(float(value))
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if size < 1024 or unit == "TiB":
-            return f"{'-' if value < 0 else ''}{size:.2f} {unit}" if unit != "B" else f"{int(value)} B"
-        size /= 1024
-    return "?"  # pragma: no cover
 
 
 def memory_cell(device: DeviceReading, width: int = MEMORY_BAR) -> str:

@@ -9,6 +9,7 @@ from typing import Any, Callable, Dict, Iterable, List, Optional
 from npudoctor import __version__
 from npudoctor.checks import workload as checks
 from npudoctor.checks.registry import REGISTRY, Outcome
+from npudoctor.knowledge import setting
 from npudoctor.model.finding import Finding, Report
 from npudoctor.model.profile import NodeProfile
 
@@ -21,7 +22,7 @@ def train_report(document: Dict[str, Any], profile: NodeProfile, injected: Optio
             ("TRN002", lambda: checks.loss_outcome(document)),
             ("TRN003", lambda: checks.leak_outcome(document, injected)),
             ("TRN005", lambda: checks.data_wait_outcome(
-                document, float(profile.get("train.data_wait_max_fraction", 0.25)))),
+                document, float(setting(profile, "train.data_wait_max_fraction")))),
         ]
         if "cpu_fallbacks" in document["train"] or document.get("ops_audit") is not None:
             parts.append(("TRN006", lambda: checks.fallback_outcomes(document)))

@@ -23,6 +23,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
+from npudoctor.model.units import human_bytes
 from npudoctor.workload.memlog import Record, last_run
 
 #: ``PYTORCH_*_ALLOC_CONF`` settings that let the caching allocator grow segments instead of fragmenting.
@@ -280,21 +281,6 @@ def _projected_step(last_step: Optional[int], used: Optional[float], capacity: O
     if used >= capacity:
         return last_step
     return last_step + math.ceil((capacity - used) / slope)
-
-
-def human_bytes(value: float) -> str:
-    """``1536 -> '1.5 KiB'`` (binary units, sign kept).
-
-    >>> human_bytes(1048576), human_bytes(-1536), human_bytes(12)
-    ('1.0 MiB', '-1.5 KiB', '12 B')
-    """
-    sign = "-" if value < 0 else ""
-    value = abs(value)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if value < 1024 or unit == "TiB":
-            return f"{sign}{value:.0f} {unit}" if unit == "B" else f"{sign}{value:.1f} {unit}"
-        value /= 1024
-    return f"{sign}{value:.1f} TiB"  # pragma: no cover - the loop always returns
 
 
 def _summary(kind: str, subject: Trend, oom_step: Optional[int], reserved_growth: bool, reserved: Optional[Trend],

@@ -51,6 +51,7 @@ import uuid
 from typing import IO, Any, Dict, Iterator, List, Mapping, Optional
 
 from npudoctor.errors import InputError
+from npudoctor.parsers import jsondoc
 
 SCHEMA = "npudoctor.memlog/1"
 
@@ -63,6 +64,14 @@ FIELDS = (
 )
 _INT_FIELDS = frozenset(name for name in FIELDS if name.endswith("_bytes")) | {"step", "alloc_retries", "ooms"}
 _FLOAT_FIELDS = frozenset({"time_unix_s", "step_s", "data_wait_s", "loss", "logit_scale"})
+_TEXT_FIELDS = frozenset({"run", "device"})
+
+#: What a reader accepts, field by field; a record with a value outside it is refused whole (a 4000-digit
+#: integer would overflow every float conversion downstream; ``"run": [1]`` cannot be compared or hashed).
+MAX_COUNT = (1 << 63) - 1  # bytes and counters: what an int64 counter can hold
+MAX_STEP = 1 << 53  # steps become floats in the verdict: exact up to here
+MAX_TEXT_CHARS = 256  # a run id or a device name
+MAX_RECORD_DEPTH = 8  # a record is a flat object; a line of [[[[... is no record
 
 #: A line longer than this is not a memlog record (a record is ~600 bytes); it is skipped unread.
 MAX_LINE_BYTES = 1 << 16
@@ -179,23 +188,35 @@ def parse_line(line: bytes | str) -> Optional[Record]:
         except UnicodeDecodeError:
             return None
     try:
-        obj = json.loads(line)
-    except ValueError:
+        obj = jsondoc.loads(line, "memlog line", max_depth=MAX_RECORD_DEPTH)
+    except jsondoc.JsonDocumentError:
         return None
     if not isinstance(obj, dict) or obj.get("schema") != SCHEMA:
         return None
     step = obj.get("step")
-    if not isinstance(step, int) or isinstance(step, bool):
+    if type(step) is not int or not 0 <= step <= MAX_STEP:
         return None
     record: Record = dict.fromkeys(FIELDS)
     for key in FIELDS:
         value = obj.get(key)
+        if value is None or key in ("schema", "step"):
+            continue
         if key in _INT_FIELDS or key in _FLOAT_FIELDS:
-            value = value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
-            if isinstance(value, float) and not math.isfinite(value):
-                value = None
+            if type(value) not in (int, float):
+                return None  # a string, list or object where a number belongs
+            if value != value:
+                continue  # nan (a writer with allow_nan): unknown, as the schema says
+            if key in _INT_FIELDS:
+                if not 0 <= value <= MAX_COUNT:
+                    return None
+            elif not -MAX_COUNT <= value <= MAX_COUNT:
+                if type(value) is int:
+                    return None  # a 4000-digit integer is no time or loss
+                continue  # inf or 1e308 seconds or loss: unknown
+        elif key in _TEXT_FIELDS and (type(value) is not str or len(value) > MAX_TEXT_CHARS):
+            return None
         record[key] = value
-    record["step"] = step
+    record["schema"], record["step"] = SCHEMA, step
     record["cpu_fallbacks"] = _fallbacks(obj.get("cpu_fallbacks"))
     return record
 
@@ -237,39 +258,81 @@ def _open_regular(path: os.PathLike[str] | str) -> IO[bytes]:
         raise
 
 
-def read_records(path: os.PathLike[str] | str, max_bytes: Optional[int] = None) -> List[Record]:
+#: The part of a long log the readers judge: the verdict thins a run to 256 points anyway, and the last 64 MiB
+#: hold ~100,000 steps of the last run.
+TAIL_BYTES = 64 << 20
+#: How far before the end a reader looks for the last complete line (a torn last line longer than the tail
+#: would otherwise leave no record in it).
+MAX_LAST_LINE_SCAN = 256 << 20
+
+
+def read_records(path: os.PathLike[str] | str, max_bytes: Optional[int] = None,
+                 max_records: Optional[int] = None) -> List[Record]:
     """Every memlog/1 record in ``path``, in file order; torn and foreign lines are skipped.
 
-    ``max_bytes`` reads only the last that many bytes of a huge log (its first, partial line is dropped).
+    ``max_bytes`` reads only the last that many bytes of complete lines of a huge log (its first, partial line
+    is dropped). ``max_records`` thins what is kept to between ``max_records`` and twice that, evenly spaced
+    (the last record is always kept), so a plot of any log costs the same memory. The file is read up to the
+    size it had when opened: a ``/proc`` file that says 0 bytes is empty, however much it would give.
     Raises :class:`MemlogError` when the file cannot be read or holds no record at all.
     """
     records: List[Record] = []
+    stride, seen, last = 1, 0, None
     with _open_regular(path) as handle:
-        if max_bytes is not None:
-            size = os.fstat(handle.fileno()).st_size
-            if size > max_bytes:
-                handle.seek(size - max_bytes)
-                handle.readline()
-        for line in _lines(handle):
+        end = os.fstat(handle.fileno()).st_size
+        start = 0
+        if max_bytes is not None and end > max_bytes:
+            end = _end_of_last_line(handle, end)
+            start = max(0, end - max_bytes)
+            if start:
+                handle.seek(start - 1)
+                start -= 1  # the byte before the window tells whether it starts on a line
+        handle.seek(start)
+        for line in _lines(handle, end - start, partial_first=start > 0):
             record = parse_line(line)
-            if record is not None:
+            if record is None:
+                continue
+            last = record
+            if seen % stride == 0:
                 records.append(record)
-    if not records:
+                if max_records is not None and len(records) >= 2 * max_records:
+                    records, stride = records[::2], stride * 2
+            seen += 1
+    if last is None:
         raise MemlogError(f"{os.fspath(path)}: no {SCHEMA} records")
+    if records[-1] is not last:
+        records.append(last)
     return records
 
 
-def _lines(handle: IO[bytes]) -> Iterator[bytes]:
-    """Complete lines only; over-long lines are skipped without being held in memory."""
-    while True:
-        line = handle.readline(MAX_LINE_BYTES + 1)
+def _end_of_last_line(handle: IO[bytes], size: int) -> int:
+    """The offset just after the last newline of the file (``size`` when none is found close enough)."""
+    chunk = 1 << 20
+    position = size
+    while position > 0 and size - position < MAX_LAST_LINE_SCAN:
+        begin = max(0, position - chunk)
+        handle.seek(begin)
+        found = handle.read(position - begin).rfind(b"\n")
+        if found >= 0:
+            return begin + found + 1
+        position = begin
+    return size
+
+
+def _lines(handle: IO[bytes], budget: Optional[int] = None, partial_first: bool = False) -> Iterator[bytes]:
+    """Complete lines only, from at most ``budget`` bytes; over-long lines are skipped without being held in
+    memory, and so is the first line when ``partial_first`` (the byte read first ends the line before)."""
+    remaining = float("inf") if budget is None else budget
+    skipping = partial_first
+    while remaining > 0:
+        line = handle.readline(int(min(MAX_LINE_BYTES + 1, remaining)))
         if not line:
             return
-        if len(line) > MAX_LINE_BYTES:
-            while line and not line.endswith(b"\n"):  # skip the rest of an over-long line
-                line = handle.readline(MAX_LINE_BYTES + 1)
+        remaining -= len(line)
+        if skipping or len(line) > MAX_LINE_BYTES:
+            skipping = not line.endswith(b"\n")  # the rest of an over-long or partial line
             continue
-        yield line
+        yield line  # a last line without its newline too: parse_line tells a torn one from a whole one
 
 
 def last_run(records: List[Record]) -> List[Record]:
@@ -309,7 +372,8 @@ class MemlogTail:
             if info.st_ino != self._inode or info.st_size < self._offset:
                 self._offset, self._partial, self._inode = 0, b"", info.st_ino
             handle.seek(self._offset)
-            chunk = handle.read(max_bytes)
+            # Up to the size it says it has: a /proc file (size 0) would give bytes without end.
+            chunk = handle.read(min(max_bytes, info.st_size - self._offset))
         self._offset += len(chunk)
         data = self._partial + chunk
         lines = data.split(b"\n")

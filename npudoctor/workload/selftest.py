@@ -46,7 +46,7 @@ def _audit_operators() -> tuple:
     installed (its own list says what falls back); the audit runs on the CPU, whatever the device."""
     try:
         from npudoctor.ops.oplist import OpListError
-        from npudoctor.ops.reference import audit_summary
+        from npudoctor.workload.opaudit import audit_summary
     except ImportError as exc:  # an npudoctor without the ops room
         return None, f"operator audit unavailable ({exc})"
     try:

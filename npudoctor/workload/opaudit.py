@@ -1,6 +1,6 @@
 """The reference CLIP training step (``train-step --model tiny|vit-b-32``) under the audit.
 
-``python -m npudoctor.ops.reference RECORDING --model tiny --steps 1`` builds the model and a batch first
+``python -m npudoctor.workload.opaudit RECORDING --model tiny --steps 1`` builds the model and a batch first
 (construction and data preparation run on the host in a real run too), then records the training step alone:
 forward, CLIP loss, backward, gradient clipping, AdamW step, as ``train.run`` does them.
 """
@@ -91,7 +91,7 @@ def audit_summary(op_list: Any = None) -> Dict[str, Any]:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m npudoctor.ops.reference")
+    parser = argparse.ArgumentParser(prog="python -m npudoctor.workload.opaudit")
     parser.add_argument("recording")
     parser.add_argument("--model", default="tiny", choices=("tiny", "vit-b-32"))
     parser.add_argument("--steps", type=int, default=1)

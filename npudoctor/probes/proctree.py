@@ -1,0 +1,156 @@
+"""Every process a long-running child starts, found and stopped: after npudoctor returns, nothing it started runs.
+
+A process group is not enough: torchrun starts its workers with ``start_new_session=True``, a daemon calls
+``setsid``, and a background child whose parent exited is re-parented away from the tree. So the tree is found
+through ``/proc`` (each process's parent), and on Linux npudoctor becomes a *child subreaper*
+(``PR_SET_CHILD_SUBREAPER``): an orphaned descendant is re-parented to npudoctor instead of init, so it stays
+in the tree however it detaches. :meth:`ProcessTree.stop` signals every process of the tree (and the group),
+waits for them to be gone (``grace_s`` per signal), and ends with SIGKILL; adopted orphans are reaped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import time
+from typing import Dict, Iterable, List, Optional, Sequence, Set
+
+PR_SET_CHILD_SUBREAPER = 36
+_POLL_S = 0.05
+_subreaper: Optional[bool] = None
+
+
+def become_subreaper() -> bool:
+    """Make this process the reaper of its orphaned descendants (Linux); whether that worked."""
+    global _subreaper
+    if _subreaper is None:
+        _subreaper = False
+        if os.path.isdir("/proc/self"):
+            try:
+                import ctypes
+
+                libc = ctypes.CDLL(None, use_errno=True)
+                _subreaper = libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+            except (OSError, AttributeError):
+                _subreaper = False
+    return _subreaper
+
+
+def _parents() -> Dict[int, int]:
+    """pid -> parent pid of every process in /proc."""
+    parents: Dict[int, int] = {}
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return parents
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as handle:
+                # pid (comm) state ppid ...: comm may hold spaces and parentheses, so split after the last ')'.
+                parents[int(name)] = int(handle.read().rsplit(b")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+    return parents
+
+
+def descendants(root_pids: Iterable[int], parents: Optional[Dict[int, int]] = None) -> Set[int]:
+    """Every process below ``root_pids`` (not the roots themselves)."""
+    parents = _parents() if parents is None else parents
+    children: Dict[int, List[int]] = {}
+    for pid, ppid in parents.items():
+        children.setdefault(ppid, []).append(pid)
+    found: Set[int] = set()
+    frontier = list(root_pids)
+    while frontier:
+        for child in children.get(frontier.pop(), ()):
+            if child not in found:
+                found.add(child)
+                frontier.append(child)
+    return found
+
+
+def pipe_holders(pipe_inodes: Set[int]) -> Set[int]:
+    """Processes (not this one) with one of ``pipe_inodes`` open: a grandchild whose parent already exited."""
+    wanted = {f"pipe:[{inode}]" for inode in pipe_inodes}
+    holders: Set[int] = set()
+    if not wanted:
+        return holders
+    own = os.getpid()
+    for pid in _parents():
+        if pid == own:
+            continue
+        try:
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                if os.readlink(f"/proc/{pid}/fd/{fd}") in wanted:
+                    holders.add(pid)
+                    break
+        except OSError:
+            continue
+    return holders
+
+
+def _alive(pid: int) -> bool:
+    """Running (a zombie has finished: it only waits for its parent to read its status)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            return handle.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except (OSError, IndexError):
+        return False
+
+
+class ProcessTree:
+    """The processes started from here on: call :meth:`watch` with the child, :meth:`refresh` now and then
+    (where no subreaper is possible, this is what keeps sight of a process that detaches), and :meth:`stop`.
+    """
+
+    def __init__(self) -> None:
+        self.subreaper = become_subreaper()
+        self.own = os.getpid()
+        self.before = descendants([self.own])  # not ours to stop: children started before this tree
+        self.roots: List[int] = []
+        self.seen: Set[int] = set()
+
+    def watch(self, pid: int) -> None:
+        self.roots.append(pid)
+        self.seen.add(pid)
+
+    def refresh(self) -> Set[int]:
+        """The tree's processes still running, as /proc shows them now (also remembered)."""
+        parents = _parents()
+        members = (descendants(self.roots, parents) | descendants([self.own], parents)) - self.before
+        members |= {pid for pid in self.roots if pid in parents}
+        members.discard(self.own)
+        self.seen |= members
+        if self.subreaper:  # nothing can leave the tree: what /proc shows now is all of it
+            return {pid for pid in members if _alive(pid)}
+        return {pid for pid in self.seen if _alive(pid)}  # a detached process is known only from earlier walks
+
+    def stop(self, signals: Sequence[int] = (signal.SIGTERM,), grace_s: float = 10.0) -> None:
+        """Each of ``signals`` to the whole tree, waiting up to ``grace_s`` for it to be gone; then SIGKILL."""
+        for sig in (*signals, signal.SIGKILL):
+            running = self.refresh()
+            if not running:
+                break
+            self._signal(running, sig)
+            deadline = time.monotonic() + (grace_s if sig != signal.SIGKILL else max(grace_s, 5.0))
+            while self.refresh() and time.monotonic() < deadline:
+                self._reap()
+                time.sleep(_POLL_S)
+        self._reap()
+
+    def _signal(self, pids: Set[int], sig: int) -> None:
+        for root in self.roots:  # the group first: a process forked between the walk and the kill is in it
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(root, sig)
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, sig)
+
+    def _reap(self) -> None:
+        """Collect the exit status of adopted orphans (never of the roots: their Popen objects wait for them)."""
+        for pid in self.seen - set(self.roots):
+            with contextlib.suppress(ChildProcessError, OSError):
+                os.waitpid(pid, os.WNOHANG)
