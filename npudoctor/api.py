@@ -51,6 +51,12 @@ def check_python_option(runner: Runner, python: Optional[str]) -> None:
         raise UsageError(f"--python {python}: no such interpreter (not found on PATH, or not executable)")
 
 
+def python_facts(runner: Runner, python: Optional[str] = None) -> Any:
+    """The target interpreter's package facts (``--python``, else ``python3`` on PATH), through ``runner``: where
+    its torch and torch_npu are installed (``ops audit`` reads the installed torch_npu's operator list)."""
+    return CheckContext(runner, load_profile(), {"python": python} if python else {}).facts("python")
+
+
 def load_profile(name_or_path: Optional[str] = None) -> NodeProfile:
     """A shipped profile by name or a site profile by path, merged over the profiles it extends and the
     default profile. Every file is checked against the schema (``model.profile.PROFILE_SCHEMA``); a bad
@@ -321,6 +327,7 @@ def collect(output: str, root: Optional[str] = None, level: int = 1,
     recorder.environ()  # always recorded: the replay needs the environment even if no check asked
     report = run_checks(recorder, profile, level=level, options=options, listener=listener)
     installed_code_texts(recorder)  # recorded: `explain --from BUNDLE` shows the node's own CANN texts
+    _record_torch_npu_op_list(recorder, (options or {}).get("python"))
     if samples > 0:
         from npudoctor.probes.timeline import record_samples
 
@@ -328,6 +335,20 @@ def collect(output: str, root: Optional[str] = None, level: int = 1,
                                                on_sample=getattr(listener, "sampling", None)))
     write_bundle(output, build_bundle(recorder.records, _host(recorder), {**(options or {}), "level": level}))
     return report
+
+
+def _record_torch_npu_op_list(recorder: RecordingRunner, python: Optional[str]) -> None:
+    """Put the installed torch_npu's own operator list into the bundle (250 KB for 2.14.0), so that ``npudoctor
+    ops audit --from BUNDLE`` judges a model against the node's release. Nothing when torch_npu is absent."""
+    from npudoctor.ops.oplist import CODEGEN_MEMBER, MAX_LIST_BYTES
+
+    try:
+        facts = python_facts(recorder, python)  # the metadata answer was recorded already; asked once more
+        package = facts.package("torch_npu") if not facts.error else None
+    except Exception:  # a broken interpreter is the versions stage's finding, not a reason to lose the bundle
+        return
+    if package is not None and package.location:
+        recorder.read_text(os.path.join(package.location, CODEGEN_MEMBER), max_bytes=MAX_LIST_BYTES)
 
 
 def replay_options(runner: Runner, level: Optional[int], options: Mapping[str, Any]) -> Tuple[int, Dict[str, Any]]:

@@ -62,12 +62,22 @@ class MemoryMonitor:
 
     ``loss`` may be a float or a tensor (a tensor costs one device synchronisation: ``.item()``).
     :meth:`batch_ready` (optional) marks when the next batch arrived, so the data wait is recorded too.
+
+    ``watch_fallbacks`` (default on): torch_npu's CPU-fallback warnings are counted per operator with the step
+    they first appeared at (``cpu_fallbacks`` in the log, :attr:`fallbacks` here). torch_npu prints them from C++
+    to file descriptor 2, so stderr is teed through a pipe while the monitor runs (every byte still reaches it);
+    ``watch_fallbacks=False`` leaves stderr alone.
     """
 
     def __init__(self, path: os.PathLike[str] | str, device: Any = None, optimizer: Any = None,
-                 start_step: int = 0) -> None:
+                 start_step: int = 0, watch_fallbacks: bool = True) -> None:
+        from npudoctor.workload.fallbacks import FallbackWatch
+
         self.device = _device_of(device, optimizer)
-        self.recorder = MemoryRecorder(path, self.device)
+        self.watch = FallbackWatch().start() if watch_fallbacks else None
+        if self.watch is not None:
+            self.watch.set_step(start_step)
+        self.recorder = MemoryRecorder(path, self.device, fallbacks=self.watch)
         self.next_step = start_step
         self._last = time.perf_counter()
         self._batch_at: Optional[float] = None
@@ -78,6 +88,11 @@ class MemoryMonitor:
     @property
     def path(self) -> str:
         return self.recorder.path
+
+    @property
+    def fallbacks(self) -> list:
+        """CPU-fallback warnings seen so far: ``[{"op", "first_step", "count"}]``."""
+        return self.watch.table() if self.watch is not None else []
 
     def batch_ready(self) -> None:
         self._batch_at = time.perf_counter()
@@ -96,6 +111,8 @@ class MemoryMonitor:
         if self._hook is not None:
             self._hook.remove()
             self._hook = None
+        if self.watch is not None:
+            self.watch.stop()
         self.recorder.close()
 
     def __enter__(self) -> MemoryMonitor:

@@ -73,6 +73,9 @@ def test_memlog_lines_are_records_of_checked_types_or_nothing():
                 assert value is None or type(value) is str, (key, text)
             elif key.endswith("_bytes") or key in ("alloc_retries", "ooms", "step"):
                 assert value is None or (type(value) in (int, float) and 0 <= value < 2 ** 63), (key, text)
+            elif key == "cpu_fallbacks":  # the optional table: validated entry by entry (issue 22)
+                assert value is None or all(type(e["op"]) is str and type(e["first_step"]) is int
+                                            and type(e["count"]) is int for e in value), (key, text)
             elif key != "schema":  # seconds, loss
                 assert value is None or (type(value) in (int, float) and abs(value) <= 2 ** 63), (key, text)
         accepted.append(record)

@@ -548,6 +548,8 @@ TRAINING_CASES = {  # ID: (the child's result that makes it fire, one where it m
                PASSING_RUN),
     "TRN004": (_run_with(ops=[{"op": "matmul", "ok": False, "error": 0.5, "tolerance": 1e-3}]), PASSING_RUN),
     "TRN005": (_run_with(train__data_wait_fraction=0.9), PASSING_RUN),
+    "TRN006": (_run_with(train__cpu_fallbacks=[{"op": "aten::isin.Tensor_Tensor_out", "first_step": 3, "count": 1}]),
+               _run_with(train__cpu_fallbacks=[])),
 }
 
 

@@ -109,7 +109,7 @@ def test_level_3_runs_the_tiny_step_in_a_child_and_adds_trn_findings():
          "--format", "json"], capture_output=True, text=True, timeout=600, env={**os.environ, "OMP_NUM_THREADS": "1"})
     report = json.loads(proc.stdout)
     statuses = {f["id"]: f["status"] for f in report["findings"]}
-    assert statuses == dict.fromkeys(["TRN001", "TRN002", "TRN003", "TRN004", "TRN005"], "pass"), proc.stdout
+    assert statuses == dict.fromkeys(["TRN001", "TRN002", "TRN003", "TRN004", "TRN005", "TRN006"], "pass"), proc.stdout
     assert proc.returncode == 0
     device = next(f for f in report["findings"] if f["id"] == "TRN001")
     assert device["evidence"]["device"] == "cpu" and device["stage"] == "workload"
@@ -120,8 +120,8 @@ def test_levels_1_and_2_do_not_list_the_training_checks():
 
     assert not [s for s in api.rulebook() if s.id.startswith("TRN") and s.level < 3]
     assert [s.id for s in api.rulebook() if s.stage == "workload"] == [
-        "TRN001", "TRN002", "TRN003", "TRN004", "TRN005"]
-    assert all(REGISTRY[f"TRN00{i}"].doc for i in range(1, 6))
+        "TRN001", "TRN002", "TRN003", "TRN004", "TRN005", "TRN006"]
+    assert all(REGISTRY[f"TRN00{i}"].doc for i in range(1, 7))
     assert "pip install 'npudoctor[train]'" in REGISTRY["TRN001"].doc
 
 

@@ -16,12 +16,27 @@ CACHE = Path(os.environ.get("NPUDOCTOR_TEST_CACHE", Path.home() / ".cache" / "np
 WHEEL_VERSION = "2.14.0"
 
 
+def torch_npu_wheel_file() -> Path:
+    """The real torch-npu wheel file (downloaded on first use, never installed), or skip."""
+    return _download_wheel()
+
+
 def torch_npu_wheel_dir() -> Path:
     """torch_npu/ of the extracted wheel (downloaded on first use), or skip."""
     target = CACHE / f"torch_npu-{WHEEL_VERSION}"
     lib = target / "torch_npu" / "lib" / "libtorch_npu.so"
     if lib.exists():
         return target / "torch_npu"
+    wheel = _download_wheel()
+    with zipfile.ZipFile(wheel) as archive:
+        members = [
+            m for m in archive.namelist() if m.startswith(("torch_npu/lib/", "torch_npu/_C"))
+        ]
+        archive.extractall(target, members)
+    return target / "torch_npu"
+
+
+def _download_wheel() -> Path:
     CACHE.mkdir(parents=True, exist_ok=True)
     wheels = sorted(CACHE.glob(f"torch_npu-{WHEEL_VERSION}-*manylinux*x86_64.whl"))
     if not wheels:
@@ -51,12 +66,7 @@ def torch_npu_wheel_dir() -> Path:
         wheels = sorted(CACHE.glob(f"torch_npu-{WHEEL_VERSION}-*manylinux*x86_64.whl"))
         if not wheels:
             pytest.skip("torch-npu wheel not downloadable")
-    with zipfile.ZipFile(wheels[0]) as archive:
-        members = [
-            m for m in archive.namelist() if m.startswith(("torch_npu/lib/", "torch_npu/_C"))
-        ]
-        archive.extractall(target, members)
-    return target / "torch_npu"
+    return wheels[0]
 
 
 def torch_lib_dir() -> Path:

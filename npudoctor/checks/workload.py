@@ -283,3 +283,53 @@ def data_wait_outcome(document: Dict[str, Any], limit: float) -> Iterable[Outcom
                    fix="raise DataLoader num_workers, pin_memory=True, or check the CPU limit of the container")
     else:
         yield passed(subject, text, evidence)
+
+
+@check("TRN006", stage="workload", title="no operator falls back to the CPU", level=3, requires=("TRN001",))
+def no_cpu_fallback(ctx: CheckContext) -> Iterable[Outcome]:
+    """No operator of the reference step runs on the host CPU instead of the NPU: neither one whose
+    CPU-fallback warning the run printed (``Warning: CAUTION: The operator 'aten::...' is not currently supported
+    on the NPU backend and will fall back to run on the CPU``) nor one that the operator audit predicts from
+    the installed torch_npu's own operator list (``npudoctor ops audit --model tiny``).
+
+    A fallback copies the operator's inputs to the host and its outputs back at every call: the step slows
+    down by far more than the operator's own time, and the device waits.
+
+    Fix: a torch_npu release that has the operator (``npudoctor ops audit --torch-npu VERSION`` compares
+    releases without an NPU), or replace the operator in the model (or move it out of the training step).
+    """
+    yield from _judge_trained(ctx, fallback_outcomes)
+
+
+def fallback_outcomes(document: Dict[str, Any]) -> Iterable[Outcome]:
+    """TRN006 from the run's recorded warnings (``train.cpu_fallbacks``) and the audit (``ops_audit``)."""
+    train = document.get("train") or {}
+    seen = [e for e in train.get("cpu_fallbacks") or [] if isinstance(e, dict) and e.get("op")]
+    audit = document.get("ops_audit") if isinstance(document.get("ops_audit"), dict) else None
+    fix = ("npudoctor ops audit --model tiny --torch-npu VERSION compares torch_npu releases; use one that has "
+           "the operator, or replace it in the model")
+    for entry in seen:
+        yield warn(str(entry["op"]), f"fell back to the CPU while training (first at step {entry.get('first_step')}, "
+                   f"warned {entry.get('count')} time(s))", {"first_step": entry.get("first_step"),
+                                                             "count": entry.get("count")}, fix=fix)
+    printed = {str(e["op"]) for e in seen}
+    predicted = [p for p in (audit or {}).get("fallbacks") or [] if isinstance(p, dict) and p.get("name")]
+    release = (audit or {}).get("list") or "this torch_npu"
+    for op in predicted:
+        if str(op["name"]) in printed:
+            continue
+        yield warn(str(op["name"]), f"falls back to the CPU on {release} (predicted by the operator audit; "
+                   f"x{op.get('count')} per step)", {"count": op.get("count")}, fix=fix)
+    if seen or predicted:
+        return
+    device = document.get("device") or "?"
+    if audit is None and "cpu_fallbacks" not in train:
+        yield skip("this run recorded no CPU-fallback warnings and no operator audit"
+                   + (f" ({document['ops_audit_error']})" if document.get("ops_audit_error") else ""), device)
+        return
+    parts = [f"no CPU-fallback warning in {train.get('steps') or 0} steps"]
+    if audit is not None:
+        parts.append(f"none of {audit.get('operators')} operators falls back on {audit.get('list')}")
+    elif document.get("ops_audit_error"):
+        parts.append(f"operator audit not run: {document['ops_audit_error']}")
+    yield passed(device, "; ".join(parts), {"audited_operators": (audit or {}).get("operators")})

@@ -66,6 +66,7 @@ class LazyGroup(click.Group):
         "profile": "npudoctor.cli.fleet:profile",
         "collective": "npudoctor.cli.fleet:collective",
         "onboard": "npudoctor.cli.fleet:onboard",
+        "ops": "npudoctor.cli.ops:ops",
     }
 
     def list_commands(self, ctx: click.Context) -> List[str]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import collections
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Deque, Dict, List, Optional
 
 from npudoctor.workload import leak, memlog
@@ -33,6 +33,8 @@ class TrainingView:
     rss: List[Optional[float]]
     verdict: Optional[leak.LeakVerdict]
     verdict_at_step: Optional[int]
+    # CPU-fallback warnings the run printed so far (memlog ``cpu_fallbacks``): [{"op", "first_step", "count"}]
+    cpu_fallbacks: List[Dict[str, Any]] = field(default_factory=list)
 
 
 def data_wait_share(records: List[Dict[str, Any]]) -> Optional[float]:
@@ -69,6 +71,7 @@ class TrainingFollow:
         self.verdict_at_step: Optional[int] = None
         self._verdict_due = 0.0
         self._dirty = False
+        self.cpu_fallbacks: List[Dict[str, Any]] = []
 
     def _starts_over(self, record: Dict[str, Any]) -> bool:
         if not self.records:
@@ -91,8 +94,11 @@ class TrainingFollow:
                 if self._starts_over(record):
                     self.records.clear()
                     self.verdict, self.verdict_at_step = None, None
+                    self.cpu_fallbacks = []
                     self.status = "new run: the log was truncated, rotated or restarted; series start over"
                 self.records.append(record)
+                if record.get("cpu_fallbacks"):
+                    self.cpu_fallbacks = list(record["cpu_fallbacks"])
                 self.steps_seen += 1
                 self._dirty = True
         now = self.clock()
@@ -112,4 +118,4 @@ class TrainingFollow:
             step_s=[r.get("step_s") for r in shown], loss=[r.get("loss") for r in shown],
             allocated=[r.get("allocated_bytes") for r in shown], reserved=[r.get("reserved_bytes") for r in shown],
             rss=[r.get("rss_bytes") for r in shown],
-            verdict=self.verdict, verdict_at_step=self.verdict_at_step)
+            verdict=self.verdict, verdict_at_step=self.verdict_at_step, cpu_fallbacks=list(self.cpu_fallbacks))

@@ -203,7 +203,22 @@ def training_lines(view: Any, width: int = 80) -> List[Tuple[str, str]]:
     if total:
         lines.append((f"device memory {human_bytes(total)}", "dim"))
     lines.extend(verdict_lines(view.verdict, view.verdict_at_step, width))
+    lines.extend(fallback_lines(getattr(view, "cpu_fallbacks", None) or [], width))
     return lines
+
+
+def fallback_lines(fallbacks: Sequence[Any], width: int = 80) -> List[Tuple[str, str]]:
+    """The CPU-fallback warnings the run printed, newest table: one line, the operators by first step.
+
+    >>> fallback_lines([{"op": "aten::isin.Tensor_Tensor_out", "first_step": 7, "count": 1}])
+    [('CPU fallback: aten::isin.Tensor_Tensor_out (from step 7)', 'yellow')]
+    """
+    if not fallbacks:
+        return []
+    parts = [f"{f['op']} (from step {f['first_step']}" + (f", x{f['count']}" if f.get("count", 1) > 1 else "") + ")"
+             for f in fallbacks]
+    text = "".join(c if c.isprintable() else "?" for c in "CPU fallback: " + ", ".join(parts))  # from a file
+    return [(text if len(text) <= width else text[: max(width - 3, 10)] + "...", "yellow")]
 
 
 def _range(values: Sequence[Optional[float]]) -> Tuple[float, float]:

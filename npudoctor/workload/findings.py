@@ -15,7 +15,7 @@ from npudoctor.model.profile import NodeProfile
 
 
 def train_report(document: Dict[str, Any], profile: NodeProfile, injected: Optional[str] = None) -> Report:
-    """Findings TRN001-TRN005 for a ``npudoctor.trainresult/1`` document (parts not run are left out)."""
+    """Findings TRN001-TRN006 for a ``npudoctor.trainresult/1`` document (parts not run are left out)."""
     parts: List[tuple] = [("TRN001", lambda: checks.device_outcome(document, python=sys.executable))]
     if document.get("train"):
         parts += [
@@ -24,6 +24,8 @@ def train_report(document: Dict[str, Any], profile: NodeProfile, injected: Optio
             ("TRN005", lambda: checks.data_wait_outcome(
                 document, float(setting(profile, "train.data_wait_max_fraction")))),
         ]
+        if "cpu_fallbacks" in document["train"] or document.get("ops_audit") is not None:
+            parts.append(("TRN006", lambda: checks.fallback_outcomes(document)))
     if document.get("ops") is not None or document.get("compare_cpu") is not None:
         parts.append(("TRN004", lambda: checks.numerics_outcomes(document)))
     findings: List[Finding] = []

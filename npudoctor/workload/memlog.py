@@ -39,6 +39,9 @@ key                         type      meaning
                                       ``uordblks + hblkhd``); ``null`` without glibc 2.33+ (musl, macOS, Windows)
 ``malloc_held_bytes``       int       2: host C allocator: bytes it holds from the system (``arena + hblkhd``);
                                       held growing while in use is flat is fragmentation, not kept objects
+``cpu_fallbacks``           list      2, optional (older readers ignore it): the CPU-fallback warnings seen so
+                                      far in the run, ``[{"op", "first_step", "count"}]``, on the records where
+                                      that table changed, else ``null``
 ==========================  ========  ==============================================================
 
 A ``/1`` line reads with the keys marked 2 as ``null``: the verdict then says what it could not tell apart.
@@ -72,6 +75,7 @@ FIELDS = (
     "allocated_bytes", "allocated_peak_bytes", "reserved_bytes", "reserved_peak_bytes", "active_bytes",
     "active_peak_bytes", "alloc_retries", "ooms", "rss_bytes", "device_total_bytes", "host_total_bytes",
     "inactive_split_bytes", "workers_rss_bytes", "workers", "malloc_in_use_bytes", "malloc_held_bytes",
+    "cpu_fallbacks",
 )
 _INT_FIELDS = frozenset(name for name in FIELDS if name.endswith("_bytes")) | {"step", "alloc_retries", "ooms",
                                                                                 "workers"}
@@ -237,7 +241,27 @@ def parse_line(line: bytes | str) -> Optional[Record]:
             return None
         record[key] = value
     record["schema"], record["step"] = obj["schema"], step  # as written: a /1 log says less than a /2
+    record["cpu_fallbacks"] = _fallbacks(obj.get("cpu_fallbacks"))
     return record
+
+
+def _fallbacks(value: Any) -> Optional[List[Dict[str, Any]]]:
+    """``cpu_fallbacks`` as written, or None when it is absent or not that shape (a reader never trusts it).
+
+    >>> _fallbacks([{"op": "aten::isin.Tensor_Tensor_out", "first_step": 3, "count": 1}, {"op": 5}])
+    [{'op': 'aten::isin.Tensor_Tensor_out', 'first_step': 3, 'count': 1}]
+    """
+    if not isinstance(value, list):
+        return None
+    kept = []
+    for entry in value[:64]:
+        if not isinstance(entry, dict) or not isinstance(entry.get("op"), str):
+            continue
+        numbers = [entry.get("first_step"), entry.get("count")]
+        if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in numbers):
+            continue
+        kept.append({"op": entry["op"][:200], "first_step": numbers[0], "count": numbers[1]})
+    return kept
 
 
 def _open_regular(path: os.PathLike[str] | str) -> IO[bytes]:

@@ -17,8 +17,10 @@ class MemoryRecorder:
     read per process and one ``mallinfo2()`` per step (no device synchronisation; pass ``loss`` as a float to
     avoid one)."""
 
-    def __init__(self, path: os.PathLike[str] | str, device: Device, run: Optional[str] = None) -> None:
+    def __init__(self, path: os.PathLike[str] | str, device: Device, run: Optional[str] = None,
+                 fallbacks: Any = None) -> None:
         self.device = device
+        self.fallbacks = fallbacks  # a workload.fallbacks.FallbackWatch: CPU-fallback warnings, per step
         self.writer = MemlogWriter(path, run=run)
         self._total = device.total_memory_bytes()
         self._process: Any = None
@@ -43,10 +45,16 @@ class MemoryRecorder:
     def record(self, step: int, step_s: Optional[float] = None, data_wait_s: Optional[float] = None,
                loss: Any = None, logit_scale: Any = None) -> Record:
         rss = int(self._process.memory_info().rss) if self._process is not None else None
+        fallbacks = None
+        if self.fallbacks is not None:
+            self.fallbacks.drain()  # what the step printed counts for this step
+            fallbacks = self.fallbacks.changed()
+            self.fallbacks.set_step(step + 1)
         return self.writer.write(
             step, step_s=step_s, data_wait_s=data_wait_s, loss=_number(loss), logit_scale=_number(logit_scale),
             device=self.device.name, rss_bytes=rss, device_total_bytes=self._total,
-            host_total_bytes=self._host_total, **self.host.sample(), **self.device.memory_stats())
+            host_total_bytes=self._host_total, cpu_fallbacks=fallbacks, **self.host.sample(),
+            **self.device.memory_stats())
 
     def close(self) -> None:
         self.writer.close()

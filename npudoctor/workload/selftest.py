@@ -20,7 +20,9 @@ SCHEMA = "npudoctor.trainresult/1"
 
 def result_document(device: Any = None, train: Any = None, ops: Optional[List[Any]] = None, compare: Any = None,
                     torch_version: Optional[str] = None, error: Optional[str] = None,
-                    torch_missing: Optional[str] = None, stage: str = "") -> Dict[str, Any]:
+                    torch_missing: Optional[str] = None, stage: str = "",
+                    ops_audit: Optional[Dict[str, Any]] = None, ops_audit_error: Optional[str] = None
+                    ) -> Dict[str, Any]:
     """The document the TRN checks read (``npudoctor/checks/workload.py``); every part may be missing."""
     return {
         "schema": SCHEMA,
@@ -33,7 +35,26 @@ def result_document(device: Any = None, train: Any = None, ops: Optional[List[An
         "compare_cpu": compare.__dict__ if compare is not None else None,
         "error": error,
         "stage": stage,
+        # The reference step's operators judged against the installed torch_npu's own list (TRN006).
+        "ops_audit": ops_audit,
+        "ops_audit_error": ops_audit_error,
     }
+
+
+def _audit_operators() -> tuple:
+    """(summary, None) of the reference step's operator audit, or (None, why not): only where torch_npu is
+    installed (its own list says what falls back); the audit runs on the CPU, whatever the device."""
+    try:
+        from npudoctor.ops.oplist import OpListError
+        from npudoctor.workload.opaudit import audit_summary
+    except ImportError as exc:  # an npudoctor without the ops room
+        return None, f"operator audit unavailable ({exc})"
+    try:
+        return audit_summary(), None
+    except OpListError as exc:
+        return None, str(exc)
+    except Exception as exc:  # the audit must never cost the training verdicts
+        return None, f"operator audit failed: {type(exc).__name__}: {exc}"[:300]
 
 
 def _stage(name: str) -> None:
@@ -79,7 +100,11 @@ def main(argv: Optional[List[str]] = None) -> int:
         compare = numerics.compare_step(device, train.CONFIGS["tiny"],
                                         loss_tolerance=float(tolerances.get("loss_rtol", 1e-4)),
                                         grad_tolerance=float(tolerances.get("grad_norm_rtol", 1e-3)))
-        document = result_document(device, result, ops, compare, torch_version=torch.__version__, stage="done")
+        stage = "operator audit"
+        _stage(stage)
+        ops_audit, ops_audit_error = _audit_operators()
+        document = result_document(device, result, ops, compare, torch_version=torch.__version__, stage="done",
+                                   ops_audit=ops_audit, ops_audit_error=ops_audit_error)
     except devices.DeviceUnavailable as exc:
         document = result_document(error=str(exc), stage=stage)
     except Exception as exc:  # the verdict is "the device cannot train": report what broke, never a traceback only

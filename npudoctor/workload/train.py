@@ -86,6 +86,8 @@ class TrainResult:
     skipped_steps: int = 0  # fp16 steps the GradScaler skipped (inf/nan gradients)
     inject_leak: Union[int, str, None] = None
     interrupted: bool = False  # Ctrl-C stopped the run: ``steps`` were recorded of those asked for
+    # CPU-fallback warnings the run printed: [{"op", "first_step", "count"}] (workload.fallbacks)
+    cpu_fallbacks: List[Dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> Dict[str, Any]:
         data = {k: v for k, v in self.__dict__.items() if k not in ("verdict", "overflows")}
@@ -219,7 +221,10 @@ def run(options: TrainOptions, device: Device, progress: Optional[ProgressFn] = 
         handle, temporary = tempfile.mkstemp(prefix="npudoctor-memlog-", suffix=".jsonl")
         os.close(handle)
         log_path = temporary
-    recorder = MemoryRecorder(log_path, device)
+    from npudoctor.workload.fallbacks import FallbackWatch
+
+    watch = FallbackWatch()  # torch_npu prints its CPU-fallback warnings to fd 2 from C++
+    recorder = MemoryRecorder(log_path, device, fallbacks=watch)
     kept: List[Any] = []  # what --inject-leak keeps alive
     losses: List[Optional[float]] = []
     step_times: List[float] = []
@@ -228,6 +233,7 @@ def run(options: TrainOptions, device: Device, progress: Optional[ProgressFn] = 
     skipped = 0
     retain_graph = options.inject_leak == "graph"
     interrupted = False
+    watch.start()
     try:
         try:
             iterator = iter(loader)
@@ -280,6 +286,7 @@ def run(options: TrainOptions, device: Device, progress: Optional[ProgressFn] = 
         records = read_records(log_path)
     finally:
         recorder.close()
+        watch.stop()
         kept.clear()
         if temporary is not None:
             os.unlink(temporary)
@@ -295,4 +302,5 @@ def run(options: TrainOptions, device: Device, progress: Optional[ProgressFn] = 
         step_s_median=statistics.median(step_times[1:] or step_times) if step_times else None,
         data_wait_fraction=(sum(waits[1:]) / sum(step_times[1:])) if len(step_times) > 1 and total else None,
         verdict=verdict, log=options.log, overflows=overflows, skipped_steps=skipped,
-        inject_leak=options.inject_leak, interrupted=interrupted)
+        inject_leak=options.inject_leak, interrupted=interrupted,
+        cpu_fallbacks=watch.table())
