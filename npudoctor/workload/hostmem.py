@@ -89,7 +89,18 @@ class HostMemory:
         import psutil
 
         try:
-            self._children = self._process.children(recursive=True)
+            children = self._process.children(recursive=True)
         except (psutil.NoSuchProcess, psutil.AccessDenied):
-            self._children = []
+            children = []
+        self._children = [child for child in children if _alive(child)]
         self._listed_at = now
+
+
+def _alive(process: Any) -> bool:
+    """A child that runs (a zombie holds no memory and is no worker: an exited child not yet reaped)."""
+    import psutil
+
+    try:
+        return bool(process.status() != psutil.STATUS_ZOMBIE)
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return False
