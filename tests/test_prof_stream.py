@@ -24,6 +24,18 @@ def rank_with(tmp_path: Path, name: str, body: bytes) -> Path:
     return pt
 
 
+_BASELINE: list = []
+
+
+def _grown_mib(outcome, tmp_path: Path) -> float:
+    """Peak memory above what the same command takes on a tiny file (the interpreter, pandas and pyarrow alone
+    take 170-210 MiB depending on the venv): what the input itself made it hold."""
+    if not _BASELINE:
+        small = rank_with(tmp_path / "baseline", "communication.json", b'{"step1": {"collective": {}}}')
+        _BASELINE.append(run_npudoctor(["prof", "analyze", str(small), "--format", "json"], kill_after_s=60).peak_mib)
+    return float(outcome.peak_mib - _BASELINE[0])
+
+
 @pytest.mark.parametrize("body", [b"[1]", b"[]", b"{}", b"1", b"[null, \"x\", [], {\"ph\": \"X\"}]",
                                   b'[{"ph": "X", "name": 5, "args": {"Task Type": 1}, "dur": "1e999"}]',
                                   b'[{"ph": "C", "name": "AI Core Freq", "ts": [], "args": {"MHz": "x"}}]'])
@@ -61,7 +73,7 @@ def test_a_big_trace_view_is_streamed_in_bounded_memory(tmp_path: Path) -> None:
         handle.write(b"]")
     outcome = run_npudoctor(["prof", "analyze", str(pt), "--format", "json"], kill_after_s=60)
     assert outcome.rc in (0, 1), outcome.stderr[-2000:]
-    assert outcome.peak_mib < 200, outcome.peak_mib
+    assert _grown_mib(outcome, tmp_path) < 64, outcome.peak_mib
 
 
 def test_a_communication_json_of_empty_objects_is_capped_in_bounded_memory(tmp_path: Path) -> None:
@@ -70,7 +82,7 @@ def test_a_communication_json_of_empty_objects_is_capped_in_bounded_memory(tmp_p
     outcome = run_npudoctor(["prof", "analyze", str(rank_with(tmp_path, "communication.json", body)),
                              "--format", "json"], kill_after_s=60)
     assert outcome.rc in (0, 1), outcome.stderr[-2000:]
-    assert outcome.peak_mib < 200, outcome.peak_mib
+    assert _grown_mib(outcome, tmp_path) < 64, outcome.peak_mib
     problems = json.loads(outcome.stdout)["problems"]
     assert any("keys: the rest not read" in p for p in problems), problems
     array = b'{"step1": {"x": [' + b",".join([b"{}"] * 2_000_000) + b"]}}"
