@@ -8,11 +8,8 @@ file in a private temporary folder, read bounded.
 
 from __future__ import annotations
 
-import contextlib
-import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -22,6 +19,8 @@ from typing import Any, Dict, List, Optional, Sequence
 from npudoctor.errors import InputError
 from npudoctor.ops import oplist
 from npudoctor.ops.judge import AuditResult, judge
+from npudoctor.parsers import jsondoc
+from npudoctor.probes.proctree import ProcessTree
 
 MAX_RECORDING_BYTES = 64 * 1024 * 1024
 GRACE_S = 5.0
@@ -100,19 +99,6 @@ def _child_env(environ: Optional[Dict[str, str]]) -> Dict[str, str]:
     return env
 
 
-def _stop(process: subprocess.Popen, grace_s: float) -> None:
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        try:
-            os.killpg(process.pid, sig)
-        except (ProcessLookupError, PermissionError):
-            return
-        try:
-            process.wait(timeout=grace_s)
-            return
-        except subprocess.TimeoutExpired:
-            continue
-
-
 def _read_recording(path: str) -> Optional[Dict[str, Any]]:
     try:
         with open(path, "rb") as handle:
@@ -122,8 +108,8 @@ def _read_recording(path: str) -> Optional[Dict[str, Any]]:
     if len(data) > MAX_RECORDING_BYTES:
         raise OpsError(f"the audit's recording is larger than {MAX_RECORDING_BYTES} bytes; refused")
     try:
-        document = json.loads(data.decode("utf-8"))
-    except (ValueError, RecursionError):
+        document = jsondoc.loads(data, "the audit's recording")
+    except jsondoc.JsonDocumentError:
         return None
     return document if isinstance(document, dict) else None
 
@@ -158,26 +144,26 @@ def run_script(script: str, args: Sequence[str], python: Optional[str] = None, t
     argv = [python or sys.executable, "-m", module, recording_path, *target, *args]
     started = time.monotonic()
     timed_out = interrupted = False
+    tree = ProcessTree()
     try:
         try:
             process = subprocess.Popen(argv, env=_child_env(environ), start_new_session=True,
                                        stdout=2 if stdout_to_stderr else None, stdin=subprocess.DEVNULL)
         except OSError as exc:
             raise OpsError(f"cannot run {argv[0]}: {exc.strerror or exc}") from None
+        tree.watch(process.pid)
         try:
             code = _wait(process, recording_path, timeout_s)
             if code is None:
                 timed_out = True
-                _stop(process, grace_s)
                 code = 124
         except KeyboardInterrupt:
             interrupted = True
-            _stop(process, grace_s)
             code = 130
         finally:
-            # The script's own children (a fork, a server it started) go with it.
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(process.pid, signal.SIGKILL)
+            # The script and whatever it started (a fork, a server, a setsid daemon) go with it, also after
+            # a normal exit: SIGTERM, then SIGKILL after grace_s.
+            tree.stop(grace_s=grace_s)
         recording = _read_recording(recording_path)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
