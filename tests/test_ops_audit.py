@@ -416,3 +416,12 @@ def test_an_interpreter_without_torch_is_one_line(tmp_path: Path) -> None:
     assert result.stderr.count("\n") == 1 and "cannot import torch" in result.stderr, result.stderr
     missing = _invoke(["--python", str(tmp_path / "nope"), "--torch-npu", "2.14.0", "--", script, "1"])
     assert missing.exit_code == 2 and "cannot run" in missing.stderr and missing.stderr.count("\n") == 1
+
+
+def test_a_token_among_the_script_arguments_comes_out_redacted(tmp_path: Path) -> None:
+    token = "hf_" + "abcdefghijklmnopqrstuvwxyz123456"
+    script = _script(tmp_path, "import torch\ntorch.ones(2).sum()\n")
+    result = engine.audit_script(script, [f"--hf_token={token}"], oplist.read_shipped("2.14.0"),
+                                 stdout_to_stderr=True)
+    document = json.dumps(result.to_dict())
+    assert token not in document and "<redacted>" in document

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Set, Tuple
 
+from npudoctor.untrusted import clean_value
+
 SCHEMA = "npudoctor.ops/1"
 VERDICTS = ("fallback", "unknown", "decomposed", "native")
 COMPOSITE_KEYS = ("CompositeExplicitAutogradNonFunctional", "CompositeExplicitAutograd", "CompositeImplicitAutograd")
@@ -83,10 +85,12 @@ class AuditResult(NamedTuple):
         return 1 if fail_on == "fallback" and self.fallbacks else 0
 
     def to_dict(self) -> Dict[str, Any]:
-        return {"schema": SCHEMA, "op_list": self.op_list.to_dict(), "torch": self.torch, "calls": self.calls,
-                "run": dict(self.run), "summary": {"operators": len(self.ops), **self.counts()},
-                "verdict": self.verdict_line(), "notes": list(self.notes),
-                "operators": [op.to_dict() for op in self.ops]}
+        # The script's arguments, paths and error line are the user's text: redacted and printable, as findings are
+        return clean_value({"schema": SCHEMA, "op_list": self.op_list.to_dict(), "torch": self.torch,
+                            "calls": self.calls, "run": dict(self.run),
+                            "summary": {"operators": len(self.ops), **self.counts()},
+                            "verdict": self.verdict_line(), "notes": list(self.notes),
+                            "operators": [op.to_dict() for op in self.ops]})
 
 
 def _names(ops: Sequence[JudgedOp], limit: int = 3) -> str:
