@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from npudoctor.cli import main
+from npudoctor.model.inputs import WALKED_LINK
 from tests.bounded import run_npudoctor
 from tests.clirunner import cli_runner
 
@@ -48,7 +49,7 @@ def hostile_dir(tmp_path):
     return folder
 
 
-def test_logs_scan_skips_fifos_devices_and_links_out_of_the_folder(hostile_dir) -> None:
+def test_logs_scan_skips_fifos_devices_and_links_met_in_the_folder(hostile_dir) -> None:
     code, out, err, seconds, rss = run_child(["logs", "scan", str(hostile_dir), "--format", "json"])
     assert code == 1, err
     assert seconds < 10 and rss < 200
@@ -56,8 +57,8 @@ def test_logs_scan_skips_fifos_devices_and_links_out_of_the_folder(hostile_dir) 
     assert [os.path.basename(f["path"]) for f in doc["files"]] == ["plog-1_20250101000000000.log"]
     skipped = {os.path.basename(s["path"]): s["reason"] for s in doc["skipped"]}
     assert skipped == {"plog-2_20250101000000001.log": "not a regular file (fifo)",
-                       "plog-3_20250101000000002.log": "symlink out of the scanned folder",
-                       "plog-4_20250101000000003.log": "symlink out of the scanned folder"}
+                       "plog-3_20250101000000002.log": WALKED_LINK,
+                       "plog-4_20250101000000003.log": WALKED_LINK}
     assert "hunter2" not in out
 
 

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import posixpath
 import re
 from typing import TYPE_CHECKING, Dict, Iterable, List, Tuple
 
 from npudoctor.checks.registry import CheckContext, Outcome, error, passed, setting, skip
 from npudoctor.checks.registry import check as register
 from npudoctor.model.finding import Status
+from npudoctor.model.inputs import WALKED_LINK
 
 if TYPE_CHECKING:
     from npudoctor.logs.model import LogFinding
@@ -39,7 +39,7 @@ def _plog_files(ctx: CheckContext, root: str) -> Tuple[List[str], List[str], Lis
             if not match:
                 continue
             path = f"{folder.rstrip('/')}/{name}"
-            reason = _unsafe(ctx, root, path)
+            reason = _unsafe(ctx, path)
             if reason:
                 skipped.append((path, reason))
             else:
@@ -48,16 +48,14 @@ def _plog_files(ctx: CheckContext, root: str) -> Tuple[List[str], List[str], Lis
     return [path for _, path in found], problems, skipped
 
 
-def _unsafe(ctx: CheckContext, root: str, path: str) -> str:
-    """Why ``path`` must not be opened ("" when it may): only regular files inside ``root`` are read."""
+def _unsafe(ctx: CheckContext, path: str) -> str:
+    """Why ``path`` must not be opened ("" when it may): only regular files met in the folder are read, never a
+    link (the one link rule: :mod:`npudoctor.model.inputs`)."""
     info = ctx.runner.path_info(path)
     if info.error == "not-recorded":  # a bundle made before file types were recorded: its text is safe
         return ""
     if info.link_target is not None:
-        target = posixpath.normpath(posixpath.join(posixpath.dirname(path), info.link_target))
-        top = posixpath.normpath(root)
-        if target != top and not target.startswith(top.rstrip("/") + "/"):
-            return "symlink out of the log folder"
+        return WALKED_LINK
     if info.exists and info.kind != "file":
         return f"not a regular file ({info.kind})"
     return ""
@@ -105,7 +103,7 @@ def newest_plogs(ctx: CheckContext) -> Iterable[Outcome]:
     finding per kind of problem, with its subjects and line counts) and explains error codes (EZ9999,
     EI0006, 507011, ...). It reports FAIL for errors (device exceptions, HCCL timeouts, error codes, ERROR
     records) and WARN for warnings and operators that fall back from the AI Core. Only regular files inside
-    the directory are read (FIFOs, devices and links out of it are skipped).
+    the directory are read (FIFOs, devices and links met in it are skipped).
 
     Fix: follow the fix printed with each finding; `npudoctor logs scan DIR` gives the full report, with
     every file and line.

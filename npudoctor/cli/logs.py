@@ -76,7 +76,7 @@ def logs() -> None:
 @click.option("-j", "--jobs", type=click.IntRange(0, 256), default=0, show_default=True,
               help="Worker processes for big files (0: one per CPU, at most 8; 1: scan in this process).")
 @click.option("--follow-symlinks", is_flag=True,
-              help="In folders, also read symlinks that point outside the folder (not followed by default).")
+              help="In folders, also read the symlinks met (not followed by default; a link named is read).")
 @click.option("-v", "--verbose", is_flag=True,
               help="Show every finding's sample line and explanation, and every file.")
 def scan(paths: Tuple[str, ...], fmt: str, fail_on: Tuple[str, ...], rule_files: Tuple[str, ...],

@@ -5,8 +5,9 @@ it and get a :class:`~npudoctor.logs.model.ScanResult` back. The scanner itself 
 
 Files are opened the way untrusted input must be: the type is looked at (``lstat``) before opening, nothing
 that is not a regular file is opened from a walked folder, ``open`` never blocks (``O_NONBLOCK``: a FIFO
-without a writer cannot hang the scan), symlinks that leave the scanned tree are not followed unless asked,
-and what is read from a device is capped.
+without a writer cannot hang the scan), a symlink is followed where the user names it but not where a walk
+meets it, unless asked (the one link rule: :mod:`npudoctor.model.inputs`), and what is read from a device is
+capped.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from npudoctor.logs.model import FileSummary, ScanResult
 from npudoctor.logs.rules import RuleSet, load_rules
 from npudoctor.logs.safeio import file_type, open_input
 from npudoctor.logs.scanner import CHUNK_BYTES, Scanner
+from npudoctor.model.inputs import WALKED_LINK, named_path
 
 # Files taken from a folder: plog-*.log, device-*.log, slogdlog, atrace ts_*.txt, rotated/zipped copies.
 LOG_FILE_NAME = re.compile(r"(?:\.log|\.txt|\.out|^slogdlog)(?:\.\d+)?(?:\.gz)?$")
@@ -63,18 +65,14 @@ def display_path(path: str, cwd: Optional[str] = None) -> str:
     return os.path.relpath(path, base)
 
 
-def _inside(path: str, root: str) -> bool:
-    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
-
-
 def expand_paths(paths: Sequence[str], follow_symlinks: bool = False,
                  cwd: Optional[str] = None) -> Tuple[List[LogInput], List[Tuple[str, str]]]:
     """(inputs, skipped) for the command-line ``paths``.
 
     Folders are walked (sorted) for log files; from a folder only regular files are taken, and symlinks
-    only when they stay inside the folder (or ``follow_symlinks``). ``skipped`` lists (path, reason) of
-    what a walk passed over; what cannot be read at all is an input of kind "problem". A path named on the
-    command line is read as given (files, pipes such as ``<(kubectl logs ...)``, ``-`` for stdin).
+    only with ``follow_symlinks``. ``skipped`` lists (path, reason) of what a walk passed over; what cannot be
+    read at all is an input of kind "problem". A path named on the command line is read as given (files,
+    folders, a link to either, pipes such as ``<(kubectl logs ...)``, ``-`` for stdin).
     """
     inputs: List[LogInput] = []
     skipped: List[Tuple[str, str]] = []
@@ -82,24 +80,26 @@ def expand_paths(paths: Sequence[str], follow_symlinks: bool = False,
         if path == "-":
             inputs.append(LogInput("-", "<stdin>", "stdin"))
             continue
+        shown = display_path(path, cwd)
+        path = named_path(path)
         try:
             st = os.stat(path)
         except FileNotFoundError:
-            inputs.append(_problem(display_path(path, cwd), "no such file or directory"))
+            inputs.append(_problem(shown, "no such file or directory"))
             continue
         except OSError as exc:
-            inputs.append(_problem(display_path(path, cwd), exc.strerror or str(exc)))
+            inputs.append(_problem(shown, exc.strerror or str(exc)))
             continue
         if stat.S_ISDIR(st.st_mode):
             before = len(inputs)
             _walk(path, follow_symlinks, cwd, inputs, skipped)
             if len(inputs) == before:
-                inputs.append(_problem(display_path(path, cwd), "no log files in this directory"))
+                inputs.append(_problem(shown, "no log files in this directory"))
         elif stat.S_ISREG(st.st_mode):
             kind = "gzip" if path.endswith(".gz") else "file"
-            inputs.append(LogInput(path, display_path(path, cwd), kind, st.st_size))
+            inputs.append(LogInput(path, shown, kind, st.st_size))
         else:
-            inputs.append(LogInput(path, display_path(path, cwd), "stream"))
+            inputs.append(LogInput(path, shown, "stream"))
     return inputs, skipped
 
 
@@ -109,8 +109,6 @@ def _problem(name: str, reason: str) -> LogInput:
 
 def _walk(root: str, follow_symlinks: bool, cwd: Optional[str], inputs: List[LogInput],
           skipped: List[Tuple[str, str]]) -> None:
-    real_root = os.path.realpath(root)
-
     def note(exc: OSError) -> None:
         inputs.append(_problem(display_path(str(exc.filename), cwd), exc.strerror or str(exc)))
 
@@ -126,8 +124,8 @@ def _walk(root: str, follow_symlinks: bool, cwd: Optional[str], inputs: List[Log
                 st = os.lstat(full)
                 link = stat.S_ISLNK(st.st_mode)
                 if link:
-                    if not follow_symlinks and not _inside(os.path.realpath(full), real_root):
-                        skipped.append((shown, "symlink out of the scanned folder"))
+                    if not follow_symlinks:
+                        skipped.append((shown, WALKED_LINK))
                         continue
                     st = os.stat(full)
             except FileNotFoundError:

@@ -10,7 +10,8 @@
 * a single CSV file given by path (its name says which table it is).
 
 Each place found is one :class:`Source`: one rank or device, or one msprof collection holding several devices.
-Symbolic links are not followed while walking (a loop or a link to ``/`` cannot run away with the walk).
+Symbolic links are not followed while walking (a loop or a link to ``/`` cannot run away with the walk); a link
+named on the command line reads as its target (the one link rule: :mod:`npudoctor.model.inputs`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
+from npudoctor.model.inputs import WALKED_LINK, named_path
 from npudoctor.parsers import jsondoc
 from npudoctor.prof.columns import TABLES, column_map
 
@@ -103,7 +105,7 @@ def _listdir(path: str, problems: List[str]) -> List[str]:
             names = []
             for entry in entries:
                 if entry.is_symlink():
-                    problems.append(f"{os.path.join(path, entry.name)}: a symbolic link (not followed)")
+                    problems.append(f"{os.path.join(path, entry.name)}: {WALKED_LINK}")
                 else:
                     names.append(entry.name)
     except OSError as exc:
@@ -273,10 +275,8 @@ def discover(paths: List[str]) -> Tuple[List[Source], List[str]]:
         if not os.path.exists(path):
             problems.append(f"{path}: no such file or directory")
             continue
+        path = named_path(path)  # a link named here reads as its target (the one link rule)
         if not os.path.isdir(path):
-            if os.path.islink(path):
-                problems.append(f"{path}: a symbolic link (not followed; give the file it points to)")
-                continue
             from npudoctor.prof.database import kind_of
 
             table = table_of(os.path.basename(path)) or kind_of(os.path.basename(path))
