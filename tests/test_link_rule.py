@@ -1,8 +1,8 @@
 """The one symbolic-link rule (`model.inputs`), held for `logs scan` and `prof analyze` alike.
 
-A link named on the command line reads as the file or folder it points to (the user chose it, as with
-``grep -r``); a link met while walking a folder is skipped with the same words in both commands (only
-``logs scan --follow-symlinks`` reads those).
+Files are read as regular files and folders as folders, never through a link (issue 19 point 16): a link
+named on the command line is refused with the same words in both commands (one line, exit 2), a link met while
+walking a folder is skipped with the same words; only ``logs scan --follow-symlinks`` reads them.
 """
 
 from __future__ import annotations
@@ -15,9 +15,10 @@ import sys
 import pytest
 
 from npudoctor.cli import main
-from npudoctor.model.inputs import WALKED_LINK, named_path
+from npudoctor.model.inputs import NAMED_LINK, WALKED_LINK, is_named_link
 from tests import profdirs
 from tests.clirunner import cli_runner
+from tests.test_links_and_empty_args import one_line_error
 
 ERROR_LINE = b"[ERROR] RUNTIME(1,python):2025-01-01-00:00:00.000.001 [api_c.cc:9]1 rtModelExecute:ErrCode=507011\n"
 
@@ -40,13 +41,26 @@ def logs(tmp_path):
     return folder
 
 
-def test_logs_scan_reads_a_named_link_to_a_file_or_folder(tmp_path, logs):
+def test_logs_scan_and_prof_refuse_a_named_link_to_a_file_or_folder_with_the_same_words(tmp_path, logs):
     (tmp_path / "latest.log").symlink_to(logs / "plog-1_20250101000000000.log")
     (tmp_path / "latest").symlink_to(logs)
     for named in (tmp_path / "latest.log", tmp_path / "latest"):
-        document = scanned(invoke("logs", "scan", named, "--format", "json"))
-        assert [f["path"] for f in document["files"]] and document["skipped"] == [], document
+        one_line_error(invoke("logs", "scan", named), f"{named}: {NAMED_LINK}")
+        # asked for: read as its target
+        document = scanned(invoke("logs", "scan", named, "--format", "json", "--follow-symlinks"))
         assert any(f["subject"] == "507011" for f in document["findings"]), document["findings"]
+    # beside a readable input: the multi-input rule (said on stderr, exit 1, the rest judged)
+    partial = invoke("logs", "scan", tmp_path / "latest.log", logs)
+    assert partial.exit_code == 1 and NAMED_LINK in partial.stderr, partial.output
+
+    rank = profdirs.torch_npu_rank(tmp_path / "elsewhere", rank=0, extras=False)
+    kernel = rank / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv"
+    (tmp_path / "kernel_details.csv").symlink_to(kernel)
+    (tmp_path / "run").symlink_to(rank)
+    for named in (tmp_path / "kernel_details.csv", tmp_path / "run"):
+        one_line_error(invoke("prof", "analyze", named), f"{named}: {NAMED_LINK}")
+    assert invoke("prof", "analyze", kernel).exit_code in (0, 1)  # the file itself is read
+    assert invoke("prof", "analyze", rank).exit_code in (0, 1)
 
 
 def test_logs_scan_and_prof_skip_a_link_met_in_a_folder_with_the_same_words(tmp_path, logs):
@@ -67,20 +81,6 @@ def test_logs_scan_and_prof_skip_a_link_met_in_a_folder_with_the_same_words(tmp_
     assert f"{output / 'op_statistic.csv'}: {WALKED_LINK}" in json.loads(result.stdout)["problems"]
 
 
-def test_prof_analyze_reads_a_named_link_to_a_table_or_a_run_as_its_target(tmp_path):
-    rank = profdirs.torch_npu_rank(tmp_path / "elsewhere", rank=0, extras=False)
-    kernel = rank / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv"
-    (tmp_path / "kernel_details.csv").symlink_to(kernel)
-    (tmp_path / "latest").symlink_to(rank)  # a "latest" link to the run: its layout is told by the target's name
-    direct = json.loads(invoke("prof", "analyze", kernel, "--format", "json").stdout)
-    via_link = invoke("prof", "analyze", tmp_path / "kernel_details.csv", "--format", "json")
-    assert via_link.exit_code in (0, 1) and json.loads(via_link.stdout)["ranks"] == direct["ranks"], via_link.output
-    run = json.loads(invoke("prof", "analyze", rank, "--format", "json").stdout)
-    via_folder = invoke("prof", "analyze", tmp_path / "latest", "--format", "json")
-    assert via_folder.exit_code in (0, 1) and json.loads(via_folder.stdout)["ranks"] == run["ranks"]
-    assert run["ranks"] and run["ranks"][0]["label"] == "rank 0"
-
-
 def test_a_named_link_to_a_pipe_is_read_as_the_stream_it_is(tmp_path):
     # The shell's <(cmd) names /dev/fd/N, a link in /proc to a pipe: it stays as named and is read to its end.
     command = (f"{sys.executable} -m npudoctor logs scan --format json <(printf '%s' "
@@ -91,13 +91,21 @@ def test_a_named_link_to_a_pipe_is_read_as_the_stream_it_is(tmp_path):
     assert any(f["subject"] == "507011" for f in json.loads(result.stdout)["findings"])
 
 
-def test_named_path_resolves_only_links_to_files_and_folders(tmp_path):
+def test_only_links_to_a_file_folder_or_named_fifo_count_as_named_links(tmp_path):
     real = tmp_path / "real.log"
     real.write_bytes(b"x")
     (tmp_path / "link").symlink_to(real)
     (tmp_path / "dangling").symlink_to(tmp_path / "gone")
     os.mkfifo(tmp_path / "fifo")
     (tmp_path / "to-fifo").symlink_to(tmp_path / "fifo")
-    assert named_path(str(tmp_path / "link")) == os.path.realpath(real)
-    for as_named in ("dangling", "to-fifo", "fifo", "real.log", "nothing-here"):
-        assert named_path(str(tmp_path / as_named)) == str(tmp_path / as_named)
+    (tmp_path / "to-folder").symlink_to(tmp_path)
+    for link in ("link", "dangling", "to-fifo", "to-folder"):
+        assert is_named_link(str(tmp_path / link)), link
+    for as_named in ("fifo", "real.log", "nothing-here"):
+        assert not is_named_link(str(tmp_path / as_named)), as_named
+    read, write = os.pipe()  # what <(cmd) names: /dev/fd/N, a link in /proc to an anonymous pipe
+    try:
+        assert not is_named_link(f"/proc/self/fd/{read}")
+    finally:
+        os.close(read)
+        os.close(write)

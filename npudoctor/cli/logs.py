@@ -76,7 +76,7 @@ def logs() -> None:
 @click.option("-j", "--jobs", type=click.IntRange(0, 256), default=0, show_default=True,
               help="Worker processes for big files (0: one per CPU, at most 8; 1: scan in this process).")
 @click.option("--follow-symlinks", is_flag=True,
-              help="In folders, also read the symlinks met (not followed by default; a link named is read).")
+              help="Read symbolic links too, named or met in folders (not followed by default).")
 @click.option("-v", "--verbose", is_flag=True,
               help="Show every finding's sample line and explanation, and every file.")
 def scan(paths: Tuple[str, ...], fmt: str, fail_on: Tuple[str, ...], rule_files: Tuple[str, ...],
@@ -104,14 +104,17 @@ def scan(paths: Tuple[str, ...], fmt: str, fail_on: Tuple[str, ...], rule_files:
     finally:
         if progress is not None:
             progress.close()
+    if not result.readable_files:  # one line, as for every command that reads many inputs (model.inputs)
+        unread = [s for s in result.files if s.status != "ok"]
+        first = f": {unread[0].path}: {unread[0].error}" if unread else ""
+        more = f" (and {len(unread) - 1} more)" if len(unread) > 1 else ""
+        raise fail_usage(f"nothing readable to scan{first}{more}")
     for summary in result.files:
         if summary.status == "partial":
             click.echo(printable(f"npudoctor: warning: {summary.path}: {summary.error}; scanned what was read "
                                  f"before it (partial)"), err=True)
         elif summary.status != "ok":
             click.echo(printable(f"npudoctor: warning: {summary.path}: {summary.error}"), err=True)
-    if not result.readable_files:
-        raise fail_usage("nothing readable to scan")
     # An input that could not be read makes the exit at least 1, whatever matched (npudoctor.model.inputs);
     # files a folder walk skips on purpose (links out, FIFOs, binaries) are no inputs.
     unreadable = [s for s in result.files if s.status == "unreadable"]

@@ -118,15 +118,13 @@ def leak() -> None:
 def leak_analyze(path: str, fmt: str, warmup: Optional[int], profile_name: Optional[str], verbose: bool) -> None:
     """Leak verdict for a recorded log: exit 1 on a leak, 2 on unreadable input."""
     from npudoctor import api
-    from npudoctor.model.inputs import named_path
     from npudoctor.workload import leak as leaks
     from npudoctor.workload.memlog import TAIL_BYTES, last_run, read_records
 
-    target = named_path(path)  # a link named here reads as its target (the one link rule)
     try:
         profile = api.load_profile(profile_name)
         settings = leaks.LeakSettings.from_mapping(profile.get("train.leak"))
-        records = read_records(target, max_bytes=TAIL_BYTES)
+        records = read_records(path, max_bytes=TAIL_BYTES)
     except (TypeError, ValueError) as exc:
         raise fail_usage(f"profile train.leak: {exc}") from None
     verdict = leaks.analyze(records, settings, **({"warmup_steps": warmup} if warmup is not None else {}))
@@ -139,5 +137,5 @@ def leak_analyze(path: str, fmt: str, warmup: Optional[int], profile_name: Optio
         from npudoctor.report import train_console
 
         train_console.render_leak(verdict, path, runs, len(last_run(records)),
-                                  tail_only=os.path.getsize(target) > TAIL_BYTES, verbose=verbose)
+                                  tail_only=os.path.getsize(path) > TAIL_BYTES, verbose=verbose)
     raise click.exceptions.Exit(EXIT_FINDINGS if verdict.leak else EXIT_OK)

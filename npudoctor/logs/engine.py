@@ -5,9 +5,8 @@ it and get a :class:`~npudoctor.logs.model.ScanResult` back. The scanner itself 
 
 Files are opened the way untrusted input must be: the type is looked at (``lstat``) before opening, nothing
 that is not a regular file is opened from a walked folder, ``open`` never blocks (``O_NONBLOCK``: a FIFO
-without a writer cannot hang the scan), a symlink is followed where the user names it but not where a walk
-meets it, unless asked (the one link rule: :mod:`npudoctor.model.inputs`), and what is read from a device is
-capped.
+without a writer cannot hang the scan), a symlink is not followed, named or met in a folder, unless asked
+(the one link rule: :mod:`npudoctor.model.inputs`), and what is read from a device is capped.
 """
 
 from __future__ import annotations
@@ -23,7 +22,7 @@ from npudoctor.logs.model import FileSummary, ScanResult
 from npudoctor.logs.rules import RuleSet, load_rules
 from npudoctor.logs.safeio import file_type, open_input
 from npudoctor.logs.scanner import CHUNK_BYTES, Scanner
-from npudoctor.model.inputs import WALKED_LINK, named_path
+from npudoctor.model.inputs import NAMED_LINK, WALKED_LINK, is_named_link
 
 # Files taken from a folder: plog-*.log, device-*.log, slogdlog, atrace ts_*.txt, rotated/zipped copies.
 LOG_FILE_NAME = re.compile(r"(?:\.log|\.txt|\.out|^slogdlog)(?:\.\d+)?(?:\.gz)?$")
@@ -69,10 +68,11 @@ def expand_paths(paths: Sequence[str], follow_symlinks: bool = False,
                  cwd: Optional[str] = None) -> Tuple[List[LogInput], List[Tuple[str, str]]]:
     """(inputs, skipped) for the command-line ``paths``.
 
-    Folders are walked (sorted) for log files; from a folder only regular files are taken, and symlinks
-    only with ``follow_symlinks``. ``skipped`` lists (path, reason) of what a walk passed over; what cannot be
-    read at all is an input of kind "problem". A path named on the command line is read as given (files,
-    folders, a link to either, pipes such as ``<(kubectl logs ...)``, ``-`` for stdin).
+    Folders are walked (sorted) for log files; from a folder only regular files are taken. A symbolic link,
+    named or met in a walk, is read only with ``follow_symlinks`` (the one link rule,
+    :mod:`npudoctor.model.inputs`). ``skipped`` lists (path, reason) of what a walk passed over; what cannot be
+    read at all is an input of kind "problem". A path named on the command line is otherwise read as given
+    (files, folders, pipes such as ``<(kubectl logs ...)``, ``-`` for stdin).
     """
     inputs: List[LogInput] = []
     skipped: List[Tuple[str, str]] = []
@@ -81,7 +81,9 @@ def expand_paths(paths: Sequence[str], follow_symlinks: bool = False,
             inputs.append(LogInput("-", "<stdin>", "stdin"))
             continue
         shown = display_path(path, cwd)
-        path = named_path(path)
+        if not follow_symlinks and is_named_link(path):
+            inputs.append(_problem(shown, NAMED_LINK))
+            continue
         try:
             st = os.stat(path)
         except FileNotFoundError:

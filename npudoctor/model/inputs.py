@@ -39,31 +39,32 @@ def warning_line(unreadable: Sequence[Tuple[str, str]]) -> str:
 
 
 # -- symbolic links ------------------------------------------------------------------------------------------
-# A path named on the command line is the user's choice: a link there is followed (as ``grep -r``, ``find -H``
-# and ``du`` do) and reads as the file or folder it points to, which must still be what the command reads (a
-# regular file, a folder; a stream where the command takes one). A link met while walking a folder is not
-# followed: a folder copied from elsewhere may point anywhere (/dev/zero, /proc/self/pagemap, a key file,
-# another rank's table read twice); it is skipped and said, and only ``logs scan --follow-symlinks`` asks for
-# such links. Nothing is ever written through a link (a separate rule, kept by each writer).
+# Files are read as regular files and folders as folders, never through a symbolic link (issue 19 point 16):
+# a link may point anywhere (/dev/zero, /proc/self/pagemap, a key file, another rank's table read twice).
+# * A link named on the command line is refused: one line, exit 2 for a single input (the multi-input rule
+#   above when others are readable). The words say what to do: give the file it points to.
+# * A link met while walking a folder is skipped and said, with the same words in every walk.
+# * ``logs scan --follow-symlinks`` (the one command with that flag) reads both kinds.
+# The shell's ``<(cmd)`` names ``/dev/fd/N``, a link in /proc to an anonymous pipe: no file or folder stands
+# behind it, so it is read as the stream it is. Nothing is ever written through a link (each writer keeps that).
 
-#: Why a link met in a folder walk is not read (the skip reason every walk gives).
-WALKED_LINK = "a symbolic link met in a folder (not followed; name it to read it)"
+#: Why a link named on the command line is not read.
+NAMED_LINK = "a symbolic link (not followed; give the file it points to)"
+#: Why a link met in a folder walk is not read.
+WALKED_LINK = "a symbolic link (not followed)"
 
 
-def named_path(path: str) -> str:
-    """The path to read for ``path`` as named on the command line: a link's target (resolved once, here), so
-    the readers, which never open a link, read the file or folder it points to; any other path as given.
-
-    A link to something that is neither a regular file nor a folder (the shell's ``<(cmd)`` is a link to a
-    pipe in /proc) stays as named: opening it reaches the stream, and its type is judged there.
-    """
+def is_named_link(path: str) -> bool:
+    """Whether ``path``, as named on the command line, is a link to refuse (:data:`NAMED_LINK`): any symbolic
+    link but one that leads to an anonymous pipe or socket (``<(cmd)``, ``/dev/stdin`` from a pipe)."""
     try:
         if not stat.S_ISLNK(os.lstat(path).st_mode):
-            return path
+            return False
+    except (OSError, ValueError):
+        return False  # nothing there: the reader says so
+    try:
         mode = os.stat(path).st_mode
     except (OSError, ValueError):
-        return path  # a broken link, or no such path: the reader says so for the path named
-    target = os.path.realpath(path)
-    if (stat.S_ISREG(mode) or stat.S_ISDIR(mode)) and os.path.exists(target):
-        return target
-    return path
+        return True  # a broken link (or one that cannot be looked through): refused as a link all the same
+    anonymous = (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)) and not os.path.exists(os.path.realpath(path))
+    return not anonymous

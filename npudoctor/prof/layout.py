@@ -10,8 +10,8 @@
 * a single CSV file given by path (its name says which table it is).
 
 Each place found is one :class:`Source`: one rank or device, or one msprof collection holding several devices.
-Symbolic links are not followed while walking (a loop or a link to ``/`` cannot run away with the walk); a link
-named on the command line reads as its target (the one link rule: :mod:`npudoctor.model.inputs`).
+Symbolic links are not followed, named or met while walking (a loop or a link to ``/`` cannot run away with the
+walk; the one link rule: :mod:`npudoctor.model.inputs`).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
-from npudoctor.model.inputs import WALKED_LINK, named_path
+from npudoctor.model.inputs import NAMED_LINK, WALKED_LINK, is_named_link
 from npudoctor.parsers import jsondoc
 from npudoctor.prof.columns import TABLES, column_map
 
@@ -275,7 +275,9 @@ def discover(paths: List[str]) -> Tuple[List[Source], List[str]]:
         if not os.path.exists(path):
             problems.append(f"{path}: no such file or directory")
             continue
-        path = named_path(path)  # a link named here reads as its target (the one link rule)
+        if is_named_link(path):  # never through a link, a folder's either (the one link rule)
+            problems.append(f"{path}: {NAMED_LINK}")
+            continue
         if not os.path.isdir(path):
             from npudoctor.prof.database import kind_of
 

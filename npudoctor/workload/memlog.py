@@ -63,6 +63,7 @@ import uuid
 from typing import IO, Any, Dict, Iterator, List, Mapping, Optional
 
 from npudoctor.errors import InputError
+from npudoctor.model.inputs import NAMED_LINK
 from npudoctor.parsers import jsondoc
 
 SCHEMA = "npudoctor.memlog/2"
@@ -272,7 +273,7 @@ def _open_regular(path: os.PathLike[str] | str) -> IO[bytes]:
                      | getattr(os, "O_NOFOLLOW", 0))  # never through a link (to /proc/self/pagemap, elsewhere)
     except OSError as exc:
         if exc.errno == errno.ELOOP:
-            raise MemlogError(f"{name}: a symbolic link (not followed; give the file it points to)") from None
+            raise MemlogError(f"{name}: {NAMED_LINK}") from None
         raise MemlogError(f"{name}: cannot open ({exc.strerror or exc})") from None
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
