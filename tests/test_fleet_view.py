@@ -79,6 +79,25 @@ def test_a_node_reported_twice_counts_once_by_its_newest_report(tmp_path, docume
     assert len(result.nodes) == 1 and result.nodes[0].verdict == "ok" and result.reports_read == 2
 
 
+def test_names_that_only_read_alike_once_cleaned_stay_two_nodes(tmp_path, documents):
+    # Two hosts whose names differ only by a secret (redacted to the same text) or a control character: two
+    # nodes, each named with its report; the same written name twice is still one node.
+    write_report(tmp_path / "a.json", documents["healthy"], hostname="AKIAIOSFODNN7EXAMPLE-gpu")
+    write_report(tmp_path / "b.json", documents["unbound-device"], hostname="AKIAIOSFODNN7EXAMPLF-gpu")
+    write_report(tmp_path / "c.json", documents["healthy"], hostname="node\x1b[31m1")
+    write_report(tmp_path / "d.json", documents["healthy"], hostname="node1", driver="24.1.0")
+    write_report(tmp_path / "e.json", documents["healthy"], hostname="node1", driver="24.1.0")
+    result = view.build([str(tmp_path)])
+    names = {node.name: node.verdict for node in result.nodes}
+    assert names == {f"<redacted>-gpu ({tmp_path / 'a.json'})": "ok", f"<redacted>-gpu ({tmp_path / 'b.json'})": "fail",
+                     f"node1 ({tmp_path / 'c.json'})": "ok", f"node1 ({tmp_path / 'e.json'})": "ok"}, names
+    assert result.reports_read == 5
+    document = json.dumps(view.to_dict(result))
+    assert "AKIAIOSFODNN7EXAMPL" not in document and "\\u001b" not in document
+    (drift,) = [d for d in result.drift() if d.field == "driver"]
+    assert (drift.majority_count, drift.others) == (3, [("24.1.0", [f"node1 ({tmp_path / 'e.json'})"])])
+
+
 def test_cli_formats_and_exit_codes(tmp_path, documents):
     write_report(tmp_path / "a.json", documents["healthy"], hostname="a")
     write_report(tmp_path / "b.json", documents["healthy"], hostname="b", torch_npu="2.1.0.post8")
