@@ -136,7 +136,10 @@ def newest_plogs(ctx: CheckContext) -> Iterable[Outcome]:
             cut.append(path)
         return [content.text.encode("utf-8")]
 
-    result = scan_paths(chosen, opener=read_tail)
+    from npudoctor.probes.cann_codes import read_installed_registry
+
+    registry = read_installed_registry(ctx.runner)  # codes read as `explain` shows them on this node
+    result = scan_paths(chosen, opener=read_tail, installed=registry.codes if registry else None)
     scanned = [f.path for f in result.files if f.status == "ok"]
     evidence = {"files_scanned": scanned, "max_bytes_per_file": max_bytes, "files_cut_at_max_bytes": cut,
                 "problems": problems, "skipped": [f"{path}: {reason}" for path, reason in skipped]}

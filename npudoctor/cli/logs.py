@@ -77,10 +77,12 @@ def logs() -> None:
               help="Worker processes for big files (0: one per CPU, at most 8; 1: scan in this process).")
 @click.option("--follow-symlinks", is_flag=True,
               help="Read symbolic links too, named or met in folders (not followed by default).")
+@click.option("--from", "bundle", metavar="BUNDLE", help="Explain codes in CANN's own texts from a bundle's node.")
+@click.option("--root", metavar="DIR", help="Explain codes in CANN's own texts from the install under DIR.")
 @click.option("-v", "--verbose", is_flag=True,
               help="Show every finding's sample line and explanation, and every file.")
 def scan(paths: Tuple[str, ...], fmt: str, fail_on: Tuple[str, ...], rule_files: Tuple[str, ...],
-         jobs: int, follow_symlinks: bool, verbose: bool) -> None:
+         jobs: int, follow_symlinks: bool, bundle: Optional[str], root: Optional[str], verbose: bool) -> None:
     """Scan files, directories, .gz files or - (stdin) and report merged findings.
 
     Exit codes: 0 nothing matched --fail-on; 1 findings matched or a file could not be read; 2 usage error or
@@ -90,8 +92,11 @@ def scan(paths: Tuple[str, ...], fmt: str, fail_on: Tuple[str, ...], rule_files:
     from npudoctor.logs.failon import matches_fail_on, parse_fail_on
     from npudoctor.logs.rules import RulesError, known_kinds, load_rules
     from npudoctor.model import inputs
+    from npudoctor.probes.cann_codes import texts_on_node
     from npudoctor.untrusted import printable
 
+    # Codes read as `explain` shows them on this node (or --root/--from): its CANN registry's texts first.
+    installed = texts_on_node(root, bundle)
     try:
         rules = load_rules(rule_files)
         criteria = parse_fail_on(split_list(fail_on), known_kinds(rules))
@@ -100,7 +105,8 @@ def scan(paths: Tuple[str, ...], fmt: str, fail_on: Tuple[str, ...], rule_files:
     progress = progress_for(sys.stderr)
     try:
         result = scan_paths(paths, rules=rules, rule_files=rule_files, jobs=jobs or default_jobs(),
-                            progress=progress, stdin=sys.stdin.buffer, follow_symlinks=follow_symlinks)
+                            progress=progress, stdin=sys.stdin.buffer, follow_symlinks=follow_symlinks,
+                            installed=installed)
     finally:
         if progress is not None:
             progress.close()

@@ -18,6 +18,7 @@ import zlib
 from dataclasses import dataclass
 from typing import IO, Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
+from npudoctor.logs.codes import Installed
 from npudoctor.logs.model import FileSummary, ScanResult
 from npudoctor.logs.rules import RuleSet, load_rules
 from npudoctor.logs.safeio import file_type, open_input
@@ -302,7 +303,8 @@ def default_jobs() -> int:
 def scan_paths(paths: Sequence[str], *, rules: Optional[RuleSet] = None, rule_files: Sequence[str] = (),
                jobs: int = 1, progress: Optional[Progress] = None, stdin: Optional[IO[bytes]] = None,
                follow_symlinks: bool = False, opener: Optional[Opener] = None,
-               cwd: Optional[str] = None) -> ScanResult:
+               cwd: Optional[str] = None, installed: Optional[Installed] = None
+               ) -> ScanResult:
     """Scan files, folders (walked for log files), ``.gz`` files and ``-`` (``stdin``); one merged result.
 
     ``rules`` default to the shipped ones plus ``rule_files`` (raises :class:`~npudoctor.logs.rules.RulesError`
@@ -310,9 +312,11 @@ def scan_paths(paths: Sequence[str], *, rules: Optional[RuleSet] = None, rule_fi
     bytes are scanned. ``opener`` reads each of ``paths`` instead of the local file system (no walking):
     LOG001 reads a node's plogs through its runner. Inputs that cannot be read become "unreadable" or
     "partial" files of the result, with the reason; ``result.skipped`` names what a walk passed over.
+    ``installed``: CANN's registry texts read on the node (:func:`npudoctor.probes.cann_codes.texts_on_node`):
+    code findings then read as ``explain`` shows them there.
     """
     rule_files = tuple(rule_files)
-    scanner = Scanner(rules if rules is not None else load_rules(rule_files))
+    scanner = Scanner(rules if rules is not None else load_rules(rule_files), installed)
     if opener is not None:
         inputs = [LogInput(path, path, "opener") for path in paths]
         skipped: List[Tuple[str, str]] = []
