@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Dict, Iterable, List, Tuple
 from npudoctor.checks.registry import CheckContext, Outcome, error, passed, setting, skip
 from npudoctor.checks.registry import check as register
 from npudoctor.model.finding import Status
-from npudoctor.model.inputs import WALKED_LINK
+from npudoctor.model.inputs import NAMED_LINK, WALKED_LINK
 
 if TYPE_CHECKING:
     from npudoctor.logs.model import LogFinding
@@ -23,12 +23,19 @@ PLOG_NAME = re.compile(r"^plog[-_](?:\d+_)?(\d{14,17})\.log$|^plog[-_].*\.log$")
 
 def _plog_files(ctx: CheckContext, root: str) -> Tuple[List[str], List[str], List[Tuple[str, str]]]:
     """(plog paths newest first, problems, skipped) under ``root``; names carry their start time. What is
-    not a regular file (a FIFO, a link to /dev/zero) or links out of ``root`` is skipped, never opened."""
+    not a regular file (a FIFO) or is a link (to /dev/zero, a folder elsewhere) is skipped, never opened; a
+    ``root`` that is a link is refused (the one link rule: :mod:`npudoctor.model.inputs`)."""
     found: List[Tuple[str, str]] = []
     problems: List[str] = []
     skipped: List[Tuple[str, str]] = []
     for sub in PLOG_SUBDIRS:
         folder = f"{root.rstrip('/')}/{sub}" if sub else root
+        if ctx.runner.path_info(folder).link_target is not None:
+            if not sub:
+                problems.append(f"{folder}: {NAMED_LINK}")
+                break
+            skipped.append((folder, WALKED_LINK))
+            continue
         listing = ctx.runner.list_dir(folder)
         if listing.error:
             if not sub:
