@@ -36,11 +36,17 @@ def test_read_columns_reads_what_read_records_reads(tmp_path):
                                                reserved_bytes=2 << 30, rss_bytes=float(3 << 30)),
                           "schema": "npudoctor.memlog/1"}) for step in range(80)]
     lines.insert(40, '{"schema": "npudoctor.memlog/2", "step": "torn')
+    # the edges of what the reader accepts read back as written: 2^63 - 1 bytes, a float where a count belongs
+    lines.insert(41, json.dumps(memlog.make_record(30, "old", device="npu:0", allocated_bytes=(1 << 63) - 1)))
+    lines[42] = lines[42].replace('"rss_bytes": 3221225472', '"rss_bytes": 3221225472.5')
     log.write_text("\n".join(lines) + "\n")
     records = memlog.read_records(log)
     columns = memlog.read_columns(log, leak.VERDICT_FIELDS)
-    assert len(columns) == len(records) == 110
-    assert [dict(c) for c in columns] == [{k: r[k] for k in leak.VERDICT_FIELDS} for r in records]
+    assert len(columns) == len(records) == 111
+    as_read = [[(k, type(v), v) for k, v in dict(c).items()] for c in columns]
+    assert as_read == [[(k, type(r[k]), r[k]) for k in leak.VERDICT_FIELDS] for r in records]
+    assert (1 << 63) - 1 in [c["allocated_bytes"] for c in columns]
+    assert 3221225472.5 in [c["rss_bytes"] for c in columns]
     assert len(memlog.last_run(columns)) == 80 and columns[-1]["schema"] == "npudoctor.memlog/1"
     assert leak.analyze(columns).to_dict() == leak.analyze(records).to_dict()
     assert columns[0].get("loss") is None and columns[0].get("reserved_bytes") is None
