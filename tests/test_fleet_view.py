@@ -13,6 +13,7 @@ import pytest
 
 from npudoctor.cli import main
 from npudoctor.fleet import demo, view
+from npudoctor.model.inputs import NAMED_LINK, WALKED_LINK
 from tests.clirunner import cli_runner
 
 
@@ -65,9 +66,28 @@ def test_hostile_inputs_are_listed_never_read_whole(tmp_path, documents):
     result = view.build([str(tmp_path)])
     assert [node.name for node in result.nodes] == ["good"]
     reasons = {os.path.basename(path): reason for path, reason in result.errors}
-    assert reasons["fifo.json"].startswith("not a regular file") and reasons["zero.json"].startswith("not a regular")
+    assert reasons["fifo.json"].startswith("not a regular file") and reasons["zero.json"] == WALKED_LINK
     assert reasons["huge.json"].startswith("larger than") and reasons["binary.json"].startswith("not JSON")
     assert "npudoctor.logs/1" in reasons["other.json"] and reasons["broken.tar.gz"].startswith("not a readable")
+
+
+def test_links_are_never_read_named_or_met_in_the_walk(tmp_path, documents):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    write_report(elsewhere / "secret.json", documents["unbound-device"], hostname="elsewhere")
+    (elsewhere / "bundle").mkdir()  # a bundle folder (manifest.json inside) met through a link
+    (elsewhere / "bundle" / "manifest.json").write_text("{}")
+    folder = tmp_path / "reports"
+    folder.mkdir()
+    write_report(folder / "good.json", documents["healthy"], hostname="good")
+    (folder / "linked.json").symlink_to(elsewhere / "secret.json")
+    (folder / "linked-bundle").symlink_to(elsewhere / "bundle")
+    (tmp_path / "named.json").symlink_to(elsewhere / "secret.json")
+    result = view.build([str(folder), str(tmp_path / "named.json")])
+    assert [node.name for node in result.nodes] == ["good"]
+    assert sorted(result.errors) == sorted([(str(folder / "linked.json"), WALKED_LINK),
+                                            (str(folder / "linked-bundle"), WALKED_LINK),
+                                            (str(tmp_path / "named.json"), NAMED_LINK)])
 
 
 def test_a_node_reported_twice_counts_once_by_its_newest_report(tmp_path, documents):

@@ -224,6 +224,13 @@ class _Builder:
 
     # -- inputs ------------------------------------------------------------------------------------------
     def read_path(self, path: str) -> None:
+        """One input named on the command line (a link there is refused: the one link rule, model.inputs)."""
+        if inputs.is_named_link(path):
+            self.view.errors.append((path, inputs.NAMED_LINK))
+            return
+        self._read_entry(path)
+
+    def _read_entry(self, path: str) -> None:
         try:
             info = os.stat(path)
         except OSError as exc:
@@ -244,15 +251,22 @@ class _Builder:
             self._read_report_file(path)
 
     def _read_folder(self, folder: str) -> None:
-        for dirpath, dirnames, filenames in os.walk(folder):  # os.walk does not follow symlinked folders
-            dirnames.sort()
+        for dirpath, dirnames, filenames in os.walk(folder):
+            # A link met in the walk, to a folder or a file, is not followed (the one link rule, model.inputs).
+            for name in sorted(n for n in dirnames if os.path.islink(os.path.join(dirpath, n))):
+                self.view.errors.append((os.path.join(dirpath, name), inputs.WALKED_LINK))
+            dirnames[:] = sorted(d for d in dirnames if not os.path.islink(os.path.join(dirpath, d)))
             bundles = [d for d in dirnames if os.path.isfile(os.path.join(dirpath, d, "manifest.json"))]
             for name in bundles:
                 self._read_bundle(os.path.join(dirpath, name))
             dirnames[:] = [d for d in dirnames if d not in bundles]
             for name in sorted(filenames):
                 if name.endswith(".json") or name.endswith(BUNDLE_SUFFIXES):
-                    self.read_path(os.path.join(dirpath, name))
+                    path = os.path.join(dirpath, name)
+                    if os.path.islink(path):
+                        self.view.errors.append((path, inputs.WALKED_LINK))
+                    else:
+                        self._read_entry(path)
 
     def _read_report_file(self, path: str) -> None:
         from npudoctor.probes.safe_open import UnsafeFile, read_file
