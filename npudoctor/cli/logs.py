@@ -77,8 +77,9 @@ def logs() -> None:
               help="Worker processes for big files (0: one per CPU, at most 8; 1: scan in this process).")
 @click.option("--follow-symlinks", is_flag=True,
               help="Read symbolic links too, named or met in folders (not followed by default).")
-@click.option("--from", "bundle", metavar="BUNDLE", help="Explain codes in CANN's own texts from a bundle's node.")
-@click.option("--root", metavar="DIR", help="Explain codes in CANN's own texts from the install under DIR.")
+@click.option("--from", "bundle", type=PATH, metavar="BUNDLE",
+              help="Explain codes in CANN's own texts from a bundle's node.")
+@click.option("--root", type=PATH, metavar="DIR", help="Explain codes in CANN's own texts from the install under DIR.")
 @click.option("-v", "--verbose", is_flag=True,
               help="Show every finding's sample line and explanation, and every file.")
 def scan(paths: Tuple[str, ...], fmt: str, fail_on: Tuple[str, ...], rule_files: Tuple[str, ...],
