@@ -82,3 +82,26 @@ def test_a_big_log_costs_little_more_memory_than_a_tiny_one(tmp_path):
     assert outcome.rc == 1 and json.loads(outcome.stdout)["kind"] == "device", outcome.stderr[-2000:]
     assert baseline.rc == 1, baseline.stderr[-2000:]
     assert outcome.peak_mib - baseline.peak_mib < 32, (outcome.peak_mib, baseline.peak_mib)
+
+
+ASKED: set = set()
+
+
+class _Watched(dict):
+    """A record that remembers which fields the verdict asked for."""
+
+    def get(self, key, default=None):
+        ASKED.add(key)
+        return super().get(key, default)
+
+    def __getitem__(self, key):
+        ASKED.add(key)
+        return super().__getitem__(key)
+
+
+def test_the_verdict_reads_no_field_the_columns_leave_out():
+    # a field the verdict starts to read must join VERDICT_FIELDS, or leak analyze would judge it as missing
+    for run in corpus.runs()[::3]:
+        for count in (50, 300):
+            leak.analyze([_Watched(r) for r in corpus.records(run) if r["step"] < count])
+    assert ASKED and set(leak.VERDICT_FIELDS) >= ASKED, ASKED - set(leak.VERDICT_FIELDS)
