@@ -471,20 +471,13 @@ def classify_import_error(text: str) -> Optional[Diagnosis]:
     """Map the text of a failed ``import torch_npu`` / first NPU op to a diagnosis kind (no fix yet)."""
     match = re.search(r"(lib[\w.+-]+\.so[\w.]*): cannot open shared object file", text)
     if match:
-        return Diagnosis(
-            "library-not-found",
-            f"{match.group(1)}: cannot open shared object file",
-            "",
-            {"library": match.group(1)},
-        )
+        library = match.group(1)
+        return Diagnosis("library-not-found", f"{library}: cannot open shared object file", "", {"library": library})
     match = re.search(r"(\S+\.so[\w.]*): undefined symbol: (\S+)", text)
     if match:
-        return Diagnosis(
-            "undefined-symbol",
-            f"{os.path.basename(match.group(1))}: undefined symbol: {match.group(2)}",
-            "",
-            {"object": match.group(1), "symbol": match.group(2)},
-        )
+        shared_object, symbol = match.groups()
+        return Diagnosis("undefined-symbol", f"{os.path.basename(shared_object)}: undefined symbol: {symbol}", "",
+                         {"object": shared_object, "symbol": symbol})
     for said, kind, detail, fix in _IMPORT_ERRORS_SAID:
         if said in text:
             return Diagnosis(kind, detail, fix, {})
