@@ -363,12 +363,13 @@ def test_a_good_report_derives_and_reads_as_before(tmp_path):
 def test_reports_that_bring_too_much_are_refused_with_bounded_memory(tmp_path):
     ids = [{"id": f"X{i:06d}", "status": "fail"} for i in range(100_000)]
     keys = {f"k{i:06d}": 1 for i in range(250_000)}
+    too_many_ids, too_many_keys = json.dumps(report(findings=ids)), json.dumps(report(inventory=keys))
     paths = []
     for index in range(3):
         paths.append(tmp_path / f"ids{index}.json")
-        paths[-1].write_text(json.dumps(report(findings=ids)))
+        paths[-1].write_text(too_many_ids)
         paths.append(tmp_path / f"keys{index}.json")
-        paths[-1].write_text(json.dumps(report(inventory=keys)))
+        paths[-1].write_text(too_many_keys)
     result = run_npudoctor(["fleet", *map(str, paths)], kill_after_s=60)
     result.assert_one_line_error("findings: more than 20000")
     assert "inventory: more than 1000 fields" in result.stderr

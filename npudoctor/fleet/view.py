@@ -77,16 +77,15 @@ class FleetView:
 
     def failing_checks(self) -> List[Tuple[str, List[str]]]:
         """(check id, nodes failing it), most nodes first."""
-        by_check: Dict[str, List[str]] = {}
-        for node in self.nodes:
-            for check_id in node.failing:
-                by_check.setdefault(check_id, []).append(node.name)
-        return sorted(by_check.items(), key=lambda item: (-len(item[1]), item[0]))
+        return self._nodes_by_check(lambda node: node.failing)
 
     def warning_checks(self) -> List[Tuple[str, List[str]]]:
+        return self._nodes_by_check(lambda node: node.warning)
+
+    def _nodes_by_check(self, ids_of: Callable[[NodeRecord], Tuple[str, ...]]) -> List[Tuple[str, List[str]]]:
         by_check: Dict[str, List[str]] = {}
         for node in self.nodes:
-            for check_id in node.warning:
+            for check_id in ids_of(node):
                 by_check.setdefault(check_id, []).append(node.name)
         return sorted(by_check.items(), key=lambda item: (-len(item[1]), item[0]))
 

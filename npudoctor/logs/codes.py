@@ -231,12 +231,6 @@ def _names() -> Dict[str, str]:
             if fact.family in (*NUMERIC_FAMILIES, "hccl", "dcmi", "ts")}
 
 
-def vendor_fact(code: str) -> Optional[VendorCode]:
-    """The vendor's definition of ``code`` (any spelling), or None where no table defines it."""
-    spelled = canonical(code)
-    return _vendor().get(spelled) if spelled else None
-
-
 def vendor_codes() -> Dict[str, VendorCode]:
     """Every vendor-defined code (for coverage and the knowledge tests)."""
     return dict(_vendor())
