@@ -119,7 +119,7 @@ def main() -> None:
     """Find, explain and fix what breaks training on Huawei Ascend NPU nodes."""
 
 
-FORMATS = click.Choice(["text", "json", "junit", "prometheus", "npd"])
+FORMATS = click.Choice(["text", "json", "junit", "github", "prometheus", "npd"])
 
 
 @main.command()
@@ -181,14 +181,15 @@ def check(level: Optional[int], profile_name: Optional[str], bundle: Optional[st
         from npudoctor.cli.fleet import write_textfile
 
         write_textfile(textfile, report, fail_on)
-    _emit(report, fmt, listener, fail_on)
+    # A run that could check nothing (every check skipped: an empty --root, --only LOG001 without --logs) is
+    # not "no problems": 2, the doctor could not tell.
+    code = 2 if report.nothing_checked else report.exit_code(fail_on)
+    _emit(report, fmt, listener, fail_on, code)
     if fmt == "npd":  # node-problem-detector's protocol: 0 OK, 1 problem, 2 could not tell
         from npudoctor.report import npd
 
         raise click.exceptions.Exit(npd.verdict(report, fail_on)[0])
-    # A run that could check nothing (every check skipped: an empty --root, --only LOG001 without --logs) is
-    # not "no problems": 2, the doctor could not tell.
-    raise click.exceptions.Exit(2 if report.nothing_checked else report.exit_code(fail_on))
+    raise click.exceptions.Exit(code)
 
 
 def _listener(fmt: str, verbose: bool, progress: Any) -> Any:
@@ -202,9 +203,14 @@ def _listener(fmt: str, verbose: bool, progress: Any) -> Any:
     return ProgressListener(progress)
 
 
-def _emit(report: Any, fmt: str, listener: Any, fail_on: str = "fail") -> None:
+def _emit(report: Any, fmt: str, listener: Any, fail_on: str, code: int) -> None:
     if fmt == "text":
         listener.finished(report)
+        return
+    if fmt == "github":
+        from npudoctor.report import github
+
+        click.echo(github.report_document(report, "npudoctor check", code), nl=False)
         return
     if fmt in ("prometheus", "npd"):
         from npudoctor.report import npd, prometheus

@@ -132,9 +132,9 @@ def _emit(result: ScanResult, fmt: str, verbose: bool, criteria: Sequence[str], 
 
         junit.emit(logs_junit.render(result, criteria))
     elif fmt == "github":
-        from npudoctor.report import logs_github
+        from npudoctor.report import github
 
-        click.echo(logs_github.render(result, criteria, code), nl=False)
+        click.echo(github.scan_document(result, criteria, code), nl=False)
     else:
         from npudoctor.report import console, logs_console
 

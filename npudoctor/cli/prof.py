@@ -67,9 +67,11 @@ def _analyze_and_emit(paths: Tuple[str, ...], profile_name: Optional[str], steps
 
         junit.emit(junit.render(result.as_report(), fail_on))
     elif fmt == "github":
-        from npudoctor.report import prof_github
+        from npudoctor.report import github
+        from npudoctor.report.prof_console import verdict_scope
 
-        click.echo(prof_github.render(result, result.exit_code(fail_on)), nl=False)
+        click.echo(github.report_document(result.as_report(), "npudoctor prof", result.exit_code(fail_on),
+                                          verdict_scope(result)), nl=False)
     else:
         from npudoctor.report import console, prof_console
 

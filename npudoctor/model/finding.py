@@ -128,9 +128,9 @@ class Report:
         return {
             "schema": self.SCHEMA,
             "tool": dict(self.tool),
-            "host": dict(self.host),
+            "host": clean_value(dict(self.host)),
             "source": self.source,
-            "inventory": dict(self.inventory),
+            "inventory": clean_value(dict(self.inventory)),  # the node's text, cleaned as the findings are
             "findings": [f.to_dict() for f in self.findings],
             "summary": self.summary.to_dict(),
         }

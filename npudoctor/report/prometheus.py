@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
 
 from npudoctor.model.finding import STATUS_ORDER, Report, Status
+from npudoctor.untrusted import clean
 
 PREFIX = "npudoctor"
 # Inventory fields that become labels of the info series: (label, dotted inventory key).
@@ -26,13 +27,15 @@ INFO_LABELS: Tuple[Tuple[str, str], ...] = (
 
 
 def escape_label(value: Any) -> str:
-    r"""A label value as the exposition format wants it: backslash, double quote and newline escaped.
+    r"""A label value as the exposition format wants it: the node's text cleaned as in every report (no
+    secret, no control character: :func:`npudoctor.untrusted.clean`), then backslash, double quote and newline
+    escaped.
 
-    >>> escape_label('a "b"\\c\nd')
+    >>> escape_label('a "b"\\c\nd\x1b]52;c;aGk=\x07')
     'a \\"b\\"\\\\c\\nd'
     """
     text = value if isinstance(value, str) else ",".join(map(str, value)) if isinstance(value, list) else str(value)
-    return text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    return clean(text).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
 def _labels(pairs: Iterable[Tuple[str, Any]]) -> str:
