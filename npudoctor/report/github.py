@@ -1,15 +1,11 @@
-"""``--format github``, the one writer of GitHub Actions workflow commands (``::error file=..,line=..::msg``).
+"""``--format github``, the one writer of GitHub Actions workflow commands (``::error file=..,line=..::msg``):
+an annotation per thing found that matters, then the command's verdict and exit code (error when the run
+fails, else notice). Adapters per result model: :func:`of_report` for the model's findings (check, prof: one
+per FAIL/ERROR/WARN), :func:`of_scan` for ``logs scan`` (one per cause at its first line, unreadable files).
 
-Every command that offers it writes the same document: one annotation per thing found that matters (an
-:class:`Annotation`), then a summary annotation titled by the command with its verdict and exit code (error
-when the run fails, else notice). A room's result becomes annotations through its adapter here:
-:func:`of_report` for the model's findings (``check``, ``prof``: one per FAIL/ERROR/WARN finding),
-:func:`of_scan` for ``logs scan`` (one per merged cause at its first line, unreadable files as warnings).
-
-One escaping policy: someone else's text (messages, titles) is cleaned as in every report
-(:func:`npudoctor.untrusted.clean`), then escaped as GitHub's own toolkit does (actions/toolkit
-``command.ts``): ``%``, CR and LF in the message; also ``:`` and ``,`` in property values. Paths are relative
-to the workspace so that GitHub attaches them to files.
+Someone else's text is cleaned as in every report (:func:`npudoctor.untrusted.clean`), then escaped as GitHub's
+toolkit does (actions/toolkit ``command.ts``): ``%``, CR and LF; also ``:`` and ``,`` in property values.
+Paths are relative to the workspace so that GitHub attaches the annotations to files.
 """
 
 from __future__ import annotations
