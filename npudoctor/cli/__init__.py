@@ -12,7 +12,7 @@ from typing import Any, Callable, ClassVar, Dict, List, Optional, Tuple, TypeVar
 import click
 
 from npudoctor import __version__
-from npudoctor.cli.common import EXIT_OK, PATH, fail_usage, quoted_topics, split_list
+from npudoctor.cli.common import EXIT_OK, PATH, emit_findings, fail_usage, quoted_topics, split_list
 from npudoctor.errors import InputError
 from npudoctor.report import terminal
 
@@ -206,24 +206,8 @@ def _listener(fmt: str, verbose: bool, progress: Any) -> Any:
 def _emit(report: Any, fmt: str, listener: Any, fail_on: str, code: int) -> None:
     if fmt == "text":
         listener.finished(report)
-        return
-    if fmt == "github":
-        from npudoctor.report import github
-
-        click.echo(github.report_document(report, "npudoctor check", code), nl=False)
-        return
-    if fmt in ("prometheus", "npd"):
-        from npudoctor.report import npd, prometheus
-
-        click.echo((prometheus if fmt == "prometheus" else npd).render(report, fail_on), nl=False)
-        return
-    from npudoctor.report import json_report, junit
-
-    # stdout cannot carry every character (LANG=C, PYTHONIOENCODING=ascii): escapes, never "?" in data.
-    if fmt == "json":
-        json_report.emit(report.to_dict())
     else:
-        junit.emit(junit.render(report, fail_on))
+        emit_findings(fmt, report, "npudoctor check", fail_on, code)
 
 
 RULES_OPTION = click.option("--rules", "rules_files", multiple=True, metavar="FILE",
