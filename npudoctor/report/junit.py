@@ -22,7 +22,7 @@ import sys
 from typing import IO, TYPE_CHECKING, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
 from xml.etree import ElementTree as ET
 
-from npudoctor.model.finding import Finding, Report, Status
+from npudoctor.model.finding import Finding, Report, Status, failing
 from npudoctor.report import terminal
 from npudoctor.untrusted import clean
 
@@ -50,11 +50,6 @@ def _worst(findings: List[Finding]) -> Status:
 def _describe(finding: Finding) -> str:
     where = f"{finding.subject}: " if finding.subject else ""
     return f"{finding.status.value}: {where}{finding.detail}".rstrip(": ")
-
-
-def _failing(fail_on: str) -> Tuple[Status, ...]:
-    """The statuses a testcase fails on under ``--fail-on`` (``warn`` or ``fail``), as the exit code does."""
-    return (Status.FAIL, Status.WARN) if fail_on == "warn" else (Status.FAIL,)
 
 
 class Case(NamedTuple):
@@ -127,7 +122,7 @@ def _case(stage: str, check_id: str, findings: List[Finding], fail_on: str = "fa
     if len(findings) > 1 and status is not Status.PASS:
         message = f"{len(shown)} of {len(findings)} subjects: {message}"
     case = Case(f"npudoctor.{stage}", check_id, message=message, text=text, properties=properties)
-    if status in _failing(fail_on):
+    if status in failing(fail_on):
         return case._replace(outcome="failure", kind=status.value)
     if status is Status.ERROR:
         return case._replace(outcome="error", kind="error")
