@@ -184,7 +184,10 @@ def check(level: Optional[int], profile_name: Optional[str], bundle: Optional[st
     # A run that could check nothing (every check skipped: an empty --root, --only LOG001 without --logs) is
     # not "no problems": 2, the doctor could not tell.
     code = 2 if report.nothing_checked else report.exit_code(fail_on)
-    _emit(report, fmt, listener, fail_on, code)
+    if fmt == "text":
+        listener.finished(report)
+    else:
+        emit_findings(fmt, report, "npudoctor check", fail_on, code)
     if fmt == "npd":  # node-problem-detector's protocol: 0 OK, 1 problem, 2 could not tell
         from npudoctor.report import npd
 
@@ -201,13 +204,6 @@ def _listener(fmt: str, verbose: bool, progress: Any) -> Any:
     from npudoctor.report.progress import ProgressListener
 
     return ProgressListener(progress)
-
-
-def _emit(report: Any, fmt: str, listener: Any, fail_on: str, code: int) -> None:
-    if fmt == "text":
-        listener.finished(report)
-    else:
-        emit_findings(fmt, report, "npudoctor check", fail_on, code)
 
 
 RULES_OPTION = click.option("--rules", "rules_files", multiple=True, metavar="FILE",
