@@ -21,7 +21,7 @@ import pytest
 from npudoctor import api
 from npudoctor.cli import main
 from npudoctor.prof.engine import analyze
-from npudoctor.report import console, prof_console, prof_github, train_console
+from npudoctor.report import console, github, prof_console, train_console
 from npudoctor.report.github import annotation, escape_property
 from npudoctor.report.progress import Progress
 from npudoctor.workload import leak, memlog
@@ -230,7 +230,8 @@ def test_list_checks_lists_every_id_explain_knows():
 
 def test_prof_github_annotations_end_with_the_verdict(workdir):
     result = analyze(["prof"], api.load_profile())
-    lines = prof_github.render(result, exit_code=0).splitlines()
+    scope = prof_console.verdict_scope(result)
+    lines = github.report_document(result.as_report(), "npudoctor prof", 0, scope).splitlines()
     assert lines[0].startswith("::warning title=PROF001 Operators on the AI CPU / host CPU [Cast]::")
     assert lines[-1] == ("::notice title=npudoctor prof::No problems found in 2 ranks; 5 warnings; 8 checks could "
                          "not apply; exit 0")

@@ -138,13 +138,13 @@ def _emit(result: ScanResult, fmt: str, verbose: bool, criteria: Sequence[str], 
 
         json_report.emit(logs_json.to_dict(result, criteria, code))
     elif fmt == "junit":
-        from npudoctor.report import junit, logs_junit
+        from npudoctor.report import junit
 
-        junit.emit(logs_junit.render(result, criteria))
+        junit.emit(junit.scan_document(result, criteria))
     elif fmt == "github":
-        from npudoctor.report import logs_github
+        from npudoctor.report import github
 
-        click.echo(logs_github.render(result, criteria, code), nl=False)
+        click.echo(github.scan_document(result, criteria, code), nl=False)
     else:
         from npudoctor.report import console, logs_console
 

@@ -29,7 +29,8 @@ class NodeProfile:
     data: Mapping[str, Any] = field(default_factory=dict)
 
     def get(self, dotted: str, default: Any = None) -> Any:
-        """``profile.get("hccl.connect_timeout_s.min", 120)``"""
+        """``profile.get("hccl.connect_timeout_s.min")``: what this profile says (a check reads the value in force,
+        shipped default included, through :func:`npudoctor.knowledge.setting`)."""
         node: Any = self.data
         for part in dotted.split("."):
             if not isinstance(node, Mapping) or part not in node:

@@ -32,7 +32,6 @@ def analyze(paths: Sequence[str], profile: Optional[NodeProfile] = None, steps: 
 
     # No profile: every setting is the shipped profiles/default.yaml's (the room does not reach up into api).
     ctx = ProfContext(ranks=[], profile=profile or NodeProfile("default"), logs_dirs=tuple(logs_dirs))
-    bound_ratio = float(ctx.setting("prof.bound_ratio"))
     sources, problems = discover(list(paths))
     if not sources:
         reason = "; ".join(problems[:3]) if problems else f"{', '.join(paths)}: no profiling data found"
@@ -42,7 +41,7 @@ def analyze(paths: Sequence[str], profile: Optional[NodeProfile] = None, steps: 
     for number, source in enumerate(sources, 1):
         if progress is not None:
             progress(f"reading {number}/{len(sources)}: {source.label}")
-        ranks.extend(readers.read_source(source, ctx.min_task_us, bound_ratio, steps))
+        ranks.extend(readers.read_source(source, ctx.min_task_us, float(ctx.setting("prof.bound_ratio")), steps))
     readable = [r for r in ranks if r.tables_read]
     if not readable:
         details = [p for r in ranks for p in r.problems] + problems

@@ -32,7 +32,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from npudoctor.model.units import human_bytes
+from npudoctor.model.units import confidence_percent, human_bytes
 from npudoctor.workload.memlog import RecordLike, last_run
 
 #: ``PYTORCH_*_ALLOC_CONF`` settings that let the caching allocator grow segments instead of fragmenting.
@@ -606,11 +606,10 @@ def _summary(kind: str, cause: Optional[str], subject: Trend, oom_step: Optional
              rss: Optional[Trend], workers: Optional[Trend], held: Optional[Trend], step: Optional[Trend],
              trends: Mapping[str, Trend], floor: float) -> str:
     """``floor``: the subject's smallest rise called a leak (a rise of a quarter of it is "no leak yet")."""
-    conf = f"{subject.confidence * 100:.1f}%" if subject.confidence < 0.9995 else ">99.9%"
     label = _LABEL.get(subject.series, subject.series)
     steps = f"{subject.points} points from step {int(subject.first_step)}"
     growth = (f"{label} grows {human_bytes(subject.slope_per_step)}/step, {human_bytes(subject.rise_bytes)} "
-              f"over the window (confidence {conf}, {steps})")
+              f"over the window (confidence {confidence_percent(subject.confidence)}, {steps})")
     if kind == "device":
         text = f"device memory leak: {growth}"
     elif kind == "host":
