@@ -1,12 +1,14 @@
 """The profiling doctor on .db exports: the same findings as the CSVs of the same run; hostile files refused.
 
-The .db files are built by tests/profdb.py from the real samples' rows in the real schema (constructed: no
-public repository carries a real export).
+Real exports: Ascend/msinsight's torch_npu job exported as .db and as text (tests/data/samples/prof_db, two runs
+of one config). The other .db files are built by tests/profdb.py from the real samples' rows in the real schema
+(constructed), so that CSV and .db of exactly one run can be compared.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import sqlite3
 from pathlib import Path
 from typing import Any, Dict, List, Tuple
@@ -18,6 +20,7 @@ from npudoctor.prof.engine import ProfInputError, analyze
 from npudoctor.prof.tables import TableError
 from tests import profdb, profdirs
 from tests.bounded import run_npudoctor
+from tests.samples import SAMPLES
 
 KERNELS = ["prof_kernel_details_memory_metrics.csv", "prof_kernel_details_pipeutil_matmul_bf16.csv"]
 
@@ -37,6 +40,41 @@ def numbers(result: Any) -> Dict[str, Any]:
             keep["operators"] = [o["op_type"] for o in evidence["operators"]]
         out[f"{finding.id} {finding.subject}"] = keep
     return out
+
+
+REAL = SAMPLES / "prof_db"
+# Checks both exports of the real job can judge, with the same verdict. Not: PROF003 (this CANN's TASK_PMU_INFO
+# holds no cube_utilization), PROF008 (no opState column), the host timeline and memory checks (the text copy
+# leaves trace_view.json and the memory tables out), PROF019 (profiler_metadata.json is beside the text only).
+BOTH_JUDGE = ("PROF001", "PROF002", "PROF004", "PROF005", "PROF006", "PROF007", "PROF009", "PROF010", "PROF017")
+
+
+def test_a_real_db_export_reads_like_the_text_export_of_the_same_job(tmp_path: Path) -> None:
+    for kind in ("db", "text"):
+        shutil.copytree(REAL / f"level1_rank0_{kind}", tmp_path / kind / "rank0_ascend_pt")
+    before = (REAL / "level1_rank0_db" / "ASCEND_PROFILER_OUTPUT" / "ascend_pytorch_profiler_0.db").read_bytes()
+    db, text = analyze([str(tmp_path / "db")]), analyze([str(tmp_path / "text")])
+    db_rank, text_rank = db.to_dict()["ranks"][0], text.to_dict()["ranks"][0]
+    assert db_rank["problems"] == [] and set(db_rank["tables"]) == {"db", "analysis_db"}
+    # The same program: the same tasks per core type (187 compute tasks + 4 collectives), the same device time
+    # within the two runs' 3.4%.
+    assert db_rank["by_core"] == text_rank["by_core"] == {"AI_CORE": 23, "AI_VECTOR_CORE": 149, "DSA_SQE": 2,
+                                                           "HCCL": 4, "MIX_AIV": 13}
+    assert db_rank["device_time_us"] == pytest.approx(text_rank["device_time_us"], rel=0.05)
+    judged = [v for v in verdicts(db) if v[0] in BOTH_JUDGE]
+    assert judged == [v for v in verdicts(text) if v[0] in BOTH_JUDGE]
+    assert ("PROF002", "warn", "") in judged  # PipeUtilization ratios read from TASK_PMU_INFO
+    ours, theirs = numbers(db), numbers(text)
+    assert ours["PROF002 "]["operators"][:3] == theirs["PROF002 "]["operators"][:3] == [
+        "TransData", "Conv2DBackpropFilter", "TensorMove"]
+    assert ours["PROF002 "]["max_share"] == pytest.approx(theirs["PROF002 "]["max_share"], abs=0.01)
+    by_id = {f.id: f for f in db.findings}
+    assert by_id["PROF008"].status.value == "skip" and by_id["PROF003"].status.value == "skip"
+    # Host timeline from CANN_API / PYTORCH_API: launches and stream syncs are there (the text copy has none).
+    assert by_id["PROF015"].status.value == "pass"
+    db_file = tmp_path / "db" / "rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / "ascend_pytorch_profiler_0.db"
+    assert db_file.read_bytes() == before
+    assert sorted(p.name for p in db_file.parent.iterdir()) == ["analysis.db", "ascend_pytorch_profiler_0.db"]
 
 
 @pytest.mark.parametrize("kernel", KERNELS)
