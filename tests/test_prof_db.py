@@ -160,6 +160,8 @@ CASES = {
     "wal beside": (lambda p: (hostile(p.parent, p.name), (p.parent / (p.name + "-wal")).write_bytes(b"\0" * 32),
                               p)[2], "wal file lies beside it"),
     "empty file": (lambda p: (p.write_bytes(b""), p)[1], "not an SQLite database"),
+    "without rowid": (lambda p: with_sql(hostile(p.parent, p.name), "CREATE TABLE W (a INTEGER PRIMARY KEY, b) "
+                                         "WITHOUT ROWID"), "holds a WITHOUT ROWID table"),
 }
 
 
@@ -171,6 +173,32 @@ def test_hostile_db_is_a_one_line_error(tmp_path: Path, case: str) -> None:
     outcome = run_npudoctor(["prof", "analyze", str(path)])
     outcome.assert_one_line_error(fragment)
     outcome.assert_cheap()
+
+
+def kernel_groups_of(path: Path) -> List[Tuple[Any, ...]]:
+    from npudoctor.prof import dbreader
+    from npudoctor.prof.columns import column_map
+
+    cmap = column_map("kernel_details")
+    ratios = {name: cmap.spellings.get(name, (name,)) for name in cmap.groups.get("pipe_ratios", ())}
+    with database.ProfileDb(str(path)) as db:
+        rows, _ = database.kernel_groups(db, 20.0, 0.8, ratios, dbreader.CUBE_SPELLINGS)
+    return sorted(tuple(round(v, 6) if isinstance(v, float) else v for v in row) for row in rows)
+
+
+def test_passes_by_task_id_and_sparse_rowids_give_the_same_groups(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """A TASK table bigger than one pass is read in passes by globalTaskId (bounded memory); rowids far apart
+    are skipped by seeks: the groups are those of one plain read."""
+    path = profdb.write_profiler_db(tmp_path / "ascend_pytorch_profiler_0.db", KERNELS[1], extras=False,
+                                    rows_to=3000)
+    plain = kernel_groups_of(path)
+    assert sum(row[10] for row in plain) == 3000 and any(row[8] == 0 for row in plain)  # tasks, PMU read
+    monkeypatch.setattr(database, "TASKS_PER_PASS", 700)
+    assert kernel_groups_of(path) == plain
+    monkeypatch.undo()
+    with_sql(path, "UPDATE TASK SET rowid = rowid * 1000000007", "UPDATE TASK_PMU_INFO SET rowid = rowid * 999983")
+    assert kernel_groups_of(path) == plain
 
 
 def test_a_virtual_table_is_refused(tmp_path: Path) -> None:
