@@ -19,7 +19,8 @@ msprof-analyze``). Prints both figures, the ratio, and whether the AI CPU operat
 ``--db`` builds the same rows as ``ascend_pytorch_profiler_0.db`` (the schema of tests/profdb.py) and times
 npudoctor on it against its CSV, ``--repeat`` turns (default 3) taking turns so both see the same load.
 ``--folders`` runs both tools on the folders the tests build from real
-samples (a torch_npu rank as text and as .db, an msprof collection, msprof-analyze's cluster output) and
+samples (a torch_npu rank as text and as .db, the real msinsight job as .db and as text, an msprof collection,
+msprof-analyze's cluster output) and
 lists, per folder, the problems each reports and which agree. ``--advisor`` picks the advisor's mode
 (``all``, as the issue asks, or ``computation``).
 """
@@ -171,6 +172,13 @@ def run_advisor(peer: str, folder: Path, mode: str, timeout: float) -> Tuple[flo
                  cwd=out_dir)
 
 
+def real_job(root: Path, kind: str) -> Path:
+    """The real torch_npu job of tests/data/samples/prof_db (Ascend/msinsight), exported as .db or as text."""
+    folder = root / "rank0_ascend_pt"
+    shutil.copytree(REPO / "tests" / "data" / "samples" / "prof_db" / f"level1_rank0_{kind}", folder)
+    return root
+
+
 def compare_folders(peer: Optional[str], mode: str, timeout: float) -> None:
     """Both tools on the folders the tests build from real samples: problems, agreements, time, memory."""
     sys.path.insert(0, str(REPO))
@@ -182,6 +190,8 @@ def compare_folders(peer: Optional[str], mode: str, timeout: float) -> None:
                     root, rank=0, kernel=TABLES["pipeutil"]),
                 "torch_npu pipeutil (.db)": lambda root: profdb.torch_npu_db_rank(root, rank=0,
                                                                                   kernel=TABLES["pipeutil"]),
+                "real job msinsight level1 (.db)": lambda root: real_job(root, "db"),
+                "real job msinsight level1 (text, another run)": lambda root: real_job(root, "text"),
                 "msprof collection": profdirs.msprof_collection,
                 "cluster_analysis_output": lambda root: profdirs.cluster_output(root).parent}
     with tempfile.TemporaryDirectory(prefix="bench_prof_folders_") as tmp:
