@@ -45,8 +45,10 @@ def numbers(result: Any) -> Dict[str, Any]:
 REAL = SAMPLES / "prof_db"
 # Checks both exports of the real job can judge, with the same verdict. Not: PROF003 (this CANN's TASK_PMU_INFO
 # holds no cube_utilization), PROF008 (no opState column), the host timeline and memory checks (the text copy
-# leaves trace_view.json and the memory tables out), PROF019 (profiler_metadata.json is beside the text only).
-BOTH_JUDGE = ("PROF001", "PROF002", "PROF004", "PROF005", "PROF006", "PROF007", "PROF009", "PROF010", "PROF017")
+# leaves trace_view.json and the memory tables out). PROF019 reads profiler_metadata.json beside the text and
+# META_DATA's ENV_VARIABLES in the .db.
+BOTH_JUDGE = ("PROF001", "PROF002", "PROF004", "PROF005", "PROF006", "PROF007", "PROF009", "PROF010", "PROF017",
+              "PROF019")
 
 
 def test_a_real_db_export_reads_like_the_text_export_of_the_same_job(tmp_path: Path) -> None:
@@ -98,6 +100,17 @@ def test_csv_and_db_of_one_run_give_the_same_findings(tmp_path: Path, kernel: st
     assert db_rank["label"] == text_rank["label"] == "rank 0"
     assert set(db_rank["tables"]) == {"db", "analysis_db"}
     assert db_rank["memory"]["peaks"]["PTA"]["reserved_mb"] == pytest.approx(8664.0)
+
+
+@pytest.mark.parametrize("recorded, expected", [
+    ('{"ASCEND_LAUNCH_BLOCKING": "1", "HCCL_RDMA_TC": ""}', ("PROF019", "warn", "ASCEND_LAUNCH_BLOCKING")),
+    ('{"ASCEND_LAUNCH_BLOCKING": ""}', ("PROF019", "pass", "")),
+    ("not json" + "[" * 5000, ("PROF019", "skip", "")),
+])
+def test_the_environment_recorded_in_meta_data(tmp_path: Path, recorded: str, expected: Tuple[str, str, str]) -> None:
+    path = profdb.write_profiler_db(tmp_path / "ascend_pytorch_profiler_0.db", KERNELS[0], extras=False)
+    with_sql(path, f"INSERT INTO META_DATA VALUES ('ENV_VARIABLES', '{recorded}')")
+    assert expected in [v for v in verdicts(analyze([str(path)])) if v[0] == "PROF019"]
 
 
 def test_dynamic_shape_from_the_db_opstate(tmp_path: Path) -> None:

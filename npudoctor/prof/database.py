@@ -656,6 +656,23 @@ def _communication_groups(db: ProfileDb, min_task_us: float, steps: Steps) -> Li
              _float(r[5]), _float(r[6]), 0.0, 0.0) for r in records]
 
 
+def recorded_environment(db: ProfileDb) -> Any:
+    """META_DATA's ENV_VARIABLES (the JSON profiler_metadata.json holds in text exports), decoded; None if absent
+    or not readable."""
+    from npudoctor.parsers import jsondoc
+
+    if not db.has("meta_data", "name", "value"):
+        return None
+    sql = (f"SELECT {db.col('meta_data', 'value')} FROM {db.name('meta_data')} "
+           f"WHERE {db.col('meta_data', 'name')} = 'ENV_VARIABLES'")
+    for (value,) in db.rows(sql, limit=1):
+        try:
+            return jsondoc.loads(str(value or ""), f"{db.path}: META_DATA ENV_VARIABLES")
+        except jsondoc.JsonDocumentError:
+            return None
+    return None
+
+
 def step_trace(db: ProfileDb) -> List[Dict[str, Any]]:
     """analysis.db StepTraceTime rows with canonical column names (microseconds, as in step_trace_time.csv)."""
     if not db.has("step_trace_time", "computing_us", "free_us"):
