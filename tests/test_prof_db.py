@@ -130,6 +130,7 @@ def test_a_db_given_by_path_and_an_msprof_collection_are_read(tmp_path: Path) ->
     path = profdb.write_profiler_db(tmp_path / "ascend_pytorch_profiler_2.db", KERNELS[1], extras=False)
     result = analyze([str(path)])
     assert result.ranks[0].tables_read["db"] == [str(path)]
+    assert result.unreadable == []  # read, so not "1 input could not be read" and exit 1 (it was)
     prof = tmp_path / "PROF_000001_20260323031749197_00815596RKPKAHRB"
     prof.mkdir()
     profdb.write_profiler_db(prof / "msprof_20260323031749.db", KERNELS[1], extras=False)
