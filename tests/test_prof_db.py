@@ -203,7 +203,7 @@ def kernel_groups_of(path: Path) -> List[Tuple[Any, ...]]:
 def test_passes_by_task_id_and_sparse_rowids_give_the_same_groups(tmp_path: Path,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     """A TASK table bigger than one pass is read in passes by globalTaskId (bounded memory); rowids far apart
-    are skipped by seeks: the groups are those of one plain read."""
+    are skipped by seeks; metric ids far apart are matched too: the groups are those of one plain read."""
     path = profdb.write_profiler_db(tmp_path / "ascend_pytorch_profiler_0.db", KERNELS[1], extras=False,
                                     rows_to=3000)
     plain = kernel_groups_of(path)
@@ -212,6 +212,11 @@ def test_passes_by_task_id_and_sparse_rowids_give_the_same_groups(tmp_path: Path
     assert kernel_groups_of(path) == plain
     monkeypatch.undo()
     with_sql(path, "UPDATE TASK SET rowid = rowid * 1000000007", "UPDATE TASK_PMU_INFO SET rowid = rowid * 999983")
+    assert kernel_groups_of(path) == plain
+    # A metric's string id far from the others: tested by IN, not the bit mask.
+    far = "(SELECT id FROM STRING_IDS WHERE value = 'aic_mac_ratio')"
+    with_sql(path, f"UPDATE TASK_PMU_INFO SET name = name + 100000 WHERE name = {far}",
+             "UPDATE STRING_IDS SET id = id + 100000 WHERE value = 'aic_mac_ratio'")
     assert kernel_groups_of(path) == plain
 
 
