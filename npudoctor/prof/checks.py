@@ -537,7 +537,7 @@ def dynamic_shape(ctx: ProfContext) -> Iterable[Finding]:
     ``torch_npu.npu.config.allow_internal_format = False``; pad to a few fixed shapes (bucketing).
     """
     ranks, skip = _ranks_having(ctx, "PROF008", "op_state", "unknown: the kernel table has no OP State column "
-                                "(CANN before 8.0.RC1; a CANN 8.0 .db export has no opState); not judged")
+                                "(CANN before 8.0.RC1); not judged")
     if skip is not None:
         yield skip
         return
