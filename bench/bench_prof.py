@@ -17,8 +17,10 @@ msprof-analyze``). Prints both figures, the ratio, and whether the AI CPU operat
     python bench/bench_prof.py --folders             # whole sample folders, text and .db, problem by problem
 
 ``--db`` builds the same rows as ``ascend_pytorch_profiler_0.db`` (the schema of tests/profdb.py) and times
-npudoctor on it against its CSV. ``--folders`` runs both tools on the folders the tests build from real
-samples (a torch_npu rank as text and as .db, an msprof collection, msprof-analyze's cluster output) and
+npudoctor on it against its CSV, ``--repeat`` turns (default 3) taking turns so both see the same load.
+``--folders`` runs both tools on the folders the tests build from real
+samples (a torch_npu rank as text and as .db, the real msinsight job as .db and as text, an msprof collection,
+msprof-analyze's cluster output) and
 lists, per folder, the problems each reports and which agree. ``--advisor`` picks the advisor's mode
 (``all``, as the issue asks, or ``computation``).
 """
@@ -170,6 +172,13 @@ def run_advisor(peer: str, folder: Path, mode: str, timeout: float) -> Tuple[flo
                  cwd=out_dir)
 
 
+def real_job(root: Path, kind: str) -> Path:
+    """The real torch_npu job of tests/data/samples/prof_db (Ascend/msinsight), exported as .db or as text."""
+    folder = root / "rank0_ascend_pt"
+    shutil.copytree(REPO / "tests" / "data" / "samples" / "prof_db" / f"level1_rank0_{kind}", folder)
+    return root
+
+
 def compare_folders(peer: Optional[str], mode: str, timeout: float) -> None:
     """Both tools on the folders the tests build from real samples: problems, agreements, time, memory."""
     sys.path.insert(0, str(REPO))
@@ -181,6 +190,8 @@ def compare_folders(peer: Optional[str], mode: str, timeout: float) -> None:
                     root, rank=0, kernel=TABLES["pipeutil"]),
                 "torch_npu pipeutil (.db)": lambda root: profdb.torch_npu_db_rank(root, rank=0,
                                                                                   kernel=TABLES["pipeutil"]),
+                "real job msinsight level1 (.db)": lambda root: real_job(root, "db"),
+                "real job msinsight level1 (text, another run)": lambda root: real_job(root, "text"),
                 "msprof collection": profdirs.msprof_collection,
                 "cluster_analysis_output": lambda root: profdirs.cluster_output(root).parent}
     with tempfile.TemporaryDirectory(prefix="bench_prof_folders_") as tmp:
@@ -214,6 +225,7 @@ def main() -> None:
     parser.add_argument("--peer-timeout", type=float, default=1800.0)
     parser.add_argument("--advisor", choices=("all", "computation"), default="all")
     parser.add_argument("--db", action="store_true", help="also time the same rows as a .db export")
+    parser.add_argument("--repeat", type=int, default=3, help="with --db: CSV/.db turns (interleaved)")
     parser.add_argument("--no-peer", action="store_true", help="npudoctor only (the advisor takes minutes)")
     parser.add_argument("--folders", action="store_true", help="whole sample folders instead of one big table")
     args = parser.parse_args()
@@ -232,13 +244,23 @@ def main() -> None:
         if args.db:
             db_pt = build_db(folder / "db", args.table, args.rows)
             db_file = db_pt / "ASCEND_PROFILER_OUTPUT" / "ascend_pytorch_profiler_0.db"
+            if hasattr(os, "sync"):
+                os.sync()  # the fresh file's pages written out first: the turns time reading, not writeback
             print(f"ascend_pytorch_profiler_0.db: the same {args.rows:,} rows, "
                   f"{db_file.stat().st_size / 2**20:.0f} MiB")
-            db_run = timed([sys.executable, "-m", "npudoctor", "prof", "analyze", str(db_pt), "--format", "json"],
-                           600)
-            print(f"npudoctor prof analyze (.db): {db_run[0]:7.2f} s  peak RSS {db_run[1] / 1024:7.0f} MiB "
-                  f"({db_run[0] / ours[0]:.2f}x the CSV's time); problems "
-                  f"{npudoctor_problems(db_run[2])} vs CSV {npudoctor_problems(ours[2])}")
+            ratios = []
+            for turn in range(max(1, args.repeat)):  # CSV and .db taking turns, so both see the same load
+                csv_run = ours if turn == 0 else timed(
+                    [sys.executable, "-m", "npudoctor", "prof", "analyze", str(pt), "--format", "json"], 600)
+                db_run = timed([sys.executable, "-m", "npudoctor", "prof", "analyze", str(db_pt), "--format", "json"],
+                               600)
+                ratios.append(db_run[0] / csv_run[0])
+                print(f"  turn {turn + 1}: CSV {csv_run[0]:6.2f} s {csv_run[1] / 1024:5.0f} MiB | "
+                      f".db {db_run[0]:6.2f} s {db_run[1] / 1024:5.0f} MiB | .db/CSV {ratios[-1]:.2f}; problems "
+                      f"{npudoctor_problems(db_run[2])} vs CSV {npudoctor_problems(csv_run[2])}")
+            ratios.sort()
+            print(f"npudoctor .db / CSV time: median {ratios[len(ratios) // 2]:.2f}, best {ratios[0]:.2f}, "
+                  f"worst {ratios[-1]:.2f} over {len(ratios)} turn(s)")
         if peer is None:
             print("msprof-analyze not installed: no peer figures (see the docstring to install it)")
             return

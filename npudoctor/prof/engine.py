@@ -64,7 +64,8 @@ def _gave_sources(path: str, sources: Sequence[Source]) -> bool:
 
     where = os.path.abspath(path)
     for source in sources:
-        if any(path in files for files in source.tables.values()):
+        named = [*source.tables.values(), source.databases, source.analysis_dbs]  # a .db by path counts too
+        if any(path in files for files in named):
             return True
         root = os.path.abspath(source.root)
         if source.layout != "file" and (root == where or root.startswith(where + os.sep)

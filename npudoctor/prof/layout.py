@@ -191,6 +191,13 @@ def _add_device_info(source: Source, prof_dir: str, problems: List[str]) -> None
                 break
 
 
+def recorded_environment(variables: object) -> Dict[str, str]:
+    """The ENV_VARIABLES object the profiler recorded (profiler_metadata.json, or a .db's META_DATA), bounded."""
+    if not isinstance(variables, dict):
+        return {}
+    return {str(k)[:64]: str(v)[:256] for k, v in list(variables.items())[:256] if isinstance(v, (str, int, float))}
+
+
 def _torch_source(root: str, problems: List[str]) -> Source:
     source = Source(label=os.path.basename(root.rstrip("/")) or root, root=root, layout="torch_npu")
     _add_tables(source, os.path.join(root, TORCH_OUTPUT), problems)
@@ -200,10 +207,8 @@ def _torch_source(root: str, problems: List[str]) -> Source:
             source.rank = int(match.group(1))
         if name == "profiler_metadata.json":
             metadata = _read_json(os.path.join(root, name), problems)
-            variables = metadata.get("ENV_VARIABLES") if isinstance(metadata, dict) else None
-            if isinstance(variables, dict):
-                source.environment = {str(k)[:64]: str(v)[:256] for k, v in list(variables.items())[:256]
-                                      if isinstance(v, (str, int, float))}
+            source.environment = recorded_environment(
+                metadata.get("ENV_VARIABLES") if isinstance(metadata, dict) else None)
         if PROF_DIR.match(name) and _is_dir(os.path.join(root, name)):
             _add_device_info(source, os.path.join(root, name), problems)
     if source.rank is None:
