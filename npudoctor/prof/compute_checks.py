@@ -372,6 +372,10 @@ def vector_efficiency(ctx: ProfContext) -> Iterable[Finding]:
     if skip is not None:
         yield skip
         return
+    if not any(r.kernel is not None and r.kernel.has("aiv_vec_ratio") for r in ctx.with_kernels()):
+        yield _finding(check_id, Status.SKIP, detail="the kernel table has no aiv_vec_ratio / aiv_mte2_ratio / "
+                       "aiv_mte3_ratio columns: collect with --aic-metrics=PipeUtilization")
+        return
     pipe_bar = float(ctx.get("vector_pipe_ratio", 0.7))
     total_bar = float(ctx.get("vector_total_ratio", 0.9))
     pipes = (("vec", "aiv_vec_ratio", pipe_bar), ("mte2", "aiv_mte2_ratio", pipe_bar),
@@ -524,3 +528,32 @@ def fusible_sequences(ctx: ProfContext) -> Iterable[Finding]:
     yield _finding("PROF025", Status.WARN, detail=detail, evidence=evidence,
                    fix="Find the code launching the sequence (profile with with_stack=True) and make it one "
                        "batched or fused operator (torch_npu fused operators, torch.compile / graph mode).")
+
+
+# --- graph fusion ------------------------------------------------------------------------------------------
+
+@prof_check("PROF026", "Graph fusion passes not applied")
+def graph_fusion(ctx: ProfContext) -> Iterable[Finding]:
+    """Operator patterns in the built GE graph that a fusion pass could have fused (graph mode only).
+
+    msprof-analyze's graph-fusion advice reads the graph GE built, the last ``ge_proto_*_Build.txt`` of a
+    ``DUMP_GE_GRAPH=2`` run copied beside the profile, and matches it against the subgraph patterns of
+    fusion passes (``rules/op_fusion_pass.yaml``: FlashAttentionFusionPass for MatMul -> Mul -> Softmax ->
+    MatMul, and ~60 more). No such dump, in the protobuf text format GE writes, was available to build and
+    test a reader on (the public torch_npu, msprof, msprof-analyze and MindStudio Insight samples carry
+    none), so this check does not judge yet: it always SKIPs, saying whether dumps were found (they are
+    listed under ``not_used`` in the JSON output). The profile's own view of the same question is PROF024
+    (vector chains) and PROF025 (repeated sequences).
+
+    Fix: none to apply from this check. To look yourself, dump the graph with ``DUMP_GE_GRAPH=2`` and
+    ``DUMP_GRAPH_PATH``, open ``ge_proto_*_Build.txt`` (or ``ge_onnx_*.pbtxt`` in Netron) and look for
+    MatMul -> Mul -> Softmax -> MatMul chains that did not become FlashAttentionScore.
+    """
+    dumps = sorted({path for rank in ctx.ranks for path in rank.source.graphs})
+    if not dumps:
+        yield _finding("PROF026", Status.SKIP, detail="no GE graph dump (ge_proto_*_Build.txt, DUMP_GE_GRAPH=2) "
+                       "beside the profile: graph fusion not judged")
+        return
+    yield _finding("PROF026", Status.SKIP, detail=f"{len(dumps)} GE graph dump(s) found, not read: npudoctor has "
+                   "no reader of the ge_proto text format yet (no real dump was available to build it on)",
+                   evidence={"graph_dumps": dumps[:ctx.top_n]})

@@ -16,7 +16,8 @@ def read_source(source: Source, settings: Mapping[str, Any], steps: int) -> List
 
     min_task_us = float(settings.get("min_task_us", 20))
     bound_ratio = float(settings.get("bound_ratio", 0.8))
-    base = Rank(label=source.label, source=source, problems=list(source.problems), unused=list(source.unused))
+    base = Rank(label=source.label, source=source, problems=list(source.problems),
+                unused=[*source.unused, *source.graphs])  # GE graph dumps: seen, not read (PROF026)
     stats = None
     text_kernels = bool({"kernel_details", "task_time", "op_statistic"} & set(source.tables) or source.timelines)
     if source.databases and not text_kernels:
