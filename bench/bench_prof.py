@@ -104,7 +104,9 @@ ADVISOR_TO_PROF = {"AICPU Issues": "PROF001", "Operator No Bound Issues": "PROF0
                    "GC Analysis": "PROF013", "SyncBatchNorm Issues": "PROF014", "Synchronize Stream Issues": "PROF015",
                    "AI Core Frequency Issues": "PROF016", "Packet Analysis": "PROF017", "Slow Rank": "PROF018",
                    "Slow Link": "PROF010", "Memory Operator Issues": "PROF011",
-                   "Environment Variable Issues": "PROF019"}
+                   "Environment Variable Issues": "PROF019", "Cube Operator Perf Analysis": "PROF022",
+                   "FA Operator Perf Analysis": "PROF023", "Vector Operator Perf Analysis": "PROF024",
+                   "Fusible Operator Analysis": "PROF025", "Fusion Issues": "PROF026"}
 
 
 def advisor_problems(stdout: str) -> Optional[List[str]]:

@@ -192,7 +192,10 @@ def aggregate_csv(table: str, paths: Sequence[str], min_task_us: float, bound_ra
                 collector = opstats.OpCollector(resolved.has("input_shapes", "duration_us"),
                                                 resolved.has("start_us", "duration_us"))
             notes = ReadNotes()
-            chunks = iter_chunks(path, resolved, wanted_columns(cmap), [*NUMERIC, *ratio_columns], notes=notes)
+            wanted = wanted_columns(cmap)
+            if not any(resolved.has(name) for name in opstats.MOVE_TIMES):  # busy time alone says nothing
+                wanted = [name for name in wanted if name not in opstats.TIMES]
+            chunks = iter_chunks(path, resolved, wanted, [*NUMERIC, *ratio_columns], notes=notes)
             # Small Arrow batches are gathered to about CHUNK_ROWS rows before grouping (a group-by has a
             # fixed cost per call); pandas chunks come that size already.
             pending: List[Any] = []

@@ -26,9 +26,11 @@ RATIOS = ("aic_mac_ratio", "aic_mte2_ratio", "aic_fixpipe_ratio", "aiv_vec_ratio
           "aiv_mte3_ratio")
 TIMES = ("aicore_time_us", "aiv_time_us", "aic_mte2_time_us", "aiv_mte2_time_us", "aic_fixpipe_time_us",
          "aiv_mte3_time_us")
+MOVE_TIMES = ("aic_mte2_time_us", "aiv_mte2_time_us", "aic_fixpipe_time_us", "aiv_mte3_time_us")
 TEXT_COLUMNS = ("input_shapes", "input_formats", "output_shapes")
 NUMERIC_COLUMNS = ("start_us", "aic_fixpipe_ratio", *TIMES)
 SEQUENCE_MAX_TASKS = 200_000
+SEQUENCE_SLICE = 32_768
 # Keys of one task in the sequence: its name and shapes (msprof-analyze's fusible-ops key, too).
 SEQUENCE_KEY = ("op_name", "input_shapes", "output_shapes")
 
@@ -64,24 +66,29 @@ def _shape_frame(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def _shape_arrow(table: Any) -> pd.DataFrame:
-    """:func:`_shape_frame` of an Arrow table, computed by Arrow on the dictionary codes (no string per row)."""
+    """:func:`_shape_frame` of an Arrow table, computed by Arrow on the dictionary indices: the group-by hashes
+    integers, and the few distinct texts are looked up afterwards (no string per row)."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
 
+    sources = {"device_id", "core_type", *SHAPE_KEYS, "duration_us", *RATIOS}
+    table = table.select([name for name in table.schema.names if name in sources]).unify_dictionaries()
     names = set(table.schema.names)
-    rows = table.num_rows
-    table = table.unify_dictionaries()
-    empty = pa.DictionaryArray.from_arrays(pa.array(np.zeros(rows, dtype=np.int32)), pa.array([""]))
-
-    def text(name: str) -> Any:
-        return table.column(name) if name in names else empty
-
+    columns: Dict[str, Any] = {}
+    texts: Dict[str, List[str]] = {}
+    for key in SHAPE_KEYS:
+        source = {"device": "device_id", "core": "core_type"}.get(key, key)
+        if key == "op_type" and source not in names:
+            source = "op_name"
+        column = table.column(source) if source in names else None
+        if column is None or not column.num_chunks or not pa.types.is_dictionary(column.type):
+            columns[key] = pa.repeat(pa.scalar(-1, pa.int32()), table.num_rows)
+            texts[key] = []
+            continue
+        texts[key] = [str(v) for v in column.chunk(0).dictionary.to_pylist()]
+        columns[key] = pc.fill_null(pa.chunked_array([chunk.indices for chunk in column.chunks], pa.int32()), -1)
     duration = pc.fill_null(table.column("duration_us"), 0.0)
-    columns: Dict[str, Any] = {key: text({"device": "device_id", "core": "core_type"}.get(key, key))
-                               for key in SHAPE_KEYS}
-    if "op_type" not in names:
-        columns["op_type"] = columns["op_name"]
     columns["dur"] = duration
     present = [ratio for ratio in RATIOS if ratio in names]
     for ratio in present:
@@ -92,8 +99,9 @@ def _shape_arrow(table: Any) -> pd.DataFrame:
     grouped = pa.table(columns).group_by(SHAPE_KEYS, use_threads=False).aggregate(
         [("dur", "count"), ("dur", "sum"), ("dur", "max"), *sums]).to_pandas()
     grouped = grouped.rename(columns={"dur_count": "n", **{f"{c}_sum": c for c, _ in sums}})
-    for key in SHAPE_KEYS:  # categories of this chunk only: plain text, so chunks combine
-        grouped[key] = grouped[key].astype(object).where(grouped[key].notna(), "").astype(str)
+    for key in SHAPE_KEYS:  # the texts of this chunk's codes (-1: an empty cell)
+        lookup = np.array([*texts[key], ""], dtype=object)
+        grouped[key] = lookup[grouped[key].to_numpy(dtype=np.int64)]
     for ratio in RATIOS:
         if ratio not in present:
             grouped[f"{ratio}_w"] = 0.0
@@ -147,9 +155,12 @@ class OpCollector:
         if rows > room:
             self.more += rows - room
             chunk = chunk.slice(0, room) if arrow else chunk.iloc[:room]
-        if arrow:
-            chunk = chunk.select([n for n in chunk.schema.names if n in _SEQUENCE_COLUMNS]).to_pandas()
-        self._add_sequence(chunk)
+        if arrow:  # in slices: the temporaries of a slice stay small (one whole chunk cost ~30 MiB)
+            chunk = chunk.select([n for n in chunk.schema.names if n in _SEQUENCE_COLUMNS])
+            for offset in range(0, chunk.num_rows, SEQUENCE_SLICE):
+                self._add_sequence(chunk.slice(offset, SEQUENCE_SLICE).to_pandas())
+        else:
+            self._add_sequence(chunk)
 
     def _codes(self, frame: pd.DataFrame, names: Sequence[str], table: Dict[Any, int]) -> Any:
         """One integer per row for the text of ``names`` (the same text gets the same code in every chunk):
@@ -193,13 +204,13 @@ class OpCollector:
         moved = np.maximum(time("aic_mte2_time_us"), time("aiv_mte2_time_us")) + np.maximum(
             time("aic_fixpipe_time_us"), time("aiv_mte3_time_us"))
         busy = time("aicore_time_us") + time("aiv_time_us")
-        columns = self.columns
-        columns["code"].append(self._codes(frame, SEQUENCE_KEY, self.names))
-        columns["device"].append(self._codes(frame, ("device_id",), self.devices))
+        columns = self.columns  # compact types: 200,000 tasks hold ~6 MiB
+        columns["code"].append(self._codes(frame, SEQUENCE_KEY, self.names).astype(np.int32))
+        columns["device"].append(self._codes(frame, ("device_id",), self.devices).astype(np.int32))
         columns["start"].append(np.nan_to_num(start))
-        columns["dur"].append(duration)
-        columns["moved"].append(moved)
-        columns["busy"].append(busy)
+        columns["dur"].append(duration.astype(np.float32))
+        columns["moved"].append(moved.astype(np.float32))
+        columns["busy"].append(busy.astype(np.float32))
         columns["brk"].append(brk)
         self.rows += len(frame)
 
