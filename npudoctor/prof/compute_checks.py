@@ -97,7 +97,7 @@ def operator_shapes(ctx: ProfContext, select: Any) -> Tuple[List[OpShape], int, 
     if not ranks:
         return [], 0, _finding(check_id, Status.SKIP, detail="the kernel table has no Input Shapes column (or is "
                                "a .db export, task_time or trace): operator shapes unknown, not judged"), check_id
-    min_share = float(ctx.get("op_min_share", 0.01))
+    min_share = float(ctx.setting("prof.op_min_share"))
     merged: Dict[Tuple[str, ...], Dict[str, Any]] = {}
     seen = small = 0
     for rank, shapes in ranks:
@@ -189,7 +189,7 @@ def _entry(shape: OpShape, **extra: Any) -> Dict[str, Any]:
 def _report(check_id: str, shapes: List[OpShape], judged: List[Dict[str, Any]], small: int, what: str,
             ctx: ProfContext, fix: str, evidence: Dict[str, Any]) -> Iterable[Finding]:
     flagged = [entry for entry in judged if entry["problems"]]
-    evidence = {**evidence, "min_share": float(ctx.get("op_min_share", 0.01)), "not_judged_small": small,
+    evidence = {**evidence, "min_share": float(ctx.setting("prof.op_min_share")), "not_judged_small": small,
                 "operators": judged[:ctx.top_n]}
     if not judged:
         yield _finding(check_id, Status.PASS, detail=f"no {what} shape takes {_pct(evidence['min_share'])} of "
@@ -251,9 +251,9 @@ def cube_efficiency(ctx: ProfContext) -> Iterable[Finding]:
     if skip is not None:
         yield skip
         return
-    mac_bar = float(ctx.get("cube_mac_ratio", 0.8))
-    mte2_bar = float(ctx.get("cube_mte2_ratio", 0.95))
-    axis = int(ctx.get("cube_inner_axis", 256))
+    mac_bar = float(ctx.setting("prof.cube_mac_ratio"))
+    mte2_bar = float(ctx.setting("prof.cube_mte2_ratio"))
+    axis = int(ctx.setting("prof.cube_inner_axis"))
     pipes = (("mac", "aic_mac_ratio", mac_bar), ("mte2", "aic_mte2_ratio", mte2_bar))
     judged = []
     for shape in shapes:
@@ -321,10 +321,10 @@ def flash_attention_efficiency(ctx: ProfContext) -> Iterable[Finding]:
     if skip is not None:
         yield skip
         return
-    mte2_bar = float(ctx.get("fa_mte2_ratio", 0.8))
-    vec_bar = float(ctx.get("fa_vec_ratio", 0.75))
-    fixpipe_bar = float(ctx.get("fa_fixpipe_ratio", 0.75))
-    axis = int(ctx.get("fa_axis", 128))
+    mte2_bar = float(ctx.setting("prof.fa_mte2_ratio"))
+    vec_bar = float(ctx.setting("prof.fa_vec_ratio"))
+    fixpipe_bar = float(ctx.setting("prof.fa_fixpipe_ratio"))
+    axis = int(ctx.setting("prof.fa_axis"))
     judged = []
     for shape in shapes:
         kind = flash_attention_kind(shape.op_type) or "forward"
@@ -376,8 +376,8 @@ def vector_efficiency(ctx: ProfContext) -> Iterable[Finding]:
         yield _finding(check_id, Status.SKIP, detail="the kernel table has no aiv_vec_ratio / aiv_mte2_ratio / "
                        "aiv_mte3_ratio columns: collect with --aic-metrics=PipeUtilization")
         return
-    pipe_bar = float(ctx.get("vector_pipe_ratio", 0.7))
-    total_bar = float(ctx.get("vector_total_ratio", 0.9))
+    pipe_bar = float(ctx.setting("prof.vector_pipe_ratio"))
+    total_bar = float(ctx.setting("prof.vector_total_ratio"))
     pipes = (("vec", "aiv_vec_ratio", pipe_bar), ("mte2", "aiv_mte2_ratio", pipe_bar),
              ("mte3", "aiv_mte3_ratio", pipe_bar))
     judged = []
@@ -463,10 +463,11 @@ def fusible_sequences(ctx: ProfContext) -> Iterable[Finding]:
         yield _finding("PROF025", Status.SKIP, detail="the kernel table has no task start times (Start Time(us)): "
                        "the task order is unknown, sequences not judged")
         return
-    min_ops, max_ops = int(ctx.get("fusible_min_ops", 2)), int(ctx.get("fusible_max_ops", 10))
-    repeats = int(ctx.get("fusible_min_repeats", 6))
-    host_bar, mte_bar = float(ctx.get("fusible_host_busy_share", 0.4)), float(ctx.get("fusible_mte_share", 0.8))
-    min_span = float(ctx.get("fusible_min_span_share", 0.01))
+    min_ops, max_ops = int(ctx.setting("prof.fusible_min_ops")), int(ctx.setting("prof.fusible_max_ops"))
+    repeats = int(ctx.setting("prof.fusible_min_repeats"))
+    host_bar = float(ctx.setting("prof.fusible_host_busy_share"))
+    mte_bar = float(ctx.setting("prof.fusible_mte_share"))
+    min_span = float(ctx.setting("prof.fusible_min_span_share"))
     merged: Dict[Tuple[str, ...], Dict[str, Any]] = {}
     analysed = not_analysed = 0
     for rank, arrays in per_rank:
