@@ -267,3 +267,40 @@ def test_new_checks_show_in_every_format(tmp_path: Path, fmt: str) -> None:
     result = cli_runner().invoke(main, ["prof", "analyze", str(slices(tmp_path)), "--format", fmt])
     for check_id in ("PROF022", "PROF023", "PROF024", "PROF025", "PROF026"):
         assert check_id in result.output
+
+
+def test_a_table_of_ever_new_shapes_keeps_the_costliest_and_says_so(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Changed cells: each real Add task gets its own first dimension (a dynamic-shape job); one MatMul shape
+    takes most of the time. With room for 50 shapes, the MatMul is still judged and the rest is counted."""
+    from npudoctor.prof import opstats
+
+    monkeypatch.setattr(opstats, "MAX_SHAPE_GROUPS", 50)
+
+    def ever_new(rows: List[Dict[str, str]]) -> List[Dict[str, str]]:
+        add = next(r for r in rows if r["Name"] == "aclnnAdd_AddAiCore_Add" and r["Input Shapes"] != '";"')
+        out = [r for r in rows if r["Name"] != "aclnnAdd_AddAiCore_Add"]
+        for i in range(3000):
+            out.append({**add, "Input Shapes": f'"{i + 1},2,4096;{i + 1},2,4096"', "Duration(us)": "0.5"})
+        return out
+
+    result = analyze([str(pipe_rank(tmp_path, ever_new))])
+    assert any("operator shape(s) of the least time not kept" in p for p in result.problems)
+    cube = one(result, "PROF022")
+    assert by_name(cube.evidence["operators"], "aclnnMatmul_MatMulCommon_MatMulV2")["pipes"] == "mac and mte2-bound"
+
+
+def test_huge_names_and_shapes_stay_short_in_findings(tmp_path: Path) -> None:
+    """Changed cells: the MatMulV3 rows' name and input shapes made 200 kB long."""
+    def huge(rows: List[Dict[str, str]]) -> List[Dict[str, str]]:
+        for row in rows:
+            if row["Name"] == "aclnnMatmul_MatMulV3Common_MatMulV3":
+                row["Name"] = "M" * 200_000
+                row["Input Shapes"] = '"' + "7," * 100_000 + '7"'
+        return rows
+
+    result = analyze([str(pipe_rank(tmp_path, huge))])
+    cube = one(result, "PROF022")
+    assert cube.status is Status.WARN
+    assert max(len(str(v)) for e in cube.evidence["operators"] for v in e.values()) <= 600
+    assert len(result.to_dict()["findings"][0]["detail"]) < 2000

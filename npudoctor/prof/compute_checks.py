@@ -30,6 +30,7 @@ from npudoctor.prof.model import Rank
 
 MAX_SHAPE_TEXT = 4096   # a shapes cell longer than this is not parsed (no operator has such a signature)
 MAX_TENSORS = 64
+MAX_SHOWN = 512         # longest name or shapes text a finding carries (a cell may hold up to 1 MiB)
 
 
 @functools.lru_cache(maxsize=1)
@@ -178,9 +179,14 @@ def pipe_verdict(shape: OpShape, pipes: Sequence[Tuple[str, str, float]]) -> Opt
     return " and ".join(bound) + "-bound" if bound else "below the bars"
 
 
+def _short(text: str, limit: int = MAX_SHOWN) -> str:
+    text = text.strip('"')
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
 def _entry(shape: OpShape, **extra: Any) -> Dict[str, Any]:
-    return {"op_type": shape.op_type, "op_name": shape.op_name, "core": shape.core,
-            "input_shapes": shape.input_shapes.strip('"'), "output_shapes": shape.output_shapes.strip('"'),
+    return {"op_type": _short(shape.op_type), "op_name": _short(shape.op_name), "core": shape.core,
+            "input_shapes": _short(shape.input_shapes), "output_shapes": _short(shape.output_shapes),
             "input_dtypes": shape.input_dtypes, "count": shape.tasks, "total_us": round(shape.total_us, 3),
             "share": round(shape.share, 4), "ranks": list(shape.ranks),
             "ratios": {k: round(v, 4) for k, v in shape.ratios.items() if v is not None}, **extra}
@@ -419,8 +425,8 @@ def _sequence_text(names: Sequence[Tuple[str, ...]], codes: Sequence[int]) -> Li
     out = []
     for code in codes:
         name, inputs = (*names[code], "", "")[:2] if code < len(names) else ("?", "")
-        shapes = str(inputs).strip('"')
-        out.append(f"{name}" + (f" [{shapes[:60]}]" if shapes else ""))
+        shapes = _short(str(inputs), 60)
+        out.append(_short(str(name), 200) + (f" [{shapes}]" if shapes else ""))
     return out
 
 

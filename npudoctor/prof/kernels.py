@@ -224,6 +224,11 @@ def aggregate_csv(table: str, paths: Sequence[str], min_task_us: float, bound_ra
             problems.append(str(exc))
     groups = _combine(parts)
     shapes = collector.shapes() if collector is not None else None
+    if collector is not None and collector.shapes_dropped["groups"]:
+        dropped = collector.shapes_dropped
+        problems.append(f"{paths[0]}: {dropped['groups']} operator shape(s) of the least time not kept for "
+                        f"PROF022-PROF024 ({dropped['tasks']} task(s), {dropped['time_us'] / 1000:.1f} ms; "
+                        f"{opstats.MAX_SHAPE_GROUPS} kept)")
     for name, mapping in cmap.values.items():  # cell spellings of older versions, mapped on the few groups
         key = {"core_type": "core", "op_type": "op_type"}.get(name)
         if key and mapping and len(groups):

@@ -31,6 +31,9 @@ TEXT_COLUMNS = ("input_shapes", "input_formats", "output_shapes")
 NUMERIC_COLUMNS = ("start_us", "aic_fixpipe_ratio", *TIMES)
 SEQUENCE_MAX_TASKS = 200_000
 SEQUENCE_SLICE = 32_768
+# Distinct operator shapes kept (the ones taking the most time): a dynamic-shape job can give every task its own
+# shape, and a check judges only shapes taking a share of the time (prof.op_min_share), at most a few hundred.
+MAX_SHAPE_GROUPS = 20_000
 # Keys of one task in the sequence: its name and shapes (msprof-analyze's fusible-ops key, too).
 SEQUENCE_KEY = ("op_name", "input_shapes", "output_shapes")
 
@@ -127,6 +130,7 @@ class OpCollector:
         self.has_shapes = has_shapes
         self.has_start = has_start
         self.shape_parts: List[pd.DataFrame] = []
+        self.shapes_dropped = {"groups": 0, "tasks": 0, "time_us": 0.0}  # shapes past MAX_SHAPE_GROUPS
         self.names: Dict[Any, int] = {}          # combined column codes of a sequence key -> its code
         self.devices: Dict[Any, int] = {}
         self.texts: Dict[str, Dict[str, int]] = {}  # column -> its text -> code
@@ -141,10 +145,11 @@ class OpCollector:
             return
         arrow = hasattr(chunk, "num_rows")
         if self.has_shapes:
-            self.shape_parts.append(_shape_arrow(chunk) if arrow else _shape_frame(chunk))
-            if len(self.shape_parts) >= 16:
+            part = _shape_arrow(chunk) if arrow else _shape_frame(chunk)
+            self.shape_parts.append(self._bounded(part))
+            if len(self.shape_parts) >= 16 or sum(len(p) for p in self.shape_parts) > MAX_SHAPE_GROUPS:
                 combined = combine_shapes(self.shape_parts)
-                self.shape_parts = [combined] if combined is not None else []
+                self.shape_parts = [self._bounded(combined)] if combined is not None else []
         if not self.has_start:
             return
         room = SEQUENCE_MAX_TASKS - self.rows
@@ -226,8 +231,20 @@ class OpCollector:
             out.append(tuple(reversed(parts)))
         return out
 
+    def _bounded(self, groups: pd.DataFrame) -> pd.DataFrame:
+        """``groups`` without the shapes past :data:`MAX_SHAPE_GROUPS` that took the least time (counted)."""
+        if len(groups) <= MAX_SHAPE_GROUPS:
+            return groups
+        ordered = groups.sort_values("dur_sum", ascending=False, kind="stable")
+        dropped = ordered.iloc[MAX_SHAPE_GROUPS:]
+        self.shapes_dropped["groups"] += len(dropped)
+        self.shapes_dropped["tasks"] += int(dropped["n"].sum())
+        self.shapes_dropped["time_us"] += float(dropped["dur_sum"].sum())
+        return ordered.iloc[:MAX_SHAPE_GROUPS]
+
     def shapes(self) -> Optional[pd.DataFrame]:
-        return combine_shapes(self.shape_parts)
+        combined = combine_shapes(self.shape_parts)
+        return self._bounded(combined) if combined is not None else None
 
     def sequence(self) -> Optional[Dict[str, Any]]:
         import numpy as np
