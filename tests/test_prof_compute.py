@@ -304,3 +304,29 @@ def test_huge_names_and_shapes_stay_short_in_findings(tmp_path: Path) -> None:
     assert cube.status is Status.WARN
     assert max(len(str(v)) for e in cube.evidence["operators"] for v in e.values()) <= 600
     assert len(result.to_dict()["findings"][0]["detail"]) < 2000
+
+
+def test_a_collection_of_two_devices_is_judged_per_device(tmp_path: Path) -> None:
+    """Changed cells: the last 10 Slice tasks are Device_id 1 (and start where device 0's first one did)."""
+    def two_devices(rows: List[Dict[str, str]]) -> List[Dict[str, str]]:
+        shift = float(rows[10]["Task Start Time(us)"]) - float(rows[0]["Task Start Time(us)"])
+        for row in rows[10:]:
+            row["Device_id"] = "1"
+            row["Task Start Time(us)"] = f"{float(row['Task Start Time(us)']) - shift:.3f}"
+        return rows
+
+    result = analyze([str(slices(tmp_path, two_devices))])
+    assert len(result.ranks) == 2
+    vector = one(result, "PROF024")
+    (flagged,) = vector.evidence["flagged"]
+    assert flagged["count"] == 20 and len(flagged["ranks"]) == 2
+    # 10 tasks a device: 5 pairs each, below the 6 repeats a rank must show (repeats are per rank) ...
+    assert one(result, "PROF025").status is Status.PASS
+    from npudoctor.api import load_profile
+    from npudoctor.model.profile import NodeProfile, deep_merge
+
+    profile = NodeProfile("t", deep_merge(load_profile().data, {"prof": {"fusible_min_repeats": 5}}))
+    sequence = one(analyze([str(tmp_path / profdirs.PROF)], profile), "PROF025")
+    assert sequence.status is Status.WARN  # ... and with 5, both devices show it: 10 occurrences over 2 ranks
+    (found,) = sequence.evidence["sequences"]
+    assert len(found["ranks"]) == 2 and found["occurrences"] == 10
