@@ -123,6 +123,20 @@ def npudoctor_problems(stdout: str) -> List[str]:
     return sorted({f["id"] for f in doc["findings"] if f["status"] in ("warn", "fail")})
 
 
+def npudoctor_says(stdout: str, check_id: str) -> str:
+    """What npudoctor's JSON says for ``check_id`` (its verdicts and first detail): the reason of a
+    disagreement, from our side."""
+    try:
+        doc = json.loads(stdout)
+    except ValueError:
+        return "no JSON answer"
+    findings = [f for f in doc.get("findings", []) if f["id"] == check_id]
+    if not findings:
+        return f"no {check_id} finding"
+    detail = str(findings[0].get("detail", ""))
+    return f"{'/'.join(sorted({f['status'] for f in findings}))}: {detail[:150]}"
+
+
 def npudoctor_aicpu(stdout: str) -> Set[str]:
     doc = json.loads(stdout)
     return {f["subject"] for f in doc["findings"] if f["id"] == "PROF001" and f["status"] in ("warn", "fail")}
@@ -201,9 +215,14 @@ def compare_folders(peer: Optional[str], mode: str, timeout: float) -> None:
             titles = advisor_problems(theirs[2])
             print(f"  advisor {mode}: {theirs[0]:.2f} s, {theirs[1] / 1024:.0f} MiB, exit {theirs[3]}: "
                   + ("no answer on stdout" if titles is None else (", ".join(titles) or "no problem")))
+            matched = {ADVISOR_TO_PROF.get(title) for title in titles or []}
+            only_ours = [check_id for check_id in our_ids if check_id not in matched]
+            if only_ours and titles is not None:
+                print(f"    npudoctor only: {', '.join(only_ours)}")
             for title in titles or []:
                 check = ADVISOR_TO_PROF.get(title)
-                verdict = ("agree" if check in our_ids else f"npudoctor does not report {check}") if check \
+                verdict = ("agree" if check in our_ids else
+                           f"npudoctor does not report {check} ({npudoctor_says(ours[2], check)})") if check \
                     else "no npudoctor check of that family"
                 print(f"    {title}: {verdict}")
 
