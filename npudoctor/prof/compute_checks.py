@@ -65,7 +65,6 @@ class OpShape(NamedTuple):
     op_name: str
     core: str
     input_shapes: str
-    input_formats: str
     output_shapes: str
     input_dtypes: str
     tasks: int
@@ -108,7 +107,7 @@ def operator_shapes(ctx: ProfContext, select: Any) -> Tuple[List[OpShape], int, 
                 continue
             seen += 1
             key = tuple(str(getattr(row, k)) for k in ("op_type", "op_name", "core", "input_shapes",
-                                                       "input_formats", "output_shapes", "input_dtypes"))
+                                                       "output_shapes", "input_dtypes"))
             entry = merged.setdefault(key, {"count": 0, "total_us": 0.0, "share": 0.0, "ranks": [],
                                             **{f"{r}_{s}": 0.0 for r in RATIOS for s in ("w", "d")}})
             entry["count"] += int(row.n)
@@ -126,8 +125,8 @@ def operator_shapes(ctx: ProfContext, select: Any) -> Tuple[List[OpShape], int, 
             small += 1
             continue
         ratios = {r: (entry[f"{r}_w"] / entry[f"{r}_d"] if entry[f"{r}_d"] > 0 else None) for r in RATIOS}
-        op_type, op_name, core, input_shapes, input_formats, output_shapes, input_dtypes = key
-        out.append(OpShape(op_type, op_name, core, input_shapes, input_formats, output_shapes, input_dtypes,
+        op_type, op_name, core, input_shapes, output_shapes, input_dtypes = key
+        out.append(OpShape(op_type, op_name, core, input_shapes, output_shapes, input_dtypes,
                            tasks=entry["count"], total_us=entry["total_us"], share=entry["share"], ratios=ratios,
                            ranks=tuple(dict.fromkeys(entry["ranks"]))))
     out.sort(key=lambda shape: -shape.total_us)
@@ -219,15 +218,18 @@ def _report(check_id: str, shapes: List[OpShape], judged: List[Dict[str, Any]], 
 
 # --- cube --------------------------------------------------------------------------------------------------
 
+FRACTAL_TAILS = ((16, 16), (16, 32))  # the last two dims of a FRACTAL_NZ tensor (16x16 fp16/bf16, 16x32 int8)
+
+
 def cube_inner_axes(shape: OpShape) -> Optional[Tuple[int, int]]:
     """The inner axes of a matrix operator's two inputs: the last axis of each (ND), or for FRACTAL_NZ
-    inputs of four dimensions the product of the middle two (msprof-analyze's reading); None when the shapes
-    do not say."""
+    inputs (four dimensions ending in a 16x16 or 16x32 fractal) the product of the middle two (msprof-analyze's
+    reading, which it applies to any pair of 4-D inputs); None when the shapes do not say."""
     tensors = [t for t in parse_shapes(shape.input_shapes) if t is not None][:2]
     if len(tensors) < 2 or any(len(t) < 2 for t in tensors):
         return None
     first, second = tensors
-    if len(first) == 4 and len(second) == 4 and "NZ" in shape.input_formats.upper():
+    if all(len(t) == 4 and tuple(t[2:]) in FRACTAL_TAILS for t in tensors):
         return first[1] * first[2], second[1] * second[2]
     return first[-1], second[-1]
 
@@ -244,7 +246,7 @@ def cube_efficiency(ctx: ProfContext) -> Iterable[Finding]:
     at or above ``prof.cube_mac_ratio`` (0.8) is mac-bound (the cube computes most of the time: efficient);
     ``aic_mte2_ratio`` at or above ``prof.cube_mte2_ratio`` (0.95) is mte2-bound (it waits for data from
     memory); below both bars the operator leaves room (WARN). From the shapes: the inner axes of both
-    inputs (the last axis, or the middle two of an NZ input) must be multiples of ``prof.cube_inner_axis``
+    inputs (the last axis, or the middle two of an NZ fractal) must be multiples of ``prof.cube_inner_axis``
     (256), else the cube tiles badly (WARN). The bars are msprof-analyze's (``aicore_performance.yaml``),
     but each is compared with its own ratio (the advisor compares the mac ratio with the mte2 bar, so a
     mac-bound matmul with a quiet mte2 pipe is "room for optimisation" there). SKIP without Input Shapes.
@@ -437,7 +439,7 @@ def _sequence_text(names: Sequence[Tuple[str, ...]], codes: Sequence[int]) -> Li
 def fusible_sequences(ctx: ProfContext) -> Iterable[Finding]:
     """Short operator sequences repeated many times that leave the device idle or only move data.
 
-    In the kernel table's task order (the first 200,000 tasks of each rank), every run of
+    In the kernel table's task order (the first 100,000 tasks of each rank), every run of
     ``prof.fusible_min_ops`` to ``prof.fusible_max_ops`` (2-10) consecutive tasks not cut by a communication
     or AI CPU task is a candidate; runs with the same operator names and shapes in the same order are one
     sequence, counted without overlap. A sequence seen ``prof.fusible_min_repeats`` (6) times or more is

@@ -10,7 +10,7 @@ Two things are collected while :mod:`npudoctor.prof.kernels` streams the table, 
 * **the task sequence**: the first :data:`SEQUENCE_MAX_TASKS` tasks in table order as arrays (one integer per
   distinct operator name + shapes, start, duration, moved-data time, core busy time, device), for PROF025's
   search for repeated operator sequences. The cap bounds memory and time on a table of any size: a training
-  step repeats its sequences, so the first 200,000 tasks hold them.
+  step repeats its sequences, so the first 100,000 tasks hold them.
 """
 
 from __future__ import annotations
@@ -20,16 +20,15 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence
 if TYPE_CHECKING:
     import pandas as pd
 
-SHAPE_KEYS = ["device", "core", "op_type", "op_name", "input_shapes", "input_formats", "output_shapes",
-              "input_dtypes"]
+SHAPE_KEYS = ["device", "core", "op_type", "op_name", "input_shapes", "output_shapes", "input_dtypes"]
 RATIOS = ("aic_mac_ratio", "aic_mte2_ratio", "aic_fixpipe_ratio", "aiv_vec_ratio", "aiv_mte2_ratio",
           "aiv_mte3_ratio")
 TIMES = ("aicore_time_us", "aiv_time_us", "aic_mte2_time_us", "aiv_mte2_time_us", "aic_fixpipe_time_us",
          "aiv_mte3_time_us")
 MOVE_TIMES = ("aic_mte2_time_us", "aiv_mte2_time_us", "aic_fixpipe_time_us", "aiv_mte3_time_us")
-TEXT_COLUMNS = ("input_shapes", "input_formats", "output_shapes")
+TEXT_COLUMNS = ("input_shapes", "output_shapes")
 NUMERIC_COLUMNS = ("start_us", "aic_fixpipe_ratio", *TIMES)
-SEQUENCE_MAX_TASKS = 200_000
+SEQUENCE_MAX_TASKS = 100_000
 SEQUENCE_SLICE = 32_768
 # Distinct operator shapes kept (the ones taking the most time): a dynamic-shape job can give every task its own
 # shape, and a check judges only shapes taking a share of the time (prof.op_min_share), at most a few hundred.
@@ -209,7 +208,7 @@ class OpCollector:
         moved = np.maximum(time("aic_mte2_time_us"), time("aiv_mte2_time_us")) + np.maximum(
             time("aic_fixpipe_time_us"), time("aiv_mte3_time_us"))
         busy = time("aicore_time_us") + time("aiv_time_us")
-        columns = self.columns  # compact types: 200,000 tasks hold ~6 MiB
+        columns = self.columns  # compact types: 100,000 tasks hold ~3 MiB
         columns["code"].append(self._codes(frame, SEQUENCE_KEY, self.names).astype(np.int32))
         columns["device"].append(self._codes(frame, ("device_id",), self.devices).astype(np.int32))
         columns["start"].append(np.nan_to_num(start))
