@@ -198,6 +198,8 @@ def compare_folders(peer: Optional[str], mode: str, timeout: float) -> None:
                 "torch_npu pipeutil (.db)": lambda root: profdb.torch_npu_db_rank(root, rank=0,
                                                                                   kernel=TABLES["pipeutil"]),
                 "msprof collection": profdirs.msprof_collection,
+                "msprof MoE op_summary": lambda root: profdirs.msprof_collection(
+                    root, "prof_op_summary_moe_grouped_matmul_static_2026.csv"),
                 "cluster_analysis_output": lambda root: profdirs.cluster_output(root).parent}
     with tempfile.TemporaryDirectory(prefix="bench_prof_folders_") as tmp:
         for name, make in builders.items():

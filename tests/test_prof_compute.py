@@ -23,6 +23,7 @@ from tests.samples import sample_data
 
 PIPE = "prof_kernel_details_pipeutil_matmul_bf16.csv"
 SLICES = "prof_op_summary_pipeutil_aiv_slice_2026.csv"
+MOE = "prof_op_summary_moe_grouped_matmul_static_2026.csv"  # a real MoE FFN: GroupedMatmul on MIX_AIC
 
 
 def one(result: Any, check_id: str) -> Any:
@@ -243,6 +244,30 @@ def test_opstats_are_the_same_with_pandas_alone(tmp_path: Path, monkeypatch: pyt
     for check_id in ("PROF022", "PROF023", "PROF024", "PROF025"):
         assert [(f.status, f.detail, f.evidence) for f in arrow.findings if f.id == check_id] == \
             [(f.status, f.detail, f.evidence) for f in plain.findings if f.id == check_id]
+
+
+# --- a real MoE FFN step (msprof op_summary, int8 GroupedMatmul) -------------------------------------------------
+
+def test_the_real_moe_step_grouped_matmuls_on_mix_aic_are_judged(tmp_path: Path) -> None:
+    """The advisor takes cube operators from AI_CORE tasks only: these GroupedMatmuls run as MIX_AIC tasks and
+    it reports no cube analysis on this folder (tests/test_prof_peer.py); their cube pipe is idle (mac 0.05-0.09)
+    and mte2 below its bar."""
+    result = analyze([str(profdirs.msprof_collection(tmp_path, MOE))])
+    cube = one(result, "PROF022")
+    assert cube.status is Status.WARN
+    assert {e["op_type"] for e in cube.evidence["flagged"]} == {"GroupedMatmul"}
+    assert all(e["core"] == "MIX_AIC" and e["ratios"]["aic_mac_ratio"] < 0.1 for e in cube.evidence["flagged"])
+    vector = one(result, "PROF024")  # the three shapes the advisor lists as bound, busy here too
+    assert vector.status is Status.PASS
+    assert sorted(e["op_type"] for e in vector.evidence["operators"]) == ["Cast", "Cast", "DynamicQuant"]
+    sequence = one(result, "PROF025")
+    assert sequence.status is Status.WARN
+    (found,) = sequence.evidence["sequences"]
+    assert [op.split(" [")[0] for op in found["ops"]] == [
+        "aclnnGroupedMatmulV5_GroupedMatmul_GroupedMatmul", "DequantSwigluQuant",
+        "aclnnGroupedMatmulV5_GroupedMatmul_GroupedMatmul", "aclnnDynamicQuantV2_DynamicQuant_DynamicQuant",
+        "clear_ops"]
+    assert found["occurrences"] == 6 and found["device_busy_share"] < 0.4
 
 
 # --- PROF026 graph fusion ---------------------------------------------------------------------------------------

@@ -126,3 +126,16 @@ def test_the_advisors_fusible_sequence_time_exceeds_the_profile(tmp_path: Path) 
     assert float(match.group(1)) > span_ms
     ours = next(f for f in analyze([str(folder)]).findings if f.id == "PROF025")
     assert sum(s["span_us"] for s in ours.evidence["sequences"]) / 1000 <= span_ms
+
+
+@pytest.mark.skipif(peer() is None, reason="msprof-analyze is not installed")
+def test_the_advisor_skips_matmuls_run_as_mix_aic_tasks(tmp_path: Path) -> None:
+    """On the real MoE op_summary its cube analysis looks at AI_CORE tasks only: no cube finding for the
+    GroupedMatmuls (MIX_AIC, cube pipe idle); PROF022 judges them."""
+    from tests.test_prof_compute import MOE
+
+    folder = profdirs.msprof_collection(tmp_path / "data", MOE)
+    text = advisor_report(str(peer()), folder, tmp_path / "advisor", "computation")
+    assert "Vector Operator related analysis" in text and "Cube Operator related analysis" not in text
+    ours = next(f for f in analyze([str(folder)]).findings if f.id == "PROF022")
+    assert ours.status.value == "warn" and "GroupedMatmul" in ours.detail
