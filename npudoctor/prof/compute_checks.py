@@ -443,8 +443,9 @@ def fusible_sequences(ctx: ProfContext) -> Iterable[Finding]:
     ``prof.fusible_min_ops`` to ``prof.fusible_max_ops`` (2-10) consecutive tasks not cut by a communication
     or AI CPU task is a candidate; runs with the same operator names and shapes in the same order are one
     sequence, counted without overlap. A sequence seen ``prof.fusible_min_repeats`` (6) times or more is
-    worth fusing when the device is busy less than ``prof.fusible_host_busy_share`` (0.4) of its span (the
-    host launches it operator by operator: dispatch-bound) or when data movement (mte2 + fixpipe/mte3 time)
+    worth fusing when the device is busy less than ``prof.fusible_host_busy_share`` (0.4) of a typical
+    occurrence's span (the median one: a set-up gap inside one occurrence does not decide; the host launches
+    it operator by operator: dispatch-bound) or when data movement (mte2 + fixpipe/mte3 time)
     is more than ``prof.fusible_mte_share`` (0.8) of its cores' busy time (it mostly copies); a host-bound
     one must also cover ``prof.fusible_min_span_share`` (1%) of the analysed span. WARN with the
     sequences covering the most time. Bars from msprof-analyze's ``fusible_operator.yaml``; unlike the
@@ -484,7 +485,7 @@ def fusible_sequences(ctx: ProfContext) -> Iterable[Finding]:
         found, span_total = sequences.find(arrays, min_ops, max(min_ops, max_ops), repeats)
         qualified = []
         for item in found:
-            busy_share = item.busy_us / item.span_us if item.span_us > 0 else 1.0
+            busy_share = item.typical_busy_share  # the median occurrence: one set-up gap does not decide
             moved_share = item.moved_us / item.core_us if arrays.get("has_times") and item.core_us > 0 else None
             host = busy_share < host_bar
             moving = moved_share is not None and moved_share > mte_bar
@@ -501,6 +502,8 @@ def fusible_sequences(ctx: ProfContext) -> Iterable[Finding]:
             ops = _sequence_text(arrays["names"], item.codes)
             entry = merged.setdefault(tuple(ops), {"ops": ops, "length": len(ops), "occurrences": 0, "span_us": 0.0,
                                                    "busy_us": 0.0, "max_cover": 0.0, "bounds": set(), "ranks": [],
+                                                   "typical_span_us": round(item.typical_span_us, 3),
+                                                   "typical_busy_share": round(item.typical_busy_share, 4),
                                                    "first_row": item.first_row,
                                                    "repeats_block": len(ops) // len(block)})
             entry["occurrences"] += item.occurrences
@@ -531,8 +534,9 @@ def fusible_sequences(ctx: ProfContext) -> Iterable[Finding]:
     if first["repeats_block"] > 1:
         shown = f"({shown}) x{first['repeats_block']}"
     detail = (f"{len(listed)} repeated sequence(s); the largest: {shown}, {first['occurrences']} times, "
-              f"{_ms(first['span_us'])} ({_pct(first['max_cover'])} of the analysed span), device busy "
-              f"{_pct(first['device_busy_share'] or 0)} of it: {', '.join(first['bounds'])}; ranks "
+              f"{_ms(first['span_us'])} ({_pct(first['max_cover'])} of the analysed span); a typical one "
+              f"{_ms(first['typical_span_us'])} with the device busy {_pct(first['typical_busy_share'])} of it: "
+              f"{', '.join(first['bounds'])}; ranks "
               f"{_ranks_text(first['ranks'])}")
     yield _finding("PROF025", Status.WARN, detail=detail, evidence=evidence,
                    fix="Find the code launching the sequence (profile with with_stack=True) and make it one "

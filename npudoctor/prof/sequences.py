@@ -23,6 +23,8 @@ class Found(NamedTuple):
     busy_us: float             # summed task durations
     moved_us: float            # summed data-movement pipe time (mte2 + fixpipe/mte3)
     core_us: float             # summed core busy time (aicore + aiv)
+    typical_span_us: float     # the median occurrence's span (a set-up gap inside one occurrence moves it not)
+    typical_busy_share: float  # the median of each occurrence's busy time / span
 
 
 def _non_overlapping(positions: Any, length: int) -> Any:
@@ -90,12 +92,15 @@ def find(arrays: Dict[str, Any], min_ops: int, max_ops: int, min_repeats: int) -
                 if len(kept) < min_repeats:
                     continue
                 tail = kept + length
+                spans_kept = end[tail - 1] - start[kept]
+                busy_kept = cum["dur"][tail] - cum["dur"][kept]
                 found.append(Found(
                     codes=tuple(codes[kept[0]:kept[0] + length].tolist()), first_row=int(kept[0]),
-                    occurrences=len(kept), span_us=float((end[tail - 1] - start[kept]).sum()),
-                    busy_us=float((cum["dur"][tail] - cum["dur"][kept]).sum()),
+                    occurrences=len(kept), span_us=float(spans_kept.sum()), busy_us=float(busy_kept.sum()),
                     moved_us=float((cum["moved"][tail] - cum["moved"][kept]).sum()),
-                    core_us=float((cum["busy"][tail] - cum["busy"][kept]).sum())))
+                    core_us=float((cum["busy"][tail] - cum["busy"][kept]).sum()),
+                    typical_span_us=float(np.median(spans_kept)),
+                    typical_busy_share=float(np.median(np.minimum(busy_kept / spans_kept, 1.0)))))
     return found, span_total
 
 
