@@ -106,7 +106,9 @@ ADVISOR_TO_PROF = {"AICPU Issues": "PROF001", "Operator No Bound Issues": "PROF0
                    "GC Analysis": "PROF013", "SyncBatchNorm Issues": "PROF014", "Synchronize Stream Issues": "PROF015",
                    "AI Core Frequency Issues": "PROF016", "Packet Analysis": "PROF017", "Slow Rank": "PROF018",
                    "Slow Link": "PROF010", "Memory Operator Issues": "PROF011",
-                   "Environment Variable Issues": "PROF019"}
+                   "Environment Variable Issues": "PROF019", "Cube Operator Perf Analysis": "PROF022",
+                   "FA Operator Perf Analysis": "PROF023", "Vector Operator Perf Analysis": "PROF024",
+                   "Fusible Operator Analysis": "PROF025", "Fusion Issues": "PROF026"}
 
 
 def advisor_problems(stdout: str) -> Optional[List[str]]:
@@ -121,6 +123,20 @@ def advisor_problems(stdout: str) -> Optional[List[str]]:
 def npudoctor_problems(stdout: str) -> List[str]:
     doc = json.loads(stdout)
     return sorted({f["id"] for f in doc["findings"] if f["status"] in ("warn", "fail")})
+
+
+def npudoctor_says(stdout: str, check_id: str) -> str:
+    """What npudoctor's JSON says for ``check_id`` (its verdicts and first detail): the reason of a
+    disagreement, from our side."""
+    try:
+        doc = json.loads(stdout)
+    except ValueError:
+        return "no JSON answer"
+    findings = [f for f in doc.get("findings", []) if f["id"] == check_id]
+    if not findings:
+        return f"no {check_id} finding"
+    detail = str(findings[0].get("detail", ""))
+    return f"{'/'.join(sorted({f['status'] for f in findings}))}: {detail[:150]}"
 
 
 def npudoctor_aicpu(stdout: str) -> Set[str]:
@@ -193,6 +209,8 @@ def compare_folders(peer: Optional[str], mode: str, timeout: float) -> None:
                 "real job msinsight level1 (.db)": lambda root: real_job(root, "db"),
                 "real job msinsight level1 (text, another run)": lambda root: real_job(root, "text"),
                 "msprof collection": profdirs.msprof_collection,
+                "msprof MoE op_summary": lambda root: profdirs.msprof_collection(
+                    root, "prof_op_summary_moe_grouped_matmul_static_2026.csv"),
                 "cluster_analysis_output": lambda root: profdirs.cluster_output(root).parent}
     with tempfile.TemporaryDirectory(prefix="bench_prof_folders_") as tmp:
         for name, make in builders.items():
@@ -210,9 +228,14 @@ def compare_folders(peer: Optional[str], mode: str, timeout: float) -> None:
             titles = advisor_problems(theirs[2])
             print(f"  advisor {mode}: {theirs[0]:.2f} s, {theirs[1] / 1024:.0f} MiB, exit {theirs[3]}: "
                   + ("no answer on stdout" if titles is None else (", ".join(titles) or "no problem")))
+            matched = {ADVISOR_TO_PROF.get(title) for title in titles or []}
+            only_ours = [check_id for check_id in our_ids if check_id not in matched]
+            if only_ours and titles is not None:
+                print(f"    npudoctor only: {', '.join(only_ours)}")
             for title in titles or []:
                 check = ADVISOR_TO_PROF.get(title)
-                verdict = ("agree" if check in our_ids else f"npudoctor does not report {check}") if check \
+                verdict = ("agree" if check in our_ids else
+                           f"npudoctor does not report {check} ({npudoctor_says(ours[2], check)})") if check \
                     else "no npudoctor check of that family"
                 print(f"    {title}: {verdict}")
 

@@ -15,6 +15,7 @@ from typing import Any, Dict, List, Tuple
 
 import pytest
 
+from npudoctor.model.finding import Status
 from npudoctor.prof import database
 from npudoctor.prof.engine import ProfInputError, analyze
 from npudoctor.prof.tables import TableError
@@ -79,10 +80,18 @@ def test_a_real_db_export_reads_like_the_text_export_of_the_same_job(tmp_path: P
     assert sorted(p.name for p in db_file.parent.iterdir()) == ["analysis.db", "ascend_pytorch_profiler_0.db"]
 
 
+# Checks the .db reader gives no input yet (per-operator shapes and the task order; issue 20 point 2): on a .db
+# they SKIP and say so, and are left out of the comparison.
+NOT_FROM_DB = {"PROF022", "PROF023", "PROF024", "PROF025"}
+
+
 @pytest.mark.parametrize("kernel", KERNELS)
 def test_csv_and_db_of_one_run_give_the_same_findings(tmp_path: Path, kernel: str) -> None:
     text = analyze([str(profdirs.torch_npu_rank(tmp_path / "text", rank=0, kernel=kernel))])
     db = analyze([str(profdb.torch_npu_db_rank(tmp_path / "db", rank=0, kernel=kernel))])
+    assert {f.status for f in db.findings if f.id in NOT_FROM_DB} == {Status.SKIP}
+    for result in (text, db):
+        result.findings = [f for f in result.findings if f.id not in NOT_FROM_DB]
     assert verdicts(db) == verdicts(text)
     ours, theirs = numbers(db), numbers(text)
     assert ours.keys() == theirs.keys()

@@ -485,3 +485,6 @@ def rdma_retransmission(ctx: ProfContext) -> Iterable[Finding]:
         yield _finding("PROF021", Status.PASS, detail=f"{rdma} RDMA transfer(s), the slowest {_ms(slowest * 1000)} "
                        f"(retransmission bar {_ms(bar * 1000)})", evidence=evidence)
 
+
+# The compute families (PROF022-) register after these, so IDs list in order.
+from npudoctor.prof import compute_checks  # noqa: E402,F401

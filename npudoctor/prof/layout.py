@@ -44,6 +44,9 @@ TIMELINE_TASKS = re.compile(r"^task_time_[\d_]*\.json$")
 # Whole-run Chrome traces: read for the device tasks only when no kernel table or task_time timeline is there.
 TRACE_FILE = re.compile(r"^trace_view\.json$|^msprof(?:_\d+)*\.json$")
 RANK_IN_NAME = re.compile(r"^profiler_info_(\d+)\.json$")
+# The graph GE built (DUMP_GE_GRAPH=2: ge_proto_00000123_graph_1_Build.txt), beside the profile when copied
+# there; msprof-analyze's graph-fusion advice reads the last one (PROF026).
+GE_GRAPH_DUMP = re.compile(r"^ge_proto_.*_Build\.txt$")
 
 
 @dataclass
@@ -60,6 +63,7 @@ class Source:
     databases: List[str] = field(default_factory=list)           # profiler .db exports (torch_npu, msprof)
     analysis_dbs: List[str] = field(default_factory=list)        # torch_npu analysis.db
     unused: List[str] = field(default_factory=list)              # files seen that no check reads (listed)
+    graphs: List[str] = field(default_factory=list)              # GE graph dumps (ge_proto_*_Build.txt)
     devices: Dict[str, Dict[str, object]] = field(default_factory=dict)  # device id -> info.json facts
     environment: Dict[str, str] = field(default_factory=dict)    # profiler_metadata.json ENV_VARIABLES
     rank: Optional[int] = None
@@ -142,6 +146,8 @@ def add_file(source: Source, path: str) -> bool:
         source.analysis_dbs.append(path)
     elif UNUSED_FILES.match(name):
         source.unused.append(path)
+    elif GE_GRAPH_DUMP.match(name):
+        source.graphs.append(path)
     else:
         return False
     return True
@@ -205,6 +211,8 @@ def _torch_source(root: str, problems: List[str]) -> Source:
         match = RANK_IN_NAME.match(name)
         if match:
             source.rank = int(match.group(1))
+        if GE_GRAPH_DUMP.match(name):
+            source.graphs.append(os.path.join(root, name))
         if name == "profiler_metadata.json":
             metadata = _read_json(os.path.join(root, name), problems)
             source.environment = recorded_environment(
@@ -224,7 +232,9 @@ def _msprof_source(prof_dir: str, problems: List[str]) -> Source:
     source = Source(label=os.path.basename(prof_dir.rstrip("/")), root=prof_dir, layout="msprof")
     if _is_dir(os.path.join(prof_dir, MSPROF_OUTPUT)):
         _add_tables(source, os.path.join(prof_dir, MSPROF_OUTPUT), problems)
-    source.databases.extend(os.path.join(prof_dir, n) for n in _listdir(prof_dir, problems) if _is_msprof_db(n))
+    names = _listdir(prof_dir, problems)
+    source.databases.extend(os.path.join(prof_dir, n) for n in names if _is_msprof_db(n))
+    source.graphs.extend(os.path.join(prof_dir, n) for n in names if GE_GRAPH_DUMP.match(n))
     analyze = os.path.join(prof_dir, "analyze")
     if _is_dir(analyze):
         _add_tables(source, analyze, problems)
