@@ -345,6 +345,20 @@ PROF_CASES.update({
     "PROF020": ((_families("compile"), {}), (_families("compile"), {"host_compile_warn_calls": 1000})),
     "PROF021": ((_families("retransmission"), {}), (_families("retransmission"), {"rdma_retransmission_ms": 1e9})),
 })
+def _schedule(kind: str):
+    """The timeline and communication families' cases (tests/test_prof_schedule.py builds the same data)."""
+    def build(root: Path) -> None:
+        from tests import test_prof_schedule as schedule
+
+        builders = {"silent_idle": schedule.silent_span_trace,
+                    "real_trace": lambda r: schedule.trace_with(r, schedule.real_trace())}
+        builders[kind](root)
+    return build
+
+
+PROF_CASES.update({
+    "PROF030": ((_schedule("silent_idle"), {}), (_schedule("real_trace"), {})),
+})
 # IDs that inform and never judge (they always PASS when they apply), and why.
 INFORMATION_ONLY = {"PROF007": "lists the operators taking the most time; the other PROF checks judge"}
 

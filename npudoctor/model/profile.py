@@ -132,6 +132,9 @@ PROFILE_SCHEMA: Dict[str, Field] = {
     "prof.small_transfer_warn_share": Field("number", 0, 1, doc="PROF017: small transfers' share of the time"),
     "prof.rank_gap_warn_share": Field("number", 0, 10, doc="PROF018: gap between ranks over the mean"),
     "prof.rdma_retransmission_ms": Field("number", 0, 1e9, doc="PROF021: RDMA transit time of a retransmission"),
+    "prof.quiet_idle_min_us": Field("number", 1000, 1e12, doc="PROF030: device idle this long is judged"),
+    "prof.quiet_idle_max_calls_per_s": Field("number", 0, 1e9, doc="PROF030: fewer host CANN calls = silent"),
+    "prof.quiet_idle_max_host_share": Field("number", 0, 1, doc="PROF030: host call time share under = silent"),
     "prof.run_timeout_s": Field("number", 1, 10 ** 7, doc="`prof run`: the profiled command is stopped after"),
     "prof.export_timeout_s": Field("number", 1, 10 ** 6, doc="`prof run`: msprof --export"),
     # The fleet room (site pins, `npudoctor collective`, `onboard`).

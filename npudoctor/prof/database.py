@@ -549,6 +549,47 @@ def aicore_freq(db: ProfileDb) -> List[Tuple[float, float]]:
     return [(_float(a), _float(b)) for a, b in db.rows(sql)]
 
 
+IDLE_SPANS_KEPT = 4096     # the longest device idle spans a .db gives (more: the rest are shorter)
+HOST_SPAN_QUERIES = 64     # idle spans whose host calls are looked up (the longest ones)
+
+
+def idle_spans(db: ProfileDb, min_us: float) -> List[Tuple[float, float]]:
+    """(start us, duration us) of the gaps of at least ``min_us`` between one device's tasks in TASK, longest
+    first: the device idle time a trace shows as ``Free``. The gap is measured from the latest end so far, so
+    overlapping tasks on several streams are one busy stretch."""
+    if not db.has("task", "start_ns", "end_ns"):
+        return []
+    start, end = db.col("task", "start_ns"), db.col("task", "end_ns")
+    partition = f"PARTITION BY {db.col('task', 'device_id')} " if db.has("task", "device_id") else ""
+    sql = (f"SELECT busy_end, next_start - busy_end AS gap FROM (SELECT CAST({start} AS REAL) AS next_start, "
+           f"MAX(CAST({end} AS REAL)) OVER ({partition}ORDER BY {start} ROWS BETWEEN UNBOUNDED PRECEDING AND 1 "
+           f"PRECEDING) AS busy_end FROM {db.name('task')}) WHERE gap >= ? ORDER BY gap DESC")
+    return [(_float(a) / NS_PER_US, _float(b) / NS_PER_US)
+            for a, b in db.rows(sql, [float(min_us) * NS_PER_US], limit=IDLE_SPANS_KEPT)]
+
+
+def host_calls_in(db: ProfileDb, spans: Sequence[Tuple[float, float]]
+                  ) -> Tuple[Optional[Tuple[float, float]], List[Tuple[float, float]]]:
+    """The time the host's CANN API calls cover (first start, last end, us) and (start us, duration us) of the
+    calls that overlap one of ``spans`` (the longest :data:`HOST_SPAN_QUERIES` of them), in one pass each."""
+    if not spans or not db.has("cann_api", "start_ns", "end_ns"):
+        return None, []
+    start, end = db.col("cann_api", "start_ns"), db.col("cann_api", "end_ns")
+    bounds = next(db.rows(f"SELECT MIN(CAST({start} AS REAL)), MAX(CAST({end} AS REAL)) FROM "
+                          f"{db.name('cann_api')}"), (None, None))
+    if bounds[0] is None or bounds[1] is None:
+        return None, []
+    chosen = sorted(spans, key=lambda span: -span[1])[:HOST_SPAN_QUERIES]
+    where = " OR ".join(f"({start} < ? AND {end} > ?)" for _ in chosen)
+    params: List[Any] = []
+    for span_start, duration in chosen:
+        params.extend([(span_start + duration) * NS_PER_US, span_start * NS_PER_US])
+    sql = (f"SELECT CAST({start} AS REAL) / {NS_PER_US}, (CAST({end} AS REAL) - CAST({start} AS REAL)) / "
+           f"{NS_PER_US} FROM {db.name('cann_api')} WHERE {where}")
+    calls = [(_float(a), _float(b)) for a, b in db.rows(sql, params)]
+    return (_float(bounds[0]) / NS_PER_US, _float(bounds[1]) / NS_PER_US), calls
+
+
 def _float(value: Any) -> float:
     """A finite float; NULL, text and out-of-range cells read as 0 (a machine format never holds NaN)."""
     try:

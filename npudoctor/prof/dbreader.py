@@ -52,7 +52,7 @@ def read_databases(rank: Rank, source: Source, min_task_us: float, bound_ratio: 
             rank.problems.append(str(exc))
     if read:
         rank.tables_read["db"] = read
-    if not timeline.empty:
+    if not timeline.empty or len(timeline.free_start):
         timeline.sources = list(read)
         rank.timeline = timeline
     groups = _combine(parts)
@@ -85,6 +85,26 @@ def _read_timeline(db: Any, timeline: Any, sync_stream: str, node_launch: str) -
         timeline.add_host(name, "", start, duration)
     for start, mhz in database.aicore_freq(db):
         timeline.add_freq(start, mhz)
+    _read_idle(db, timeline)
+
+
+def _read_idle(db: Any, timeline: Any) -> None:
+    """Device idle spans (gaps in TASK) and the host's CANN calls inside them, for PROF030: only the calls
+    overlapping a long span are read, with the time the host calls cover."""
+    from npudoctor.prof import database
+    from npudoctor.prof.timeline import FREE_FLOOR_US
+
+    spans = database.idle_spans(db, FREE_FLOOR_US)
+    for start, duration in spans:
+        timeline.add_free(start, duration)
+    if spans:
+        timeline.free_source = "gaps between the device tasks of the .db"
+    bounds, calls = database.host_calls_in(db, spans)
+    if bounds is not None:
+        del timeline.cann_start[:], timeline.cann_dur[:]
+        timeline.host_bounds = bounds
+        for start, duration in calls:
+            timeline.add_cann(start, duration)
 
 
 def _read_analysis(rank: Rank, source: Source, steps: int) -> None:

@@ -7,6 +7,7 @@ frequency counter. Only these few numbers per event are kept, in arrays, so a mu
 
 from __future__ import annotations
 
+import bisect
 from array import array
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
@@ -16,6 +17,9 @@ NODE_LAUNCH = "Node@launch"                       # ... and Constant.NODE_LAUNCH
 FREQ_COUNTER = "AI Core Freq"
 OP_COMPILE = "AscendCL@aclopCompileAndExecute"    # ... and Constant.OP_COMPILE_NAME (V2 too)
 MAX_KEPT = 5_000_000                               # events of one kind kept (more: counted only)
+FREE_EVENT = "Free"                                # Overlap Analysis: the device idle between its tasks
+FREE_FLOOR_US = 1000.0                             # idle spans kept (PROF030 judges from 1 ms up)
+CANN_PREFIXES = ("AscendCL@", "Runtime@", "Node@", "Model@")  # the host's calls into the CANN stack
 
 
 @dataclass
@@ -32,6 +36,12 @@ class HostTimeline:
     freq: List[Tuple[float, float]] = field(default_factory=list)       # (time, MHz) of the frequency counter
     compiles: int = 0                                                   # aclopCompileAndExecute calls
     compile_us: float = 0.0
+    free_start: Any = field(default_factory=lambda: array("d"))         # device idle spans >= FREE_FLOOR_US
+    free_dur: Any = field(default_factory=lambda: array("d"))
+    cann_start: Any = field(default_factory=lambda: array("d"))         # CANN API calls on the host
+    cann_dur: Any = field(default_factory=lambda: array("d"))
+    free_source: str = ""                                               # where the idle spans came from
+    host_bounds: Optional[Tuple[float, float]] = None                   # (first, last) CANN call when known
     host_events: int = 0
     dropped: int = 0
 
@@ -54,6 +64,54 @@ class HostTimeline:
             self._keep(self.sync_ts, start)
         elif name.startswith(NODE_LAUNCH):
             self._keep(self.launch_ts, start)
+        if name.startswith(CANN_PREFIXES):
+            self.add_cann(start, duration)
+
+    def add_cann(self, start: float, duration: float) -> None:
+        if len(self.cann_start) < MAX_KEPT:
+            self.cann_start.append(start)
+            self.cann_dur.append(max(0.0, duration))
+        else:
+            self.dropped += 1
+
+    def add_free(self, start: float, duration: float) -> None:
+        """One span of device idle time (an Overlap Analysis ``Free`` event, or a gap between device tasks)."""
+        if duration >= FREE_FLOOR_US and len(self.free_start) < MAX_KEPT:
+            self.free_start.append(start)
+            self.free_dur.append(duration)
+
+    def quiet_idle_spans(self, min_us: float) -> Tuple[List[Dict[str, float]], int]:
+        """Device idle spans of at least ``min_us`` inside the time the host was recorded, each with the CANN
+        calls that overlap it (count, and their time clipped to the span); and how many long spans lay outside
+        the recorded host time (no host record there says nothing about the host)."""
+        order = sorted(range(len(self.cann_start)), key=self.cann_start.__getitem__)
+        starts = [self.cann_start[i] for i in order]
+        ends = [self.cann_start[i] + self.cann_dur[i] for i in order]
+        bounds = self.host_bounds or ((starts[0], max(ends)) if starts else None)
+        if bounds is None:
+            return [], 0
+        first, last = bounds
+        longest_call = max(self.cann_dur) if self.cann_dur else 0.0
+        spans: List[Dict[str, float]] = []
+        outside = 0
+        for start, duration in sorted(zip(self.free_start, self.free_dur)):
+            if duration < min_us:
+                continue
+            end = start + duration
+            if start < first or end > last:
+                outside += 1
+                continue
+            # calls starting before the span's end and ending after its start; none is longer than the
+            # longest call, so the search can begin that far before the span
+            low = bisect.bisect_left(starts, start - longest_call)
+            high = bisect.bisect_left(starts, end)
+            calls, busy = 0, 0.0
+            for i in range(low, high):
+                if ends[i] > start:
+                    calls += 1
+                    busy += min(ends[i], end) - max(starts[i], start)
+            spans.append({"start_us": start, "duration_us": duration, "host_calls": calls, "host_busy_us": busy})
+        return spans, outside
 
     def add_freq(self, start: float, mhz: float) -> None:
         if len(self.freq) < MAX_KEPT:
@@ -67,6 +125,7 @@ class HostTimeline:
 
     @property
     def empty(self) -> bool:
+        """No host event and no frequency sample (device idle spans alone are no host timeline)."""
         return not (self.host_events or self.freq)
 
     def sync_after_launch(self) -> Tuple[int, int, int]:
@@ -149,6 +208,12 @@ def _take(events: Iterable[Any], timeline: HostTimeline, tasks: List[Dict[str, A
                 timeline.add_freq(start, mhz)
             continue
         if phase != "X":
+            continue
+        if name == FREE_EVENT and not (isinstance(args, dict) and "Task Type" in args):
+            start, duration = number(event.get("ts")), number(event.get("dur"))
+            if start is not None and duration is not None:
+                timeline.add_free(start, duration)
+                timeline.free_source = "Free events of the trace"
             continue
         if isinstance(args, dict) and "Task Type" in args:
             count += 1
