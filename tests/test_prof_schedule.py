@@ -151,3 +151,112 @@ def test_no_host_calls_is_a_skip_and_no_idle_is_a_skip(tmp_path: Path) -> None:
     assert finding.status is Status.SKIP and "CANN API" in finding.detail
     no_free = [e for e in real_trace() if e.get("name") != "Free"]
     assert one(run([trace_with(tmp_path / "b", no_free)]), "PROF030").status is Status.SKIP
+
+
+# --- PROF031 fused-API replacements --------------------------------------------------------------------------
+
+def stack_trace() -> List[Dict[str, Any]]:
+    return json.loads(sample_data("prof_trace_view_torch_npu_with_stack_2026.json"))
+
+
+def with_ops(root: Path, ops: List[Any]) -> Path:
+    """CONSTRUCTED on the real with_stack trace: ``ops`` (name, offset us, duration us) as cpu_op events in the
+    shape of its real aten::as_strided events (same pid, tid, Call stack), 100 ms after them."""
+    real = stack_trace()
+    model = next(e for e in real if e.get("name") == "aten::as_strided")
+    start = float(model["ts"]) + 100_000
+    events = [{**model, "name": name, "ts": f"{start + offset:.3f}", "dur": duration} for name, offset, duration in ops]
+    return trace_with(root, real + events)
+
+
+def sequence(*names: str, gap: float = 100.0) -> List[Any]:
+    return [(f"aten::{name}" if "#" not in name else name, i * gap, gap / 2) for i, name in enumerate(names)]
+
+
+def test_real_trace_has_no_fusible_sequence(tmp_path: Path) -> None:
+    finding = one(run([trace_with(tmp_path, stack_trace())]), "PROF031")
+    assert finding.status is Status.PASS and finding.evidence["operator_calls"] == 20
+
+
+def test_rms_norm_swiglu_and_a_fused_optimizer_are_named_with_their_versions(tmp_path: Path) -> None:
+    ops = sequence("pow", "mean", "add", "rsqrt", "mul", "linear", "slice", "silu", "mul",
+                   "Optimizer.step#AdamW.step")
+    result = run([with_ops(tmp_path, ops)])
+    found = {f.subject: f for f in result.findings if f.id == "PROF031"}
+    assert set(found) == {"torch_npu.npu_rms_norm", "torch_npu.npu_swiglu", "torch_npu.optim.NpuFusedAdamW"}
+    rms = found["torch_npu.npu_rms_norm"]
+    assert rms.status is Status.WARN and "torch_npu >= 2.1.0, CANN >= 7.0.0" in rms.detail
+    assert rms.evidence["api"]["calls"] == 1 and rms.evidence["api"]["host_us"] == 250.0  # five ops of 50 us
+    assert "perf_profiler.py(49)" in rms.evidence["api"]["where"][0]  # the real trace's call stack
+    assert "torch_npu >= 2.1.0.post6" in found["torch_npu.npu_swiglu"].detail
+
+
+def test_operators_nested_in_another_call_are_not_a_sequence(tmp_path: Path) -> None:
+    """rsqrt and mul inside an aten::layer_norm call are the layer norm's own work, not the model's code; the
+    optimizer's inner operators neither (msprof-analyze matches every aten event in time order)."""
+    ops = [("aten::layer_norm", 0.0, 400.0), ("aten::rsqrt", 50.0, 20.0), ("aten::mul", 100.0, 20.0),
+           ("Optimizer.step#MyAdam.step", 1000.0, 300.0), ("aten::slice", 1010.0, 10.0),
+           ("aten::silu", 1030.0, 10.0), ("aten::mul", 1050.0, 10.0)]
+    finding = one(run([with_ops(tmp_path, ops)]), "PROF031")
+    assert finding.status is Status.PASS, finding.detail
+
+
+def test_minimum_count_setting_and_db_operators(tmp_path: Path) -> None:
+    ops = sequence("add", "layer_norm")
+    assert one(run([with_ops(tmp_path / "a", ops)], affinity_min_calls=2), "PROF031").status is Status.PASS
+    pt = profdb.torch_npu_db_rank(tmp_path / "db", rank=0, kernel=PIPEUTIL, extras=False)
+    (path,) = (pt / "ASCEND_PROFILER_OUTPUT").glob("ascend_pytorch_profiler_*.db")
+    conn = sqlite3.connect(path)
+    conn.executemany("INSERT INTO STRING_IDS VALUES (?, ?)", [(900101, "aten::group_norm"), (900102, "aten::silu")])
+    conn.executemany("INSERT INTO PYTORCH_API (startNs, endNs, globalTid, name, type) VALUES (?, ?, 7, ?, 50001)",
+                     [(str(1000 + i * 100_000), str(50_000 + i * 100_000), 900101 + i % 2) for i in range(6)])
+    conn.commit()
+    conn.close()
+    finding = one(run([pt]), "PROF031")
+    assert finding.status is Status.WARN and finding.subject == "torch_npu.npu_group_norm_silu"
+    assert finding.evidence["api"]["calls"] == 3
+
+
+def test_shipped_rules_parse_and_their_torch_npu_release_is_the_first_that_has_the_operator() -> None:
+    import yaml
+    from packaging.version import Version
+
+    from npudoctor.knowledge import data_dir, load
+    from npudoctor.prof import affinity
+
+    rules, optimizers = affinity.shipped()
+    assert len(rules) >= 20 and optimizers["AdamW"] == "torch_npu.optim.NpuFusedAdamW"
+    lists = {}
+    for path in sorted((data_dir("knowledge") / "torch_npu_ops").glob("*.yaml")):
+        data = yaml.safe_load(path.read_text())
+        lists[data["torch_npu"]] = {str(op).split(".")[0] for ops in data["operators"].values() for op in ops or ()}
+    for entry in load("prof_affinity_apis")["apis"]:
+        if "operator" not in entry:
+            continue
+        having = sorted((release for release, ops in lists.items() if entry["operator"] in ops), key=Version)
+        assert having and having[0] == entry["torch_npu"], (entry["api"], having[:2])
+
+
+@pytest.mark.parametrize("step", ["(.*)", "a{9,1}", "", "mul{0,99}", "a||b", "soft max"])
+def test_malformed_rule_steps_are_refused(step: str) -> None:
+    from npudoctor.prof import affinity
+
+    with pytest.raises(affinity.RuleError):
+        affinity.rules_of({"apis": [{"api": "x", "sequences": [["add", step]]}]})
+    with pytest.raises(affinity.RuleError):
+        affinity.rules_of({"apis": [{"api": "x", "sequences": [["add?", "mul?"]]}]})  # could match nothing
+
+
+def test_odd_operator_events_and_a_long_timeline_stay_bounded(tmp_path: Path) -> None:
+    import time
+
+    odd = [("aten::" + "x" * 5000, 0.0, 10.0), ("aten::\x1b[31mred", 20.0, 1.0), ("aten::", 30.0, 1.0)]
+    many = [(f"aten::{'add' if i % 2 else 'layer_norm'}", 100.0 + i * 2, 1.0) for i in range(200_000)]
+    began = time.monotonic()
+    result = run([with_ops(tmp_path, odd + many)])
+    took = time.monotonic() - began
+    finding = one(result, "PROF031")
+    # layer_norm first, then 99,999 add-layer_norm pairs
+    assert finding.status is Status.WARN and finding.evidence["api"]["calls"] == 99_999
+    assert took < 120, took
+    json.dumps(result.to_dict(), allow_nan=False)

@@ -351,13 +351,16 @@ def _schedule(kind: str):
         from tests import test_prof_schedule as schedule
 
         builders = {"silent_idle": schedule.silent_span_trace,
-                    "real_trace": lambda r: schedule.trace_with(r, schedule.real_trace())}
+                    "real_trace": lambda r: schedule.trace_with(r, schedule.real_trace()),
+                    "rms_norm": lambda r: schedule.with_ops(r, schedule.sequence("pow", "mean", "rsqrt", "mul")),
+                    "stack_trace": lambda r: schedule.trace_with(r, schedule.stack_trace())}
         builders[kind](root)
     return build
 
 
 PROF_CASES.update({
     "PROF030": ((_schedule("silent_idle"), {}), (_schedule("real_trace"), {})),
+    "PROF031": ((_schedule("rms_norm"), {}), (_schedule("stack_trace"), {})),
 })
 # IDs that inform and never judge (they always PASS when they apply), and why.
 INFORMATION_ONLY = {"PROF007": "lists the operators taking the most time; the other PROF checks judge"}

@@ -532,6 +532,23 @@ def framework_events(db: ProfileDb, contains: str) -> Iterator[Tuple[str, float,
         yield str(row[0]), _float(row[1]), _float(row[2])
 
 
+def torch_ops(db: ProfileDb, prefixes: Sequence[str]) -> Iterator[Tuple[str, str, float, float]]:
+    """(name, thread, start us, duration us) of PYTORCH_API records whose name starts with one of
+    ``prefixes`` (``aten::``, ``Optimizer.step#``), at most :data:`MAX_EVENT_ROWS`."""
+    if not db.has("pytorch_api", "start_ns", "end_ns", "name"):
+        return
+    name, join = db.text("pytorch_api", "name", "a", "s_name")
+    thread = db.col("pytorch_api", "thread", "a") if db.has("pytorch_api", "thread") else "0"
+    start = db.col("pytorch_api", "start_ns", "a")
+    where = " OR ".join("substr(n, 1, ?) = ?" for _ in prefixes)
+    params: List[Any] = [value for prefix in prefixes for value in (len(prefix), prefix)]
+    sql = (f"SELECT * FROM (SELECT {name} AS n, {thread} AS t, CAST({start} AS REAL) / {NS_PER_US} AS s, "
+           f"(CAST({db.col('pytorch_api', 'end_ns', 'a')} AS REAL) - CAST({start} AS REAL)) / {NS_PER_US} "
+           f"FROM {db.name('pytorch_api')} a{join}) WHERE {where}")
+    for row in db.rows(sql, params):
+        yield str(row[0]), str(row[1]), _float(row[2]), _float(row[3])
+
+
 def gc_durations(db: ProfileDb) -> List[float]:
     if not db.has("gc_record", "start_ns", "end_ns"):
         return []

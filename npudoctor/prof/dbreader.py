@@ -72,7 +72,7 @@ def read_databases(rank: Rank, source: Source, min_task_us: float, bound_ratio: 
 
 def _read_timeline(db: Any, timeline: Any, sync_stream: str, node_launch: str) -> None:
     from npudoctor.prof import database
-    from npudoctor.prof.timeline import OP_COMPILE
+    from npudoctor.prof.timeline import OP_COMPILE, TORCH_OP_PREFIXES
 
     for duration in database.gc_durations(db):
         timeline.add_host("GC", "gc", 0.0, duration)
@@ -85,6 +85,8 @@ def _read_timeline(db: Any, timeline: Any, sync_stream: str, node_launch: str) -
         timeline.add_host(name, "", start, duration)
     for start, mhz in database.aicore_freq(db):
         timeline.add_freq(start, mhz)
+    for name, thread, start, duration in database.torch_ops(db, TORCH_OP_PREFIXES):
+        timeline.add_torch_op(name, thread, start, duration)
     _read_idle(db, timeline)
 
 

@@ -89,3 +89,66 @@ def quiet_idle(ctx: ProfContext) -> Iterable[Finding]:
     else:
         detail = f"no device idle span of >= {_ms(min_us)} inside the recorded host time{where}"
     yield _finding("PROF030", Status.PASS, detail=detail, evidence=evidence)
+
+
+@prof_check("PROF031", "PyTorch operator sequences a torch_npu fused API replaces",
+            settings=("prof.affinity_min_calls", "prof.top_n"))
+def affinity_apis(ctx: ProfContext) -> Iterable[Finding]:
+    """Operator sequences in the model that one torch_npu fused ("affinity") API does in a single kernel.
+
+    The host timeline (``aten::`` operators of trace_view.json, or PYTORCH_API of a .db) shows which PyTorch
+    operators the model's Python code calls, per thread and in order. Sequences such as ``rsqrt`` then ``mul``
+    (RMSNorm), ``softmax`` between two ``matmul`` (attention), ``slice``-``silu``-``mul`` (SwiGLU), or an
+    ``Optimizer.step`` of ``torch.optim.AdamW`` each launch several kernels where
+    ``torch_npu.npu_rms_norm``, ``torch_npu.npu_fusion_attention``, ``torch_npu.npu_swiglu`` or
+    ``torch_npu.optim.NpuFusedAdamW`` launch one. The sequences, the fused APIs and the first torch_npu
+    release that has each come from ``checks/prof_affinity_apis.yaml`` (msprof-analyze's rule file and the
+    operator lists of the torch_npu wheels). Only the outermost operators of a thread are matched, the calls
+    the Python code made (msprof-analyze mixes in the operators they call, so ``aten::linear``'s inner
+    ``aten::mm`` can break or fake a sequence). WARN per API found at least ``prof.affinity_min_calls``
+    (1) times, with the count, the host time of the matched operators and, when the trace has call stacks
+    (``with_stack=True``), where; PASS when operators were recorded and none fits; SKIP without ``aten::``
+    operators in the timeline.
+
+    Fix: replace the sequence with the fused API named (check the release in the evidence against the
+    installed torch_npu: ``npudoctor libs``), then profile again; for optimizers, the ``torch_npu.optim``
+    class of the same name.
+    """
+    from npudoctor.prof import affinity
+
+    timelines = [(rank.label, rank.timeline) for rank in ctx.ranks
+                 if rank.timeline is not None and len(rank.timeline.torch_op)]
+    if not timelines:
+        yield _finding("PROF031", Status.SKIP, detail="no aten:: operator in the host timeline (trace_view.json "
+                       "of the torch_npu profiler with CPU activity, or PYTORCH_API of a .db)")
+        return
+    rules, optimizers = affinity.shipped()
+    least = int(ctx.get("affinity_min_calls", 1))
+    merged: Dict[str, Dict[str, Any]] = {}
+    operators = 0
+    for label, timeline in timelines:
+        operators += len(timeline.torch_op)
+        for api, entry in affinity.find(timeline, rules, optimizers).items():
+            into = merged.setdefault(api, {**entry, "calls": 0, "host_us": 0.0, "ranks": [], "where": [],
+                                           "sequences": []})
+            into["calls"] += entry["calls"]
+            into["host_us"] = round(into["host_us"] + entry["host_us"], 3)
+            into["ranks"].append(label)
+            into["sequences"] += [s for s in entry["sequences"] if s not in into["sequences"]]
+            into["where"] += [w for w in entry["where"] if w not in into["where"]][:5 - len(into["where"])]
+    flagged = sorted((e for e in merged.values() if e["calls"] >= least), key=lambda e: (-e["host_us"], e["api"]))
+    evidence = {"min_calls": least, "operator_calls": operators, "rules": len(rules),
+                "apis": flagged[:ctx.top_n]}
+    for entry in flagged:
+        needs = ", ".join(part for part in (f"torch_npu >= {entry['torch_npu']}" if entry["torch_npu"] else "",
+                                            f"CANN >= {entry['cann']}" if entry["cann"] else "") if part)
+        where = f"; at {entry['where'][0]}" if entry["where"] else ""
+        yield _finding("PROF031", Status.WARN, entry["api"], f"{entry['calls']} x {entry['sequences'][0]} "
+                       f"({_ms(entry['host_us'])} on the host) on {_ranks_text(entry['ranks'])}: "
+                       f"{entry['api']} does it in one call{' (' + needs + ')' if needs else ''}{where}",
+                       evidence={**evidence, "api": entry}, fix=f"Use {entry['api']} for "
+                       f"{' / '.join(entry['sequences'][:3])}{' (' + needs + ')' if needs else ''}.")
+    if not flagged:
+        yield _finding("PROF031", Status.PASS, detail=f"{operators} operator call(s) on "
+                       f"{_ranks_text([label for label, _ in timelines])}: no sequence a fused API replaces",
+                       evidence=evidence)

@@ -20,6 +20,8 @@ MAX_KEPT = 5_000_000                               # events of one kind kept (mo
 FREE_EVENT = "Free"                                # Overlap Analysis: the device idle between its tasks
 FREE_FLOOR_US = 1000.0                             # idle spans kept (PROF030 judges from 1 ms up)
 CANN_PREFIXES = ("AscendCL@", "Runtime@", "Node@", "Model@")  # the host's calls into the CANN stack
+TORCH_OP_PREFIXES = ("aten::", "Optimizer.step#")  # PyTorch operators and optimizer steps (PROF031)
+MAX_NAMES = 60_000                                 # distinct operator names / threads / stack frames kept
 
 
 @dataclass
@@ -42,6 +44,14 @@ class HostTimeline:
     cann_dur: Any = field(default_factory=lambda: array("d"))
     free_source: str = ""                                               # where the idle spans came from
     host_bounds: Optional[Tuple[float, float]] = None                   # (first, last) CANN call when known
+    torch_names: Dict[str, int] = field(default_factory=dict)           # aten / optimizer names -> id
+    torch_threads: Dict[str, int] = field(default_factory=dict)
+    torch_frames: Dict[str, int] = field(default_factory=dict)          # first frame of a call stack -> id
+    torch_op: Any = field(default_factory=lambda: array("l"))           # per operator call: name id,
+    torch_thread: Any = field(default_factory=lambda: array("l"))       # thread id, start, end, frame id
+    torch_start: Any = field(default_factory=lambda: array("d"))
+    torch_end: Any = field(default_factory=lambda: array("d"))
+    torch_frame: Any = field(default_factory=lambda: array("l"))
     host_events: int = 0
     dropped: int = 0
 
@@ -66,6 +76,22 @@ class HostTimeline:
             self._keep(self.launch_ts, start)
         if name.startswith(CANN_PREFIXES):
             self.add_cann(start, duration)
+
+    def add_torch_op(self, name: str, thread: Any, start: float, duration: float, stack: Any = None) -> None:
+        """One PyTorch operator call (``aten::...``) or optimizer step on a host thread (``stack``: the
+        profiler's ``Call stack`` text, frames joined by ``;``; only its first frame is kept)."""
+        if len(self.torch_op) >= MAX_KEPT:
+            self.dropped += 1
+            return
+        frame = -1
+        if isinstance(stack, str) and stack:
+            first = stack.split(";", 1)[0].strip()[:300]
+            frame = _intern(self.torch_frames, first)
+        self.torch_op.append(_intern(self.torch_names, name[:200]))
+        self.torch_thread.append(_intern(self.torch_threads, str(thread)[:64]))
+        self.torch_start.append(start)
+        self.torch_end.append(start + max(0.0, duration))
+        self.torch_frame.append(frame)
 
     def add_cann(self, start: float, duration: float) -> None:
         if len(self.cann_start) < MAX_KEPT:
@@ -126,7 +152,7 @@ class HostTimeline:
     @property
     def empty(self) -> bool:
         """No host event and no frequency sample (device idle spans alone are no host timeline)."""
-        return not (self.host_events or self.freq)
+        return not (self.host_events or self.freq or self.torch_op)
 
     def sync_after_launch(self) -> Tuple[int, int, int]:
         """(synchronisations, launches, synchronisations right after a launch), msprof-analyze's co-occurrence."""
@@ -147,6 +173,16 @@ class HostTimeline:
             mean = sum(w * v for w, v in weights) / total if total > 0 else sum(p[1] for p in points) / len(points)
         return {"mean_mhz": round(mean, 1), "min_mhz": min(p[1] for p in points), "max_mhz": float(max_mhz),
                 "drop": round(max(0.0, 1 - mean / max_mhz), 4), "samples": len(points)}
+
+
+def _intern(table: Dict[str, int], text: str) -> int:
+    """The id of ``text`` in ``table`` (added when new; -1 once the table is full)."""
+    found = table.get(text)
+    if found is None:
+        if len(table) >= MAX_NAMES:
+            return -1
+        found = table[text] = len(table)
+    return found
 
 
 def number(value: Any) -> Optional[float]:
@@ -225,6 +261,9 @@ def _take(events: Iterable[Any], timeline: HostTimeline, tasks: List[Dict[str, A
                     tasks.clear()
             continue
         category = event.get("cat")
-        timeline.add_host(name, category if isinstance(category, str) else "", number(event.get("ts")) or 0.0,
-                          number(event.get("dur")) or 0.0)
+        start, duration = number(event.get("ts")) or 0.0, number(event.get("dur")) or 0.0
+        timeline.add_host(name, category if isinstance(category, str) else "", start, duration)
+        if name.startswith(TORCH_OP_PREFIXES):
+            timeline.add_torch_op(name, event.get("tid"), start, duration,
+                                  args.get("Call stack") if isinstance(args, dict) else None)
     return count
