@@ -260,3 +260,75 @@ def test_odd_operator_events_and_a_long_timeline_stay_bounded(tmp_path: Path) ->
     assert finding.status is Status.WARN and finding.evidence["api"]["calls"] == 99_999
     assert took < 120, took
     json.dumps(result.to_dict(), allow_nan=False)
+
+
+# --- PROF032 bandwidth contention, PROF033 512-byte alignment ------------------------------------------------
+
+def hccl_transfers() -> List[Dict[str, Any]]:
+    return [e for e in json.loads(sample_data("prof_msprof_hccl_timeline_910.json"))
+            if e.get("ph") == "X" and isinstance(e.get("args"), dict) and e["args"].get("size(Byte)")]
+
+
+def legacy_with_matmuls(root: Path, over: Any) -> Path:
+    """The real legacy msprof device folder (task_time + hccl timelines of one MindInsight run) with CONSTRUCTED
+    MatMul tasks (the shape of its real ``MatMul`` task events) over the real transfers ``over`` selects."""
+    prof = profdirs.msprof_legacy(root)
+    path = prof / "device_0" / "timeline" / "task_time_0_2_1.json"
+    events = json.loads(sample_data("prof_msprof_task_time_timeline_910.json"))
+    model = next(e for e in events if "MatMul" in str(e.get("name")) and e.get("ph") == "X")
+    for transfer in hccl_transfers():
+        if over(transfer):
+            events.append({**model, "ts": transfer["ts"], "dur": transfer["dur"]})
+    path.write_text(json.dumps(events))
+    return prof
+
+
+def test_real_transfers_overlap_no_matmul(tmp_path: Path) -> None:
+    finding = one(run([profdirs.msprof_legacy(tmp_path)]), "PROF032")
+    assert finding.status is Status.PASS and finding.evidence["overlapped"]["transfers"] == 0
+    assert finding.evidence["alone"]["transfers"] == 56  # 57 with a size, one ON_CHIP copy inside the device
+
+
+def test_transfers_slower_beside_matmuls_fire(tmp_path: Path) -> None:
+    slow = legacy_with_matmuls(tmp_path / "slow", lambda t: t["args"]["bandwidth(GB/s)"] < 14.5)
+    finding = one(run([slow]), "PROF032")
+    assert finding.status is Status.WARN and finding.evidence["drop"] > 0.2, finding.detail
+    fast = legacy_with_matmuls(tmp_path / "fast", lambda t: t["args"]["bandwidth(GB/s)"] > 18)
+    assert one(run([fast]), "PROF032").status is Status.PASS
+
+
+def test_every_transfer_beside_a_matmul_is_judged_by_the_sdma_bar(tmp_path: Path) -> None:
+    every = legacy_with_matmuls(tmp_path, lambda t: True)
+    finding = one(run([every]), "PROF032")  # 14.6 GB/s over all, bar 14.4
+    assert finding.status is Status.PASS and "all 56" in finding.detail
+    assert one(run([every], link_min_bandwidth_gbps={"SDMA": 18.0}), "PROF032").status is Status.WARN
+
+
+def test_real_hccl_transfers_are_partly_unaligned(tmp_path: Path) -> None:
+    """The real MindInsight run moves 7,023,104-byte pieces (aligned) and 7,022,976-byte ones (384 bytes past
+    a boundary); msprof-analyze reports the operator; npudoctor weighs the unaligned ones by time."""
+    finding = one(run([profdirs.msprof_legacy(tmp_path)]), "PROF033")
+    assert finding.status is Status.WARN and finding.evidence["unaligned"] == 14
+    assert finding.evidence["unaligned_sizes_bytes"] == [7022976] and 0.2 < finding.evidence["time_share"] < 0.3
+    calm = one(run([profdirs.msprof_legacy(tmp_path / "b")], unaligned_warn_share=0.5), "PROF033")
+    assert calm.status is Status.PASS
+
+
+@pytest.mark.parametrize("args", [{"size(Byte)": "x"}, {"size(Byte)": -512}, {"size(Byte)": 1e999},
+                                  {"size(Byte)": [1]}, {"transport type": None}, {"link type": 7}])
+def test_odd_transfer_tasks_do_not_break_the_checks(tmp_path: Path, args: Dict[str, Any]) -> None:
+    prof = profdirs.msprof_legacy(tmp_path)
+    path = prof / "device_0" / "timeline" / "hccl_0_2_1.json"
+    events = json.loads(sample_data("prof_msprof_hccl_timeline_910.json"))
+    model = hccl_transfers()[0]
+    events.append({**model, "args": {**model["args"], **args}})
+    path.write_text(json.dumps(events))
+    result = run([prof])
+    assert one(result, "PROF033").status is Status.WARN
+    assert one(result, "PROF032").status is Status.PASS
+    json.dumps(result.to_dict(), allow_nan=False)
+
+
+def test_no_transfer_tasks_is_a_skip(tmp_path: Path) -> None:
+    result = run([trace_with(tmp_path, real_trace())])
+    assert one(result, "PROF032").status is Status.SKIP and one(result, "PROF033").status is Status.SKIP

@@ -348,12 +348,16 @@ PROF_CASES.update({
 def _schedule(kind: str):
     """The timeline and communication families' cases (tests/test_prof_schedule.py builds the same data)."""
     def build(root: Path) -> None:
+        from tests import profdirs
         from tests import test_prof_schedule as schedule
 
         builders = {"silent_idle": schedule.silent_span_trace,
                     "real_trace": lambda r: schedule.trace_with(r, schedule.real_trace()),
                     "rms_norm": lambda r: schedule.with_ops(r, schedule.sequence("pow", "mean", "rsqrt", "mul")),
-                    "stack_trace": lambda r: schedule.trace_with(r, schedule.stack_trace())}
+                    "stack_trace": lambda r: schedule.trace_with(r, schedule.stack_trace()),
+                    "legacy": lambda r: profdirs.msprof_legacy(r),
+                    "slow_beside_matmul": lambda r: schedule.legacy_with_matmuls(
+                        r, lambda t: t["args"]["bandwidth(GB/s)"] < 14.5)}
         builders[kind](root)
     return build
 
@@ -361,6 +365,8 @@ def _schedule(kind: str):
 PROF_CASES.update({
     "PROF030": ((_schedule("silent_idle"), {}), (_schedule("real_trace"), {})),
     "PROF031": ((_schedule("rms_norm"), {}), (_schedule("stack_trace"), {})),
+    "PROF032": ((_schedule("slow_beside_matmul"), {}), (_schedule("legacy"), {})),
+    "PROF033": ((_schedule("legacy"), {}), (_schedule("legacy"), {"unaligned_warn_share": 0.5})),
 })
 # IDs that inform and never judge (they always PASS when they apply), and why.
 INFORMATION_ONLY = {"PROF007": "lists the operators taking the most time; the other PROF checks judge"}

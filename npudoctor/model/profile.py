@@ -136,6 +136,8 @@ PROFILE_SCHEMA: Dict[str, Field] = {
     "prof.quiet_idle_max_calls_per_s": Field("number", 0, 1e9, doc="PROF030: fewer host CANN calls = silent"),
     "prof.quiet_idle_max_host_share": Field("number", 0, 1, doc="PROF030: host call time share under = silent"),
     "prof.affinity_min_calls": Field("int", 1, 10 ** 9, doc="PROF031: sequences found before a fused API WARNs"),
+    "prof.contention_drop_warn_share": Field("number", 0, 1, doc="PROF032: SDMA slower beside matmuls by"),
+    "prof.unaligned_warn_share": Field("number", 0, 1, doc="PROF033: unaligned SDMA transfers' time share"),
     "prof.run_timeout_s": Field("number", 1, 10 ** 7, doc="`prof run`: the profiled command is stopped after"),
     "prof.export_timeout_s": Field("number", 1, 10 ** 6, doc="`prof run`: msprof --export"),
     # The fleet room (site pins, `npudoctor collective`, `onboard`).

@@ -39,6 +39,7 @@ PROF_DIR = re.compile(r"^PROF_\d+_\d+_\w+$|^PROF_")
 DEVICE_DIR = re.compile(r"^device_(\d+)$")
 INFO_JSON = re.compile(r"^info\.json(?:\.\d+)?$")
 TIMELINE_TASKS = re.compile(r"^task_time_[\d_]*\.json$")
+HCCL_TIMELINE = re.compile(r"^hccl_[\d_]*\.json$")   # legacy msprof: the HCCL tasks (transfers) of a device
 # Whole-run Chrome traces: read for the device tasks only when no kernel table or task_time timeline is there.
 TRACE_FILE = re.compile(r"^trace_view\.json$|^msprof(?:_\d+)*\.json$")
 RANK_IN_NAME = re.compile(r"^profiler_info_(\d+)\.json$")
@@ -55,6 +56,7 @@ class Source:
     communication: List[str] = field(default_factory=list)       # communication.json files
     timelines: List[str] = field(default_factory=list)           # legacy task_time_*.json
     traces: List[str] = field(default_factory=list)              # trace_view.json / msprof_*.json
+    hccl: List[str] = field(default_factory=list)                # legacy timeline/hccl_*.json
     databases: List[str] = field(default_factory=list)           # profiler .db exports (torch_npu, msprof)
     analysis_dbs: List[str] = field(default_factory=list)        # torch_npu analysis.db
     unused: List[str] = field(default_factory=list)              # files seen that no check reads (listed)
@@ -253,6 +255,7 @@ def _legacy_sources(prof_dir: str, problems: List[str]) -> List[Source]:
             names = _listdir(timeline, problems)
             source.timelines = [os.path.join(timeline, n) for n in names if TIMELINE_TASKS.match(n)]
             source.traces = [os.path.join(timeline, n) for n in names if TRACE_FILE.match(n)]
+            source.hccl = [os.path.join(timeline, n) for n in names if HCCL_TIMELINE.match(n)]
         _add_device_info(source, prof_dir, problems)
         source.devices = {k: v for k, v in source.devices.items() if k == match.group(1)}
         rank = source.devices.get(match.group(1), {}).get("rank_id")

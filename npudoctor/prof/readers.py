@@ -50,6 +50,15 @@ def read_source(source: Source, settings: Mapping[str, Any], steps: int) -> List
         base.problems.extend(trace_problems)
     if base.timeline is not None and base.timeline.sources:
         base.tables_read.setdefault("trace_view", list(base.timeline.sources))
+    if source.hccl:  # legacy msprof: the HCCL transfer tasks are in their own timeline file
+        from npudoctor.prof.timeline import HostTimeline, read_events
+
+        hccl, _, hccl_problems = read_events(source.hccl)
+        base.problems.extend(hccl_problems)
+        if hccl.transfers:
+            base.timeline = base.timeline if base.timeline is not None else HostTimeline()
+            base.timeline.transfers.extend(hccl.transfers)
+            base.tables_read["hccl"] = list(hccl.sources)
     _read_step_trace(base, source, steps)
     _read_memory(base, source)
     _read_communication(base, source)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any, Dict, Iterable, List, Tuple
 
 from npudoctor.model.finding import Finding, Status
-from npudoctor.prof.checks import ProfContext, _finding, _ms, _ranks_text, prof_check
+from npudoctor.prof.checks import ProfContext, _finding, _ms, _pct, _ranks_text, prof_check
 
 
 @prof_check("PROF030", "Device idle with a silent host (suspected garbage collection)",
@@ -152,3 +152,136 @@ def affinity_apis(ctx: ProfContext) -> Iterable[Finding]:
         yield _finding("PROF031", Status.PASS, detail=f"{operators} operator call(s) on "
                        f"{_ranks_text([label for label, _ in timelines])}: no sequence a fused API replaces",
                        evidence=evidence)
+
+
+def _sdma_transfers(ctx: ProfContext) -> List[Tuple[str, Any, Tuple[str, str, float, float, float, float]]]:
+    """(rank, timeline, transfer) of the HCCL tasks moving data between devices over SDMA (ON_CHIP copies
+    inside one device excluded: they use no link)."""
+    return [(rank.label, rank.timeline, t) for rank in ctx.ranks if rank.timeline is not None
+            for t in rank.timeline.transfers if t[0].upper() == "SDMA" and t[1].upper() != "ON_CHIP"]
+
+
+def _overlaps(starts: List[float], reach: List[float], start: float, end: float) -> bool:
+    """Whether [start, end) overlaps one of the intervals: ``starts`` sorted, ``reach[i]`` the latest end of the
+    first i + 1 of them."""
+    import bisect
+
+    before = bisect.bisect_left(starts, end)
+    return before > 0 and reach[before - 1] > start
+
+
+@prof_check("PROF032", "Link bandwidth lost while matmuls run (bandwidth contention)",
+            settings=("prof.contention_drop_warn_share", "prof.link_min_bandwidth_gbps.SDMA"))
+def bandwidth_contention(ctx: ProfContext) -> Iterable[Finding]:
+    """SDMA transfers that run slower while MatMul kernels run at the same time.
+
+    Overlapping communication with computation hides it, but a MatMul and an SDMA copy share the HBM: the
+    copy may then run below its bandwidth and end later than the matmul it was meant to hide behind. From the
+    HCCL transfer tasks (``Memcpy`` / ``Reduce_Inline`` with their size, in trace_view.json, msprof_*.json or
+    a legacy ``timeline/hccl_*.json``) and the device's MatMul tasks of the same timeline: the bandwidth of the
+    transfers that overlap a MatMul (bytes over time) against those that do not. WARN when the overlapping
+    ones are more than ``prof.contention_drop_warn_share`` (20%) slower; with no transfer free of a MatMul
+    to compare, when they are below ``prof.link_min_bandwidth_gbps.SDMA`` (14.4 GB/s, msprof-analyze's 18
+    GB/s x 0.8, which judges only this). PASS otherwise or when no transfer overlaps a MatMul; SKIP
+    without transfer tasks or MatMul tasks.
+
+    Fix: measure the step with and without the overlap (e.g. Megatron/MindSpeed
+    ``--overlap-grad-reduce`` off): keep it only when the hidden communication is worth more than the slower
+    links; otherwise move the collective next to vector work, or split the matmul.
+    """
+    transfers = _sdma_transfers(ctx)
+    if not transfers:
+        yield _finding("PROF032", Status.SKIP, detail="no SDMA transfer task (Memcpy/Reduce_Inline with size(Byte)) "
+                       "in the timeline: collect with profiler_level Level1 or higher")
+        return
+    sorted_matmuls: Dict[int, Tuple[List[float], List[float]]] = {}
+    for _, timeline, _ in transfers:
+        if id(timeline) not in sorted_matmuls:
+            pairs = sorted(zip(timeline.matmul_start, timeline.matmul_end))
+            reach: List[float] = []
+            for _, end in pairs:
+                reach.append(max(end, reach[-1]) if reach else end)
+            sorted_matmuls[id(timeline)] = ([a for a, _ in pairs], reach)
+    if not any(starts for starts, _ in sorted_matmuls.values()):
+        yield _finding("PROF032", Status.SKIP, detail=f"{len(transfers)} SDMA transfer task(s) but no MatMul task "
+                       "in the same timeline")
+        return
+    groups = {"overlapped": [0.0, 0.0, 0], "alone": [0.0, 0.0, 0]}   # bytes, us, count
+    for _, timeline, (_, _, size, start, duration, _) in transfers:
+        starts, ends = sorted_matmuls[id(timeline)]
+        key = "overlapped" if duration > 0 and _overlaps(starts, ends, start, start + duration) else "alone"
+        groups[key][0] += size
+        groups[key][1] += duration
+        groups[key][2] += 1
+
+    def speed(entry: List[float]) -> float:
+        return entry[0] / entry[1] / 1000 if entry[1] > 0 else 0.0   # bytes per us -> GB/s
+
+    bar = float(ctx.get("contention_drop_warn_share", 0.2))
+    floor = ctx.get("link_min_bandwidth_gbps", {}).get("SDMA") if isinstance(ctx.get("link_min_bandwidth_gbps", {}),
+                                                                            dict) else None
+    overlapped, alone = groups["overlapped"], groups["alone"]
+    evidence = {"warn_share": bar, "floor_gbps": floor,
+                "overlapped": {"transfers": int(overlapped[2]), "gbps": round(speed(overlapped), 3)},
+                "alone": {"transfers": int(alone[2]), "gbps": round(speed(alone), 3)}}
+    if not overlapped[2]:
+        yield _finding("PROF032", Status.PASS, detail=f"none of {len(transfers)} SDMA transfer task(s) overlaps a "
+                       f"MatMul (alone: {speed(alone):.1f} GB/s)", evidence=evidence)
+        return
+    if alone[2]:
+        drop = 1 - speed(overlapped) / speed(alone) if speed(alone) > 0 else 0.0
+        evidence["drop"] = round(drop, 4)
+        detail = (f"SDMA {speed(overlapped):.1f} GB/s in {int(overlapped[2])} transfer(s) overlapping a MatMul vs "
+                  f"{speed(alone):.1f} GB/s in {int(alone[2])} alone ({_pct(max(0.0, drop))} slower)")
+        slow = drop > bar
+    else:
+        detail = (f"all {int(overlapped[2])} SDMA transfer(s) overlap a MatMul: {speed(overlapped):.1f} GB/s"
+                  + (f" (bar {float(floor):g} GB/s)" if floor is not None else ""))
+        slow = floor is not None and speed(overlapped) < float(floor)
+    if slow:
+        yield _finding("PROF032", Status.WARN, detail=detail, evidence=evidence,
+                       fix="Compare the step with the overlap turned off (e.g. --overlap-grad-reduce); keep it only "
+                           "if it gains more than the slower links cost; else overlap the collective with vector work.")
+    else:
+        yield _finding("PROF032", Status.PASS, detail=detail + f" (bar {_pct(bar)})", evidence=evidence)
+
+
+@prof_check("PROF033", "Collective transfers not 512-byte aligned",
+            settings=("prof.unaligned_warn_share", "prof.top_n"))
+def transfer_alignment(ctx: ProfContext) -> Iterable[Finding]:
+    """SDMA transfers whose size is not a multiple of 512 bytes.
+
+    HCCL moves a collective's buffer in SDMA tasks (``Memcpy``, ``Reduce_Inline``); a size that is not a
+    multiple of 512 bytes (msprof-analyze's ``min_size`` / base size) ends in a partial burst and runs below
+    the link's bandwidth. From the transfer tasks of the timeline (trace_view.json, msprof_*.json or a legacy
+    ``timeline/hccl_*.json``), transfers over a link (not ON_CHIP) larger than 512 bytes: WARN when the
+    unaligned ones take more than ``prof.unaligned_warn_share`` (5%) of their transit time (msprof-analyze
+    reports any unaligned one), with their count, time and sizes; PASS otherwise; SKIP without transfer tasks.
+
+    Fix: pad the tensors a collective moves to a multiple of 512 bytes (256 fp16/bf16 or 128 fp32 elements):
+    gradient bucket sizes, the hidden size or vocabulary padded (e.g. Megatron
+    ``--make-vocab-size-divisible-by``), sequence lengths bucketed.
+    """
+    transfers = [(label, t) for label, _, t in _sdma_transfers(ctx) if t[2] > 512]
+    if not transfers:
+        yield _finding("PROF033", Status.SKIP, detail="no SDMA transfer task over 512 bytes (Memcpy/Reduce_Inline "
+                       "with size(Byte)) in the timeline")
+        return
+    bar = float(ctx.get("unaligned_warn_share", 0.05))
+    unaligned = [(label, t) for label, t in transfers if int(t[2]) % 512]
+    total_us = sum(t[4] for _, t in transfers)
+    bad_us = sum(t[4] for _, t in unaligned)
+    share = bad_us / total_us if total_us > 0 else (len(unaligned) / len(transfers))
+    sizes = sorted({int(t[2]) for _, t in unaligned})
+    evidence = {"warn_share": bar, "transfers": len(transfers), "unaligned": len(unaligned),
+                "unaligned_time_us": round(bad_us, 3), "time_share": round(share, 4),
+                "unaligned_sizes_bytes": sizes[:ctx.top_n], "ranks": sorted({label for label, _ in unaligned})}
+    detail = (f"{len(unaligned)} of {len(transfers)} SDMA transfer(s) are not a multiple of 512 bytes, "
+              f"{_pct(share)} of the transfer time")
+    if unaligned and share > bar:
+        yield _finding("PROF033", Status.WARN, detail=f"{detail} (e.g. {sizes[0]:,} bytes, {sizes[0] % 512} past a "
+                       f"512-byte boundary)", evidence=evidence,
+                       fix="Pad what the collectives move to a multiple of 512 bytes (256 bf16/fp16 or 128 fp32 "
+                           "elements): bucket sizes, hidden size, vocabulary (--make-vocab-size-divisible-by).")
+    else:
+        yield _finding("PROF033", Status.PASS, detail=f"{detail} (bar {_pct(bar)})", evidence=evidence)

@@ -52,6 +52,10 @@ class HostTimeline:
     torch_start: Any = field(default_factory=lambda: array("d"))
     torch_end: Any = field(default_factory=lambda: array("d"))
     torch_frame: Any = field(default_factory=lambda: array("l"))
+    matmul_start: Any = field(default_factory=lambda: array("d"))       # device MatMul tasks (PROF032)
+    matmul_end: Any = field(default_factory=lambda: array("d"))
+    transfers: List[Tuple[str, str, float, float, float, float]] = field(default_factory=list)
+    # ^ HCCL transfer tasks (Memcpy / Reduce_Inline): (transport, link type, bytes, start, duration, GB/s)
     host_events: int = 0
     dropped: int = 0
 
@@ -92,6 +96,19 @@ class HostTimeline:
         self.torch_start.append(start)
         self.torch_end.append(start + max(0.0, duration))
         self.torch_frame.append(frame)
+
+    def add_matmul(self, start: float, duration: float) -> None:
+        if len(self.matmul_start) < MAX_KEPT:
+            self.matmul_start.append(start)
+            self.matmul_end.append(start + max(0.0, duration))
+
+    def add_transfer(self, args: Dict[str, Any], start: Optional[float], duration: Optional[float]) -> None:
+        """One HCCL task that moves data (its ``args``: transport type, link type, size(Byte), bandwidth)."""
+        size = number(args.get("size(Byte)"))
+        if size is None or size <= 0 or start is None or duration is None or len(self.transfers) >= MAX_KEPT:
+            return
+        self.transfers.append((str(args.get("transport type", ""))[:16], str(args.get("link type", ""))[:16],
+                               size, start, max(0.0, duration), number(args.get("bandwidth(GB/s)")) or 0.0))
 
     def add_cann(self, start: float, duration: float) -> None:
         if len(self.cann_start) < MAX_KEPT:
@@ -253,12 +270,17 @@ def _take(events: Iterable[Any], timeline: HostTimeline, tasks: List[Dict[str, A
             continue
         if isinstance(args, dict) and "Task Type" in args:
             count += 1
+            if "matmul" in name.lower():
+                timeline.add_matmul(number(event.get("ts")) or 0.0, number(event.get("dur")) or 0.0)
             if on_tasks is not None:
                 tasks.append({"op_name": name[:400], "core_type": str(args["Task Type"])[:64],
                               "duration_us": number(event.get("dur")) or 0.0})
                 if len(tasks) >= TASK_BATCH:
                     on_tasks(tasks)
                     tasks.clear()
+            continue
+        if isinstance(args, dict) and "size(Byte)" in args and "transport type" in args:
+            timeline.add_transfer(args, number(event.get("ts")), number(event.get("dur")))
             continue
         category = event.get("cat")
         start, duration = number(event.get("ts")) or 0.0, number(event.get("dur")) or 0.0
