@@ -332,3 +332,55 @@ def test_odd_transfer_tasks_do_not_break_the_checks(tmp_path: Path, args: Dict[s
 def test_no_transfer_tasks_is_a_skip(tmp_path: Path) -> None:
     result = run([trace_with(tmp_path, real_trace())])
     assert one(result, "PROF032").status is Status.SKIP and one(result, "PROF033").status is Status.SKIP
+
+
+# --- PROF034 slow link by the gap ------------------------------------------------------------------------------
+
+def test_real_cluster_links_are_within_a_percent(tmp_path: Path) -> None:
+    """The real cluster_communication.json: ranks 0 and 1 over HCCS 2.58 vs 2.56 GB/s, SDMA 2.35 vs 2.36, PCIE
+    1.86 vs 1.86; every transfer is under 16 MB, so by default nothing is compared."""
+    cluster = profdirs.cluster_output(tmp_path)
+    assert one(run([cluster]), "PROF034").status is Status.SKIP
+    compared = one(run([cluster], link_min_size_mb=0), "PROF034")
+    assert compared.status is Status.PASS and compared.evidence["transports"]["HCCS"]["gap_share"] < 0.01
+    strict = one(run([cluster], link_min_size_mb=0, link_gap_warn_share=0.005), "PROF034")
+    assert strict.status is Status.WARN and "HCCS" in strict.detail and "rank 1" in strict.detail
+
+
+def two_ranks(root: Path, slow_factor: float) -> Path:
+    """Two torch_npu ranks with the real communication.json; rank 1's transit times CONSTRUCTED ``slow_factor``
+    times longer (its links that much slower)."""
+    for rank in (0, 1):
+        pt = profdirs.torch_npu_rank(root, rank=rank)
+        if rank == 1:
+            path = pt / "ASCEND_PROFILER_OUTPUT" / "communication.json"
+            data = json.loads(path.read_text())
+            for kinds in data.values():
+                for ops in kinds.values():
+                    for op in ops.values():
+                        for values in (op.get("Communication Bandwidth Info") or {}).values():
+                            values["Transit Time(ms)"] = values.get("Transit Time(ms)", 0) * slow_factor
+            path.write_text(json.dumps(data))
+    return root
+
+
+def test_one_rank_with_slower_links_is_named(tmp_path: Path) -> None:
+    slow = one(run([two_ranks(tmp_path / "slow", 1.25)], link_min_size_mb=0), "PROF034")
+    assert slow.status is Status.WARN and "slowest rank 1" in slow.detail, slow.detail
+    same = one(run([two_ranks(tmp_path / "same", 1.0)], link_min_size_mb=0), "PROF034")
+    assert same.status is Status.PASS
+
+
+@pytest.mark.parametrize("values", [{"Transit Time(ms)": 0}, {"Transit Size(MB)": -3}, {"Transit Time(ms)": "x"},
+                                    {"Bandwidth(GB/s)": None}, {"Transit Size(MB)": 1e308, "Transit Time(ms)": 1e-308},
+                                    {"Transit Size(MB)": 1.7e308}])
+def test_odd_link_records_do_not_break_the_gap(tmp_path: Path, values: Dict[str, Any]) -> None:
+    root = two_ranks(tmp_path, 1.0)
+    path = next(root.glob("localhost_1001_*/ASCEND_PROFILER_OUTPUT/communication.json"))
+    data = json.loads(path.read_text())
+    op = data["step2"]["p2p"]["hcom_send__822_0@13337953553061386822"]
+    op["Communication Bandwidth Info"]["RDMA"].update(values)
+    path.write_text(json.dumps(data))
+    result = run([root], link_min_size_mb=0)
+    assert one(result, "PROF034").status in (Status.PASS, Status.WARN)
+    json.dumps(result.to_dict(), allow_nan=False)

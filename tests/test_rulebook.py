@@ -356,6 +356,7 @@ def _schedule(kind: str):
                     "rms_norm": lambda r: schedule.with_ops(r, schedule.sequence("pow", "mean", "rsqrt", "mul")),
                     "stack_trace": lambda r: schedule.trace_with(r, schedule.stack_trace()),
                     "legacy": lambda r: profdirs.msprof_legacy(r),
+                    "cluster": lambda r: profdirs.cluster_output(r),
                     "slow_beside_matmul": lambda r: schedule.legacy_with_matmuls(
                         r, lambda t: t["args"]["bandwidth(GB/s)"] < 14.5)}
         builders[kind](root)
@@ -367,6 +368,8 @@ PROF_CASES.update({
     "PROF031": ((_schedule("rms_norm"), {}), (_schedule("stack_trace"), {})),
     "PROF032": ((_schedule("slow_beside_matmul"), {}), (_schedule("legacy"), {})),
     "PROF033": ((_schedule("legacy"), {}), (_schedule("legacy"), {"unaligned_warn_share": 0.5})),
+    "PROF034": ((_schedule("cluster"), {"link_min_size_mb": 0, "link_gap_warn_share": 0.005}),
+                (_schedule("cluster"), {"link_min_size_mb": 0})),
 })
 # IDs that inform and never judge (they always PASS when they apply), and why.
 INFORMATION_ONLY = {"PROF007": "lists the operators taking the most time; the other PROF checks judge"}

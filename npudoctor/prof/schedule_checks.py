@@ -285,3 +285,66 @@ def transfer_alignment(ctx: ProfContext) -> Iterable[Finding]:
                            "elements): bucket sizes, hidden size, vocabulary (--make-vocab-size-divisible-by).")
     else:
         yield _finding("PROF033", Status.PASS, detail=f"{detail} (bar {_pct(bar)})", evidence=evidence)
+
+
+@prof_check("PROF034", "Slow link by the gap between links of one transport",
+            settings=("prof.link_gap_warn_share", "prof.link_min_size_mb"))
+def link_gap(ctx: ProfContext) -> Iterable[Finding]:
+    """One rank's (or communication group's) links of a transport slower than the others'.
+
+    PROF010 judges each transfer against an absolute bar, which a site must know; links of the same kind in
+    one job should also run at the same speed, and one that does not is found without a bar. Per transport
+    (SDMA, RDMA, HCCS, PCIE, ...) and per rank (and group, when the file names it: msprof-analyze's
+    cluster_communication.json), the bandwidth of its transfers of at least ``prof.link_min_size_mb`` (16 MB,
+    PROF010's; smaller ones are latency bound) as bytes over transit time; then the gap (fastest - slowest)
+    over the mean, msprof-analyze's slow-link measure. WARN when a gap is above ``prof.link_gap_warn_share``
+    (5%, msprof-analyze's), naming the slowest; PASS otherwise; SKIP with fewer than two ranks or groups
+    using one transport.
+
+    Fix: the named rank's links: ``hccn_tool -i N -link -g`` / ``-stat -g`` (speed, errors), ``npudoctor check``
+    on its node (HCCS, PCIe width), its optics and switch port; then PROF010 for the absolute bandwidth.
+    """
+    min_size = float(ctx.get("link_min_size_mb", 16))
+    bar = float(ctx.get("link_gap_warn_share", 0.05))
+    totals: Dict[Tuple[str, str], List[float]] = {}   # (transport, unit) -> [MB, ms, transfers]
+    for rank in ctx.ranks:
+        for link in rank.links:
+            path = link["path"]
+            if "Total Op Info" in path or link["size_mb"] < max(min_size, 1e-9) or link["transit_ms"] <= 0:
+                continue
+            unit = f"rank {path[-1]}" if path and path[-1].isdigit() else rank.label
+            if path and path[0].startswith("("):   # a cluster file's group, e.g. "(0, 1)"
+                unit += f" group {path[0]}"
+            entry = totals.setdefault((link["transport"].upper(), unit), [0.0, 0.0, 0])
+            entry[0] += link["size_mb"]
+            entry[1] += link["transit_ms"]
+            entry[2] += 1
+    per: Dict[str, Dict[str, float]] = {}
+    for (transport, unit), (size, time_ms, _) in totals.items():
+        speed = size / time_ms   # MB/ms = GB/s
+        if speed == speed and speed != float("inf"):   # sums of absurd sizes overflow: not a bandwidth
+            per.setdefault(transport, {})[unit] = speed
+    compared = {t: units for t, units in per.items() if len(units) >= 2}
+    if not compared:
+        yield _finding("PROF034", Status.SKIP, detail=f"no transport with transfers of >= {min_size:g} MB on two "
+                       "ranks or groups: no gap to measure")
+        return
+    gaps: Dict[str, Dict[str, Any]] = {}
+    for transport, units in sorted(compared.items()):
+        mean = sum(units.values()) / len(units)
+        fast, slow = max(units, key=units.__getitem__), min(units, key=units.__getitem__)
+        gaps[transport] = {"gap_share": round((units[fast] - units[slow]) / mean, 4) if mean > 0 else 0.0,
+                           "mean_gbps": round(mean, 3), "slowest": slow, "slowest_gbps": round(units[slow], 3),
+                           "fastest": fast, "fastest_gbps": round(units[fast], 3), "units": len(units)}
+    evidence = {"warn_share": bar, "min_size_mb": min_size, "transports": gaps}
+    flagged = [t for t in gaps if gaps[t]["gap_share"] > bar]
+    if flagged:
+        parts = [f"{t} {_pct(gaps[t]['gap_share'])} apart, slowest {gaps[t]['slowest']} {gaps[t]['slowest_gbps']:.4g} "
+                 f"GB/s vs {gaps[t]['fastest_gbps']:.4g}" for t in flagged]
+        yield _finding("PROF034", Status.WARN, detail="; ".join(parts), evidence=evidence,
+                       fix="Check the slowest rank's links (hccn_tool -i N -link -g / -stat -g, npudoctor check on "
+                           "its node), its optics and switch port; PROF010 for the absolute bandwidth.")
+    else:
+        widest = max(gaps.values(), key=lambda g: g["gap_share"])
+        yield _finding("PROF034", Status.PASS, detail=f"links of {', '.join(gaps)} within "
+                       f"{_pct(widest['gap_share'])} of each other (bar {_pct(bar)})", evidence=evidence)
