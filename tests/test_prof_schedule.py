@@ -384,3 +384,53 @@ def test_odd_link_records_do_not_break_the_gap(tmp_path: Path, values: Dict[str,
     result = run([root], link_min_size_mb=0)
     assert one(result, "PROF034").status in (Status.PASS, Status.WARN)
     json.dumps(result.to_dict(), allow_nan=False)
+
+
+# --- PROF035 pipeline stages ------------------------------------------------------------------------------------
+
+def cluster_with_stages(root: Path, second_stage_factor: float = 1.0) -> Path:
+    """The real 8-rank cluster_step_trace_time.csv, whose one real stage row (``stage,"(0, 1, 2, 3, 4, 5, 6, 7)"``,
+    each figure the largest over the ranks: no pipeline) is replaced by rows of that form for CONSTRUCTED
+    stages (0-3) and (4-7); the computing of ranks 4-7 scaled by ``second_stage_factor`` first (1.0: the real
+    figures)."""
+    import csv
+    import io
+
+    out = profdirs.cluster_output(root)
+    path = out / "cluster_step_trace_time.csv"
+    text = path.read_text()
+    rows = list(csv.reader(io.StringIO(text)))
+    header = rows[0]
+    at = {name: i for i, name in enumerate(header)}
+    body = [row for row in rows[1:] if row[at["Type"]] == "rank"]
+    for row in body:
+        if int(row[at["Index"]]) >= 4:
+            row[at["Computing"]] = str(float(row[at["Computing"]]) * second_stage_factor)
+    stages = []
+    for members in ((0, 1, 2, 3), (4, 5, 6, 7)):
+        chosen = [row for row in body if int(row[at["Index"]]) in members]
+        stage = [chosen[0][0], "stage", str(members)]
+        stage += [str(max(float(row[i]) for row in chosen)) for i in range(3, len(header))]
+        stages.append(stage)
+    buffer = io.StringIO()
+    csv.writer(buffer, lineterminator="\n").writerows([header, *body, *stages])
+    path.write_text(buffer.getvalue())
+    return out
+
+
+def test_real_ranks_grouped_into_two_stages_are_balanced(tmp_path: Path) -> None:
+    finding = one(run([cluster_with_stages(tmp_path)]), "PROF035")
+    assert finding.status is Status.PASS and finding.evidence["gap_share"] < 0.02  # 80.4 vs 81.7 ms
+    assert set(finding.evidence["stages"]) == {"(0, 1, 2, 3)", "(4, 5, 6, 7)"}
+
+
+def test_a_stage_computing_longer_fires(tmp_path: Path) -> None:
+    finding = one(run([cluster_with_stages(tmp_path, 1.3)]), "PROF035")
+    assert finding.status is Status.WARN and "longest (4, 5, 6, 7)" in finding.detail
+    assert 0.2 < finding.evidence["gap_share"] < 0.3
+
+
+def test_one_stage_or_no_stage_rows_is_a_skip(tmp_path: Path) -> None:
+    real = one(run([profdirs.cluster_output(tmp_path)]), "PROF035")  # its one stage holds all 8 ranks
+    assert real.status is Status.SKIP and "1 pipeline stage" in real.detail
+    assert one(run([profdirs.torch_npu_rank(tmp_path / "one", rank=0)]), "PROF035").status is Status.SKIP

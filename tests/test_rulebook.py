@@ -357,6 +357,8 @@ def _schedule(kind: str):
                     "stack_trace": lambda r: schedule.trace_with(r, schedule.stack_trace()),
                     "legacy": lambda r: profdirs.msprof_legacy(r),
                     "cluster": lambda r: profdirs.cluster_output(r),
+                    "stages": lambda r: schedule.cluster_with_stages(r),
+                    "uneven_stages": lambda r: schedule.cluster_with_stages(r, 1.3),
                     "slow_beside_matmul": lambda r: schedule.legacy_with_matmuls(
                         r, lambda t: t["args"]["bandwidth(GB/s)"] < 14.5)}
         builders[kind](root)
@@ -370,6 +372,7 @@ PROF_CASES.update({
     "PROF033": ((_schedule("legacy"), {}), (_schedule("legacy"), {"unaligned_warn_share": 0.5})),
     "PROF034": ((_schedule("cluster"), {"link_min_size_mb": 0, "link_gap_warn_share": 0.005}),
                 (_schedule("cluster"), {"link_min_size_mb": 0})),
+    "PROF035": ((_schedule("uneven_stages"), {}), (_schedule("stages"), {})),
 })
 # IDs that inform and never judge (they always PASS when they apply), and why.
 INFORMATION_ONLY = {"PROF007": "lists the operators taking the most time; the other PROF checks judge"}

@@ -139,6 +139,7 @@ PROFILE_SCHEMA: Dict[str, Field] = {
     "prof.contention_drop_warn_share": Field("number", 0, 1, doc="PROF032: SDMA slower beside matmuls by"),
     "prof.unaligned_warn_share": Field("number", 0, 1, doc="PROF033: unaligned SDMA transfers' time share"),
     "prof.link_gap_warn_share": Field("number", 0, 10, doc="PROF034: gap between links of a transport / mean"),
+    "prof.pp_stage_gap_warn_share": Field("number", 0, 10, doc="PROF035: gap between pipeline stages / mean"),
     "prof.run_timeout_s": Field("number", 1, 10 ** 7, doc="`prof run`: the profiled command is stopped after"),
     "prof.export_timeout_s": Field("number", 1, 10 ** 6, doc="`prof run`: msprof --export"),
     # The fleet room (site pins, `npudoctor collective`, `onboard`).

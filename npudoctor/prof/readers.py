@@ -86,7 +86,8 @@ def _split_cluster(base: Rank) -> List[Rank]:
     ranks = []
     for index, part in table.groupby(table["row_index"].astype(str), sort=False):
         rank = Rank(label=f"rank {index}", source=base.source, tables_read=dict(base.tables_read),
-                    step_trace=part, problems=list(base.problems), unused=list(base.unused))
+                    step_trace=part, problems=list(base.problems), unused=list(base.unused),
+                    pp_stages=base.pp_stages)
         rank.links = [link for link in base.links if link["path"] and link["path"][-1] == index]
         ranks.append(rank)
     return sorted(ranks, key=lambda r: (len(r.label), r.label))
@@ -156,6 +157,7 @@ def _read_step_trace(rank: Rank, source: Source, steps: int) -> None:
     cmap = column_map("step_trace_time")
     numeric = [c for c in cmap.spellings if c.endswith("_us")]
     frames = []
+    stages = []
     for path in paths:
         try:
             _resolved, frame = read_small(path, cmap, list(cmap.spellings), numeric, rank.problems)
@@ -163,11 +165,16 @@ def _read_step_trace(rank: Rank, source: Source, steps: int) -> None:
             rank.problems.append(str(exc))
             continue
         if "row_type" in frame.columns:  # msprof-analyze cluster_step_trace_time: one row per rank or stage
-            frame = frame[frame["row_type"].astype(str).str.lower() == "rank"]
+            kind = frame["row_type"].astype(str).str.lower()
+            stages.append(frame[kind == "stage"])
+            frame = frame[kind == "rank"]
         frames.append(frame)
     if not frames:
         return
     import pandas as pd
+
+    if any(len(part) for part in stages):
+        rank.pp_stages = last_steps_of_trace(pd.concat(stages, ignore_index=True), steps)
 
     rank.step_trace = last_steps_of_trace(pd.concat(frames, ignore_index=True), steps)
     rank.tables_read["step_trace_time"] = list(paths)

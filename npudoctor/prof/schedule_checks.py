@@ -348,3 +348,63 @@ def link_gap(ctx: ProfContext) -> Iterable[Finding]:
         widest = max(gaps.values(), key=lambda g: g["gap_share"])
         yield _finding("PROF034", Status.PASS, detail=f"links of {', '.join(gaps)} within "
                        f"{_pct(widest['gap_share'])} of each other (bar {_pct(bar)})", evidence=evidence)
+
+
+@prof_check("PROF035", "Pipeline stages with unequal compute", settings=("prof.pp_stage_gap_warn_share",))
+def pipeline_stages(ctx: ProfContext) -> Iterable[Finding]:
+    """Pipeline-parallel stages that compute for different lengths of time.
+
+    In pipeline parallelism every micro-batch passes through all stages, so the job runs at the pace of the
+    stage that computes longest and the others wait in pipeline bubbles. msprof-analyze's cluster output
+    (``cluster_step_trace_time.csv``) has one row per stage (``Type`` = stage, ``Index`` = its ranks, each
+    figure the largest over those ranks) besides the rank rows. Per stage, the mean computing time over the
+    steps; the gap (longest - shortest) over the mean. WARN when it is above ``prof.pp_stage_gap_warn_share``
+    (5%), naming the longest stage and each stage's bubble; PASS otherwise; SKIP without stage rows or with
+    one stage (msprof-analyze writes them when it finds the pipeline's point-to-point groups).
+
+    Fix: move layers from the longest stage to the others (Megatron/MindSpeed ``--num-layer-list`` or an
+    uneven first/last stage for the embedding and the output layer), or interleave (virtual pipeline stages)
+    to shrink the bubbles.
+    """
+    from npudoctor.prof import figures
+
+    seen: Dict[int, Any] = {}
+    for rank in ctx.ranks:
+        table = rank.pp_stages
+        if table is not None and len(table) and id(table) not in seen:
+            seen[id(table)] = table
+    stages: Dict[str, Dict[str, List[float]]] = {}
+    for table in seen.values():
+        if "computing_us" not in table.columns or "row_index" not in table.columns:
+            continue
+        for _, row in table.iterrows():
+            entry = stages.setdefault(str(row["row_index"])[:200], {"computing": [], "bubble": [], "stage": []})
+            entry["computing"].append(figures._number(row["computing_us"]))
+            for column, key in (("bubble_us", "bubble"), ("stage_us", "stage")):
+                if column in table.columns:
+                    entry[key].append(figures._number(row[column]))
+    if len(stages) < 2:
+        yield _finding("PROF035", Status.SKIP, detail=f"{len(stages)} pipeline stage(s) in the cluster step trace "
+                       "(cluster_step_trace_time.csv rows of Type stage): no gap to measure")
+        return
+
+    def mean(values: List[float]) -> float:
+        return sum(values) / len(values) if values else 0.0
+
+    computing = {name: mean(entry["computing"]) for name, entry in stages.items()}
+    overall = mean(list(computing.values()))
+    longest, shortest = max(computing, key=computing.__getitem__), min(computing, key=computing.__getitem__)
+    gap = (computing[longest] - computing[shortest]) / overall if overall > 0 else 0.0
+    bar = float(ctx.get("pp_stage_gap_warn_share", 0.05))
+    evidence = {"warn_share": bar, "gap_share": round(gap, 4),
+                "stages": {name: {"computing_us": round(computing[name], 3),
+                                  "bubble_us": round(mean(entry["bubble"]), 3),
+                                  "stage_us": round(mean(entry["stage"]), 3)} for name, entry in stages.items()}}
+    detail = (f"{len(stages)} stages, computing {_pct(gap)} apart: longest {longest} {_ms(computing[longest])}, "
+              f"shortest {shortest} {_ms(computing[shortest])}")
+    if gap > bar:
+        yield _finding("PROF035", Status.WARN, detail=detail, evidence=evidence,
+                       fix="Move layers off the longest stage (--num-layer-list, an uneven first/last stage for "
+                           "embedding and output layer) or interleave virtual stages.")
+    else:
+        yield _finding("PROF035", Status.PASS, detail=f"{detail} (bar {_pct(bar)})", evidence=evidence)
