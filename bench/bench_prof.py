@@ -34,7 +34,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, List, Optional, Set, Tuple
+from typing import Any, Dict, List, Optional, Set, Tuple
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLES = REPO / "tests" / "data" / "samples" / "logs"
@@ -99,12 +99,16 @@ def timed(argv: List[str], timeout: float, cwd: Optional[Path] = None) -> Tuple[
 
 
 # The advisor's problem titles (26.2.0, --agent -l en) and the npudoctor check that judges the same thing.
-ADVISOR_TO_PROF = {"AICPU Issues": "PROF001", "Operator No Bound Issues": "PROF002", "Block Dim Issues": "PROF004",
+# (A title several checks answer maps to all of them: agreement when npudoctor reports any.)
+ADVISOR_TO_PROF: Dict[str, Any] = {
+                   "AICPU Issues": "PROF001", "Operator No Bound Issues": "PROF002", "Block Dim Issues": "PROF004",
                    "Operator Dynamic Shape Issues": "PROF008", "Slow Dataloader Issues": "PROF012",
                    "GC Analysis": "PROF013", "SyncBatchNorm Issues": "PROF014", "Synchronize Stream Issues": "PROF015",
                    "AI Core Frequency Issues": "PROF016", "Packet Analysis": "PROF017", "Slow Rank": "PROF018",
-                   "Slow Link": "PROF010", "Memory Operator Issues": "PROF011",
-                   "Environment Variable Issues": "PROF019"}
+                   "Slow Link": ("PROF010", "PROF034"), "Memory Operator Issues": "PROF011",
+                   "Environment Variable Issues": "PROF019", "Conjectured Gc": "PROF030",
+                   "Affinity API Issues": "PROF031", "Bandwidth Contention Analysis": "PROF032",
+                   "Byte Alignment Analysis": "PROF033"}
 
 
 def advisor_problems(stdout: str) -> Optional[List[str]]:
@@ -182,6 +186,7 @@ def compare_folders(peer: Optional[str], mode: str, timeout: float) -> None:
                 "torch_npu pipeutil (.db)": lambda root: profdb.torch_npu_db_rank(root, rank=0,
                                                                                   kernel=TABLES["pipeutil"]),
                 "msprof collection": profdirs.msprof_collection,
+                "msprof legacy (task_time + hccl timelines)": profdirs.msprof_legacy,
                 "cluster_analysis_output": lambda root: profdirs.cluster_output(root).parent}
     with tempfile.TemporaryDirectory(prefix="bench_prof_folders_") as tmp:
         for name, make in builders.items():
@@ -200,10 +205,16 @@ def compare_folders(peer: Optional[str], mode: str, timeout: float) -> None:
             print(f"  advisor {mode}: {theirs[0]:.2f} s, {theirs[1] / 1024:.0f} MiB, exit {theirs[3]}: "
                   + ("no answer on stdout" if titles is None else (", ".join(titles) or "no problem")))
             for title in titles or []:
-                check = ADVISOR_TO_PROF.get(title)
-                verdict = ("agree" if check in our_ids else f"npudoctor does not report {check}") if check \
-                    else "no npudoctor check of that family"
+                mapped = ADVISOR_TO_PROF.get(title)
+                checks = (mapped,) if isinstance(mapped, str) else tuple(mapped or ())
+                verdict = ("agree" if set(checks) & set(our_ids) else f"npudoctor does not report "
+                           f"{' / '.join(checks)}") if checks else "no npudoctor check of that family"
                 print(f"    {title}: {verdict}")
+            told = {c for mapped in map(ADVISOR_TO_PROF.get, titles or []) if mapped
+                    for c in ((mapped,) if isinstance(mapped, str) else mapped)}
+            for check in our_ids:
+                if check not in told:
+                    print(f"    {check}: npudoctor only")
 
 
 def main() -> None:

@@ -147,8 +147,12 @@ def test_odd_free_events_are_skipped_not_a_traceback(tmp_path: Path, free: Dict[
 
 def test_no_host_calls_is_a_skip_and_no_idle_is_a_skip(tmp_path: Path) -> None:
     events = [e for e in real_trace() if not str(e.get("name", "")).startswith("AscendCL@")]
-    finding = one(run([trace_with(tmp_path / "a", events)]), "PROF030")
+    free = next(e for e in events if e.get("name") == "Free")
+    long_idle = [*events, {**free, "dur": 250_000.0}]
+    finding = one(run([trace_with(tmp_path / "a", long_idle)]), "PROF030")
     assert finding.status is Status.SKIP and "CANN API" in finding.detail
+    # no long idle at all: nothing silent to find, whatever the host record
+    assert one(run([trace_with(tmp_path / "c", events)]), "PROF030").status is Status.PASS
     no_free = [e for e in real_trace() if e.get("name") != "Free"]
     assert one(run([trace_with(tmp_path / "b", no_free)]), "PROF030").status is Status.SKIP
 

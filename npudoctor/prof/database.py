@@ -566,23 +566,49 @@ def aicore_freq(db: ProfileDb) -> List[Tuple[float, float]]:
     return [(_float(a), _float(b)) for a, b in db.rows(sql)]
 
 
-IDLE_SPANS_KEPT = 4096     # the longest device idle spans a .db gives (more: the rest are shorter)
+IDLE_CANDIDATES = 16        # device gaps measured exactly (the widest runs of empty buckets)
 HOST_SPAN_QUERIES = 64     # idle spans whose host calls are looked up (the longest ones)
 
 
 def idle_spans(db: ProfileDb, min_us: float) -> List[Tuple[float, float]]:
-    """(start us, duration us) of the gaps of at least ``min_us`` between one device's tasks in TASK, longest
-    first: the device idle time a trace shows as ``Free``. The gap is measured from the latest end so far, so
-    overlapping tasks on several streams are one busy stretch."""
-    if not db.has("task", "start_ns", "end_ns"):
+    """(start us, duration us) of the gaps of at least ``min_us`` between one device's tasks in TASK: the device
+    idle time a trace shows as ``Free``. No sort of the table: buckets of ``min_us / 2`` holding a task start
+    are listed (a DISTINCT, one pass); a gap that long leaves a whole bucket without a start, so only runs of
+    empty buckets can hold one, and one aggregate pass measures the widest :data:`IDLE_CANDIDATES` exactly
+    (the latest end of the tasks started before the run, the first start after it)."""
+    if not db.has("task", "start_ns", "end_ns") or min_us <= 0:
         return []
     start, end = db.col("task", "start_ns"), db.col("task", "end_ns")
-    partition = f"PARTITION BY {db.col('task', 'device_id')} " if db.has("task", "device_id") else ""
-    sql = (f"SELECT busy_end, next_start - busy_end AS gap FROM (SELECT CAST({start} AS REAL) AS next_start, "
-           f"MAX(CAST({end} AS REAL)) OVER ({partition}ORDER BY {start} ROWS BETWEEN UNBOUNDED PRECEDING AND 1 "
-           f"PRECEDING) AS busy_end FROM {db.name('task')}) WHERE gap >= ? ORDER BY gap DESC")
-    return [(_float(a) / NS_PER_US, _float(b) / NS_PER_US)
-            for a, b in db.rows(sql, [float(min_us) * NS_PER_US], limit=IDLE_SPANS_KEPT)]
+    device = db.col("task", "device_id") if db.has("task", "device_id") else "0"
+    width = float(min_us) * NS_PER_US / 2
+    buckets: Dict[Any, List[int]] = {}
+    for dev, bucket in db.rows(f"SELECT DISTINCT {device}, CAST(CAST({start} AS REAL) / ? AS INTEGER) FROM "
+                               f"{db.name('task')}", [width]):
+        if isinstance(bucket, int):
+            buckets.setdefault(dev, []).append(bucket)
+    candidates: List[Tuple[int, Any, int, int]] = []   # (empty buckets, device, last occupied, next occupied)
+    for dev, occupied in buckets.items():
+        occupied.sort()
+        candidates.extend((b - a - 1, dev, a, b) for a, b in zip(occupied, occupied[1:]) if b - a > 1)
+    chosen = sorted(candidates, key=lambda c: -c[0])[:IDLE_CANDIDATES]
+    if not chosen:
+        return []
+    parts: List[str] = []
+    params: List[Any] = []
+    for _, dev, before, after in chosen:
+        parts.append(f"MAX(CASE WHEN {device} IS ? AND {start} < ? THEN CAST({end} AS REAL) END)")
+        parts.append(f"MIN(CASE WHEN {device} IS ? AND {start} >= ? THEN CAST({start} AS REAL) END)")
+        params.extend([dev, (before + 1) * width, dev, after * width])
+    row = next(db.rows(f"SELECT {', '.join(parts)} FROM {db.name('task')}", params), ())
+    spans = []
+    for i in range(len(chosen)):
+        busy_end, next_start = (row[2 * i], row[2 * i + 1]) if len(row) > 2 * i + 1 else (None, None)
+        if busy_end is None or next_start is None:
+            continue
+        gap = (_float(next_start) - _float(busy_end)) / NS_PER_US
+        if gap >= min_us:
+            spans.append((_float(busy_end) / NS_PER_US, gap))
+    return sorted(spans, key=lambda span: -span[1])
 
 
 def host_calls_in(db: ProfileDb, spans: Sequence[Tuple[float, float]]

@@ -22,7 +22,8 @@ def read_source(source: Source, settings: Mapping[str, Any], steps: int) -> List
     if source.databases and not text_kernels:
         from npudoctor.prof.dbreader import read_databases
 
-        read_databases(base, source, min_task_us, bound_ratio, steps)
+        read_databases(base, source, min_task_us, bound_ratio, steps,
+                       float(settings.get("quiet_idle_min_us", 200_000)))
         return _split_devices(base) if base.kernel is not None else [base]
     base.unused.extend(source.databases + source.analysis_dbs)  # the text tables of the same run are read
     if "kernel_details" in source.tables:

@@ -39,23 +39,30 @@ def quiet_idle(ctx: ProfContext) -> Iterable[Finding]:
     """
     timelines = [(rank.label, rank.timeline) for rank in ctx.ranks if rank.timeline is not None]
     measured = [label for label, t in timelines if len(t.gc_us)]
-    with_idle = [(label, t) for label, t in timelines if len(t.free_start)]
+    with_idle = [(label, t) for label, t in timelines if t.idle_measured]
     if measured:
         yield _finding("PROF030", Status.SKIP, detail=f"garbage collections are recorded on "
                        f"{_ranks_text(measured)}: PROF013 judges the measured ones")
         return
     if not with_idle:
-        yield _finding("PROF030", Status.SKIP, detail="no device idle span of 1 ms or more read (trace_view.json "
+        yield _finding("PROF030", Status.SKIP, detail="no device idle time in the profile (trace_view.json "
                        "Overlap Analysis Free events, or the TASK table of a .db)")
-        return
-    judged = [(label, t) for label, t in with_idle if len(t.cann_start) or t.host_bounds]
-    if not judged:
-        yield _finding("PROF030", Status.SKIP, detail="no CANN API call on the host recorded (profiler level "
-                       "Level1 or higher records AscendCL calls): a silent host cannot be told")
         return
     min_us = float(ctx.get("quiet_idle_min_us", 200_000))
     max_rate = float(ctx.get("quiet_idle_max_calls_per_s", 100))
     max_share = float(ctx.get("quiet_idle_max_host_share", 0.01))
+    judged, silent_record = [], []
+    for label, timeline in with_idle:
+        has_long = any(duration >= min_us for duration in timeline.free_dur)
+        if has_long and not (len(timeline.cann_start) or timeline.host_bounds):
+            silent_record.append(label)   # idle to judge, but no host record to judge it by
+        else:
+            judged.append((label, timeline))
+    if not judged:
+        yield _finding("PROF030", Status.SKIP, detail=f"device idle of >= {_ms(min_us)} on "
+                       f"{_ranks_text(silent_record)} but no CANN API call recorded on the host (profiler level "
+                       "Level1 or higher records AscendCL calls): a silent host cannot be told")
+        return
     quiet: List[Tuple[str, Dict[str, float]]] = []
     long_spans = outside = 0
     for label, timeline in judged:
@@ -69,6 +76,7 @@ def quiet_idle(ctx: ProfContext) -> Iterable[Finding]:
     quiet.sort(key=lambda item: -item[1]["duration_us"])
     evidence: Dict[str, Any] = {
         "min_us": min_us, "max_calls_per_s": max_rate, "max_host_share": max_share, "long_idle_spans": long_spans,
+        "no_host_record": silent_record,
         "outside_host_record": outside, "sources": sorted({t.free_source for _, t in judged if t.free_source}),
         "quiet_spans": [{"rank": label, "start_us": round(s["start_us"], 3), "duration_us": round(s["duration_us"], 3),
                          "host_calls": int(s["host_calls"]), "host_busy_us": round(s["host_busy_us"], 3)}

@@ -43,6 +43,7 @@ class HostTimeline:
     cann_start: Any = field(default_factory=lambda: array("d"))         # CANN API calls on the host
     cann_dur: Any = field(default_factory=lambda: array("d"))
     free_source: str = ""                                               # where the idle spans came from
+    idle_measured: bool = False                                         # device idle was looked for (PROF030)
     host_bounds: Optional[Tuple[float, float]] = None                   # (first, last) CANN call when known
     torch_names: Dict[str, int] = field(default_factory=dict)           # aten / optimizer names -> id
     torch_threads: Dict[str, int] = field(default_factory=dict)
@@ -267,6 +268,7 @@ def _take(events: Iterable[Any], timeline: HostTimeline, tasks: List[Dict[str, A
             if start is not None and duration is not None:
                 timeline.add_free(start, duration)
                 timeline.free_source = "Free events of the trace"
+                timeline.idle_measured = True
             continue
         if isinstance(args, dict) and "Task Type" in args:
             count += 1
