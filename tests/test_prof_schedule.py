@@ -438,3 +438,40 @@ def test_one_stage_or_no_stage_rows_is_a_skip(tmp_path: Path) -> None:
     real = one(run([profdirs.cluster_output(tmp_path)]), "PROF035")  # its one stage holds all 8 ranks
     assert real.status is Status.SKIP and "1 pipeline stage" in real.detail
     assert one(run([profdirs.torch_npu_rank(tmp_path / "one", rank=0)]), "PROF035").status is Status.SKIP
+
+
+def test_db_idle_buckets_find_exactly_the_gaps_a_sort_finds(tmp_path: Path) -> None:
+    """The .db gap search (buckets, no sort) against the plain answer (sort, running latest end) on seeded random
+    task layouts: overlapping streams, long tasks spanning empty buckets, two devices."""
+    import random
+
+    from npudoctor.prof import database
+
+    rng = random.Random(20)
+    for trial in range(12):
+        path = tmp_path / f"t{trial}.db"
+        conn = profdb.create(path, {"TASK": profdb.PROFILER_TABLES["TASK"]})
+        tasks = []
+        for device in (0, 1):
+            clock = 1_700_000_000_000_000_000
+            for _ in range(rng.randint(20, 300)):
+                clock += rng.choice([rng.randint(0, 50_000), rng.randint(0, 5_000_000), rng.randint(0, 900_000_000)])
+                length = rng.choice([rng.randint(1, 100_000), rng.randint(1, 600_000_000)])
+                tasks.append((clock, clock + length, device))
+        conn.executemany("INSERT INTO TASK (startNs, endNs, deviceId) VALUES (?, ?, ?)", tasks)
+        conn.commit()
+        conn.close()
+        min_us = rng.choice([1000.0, 50_000.0, 200_000.0])
+        expected = []
+        for device in (0, 1):
+            busy_end = None
+            for start, end, _ in sorted(t for t in tasks if t[2] == device):
+                if busy_end is not None and (start - busy_end) / 1000 >= min_us:
+                    expected.append((float(busy_end) / 1000, (start - busy_end) / 1000))
+                busy_end = end if busy_end is None else max(busy_end, end)
+        expected.sort(key=lambda span: -span[1])
+        with database.ProfileDb(str(path)) as db:
+            found = database.idle_spans(db, min_us)
+        top = database.IDLE_CANDIDATES
+        assert found[:top] == expected[:top], (trial, min_us, found[:3], expected[:3])
+        assert all(span in expected for span in found)

@@ -566,16 +566,21 @@ def aicore_freq(db: ProfileDb) -> List[Tuple[float, float]]:
     return [(_float(a), _float(b)) for a, b in db.rows(sql)]
 
 
-IDLE_CANDIDATES = 16        # device gaps measured exactly (the widest runs of empty buckets)
+IDLE_CANDIDATES = 16        # the longest device gaps found exactly (more may be returned)
+IDLE_BATCH = 32             # runs of empty buckets measured in one aggregate pass
+IDLE_MEASURED_MAX = 256     # runs measured in all (8 passes at most)
 HOST_SPAN_QUERIES = 64     # idle spans whose host calls are looked up (the longest ones)
 
 
 def idle_spans(db: ProfileDb, min_us: float) -> List[Tuple[float, float]]:
-    """(start us, duration us) of the gaps of at least ``min_us`` between one device's tasks in TASK: the device
-    idle time a trace shows as ``Free``. No sort of the table: buckets of ``min_us / 2`` holding a task start
-    are listed (a DISTINCT, one pass); a gap that long leaves a whole bucket without a start, so only runs of
-    empty buckets can hold one, and one aggregate pass measures the widest :data:`IDLE_CANDIDATES` exactly
-    (the latest end of the tasks started before the run, the first start after it)."""
+    """(start us, duration us) of the gaps of at least ``min_us`` between one device's tasks in TASK, longest
+    first (the :data:`IDLE_CANDIDATES` longest exactly): the device idle time a trace shows as ``Free``.
+
+    No sort of the table. Buckets of ``min_us / 2`` holding a task start are listed (a DISTINCT, one pass): a
+    gap that long leaves a whole bucket without a start, so only runs of empty buckets can hold one, and a run
+    of c buckets holds at most c + 2 buckets of gap (less when a long task covers it). Aggregate passes then
+    measure the widest runs, :data:`IDLE_BATCH` a pass (the latest end of the tasks started before the run, the
+    first start after it), until the longest gaps found are longer than any the remaining runs could hold."""
     if not db.has("task", "start_ns", "end_ns") or min_us <= 0:
         return []
     start, end = db.col("task", "start_ns"), db.col("task", "end_ns")
@@ -586,29 +591,40 @@ def idle_spans(db: ProfileDb, min_us: float) -> List[Tuple[float, float]]:
                                f"{db.name('task')}", [width]):
         if isinstance(bucket, int):
             buckets.setdefault(dev, []).append(bucket)
-    candidates: List[Tuple[int, Any, int, int]] = []   # (empty buckets, device, last occupied, next occupied)
+    runs: List[Tuple[int, Any, int, int]] = []   # (empty buckets, device, last occupied, next occupied)
     for dev, occupied in buckets.items():
         occupied.sort()
-        candidates.extend((b - a - 1, dev, a, b) for a, b in zip(occupied, occupied[1:]) if b - a > 1)
-    chosen = sorted(candidates, key=lambda c: -c[0])[:IDLE_CANDIDATES]
-    if not chosen:
-        return []
+        runs.extend((b - a - 1, dev, a, b) for a, b in zip(occupied, occupied[1:]) if b - a > 1)
+    runs.sort(key=lambda run: -run[0])
+    spans: List[Tuple[float, float]] = []
+    for first in range(0, min(len(runs), IDLE_MEASURED_MAX), IDLE_BATCH):
+        spans.extend(_measure_runs(db, runs[first:first + IDLE_BATCH], width, min_us, device, start, end))
+        spans.sort(key=lambda span: -span[1])
+        rest = runs[first + IDLE_BATCH:first + IDLE_BATCH + 1]
+        if not rest or (len(spans) >= IDLE_CANDIDATES and
+                        spans[IDLE_CANDIDATES - 1][1] * NS_PER_US >= (rest[0][0] + 2) * width):
+            break
+    return spans
+
+
+def _measure_runs(db: ProfileDb, runs: Sequence[Tuple[int, Any, int, int]], width: float, min_us: float,
+                  device: str, start: str, end: str) -> List[Tuple[float, float]]:
     parts: List[str] = []
     params: List[Any] = []
-    for _, dev, before, after in chosen:
-        parts.append(f"MAX(CASE WHEN {device} IS ? AND {start} < ? THEN CAST({end} AS REAL) END)")
-        parts.append(f"MIN(CASE WHEN {device} IS ? AND {start} >= ? THEN CAST({start} AS REAL) END)")
+    for _, dev, before, after in runs:
+        parts.append(f"MAX(CASE WHEN {device} IS ? AND {start} < ? THEN {end} END)")
+        parts.append(f"MIN(CASE WHEN {device} IS ? AND {start} >= ? THEN {start} END)")
         params.extend([dev, (before + 1) * width, dev, after * width])
     row = next(db.rows(f"SELECT {', '.join(parts)} FROM {db.name('task')}", params), ())
     spans = []
-    for i in range(len(chosen)):
+    for i in range(len(runs)):
         busy_end, next_start = (row[2 * i], row[2 * i + 1]) if len(row) > 2 * i + 1 else (None, None)
-        if busy_end is None or next_start is None:
+        if not isinstance(busy_end, (int, float)) or not isinstance(next_start, (int, float)):
             continue
-        gap = (_float(next_start) - _float(busy_end)) / NS_PER_US
+        gap = _float(next_start - busy_end) / NS_PER_US   # integers of ns: exact before the division
         if gap >= min_us:
             spans.append((_float(busy_end) / NS_PER_US, gap))
-    return sorted(spans, key=lambda span: -span[1])
+    return spans
 
 
 def host_calls_in(db: ProfileDb, spans: Sequence[Tuple[float, float]]
