@@ -98,6 +98,27 @@ def test_every_schema_key_is_claimed_by_a_check_and_every_claim_is_a_schema_key(
     assert claimed <= set(PROFILE_SCHEMA)
 
 
+def test_every_setting_a_check_reads_has_its_value_in_the_shipped_profile():
+    """Code writes no default of its own (issue 18 point 2): what a check reads when the profile leaves a key
+    out is ``profiles/default.yaml``'s, so each claimed key must be there (null where "not judged")."""
+    from npudoctor.knowledge import shipped_defaults
+
+    claimed = {key for spec in SPECS for key in spec.settings}
+    assert claimed - set(shipped_defaults()) == set()
+
+
+def test_a_prof_check_given_a_bare_profile_reads_the_shipped_values(tmp_path):
+    """A profile built in code without a ``prof`` section judges by the shipped thresholds, not by none."""
+    from npudoctor.prof.engine import analyze
+    from tests import profdirs
+
+    profdirs.torch_npu_rank(tmp_path, rank=0)
+    bare = analyze([str(tmp_path)], NodeProfile("bare"))
+    shipped = analyze([str(tmp_path)], api.load_profile())
+    assert [(f.id, f.status, f.detail) for f in bare.findings] == [(f.id, f.status, f.detail) for f in shipped.findings]
+    assert not [f for f in bare.findings if f.status == Status.ERROR]
+
+
 def _schema_key(read: str) -> bool:
     """A key read is in the schema, or names a section of it (``train``, ``inventory``)."""
     return read in PROFILE_SCHEMA or any(key.startswith(read + ".") for key in PROFILE_SCHEMA)
@@ -166,14 +187,14 @@ def test_a_prof_check_reads_only_the_settings_it_declares(tmp_path, monkeypatch)
     profdirs.torch_npu_rank(tmp_path, rank=0)
     read: Dict[str, Set[str]] = collections.defaultdict(set)
     current: List[str] = []
-    original = prof_checks.ProfContext.get
+    original = prof_checks.ProfContext.setting
 
-    def spy(self, key, default):
+    def spy(self, key):
         if current:
-            read[current[-1]].add("prof." + key)
-        return original(self, key, default)
+            read[current[-1]].add(key)
+        return original(self, key)
 
-    monkeypatch.setattr(prof_checks.ProfContext, "get", spy)
+    monkeypatch.setattr(prof_checks.ProfContext, "setting", spy)
     for spec in rulebook.specs("prof"):
         func = spec.func
 

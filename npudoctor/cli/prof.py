@@ -13,6 +13,7 @@ from typing import Any, Optional, Tuple
 import click
 
 from npudoctor.cli.common import EXIT_INTERRUPTED, EXIT_USAGE, PATH, fail_usage
+from npudoctor.knowledge import setting
 
 FORMATS = click.Choice(["text", "json", "junit", "github"])
 
@@ -122,8 +123,8 @@ def run_command(output: Optional[str], aic_metrics: Optional[str], timeout_s: Op
     try:
         outcome = launch.run_profiled(
             msprof, output, command, aic_metrics,
-            timeout_s=timeout_s or float(profile.get("prof.run_timeout_s", 86400)),
-            export_timeout_s=float(profile.get("prof.export_timeout_s", 1800)),
+            timeout_s=timeout_s or float(setting(profile, "prof.run_timeout_s")),
+            export_timeout_s=float(setting(profile, "prof.export_timeout_s")),
             stdout_to_stderr=fmt != "text")  # machine formats keep stdout for the report
     except OSError as exc:  # -o cannot be created (read-only, /proc), msprof cannot be started
         raise fail_usage(f"{exc.filename or output}: {exc.strerror or exc}") from None

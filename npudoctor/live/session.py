@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
 from npudoctor.errors import InputError
+from npudoctor.knowledge import setting
 from npudoctor.live.devices import NodeSampler, ReplaySampler, Sampler
 
 
@@ -73,7 +74,7 @@ def make_config(replay: Optional[str] = None, demo: bool = False, follow: Option
             raise SessionError(str(exc)) from None
         sampler = ReplaySampler(timeline, speed=speed)  # this machine's CPU is not the recorded node's
     else:
-        timeout_s = float(node_profile.get("commands.npu_smi_timeout_s", 15))
+        timeout_s = float(setting(node_profile, "commands.npu_smi_timeout_s"))
         sampler = NodeSampler(api.make_runner(), timeout_s=timeout_s)
     options = {"logs_dirs": (logs_dir,) if logs_dir else ()}
     # The demo recording holds npu-smi answers only: its check is the npu-smi stage (the rest would read

@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
+from npudoctor.knowledge import setting
 from npudoctor.parsers.hccn_tool import (
     DeviceIp,
     parse_device_ip,
@@ -154,9 +155,9 @@ def hccn_tool_queries(ctx: Any) -> HccnFacts:
     or the calls together took ``hccl.hccn_tool.budget_s``, the remaining calls are not started: a hanging
     driver costs one timeout, not one per NPU and query.
     """
-    timeout_s = float(ctx.profile.get("commands.timeout_s", 10))
-    max_timeouts = int(ctx.profile.get("hccl.hccn_tool.max_timeouts", 1))
-    budget_s = float(ctx.profile.get("hccl.hccn_tool.budget_s", 120))
+    timeout_s = float(setting(ctx.profile, "commands.timeout_s"))
+    max_timeouts = int(setting(ctx.profile, "hccl.hccn_tool.max_timeouts"))
+    budget_s = float(setting(ctx.profile, "hccl.hccn_tool.budget_s"))
     device_ids, devices_error = _device_ids(ctx)
     tool = ctx.runner.which(HCCN_TOOL, HCCN_TOOL_DIRS)
     devices: List[HccnDevice] = []

@@ -21,6 +21,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from npudoctor.elf.reader import ElfError
 from npudoctor.elf.summary import LinkReport
+from npudoctor.knowledge import setting
 from npudoctor.parsers.keyvalue import cann_version_from_cfg
 from npudoctor.parsers.python_packages import PackageInfo
 from npudoctor.probes import provides
@@ -232,7 +233,7 @@ def library_facts(ctx: Any) -> LibraryFacts:
     install = next((i for i in installs if i.set_env), None)
     if install is None or install.set_env is None:
         return LibraryFacts(**facts)
-    timeout = float(ctx.profile.get("libraries.set_env_timeout_s", 20))
+    timeout = float(setting(ctx.profile, "libraries.set_env_timeout_s"))
     new_env, problem = set_env_environment(runner, install.set_env, env, timeout)
     facts["set_env_used"] = install.set_env
     if new_env is None:
@@ -286,7 +287,7 @@ def import_trial(ctx: Any) -> ImportTrial:
     python = installed_packages(ctx).python or sys.executable
     env = dict(ctx.runner.environ())
     env["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
-    timeout = float(ctx.profile.get("libraries.import_timeout_s", 120))
+    timeout = float(setting(ctx.profile, "libraries.import_timeout_s"))
     result = ctx.runner.run(
         Command((python, "-c", IMPORT_SCRIPT), timeout_s=timeout, env=tuple(sorted(env.items())))
     )

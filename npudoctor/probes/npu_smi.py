@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Dict, Mapping, Optional
 
+from npudoctor.knowledge import setting
 from npudoctor.parsers.npu_smi import (
     NpuSmiFailure,
     NpuSmiParseError,
@@ -45,7 +46,7 @@ class NpuSmiFacts:
 
 @prefetches("npu-smi")
 def npu_smi_info_command(ctx: Any) -> Command:
-    timeout_s = float(ctx.profile.get("commands.npu_smi_timeout_s", 15))
+    timeout_s = float(setting(ctx.profile, "commands.npu_smi_timeout_s"))
     return Command(("npu-smi", "info"), timeout_s=timeout_s, extra_dirs=NPU_SMI_DIRS)
 
 
@@ -72,7 +73,7 @@ def npu_smi_facts(ctx: Any) -> NpuSmiFacts:
 def _health_details(ctx: Any, table: NpuSmiTable, timeout_s: float) -> Dict[str, Dict[str, str]]:
     """Equivalent to ``npu-smi info -t health -i <npu> -c <chip>`` for each chip that is not OK (at most
     ``npu_smi.health_detail_max_chips`` of them: each call can take seconds): its error codes say why."""
-    limit = int(ctx.profile.get("npu_smi.health_detail_max_chips", 4))
+    limit = int(setting(ctx.profile, "npu_smi.health_detail_max_chips"))
     unhealthy = [chip for chip in table.chips if chip.health.strip().lower() != "ok"][:max(limit, 0)]
     details: Dict[str, Dict[str, str]] = {}
     for chip in unhealthy:

@@ -12,6 +12,7 @@ import sys
 from dataclasses import dataclass, field, replace
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
+from npudoctor.knowledge import setting
 from npudoctor.parsers.keyvalue import cann_version_from_cfg, parse_bracket_list, parse_key_values
 from npudoctor.parsers.python_packages import PackageInfo, PythonFacts, PythonReportError, parse_python_report
 from npudoctor.parsers.versions import InnerVersion, Version, parse_inner_version, parse_version
@@ -351,7 +352,7 @@ PYTHON_PACKAGES = ("torch", "torch_npu", "torchvision", "torchaudio", "numpy", "
 def python_command(ctx: Any) -> Tuple[str, Command]:
     """The interpreter to ask (``--python``, else ``python3`` on PATH, else npudoctor's own), and how."""
     interpreter = ctx.options.get("python") or ("python3" if ctx.runner.which("python3") else sys.executable)
-    timeout_s = float(ctx.profile.get("versions.python_timeout_s", 20))
+    timeout_s = float(setting(ctx.profile, "versions.python_timeout_s"))
     command = Command((interpreter, "-c", PYTHON_SCRIPT, *PYTHON_PACKAGES), timeout_s=timeout_s, in_process_ok=True)
     return interpreter, command
 

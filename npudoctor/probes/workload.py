@@ -14,6 +14,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Dict, Optional
 
+from npudoctor.knowledge import setting
 from npudoctor.probes import provides
 from npudoctor.probes.sources import Command
 
@@ -62,9 +63,10 @@ def train_selftest(ctx: Any) -> TrainTrial:
     env["PYTHONPATH"] = os.pathsep.join(p for p in (env.get("PYTHONPATH", ""), own) if p)
     env["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"  # torch_npu is probed and imported by the child itself
     settings = ctx.profile.get("train", {}) or {}
-    timeout = float(settings.get("timeout_s", 300))
-    argv = (python, "-m", SELFTEST_MODULE, "--steps", str(int(settings.get("steps", 40))),
-            "--batch", str(int(settings.get("batch", 16))), "--settings", json.dumps(settings, sort_keys=True))
+    timeout = float(setting(ctx.profile, "train.timeout_s"))
+    argv = (python, "-m", SELFTEST_MODULE, "--steps", str(int(setting(ctx.profile, "train.steps"))),
+            "--batch", str(int(setting(ctx.profile, "train.batch"))),
+            "--settings", json.dumps(settings, sort_keys=True))
     result = ctx.runner.run(Command(argv, timeout_s=timeout, env=tuple(sorted(env.items()))))
     stage, document = parse_selftest_output(result.stdout)
     tail = re.sub(r"^NPUDOCTOR-(STAGE|RESULT) .*\n?", "", result.output, flags=re.M).strip()[-1500:]

@@ -10,8 +10,10 @@ import functools
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
+from npudoctor import knowledge
 from npudoctor.model import rulebook
 from npudoctor.model.finding import Finding, Status
+from npudoctor.model.profile import NodeProfile
 from npudoctor.prof import figures
 from npudoctor.prof.model import Rank, status_for
 
@@ -25,25 +27,27 @@ COMMUNICATION_CORES = ("HCCL", "COMMUNICATION")  # collectives: no OP State, not
 @dataclass
 class ProfContext:
     ranks: List[Rank]
-    settings: Mapping[str, Any]
+    profile: NodeProfile = field(default_factory=lambda: NodeProfile("default"))
     logs_dirs: Tuple[str, ...] = ()
     notes: Dict[str, Any] = field(default_factory=dict)
 
-    def get(self, key: str, default: Any) -> Any:
-        node: Any = self.settings
-        for part in key.split("."):
-            if not isinstance(node, Mapping) or part not in node:
-                return default
-            node = node[part]
-        return default if node is None else node
+    def setting(self, key: str) -> Any:
+        """The value in force of the profile key ``key`` (one the check declares in its ``settings``): the
+        profile's, else the shipped ``profiles/default.yaml``'s. No check writes a default of its own."""
+        return knowledge.setting(self.profile, key)
+
+    def limits(self, key: str, transports: Sequence[str]) -> Dict[str, float]:
+        """``{TRANSPORT: value}`` of the settings ``<key>.<TRANSPORT>`` that are set (null: not judged)."""
+        values = {transport: self.setting(f"{key}.{transport}") for transport in transports}
+        return {transport: float(value) for transport, value in values.items() if value is not None}
 
     @property
     def min_task_us(self) -> float:
-        return float(self.get("min_task_us", 20))
+        return float(self.setting("prof.min_task_us"))
 
     @property
     def top_n(self) -> int:
-        return int(self.get("top_n", 10))
+        return int(self.setting("prof.top_n"))
 
     def with_kernels(self) -> List[Rank]:
         """Ranks whose kernel table says, per task, the core type and the duration (what every check needs)."""
@@ -197,7 +201,7 @@ def aicpu_operators(ctx: ProfContext) -> Iterable[Finding]:
             entry["max_share"] = max(entry["max_share"], share)
             entry["ranks"][rank.label] = {**numbers, "share": round(share, 4)}
             entry["dtypes"].update(figures.aicpu_dtypes(rank.groups, op_type))
-    fail_share = float(ctx.get("aicpu_fail_share", 0.10))
+    fail_share = float(ctx.setting("prof.aicpu_fail_share"))
     ordered = sorted(merged.items(), key=lambda item: -item[1]["total_us"])
     for op_type, entry in ordered[:ctx.top_n]:
         status = Status.FAIL if entry["max_share"] >= fail_share else Status.WARN
@@ -277,10 +281,10 @@ def no_bound_operators(ctx: ProfContext) -> Iterable[Finding]:
             entry["total_us"] += float(part["dur_sum"].sum())
             entry["ranks"].append(rank.label)
     ordered = sorted(per_op.items(), key=lambda item: -item[1]["total_us"])[:ctx.top_n]
-    evidence = {"bound_ratio": float(ctx.get("bound_ratio", 0.8)), "max_share": round(worst_share, 4),
+    evidence = {"bound_ratio": float(ctx.setting("prof.bound_ratio")), "max_share": round(worst_share, 4),
                 "operators": [{"op_type": op, "count": e["count"], "total_us": round(e["total_us"], 3),
                                "ranks": list(dict.fromkeys(e["ranks"]))} for op, e in ordered]}
-    status = status_for(worst_share, float(ctx.get("no_bound_warn_share", 0.05)), None) if ordered else Status.PASS
+    status = status_for(worst_share, float(ctx.setting("prof.no_bound_warn_share")), None) if ordered else Status.PASS
     if ordered:
         listing = ", ".join(f"{op} {_ms(e['total_us'])}" for op, e in ordered[:3])
         detail = (f"tasks with no pipe ratio above {evidence['bound_ratio']:g} take up to {_pct(worst_share)} of "
@@ -324,7 +328,7 @@ def cube_utilization(ctx: ProfContext) -> Iterable[Finding]:
         yield _finding("PROF003", Status.SKIP, detail="no AI_CORE / MIX_AIC task with a cube_utilization(%) value")
         return
     overall = weighted / duration
-    minimum = float(ctx.get("cube_utilization_min_pct", 50))
+    minimum = float(ctx.setting("prof.cube_utilization_min_pct"))
     ordered = sorted(per_op.items(), key=lambda item: -item[1][1])[:ctx.top_n]
     evidence = {"cube_utilization_pct": round(overall, 2), "min_pct": minimum,
                 "operators": [{"op_type": op, "cube_utilization_pct": round(w / d, 2), "total_us": round(d, 3)}
@@ -392,7 +396,7 @@ def block_dim(ctx: ProfContext) -> Iterable[Finding]:
                 "operators": [{"op_type": op, "count": e["count"], "total_us": round(e["total_us"], 3),
                                "block_dims": sorted(e["block_dims"])[:10], "core_count": e["cores"],
                                "ranks": list(dict.fromkeys(e["ranks"]))} for op, e in ordered]}
-    status = status_for(worst, float(ctx.get("block_dim_warn_share", 0.05)), None) if ordered else Status.PASS
+    status = status_for(worst, float(ctx.setting("prof.block_dim_warn_share")), None) if ordered else Status.PASS
     if ordered:
         listing = ", ".join(f"{op} (block dim {'/'.join(map(str, sorted(e['block_dims'])[:3]))} on "
                             f"{e['cores']} cores)" for op, e in ordered[:3])
@@ -424,7 +428,7 @@ def sample_utilization(ctx: ProfContext) -> Iterable[Finding]:
             + (f": {', '.join(others)}" if others else "") + ")") if read else
             "no ai_core_utilization_*.csv (only written by msprof --aic-mode=sample-based)")
         return
-    bar = float(ctx.get("bound_ratio", 0.8))
+    bar = float(ctx.setting("prof.bound_ratio"))
     averages = [(label, row) for label, row in rows if row["core"].lower() == "average"]
     cores = [(label, row) for label, row in rows if row["core"].lower() != "average"]
     busiest = {f"{label} {row['kind']} {row['core']}": max(row["ratios"].values()) for label, row in cores}
@@ -473,7 +477,7 @@ def device_idle(ctx: ProfContext) -> Iterable[Finding]:
         yield _finding("PROF006", Status.SKIP, detail="step_trace_time has no Computing/Free columns" if has_table
                        else "no step_trace_time.csv read (torch_npu profiler output has it)")
         return
-    warn, fail = float(ctx.get("free_warn_share", 0.10)), float(ctx.get("free_fail_share", 0.30))
+    warn, fail = float(ctx.setting("prof.free_warn_share")), float(ctx.setting("prof.free_fail_share"))
     flagged = [(label, mean, worst, n) for label, mean, worst, n in rows if mean >= warn]
     worst_mean = max(mean for _, mean, _, _ in rows)
     apis = {rank.label: rank.host_apis for rank in ctx.ranks if rank.host_apis}
@@ -545,7 +549,7 @@ def dynamic_shape(ctx: ProfContext) -> Iterable[Finding]:
         dynamic = float(compute[compute["op_state"].astype(str).str.lower() == "dynamic"]["dur_sum"].sum())
         per_rank[rank.label] = round(dynamic / total, 4)
         worst = max(worst, dynamic / total)
-    warn = float(ctx.get("dynamic_warn_share", 0.5))
+    warn = float(ctx.setting("prof.dynamic_warn_share"))
     yield _finding("PROF008", status_for(worst, warn, None),
                    detail=f"dynamic-shape operators take up to {_pct(worst)} of compute time (bar {_pct(warn)})",
                    evidence={"dynamic_share": per_rank, "warn_share": warn},
@@ -575,7 +579,7 @@ def communication_share(ctx: ProfContext) -> Iterable[Finding]:
     if not rows:
         yield _finding("PROF009", Status.SKIP, detail="no step_trace_time with Communication(Not Overlapped) read")
         return
-    warn = float(ctx.get("communication_warn_share", 0.30))
+    warn = float(ctx.setting("prof.communication_warn_share"))
     worst = max(share for _, share in rows)
     evidence = {"ranks": {label: round(share, 4) for label, share in rows}, "warn_share": warn}
     flagged = sorted([r for r in rows if r[1] >= warn], key=lambda r: -r[1])
@@ -611,9 +615,8 @@ def slow_links(ctx: ProfContext) -> Iterable[Finding]:
     if not records:
         yield _finding("PROF010", Status.SKIP, detail="no communication.json read")
         return
-    min_size = float(ctx.get("link_min_size_mb", 16))
-    limits = {str(k).upper(): float(v) for k, v in (ctx.get("link_min_bandwidth_gbps", {}) or {}).items()
-              if v is not None}
+    min_size = float(ctx.setting("prof.link_min_size_mb"))
+    limits = ctx.limits("prof.link_min_bandwidth_gbps", TRANSPORTS)
     judged = [(label, link) for label, link in records
               if link["size_mb"] >= min_size and link["bandwidth_gbps"] > 0 and "Total Op Info" not in link["path"]]
     slow = sorted(judged, key=lambda item: item[1]["bandwidth_gbps"])
@@ -675,7 +678,7 @@ def memory_peak(ctx: ProfContext) -> Iterable[Finding]:
         yield _finding("PROF011", Status.SKIP, detail="no memory_record.csv with Total Allocated and Total Reserved "
                        "read (profile with profile_memory=True)")
         return
-    warn = float(ctx.get("memory_unused_warn_share", 0.30))
+    warn = float(ctx.setting("prof.memory_unused_warn_share"))
     worst = max(rows, key=lambda r: r[3])
     evidence = {"ranks": {label: {"component": comp, "peak_allocated_mb": round(p["allocated_mb"], 3),
                                   "peak_reserved_mb": round(p["reserved_mb"], 3), "unused_share": round(u, 4),

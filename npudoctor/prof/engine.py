@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, List, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Callable, List, Optional, Sequence
 
 from npudoctor.errors import InputError
 from npudoctor.prof.layout import Source, discover
@@ -19,14 +19,6 @@ class ProfInputError(InputError):
     """Nothing readable to analyse (one line for the user, exit code 2)."""
 
 
-def _thresholds(profile: Optional[NodeProfile]) -> Mapping[str, Any]:
-    if profile is None:  # the shipped default profile's thresholds (the room does not reach up into api)
-        from npudoctor.knowledge import data_dir, load_yaml_file
-
-        return (load_yaml_file(data_dir("profiles") / "default.yaml") or {}).get("prof", {}) or {}
-    return profile.get("prof", {}) or {}
-
-
 def analyze(paths: Sequence[str], profile: Optional[NodeProfile] = None, steps: int = 0,
             logs_dirs: Sequence[str] = (), progress: Optional[Callable[[str], None]] = None) -> ProfResult:
     """Read every profiling layout under ``paths`` and run the PROF checks over all ranks found.
@@ -34,10 +26,13 @@ def analyze(paths: Sequence[str], profile: Optional[NodeProfile] = None, steps: 
     ``progress`` is told what is being read (for a progress line on a terminal). Raises
     :class:`ProfInputError` when no profiling table can be found or read at all.
     """
+    from npudoctor.model.profile import NodeProfile
     from npudoctor.prof import readers
     from npudoctor.prof.checks import ProfContext, run_all
 
-    settings = _thresholds(profile)
+    # No profile: every setting is the shipped profiles/default.yaml's (the room does not reach up into api).
+    ctx = ProfContext(ranks=[], profile=profile or NodeProfile("default"), logs_dirs=tuple(logs_dirs))
+    bound_ratio = float(ctx.setting("prof.bound_ratio"))
     sources, problems = discover(list(paths))
     if not sources:
         reason = "; ".join(problems[:3]) if problems else f"{', '.join(paths)}: no profiling data found"
@@ -47,7 +42,7 @@ def analyze(paths: Sequence[str], profile: Optional[NodeProfile] = None, steps: 
     for number, source in enumerate(sources, 1):
         if progress is not None:
             progress(f"reading {number}/{len(sources)}: {source.label}")
-        ranks.extend(readers.read_source(source, settings, steps))
+        ranks.extend(readers.read_source(source, ctx.min_task_us, bound_ratio, steps))
     readable = [r for r in ranks if r.tables_read]
     if not readable:
         details = [p for r in ranks for p in r.problems] + problems
@@ -59,7 +54,7 @@ def analyze(paths: Sequence[str], profile: Optional[NodeProfile] = None, steps: 
                    for rank in ranks if not rank.tables_read]
     for rank in ranks:
         problems.extend(rank.problems)
-    ctx = ProfContext(ranks=ranks, settings=settings, logs_dirs=tuple(logs_dirs))
+    ctx.ranks = ranks
     findings = run_all(ctx)
     return ProfResult(ranks=ranks, findings=findings, problems=problems, paths=tuple(paths), unreadable=unreadable)
 

@@ -23,6 +23,8 @@ def _timelines(ctx: ProfContext) -> List[Tuple[str, Any]]:
 
 NO_TIMELINE = ("no host timeline read (trace_view.json of the torch_npu profiler, or the PYTORCH_API / CANN_API "
                "tables of a .db export)")
+# The transports PROF017 judges (profile ``prof.small_transfer_mb.<transport>``).
+SMALL_TRANSFER_TRANSPORTS = ("SDMA", "RDMA")
 
 
 @prof_check("PROF012", "Slow DataLoader", settings=("prof.dataloader_warn_us", "prof.top_n"))
@@ -43,7 +45,7 @@ def slow_dataloader(ctx: ProfContext) -> Iterable[Finding]:
     if not timelines:
         yield _finding("PROF012", Status.SKIP, detail=NO_TIMELINE)
         return
-    bar = float(ctx.get("dataloader_warn_us", 10000))
+    bar = float(ctx.setting("prof.dataloader_warn_us"))
     calls = [(label, name, duration) for label, t in timelines for name, duration in t.dataloader]
     counted = sum(t.dataloader_count for _, t in timelines)
     if not calls:
@@ -88,7 +90,7 @@ def garbage_collection(ctx: ProfContext) -> Iterable[Finding]:
         yield _finding("PROF013", Status.SKIP, detail="no GC record in the profile (collect with "
                        "experimental_config gc_detect_threshold set)" if timelines else NO_TIMELINE)
         return
-    bar = float(ctx.get("gc_warn_us", 1000))
+    bar = float(ctx.setting("prof.gc_warn_us"))
     long_ones = [(label, d) for label, d in records if d >= bar]
     total = sum(d for _, d in long_ones)
     evidence = {"warn_us": bar, "collections": len(records), "long_collections": len(long_ones),
@@ -120,7 +122,7 @@ def sync_batchnorm(ctx: ProfContext) -> Iterable[Finding]:
     if not timelines:
         yield _finding("PROF014", Status.SKIP, detail=NO_TIMELINE)
         return
-    limit = int(ctx.get("syncbn_max_calls", 20))
+    limit = int(ctx.setting("prof.syncbn_max_calls"))
     counts = {label: t.syncbn for label, t in timelines}
     worst = max(counts.values())
     evidence = {"max_calls": limit, "calls": counts}
@@ -152,7 +154,7 @@ def launch_blocking(ctx: ProfContext) -> Iterable[Finding]:
     if not timelines:
         yield _finding("PROF015", Status.SKIP, detail=NO_TIMELINE)
         return
-    bar = float(ctx.get("sync_after_launch_warn_share", 0.5))
+    bar = float(ctx.setting("prof.sync_after_launch_warn_share"))
     rows: Dict[str, Dict[str, Any]] = {}
     for label, timeline in timelines:
         syncs, launches, after = timeline.sync_after_launch()
@@ -217,7 +219,7 @@ def aicore_frequency(ctx: ProfContext) -> Iterable[Finding]:
             f"rated AI Core frequency unknown (no info.json aic_frequency) for {_ranks_text(unknown)}" if unknown
             else "no AI Core frequency counter in the profile (trace_view.json AI Core Freq, .db AICORE_FREQ)"))
         return
-    bar = float(ctx.get("aicore_freq_drop_warn_share", 0.05))
+    bar = float(ctx.setting("prof.aicore_freq_drop_warn_share"))
     label, worst = max(rows, key=lambda row: row[1]["drop"])
     evidence = {"warn_share": bar, "ranks": {lb: d for lb, d in rows}}
     detail = (f"{label}: mean {worst['mean_mhz']:g} MHz of a rated {worst['max_mhz']:g} MHz "
@@ -231,7 +233,8 @@ def aicore_frequency(ctx: ProfContext) -> Iterable[Finding]:
 
 
 @prof_check("PROF017", "Small communication transfers",
-            settings=("prof.small_transfer_mb.SDMA", "prof.small_transfer_mb.RDMA", "prof.small_transfer_warn_share"))
+            settings=(*(f"prof.small_transfer_mb.{t}" for t in SMALL_TRANSFER_TRANSPORTS),
+                      "prof.small_transfer_warn_share"))
 def small_transfers(ctx: ProfContext) -> Iterable[Finding]:
     """Collectives that move too little data per transfer to reach the link's bandwidth.
 
@@ -250,8 +253,8 @@ def small_transfers(ctx: ProfContext) -> Iterable[Finding]:
     if not records:
         yield _finding("PROF017", Status.SKIP, detail="no communication.json / analysis.db transfer read")
         return
-    limits = {str(k).upper(): float(v) for k, v in (ctx.get("small_transfer_mb", {}) or {}).items() if v is not None}
-    bar = float(ctx.get("small_transfer_warn_share", 0.2))
+    limits = ctx.limits("prof.small_transfer_mb", SMALL_TRANSFER_TRANSPORTS)
+    bar = float(ctx.setting("prof.small_transfer_warn_share"))
     per: Dict[str, Dict[str, float]] = {}
     for _, link in records:
         transport = link["transport"].upper()
@@ -316,7 +319,7 @@ def rank_gap(ctx: ProfContext) -> Iterable[Finding]:
     if len(means) < 2:
         yield _finding("PROF018", Status.SKIP, detail=f"{len(means)} rank(s) with a step trace: no gap to measure")
         return
-    bar = float(ctx.get("rank_gap_warn_share", 0.05))
+    bar = float(ctx.setting("prof.rank_gap_warn_share"))
     gaps: Dict[str, Dict[str, Any]] = {}
     for column, _ in PARTS:
         series = {label: v[column] for label, v in means.items() if column in v}
@@ -415,7 +418,7 @@ def host_compile(ctx: ProfContext) -> Iterable[Finding]:
     if not timelines:
         yield _finding("PROF020", Status.SKIP, detail=NO_TIMELINE)
         return
-    bar = int(ctx.get("host_compile_warn_calls", 20))
+    bar = int(ctx.setting("prof.host_compile_warn_calls"))
     counts = {label: {"calls": t.compiles, "total_us": round(t.compile_us, 3)} for label, t in timelines}
     worst_label = max(counts, key=lambda label: counts[label]["calls"])
     worst = counts[worst_label]
@@ -444,7 +447,7 @@ def rdma_retransmission(ctx: ProfContext) -> Iterable[Finding]:
     Fix: the switch and NIC configuration (PFC/ECN, ``HCCL_RDMA_TC`` / ``HCCL_RDMA_SL`` matching the switch
     queues), link errors (``hccn_tool -i N -stat -g``), and the optics of the links used by the listed group.
     """
-    bar = float(ctx.get("rdma_retransmission_ms", 4000))
+    bar = float(ctx.setting("prof.rdma_retransmission_ms"))
     by_op: Dict[Tuple[str, ...], Dict[str, Any]] = {}
     rdma = 0
     for rank in ctx.ranks:

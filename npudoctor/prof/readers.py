@@ -11,11 +11,10 @@ from npudoctor.prof.model import Rank
 from npudoctor.prof.tables import ReadNotes, TableError, iter_frames, open_table, read_small
 
 
-def read_source(source: Source, settings: Mapping[str, Any], steps: int) -> List[Rank]:
+def read_source(source: Source, min_task_us: float, bound_ratio: float, steps: int) -> List[Rank]:
+    """``min_task_us`` and ``bound_ratio``: the profile's ``prof.min_task_us`` and ``prof.bound_ratio``."""
     from npudoctor.prof import kernels
 
-    min_task_us = float(settings.get("min_task_us", 20))
-    bound_ratio = float(settings.get("bound_ratio", 0.8))
     base = Rank(label=source.label, source=source, problems=list(source.problems), unused=list(source.unused))
     stats = None
     text_kernels = bool({"kernel_details", "task_time", "op_statistic"} & set(source.tables) or source.timelines)

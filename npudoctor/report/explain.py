@@ -147,7 +147,9 @@ def render(topics: List[Any], console: Console, profile: Any = None) -> None:
     def settings_of(spec: Any) -> Tuple[Optional[Mapping[str, Any]], str]:
         if profile is None or not spec.settings:
             return None, ""
-        return {key: profile.get(key) for key in spec.settings}, profile.name
+        from npudoctor.knowledge import setting
+
+        return {key: setting(profile, key) for key in spec.settings}, profile.name
 
     for index, topic in enumerate(topics):
         if index:

@@ -13,6 +13,7 @@ from dataclasses import replace
 from typing import Any, Callable, Dict, NamedTuple, Optional, Tuple
 
 from npudoctor.errors import InputError
+from npudoctor.knowledge import setting
 from npudoctor.model.finding import Report
 from npudoctor.model.profile import NodeProfile
 from npudoctor.workload import leak, train
@@ -86,7 +87,7 @@ def run(request: StepRequest, profile: NodeProfile, progress: Any = None,
     from npudoctor.workload.findings import train_report
     from npudoctor.workload.selftest import result_document
 
-    options = replace(given, inject_leak=leak_value, loss_drop_min=float(profile.get("train.loss_drop_min", 0.1)),
+    options = replace(given, inject_leak=leak_value, loss_drop_min=float(setting(profile, "train.loss_drop_min")),
                       leak_settings=leak.LeakSettings.from_mapping(profile.get("train.leak")))
     failure: Optional[str] = None
     result = op_results = comparison = None
@@ -99,15 +100,15 @@ def run(request: StepRequest, profile: NodeProfile, progress: Any = None,
         elif request.ops:
             progress.update(f"comparing operators on {device.name} with float64 on the CPU")
             op_results = numerics.compare_ops(
-                device, float(profile.get("train.ops_tolerance", numerics.DEFAULT_OP_TOLERANCE)))
+                device, float(setting(profile, "train.ops_tolerance")))
         if request.compare_cpu and not result.interrupted:
             progress.update(f"comparing one step on {device.name} with the CPU")
             state = clip.load_state_dict_file(given.weights) if given.weights else None
             config = clip.config_from_state_dict(state) if state is not None else clip.CONFIGS[given.model]
             comparison = numerics.compare_step(
                 device, config, batch=min(given.batch, 8), seed=given.seed, weights=state,
-                loss_tolerance=float(profile.get("train.compare_cpu.loss_rtol", 1e-4)),
-                grad_tolerance=float(profile.get("train.compare_cpu.grad_norm_rtol", 1e-3)))
+                loss_tolerance=float(setting(profile, "train.compare_cpu.loss_rtol")),
+                grad_tolerance=float(setting(profile, "train.compare_cpu.grad_norm_rtol")))
     except clip.WeightsError as exc:
         raise StepUnusable(str(exc)) from None
     except OSError as exc:
