@@ -13,7 +13,7 @@ CUBE_SPELLINGS = ("cube_utilization(%)", "Cube Utilization(%)")
 
 
 def read_databases(rank: Rank, source: Source, min_task_us: float, bound_ratio: float, steps: int,
-                   idle_min_us: float = 200_000.0) -> None:
+                   idle_min_us: float) -> None:
     """Fill ``rank`` from the source's profiler .db files (kernel groups, memory, host APIs, host timeline)
     and analysis.db (step trace, link bandwidth). A file that cannot be read is one problem line."""
     import pandas as pd

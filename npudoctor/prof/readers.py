@@ -11,8 +11,10 @@ from npudoctor.prof.model import Rank
 from npudoctor.prof.tables import ReadNotes, TableError, iter_frames, open_table, read_small
 
 
-def read_source(source: Source, min_task_us: float, bound_ratio: float, steps: int) -> List[Rank]:
-    """``min_task_us`` and ``bound_ratio``: the profile's ``prof.min_task_us`` and ``prof.bound_ratio``."""
+def read_source(source: Source, min_task_us: float, bound_ratio: float, steps: int,
+                idle_min_us: float) -> List[Rank]:
+    """``min_task_us``, ``bound_ratio`` and ``idle_min_us``: the profile's ``prof.min_task_us``,
+    ``prof.bound_ratio`` and ``prof.quiet_idle_min_us`` (the device gaps a .db is searched for)."""
     from npudoctor.prof import kernels
 
     base = Rank(label=source.label, source=source, problems=list(source.problems), unused=list(source.unused))
@@ -21,8 +23,7 @@ def read_source(source: Source, min_task_us: float, bound_ratio: float, steps: i
     if source.databases and not text_kernels:
         from npudoctor.prof.dbreader import read_databases
 
-        read_databases(base, source, min_task_us, bound_ratio, steps,
-                       float(settings.get("quiet_idle_min_us", 200_000)))
+        read_databases(base, source, min_task_us, bound_ratio, steps, idle_min_us)
         return _split_devices(base) if base.kernel is not None else [base]
     base.unused.extend(source.databases + source.analysis_dbs)  # the text tables of the same run are read
     if "kernel_details" in source.tables:

@@ -48,9 +48,9 @@ def quiet_idle(ctx: ProfContext) -> Iterable[Finding]:
         yield _finding("PROF030", Status.SKIP, detail="no device idle time in the profile (trace_view.json "
                        "Overlap Analysis Free events, or the TASK table of a .db)")
         return
-    min_us = float(ctx.get("quiet_idle_min_us", 200_000))
-    max_rate = float(ctx.get("quiet_idle_max_calls_per_s", 100))
-    max_share = float(ctx.get("quiet_idle_max_host_share", 0.01))
+    min_us = float(ctx.setting("prof.quiet_idle_min_us"))
+    max_rate = float(ctx.setting("prof.quiet_idle_max_calls_per_s"))
+    max_share = float(ctx.setting("prof.quiet_idle_max_host_share"))
     judged, silent_record = [], []
     for label, timeline in with_idle:
         has_long = any(duration >= min_us for duration in timeline.free_dur)
@@ -131,7 +131,7 @@ def affinity_apis(ctx: ProfContext) -> Iterable[Finding]:
                        "of the torch_npu profiler with CPU activity, or PYTORCH_API of a .db)")
         return
     rules, optimizers = affinity.shipped()
-    least = int(ctx.get("affinity_min_calls", 1))
+    least = int(ctx.setting("prof.affinity_min_calls"))
     merged: Dict[str, Dict[str, Any]] = {}
     operators = 0
     for label, timeline in timelines:
@@ -225,9 +225,8 @@ def bandwidth_contention(ctx: ProfContext) -> Iterable[Finding]:
     def speed(entry: List[float]) -> float:
         return entry[0] / entry[1] / 1000 if entry[1] > 0 else 0.0   # bytes per us -> GB/s
 
-    bar = float(ctx.get("contention_drop_warn_share", 0.2))
-    floor = ctx.get("link_min_bandwidth_gbps", {}).get("SDMA") if isinstance(ctx.get("link_min_bandwidth_gbps", {}),
-                                                                            dict) else None
+    bar = float(ctx.setting("prof.contention_drop_warn_share"))
+    floor = ctx.limits("prof.link_min_bandwidth_gbps", ("SDMA",)).get("SDMA")
     overlapped, alone = groups["overlapped"], groups["alone"]
     evidence = {"warn_share": bar, "floor_gbps": floor,
                 "overlapped": {"transfers": int(overlapped[2]), "gbps": round(speed(overlapped), 3)},
@@ -275,7 +274,7 @@ def transfer_alignment(ctx: ProfContext) -> Iterable[Finding]:
         yield _finding("PROF033", Status.SKIP, detail="no SDMA transfer task over 512 bytes (Memcpy/Reduce_Inline "
                        "with size(Byte)) in the timeline")
         return
-    bar = float(ctx.get("unaligned_warn_share", 0.05))
+    bar = float(ctx.setting("prof.unaligned_warn_share"))
     unaligned = [(label, t) for label, t in transfers if int(t[2]) % 512]
     total_us = sum(t[4] for _, t in transfers)
     bad_us = sum(t[4] for _, t in unaligned)
@@ -312,8 +311,8 @@ def link_gap(ctx: ProfContext) -> Iterable[Finding]:
     Fix: the named rank's links: ``hccn_tool -i N -link -g`` / ``-stat -g`` (speed, errors), ``npudoctor check``
     on its node (HCCS, PCIe width), its optics and switch port; then PROF010 for the absolute bandwidth.
     """
-    min_size = float(ctx.get("link_min_size_mb", 16))
-    bar = float(ctx.get("link_gap_warn_share", 0.05))
+    min_size = float(ctx.setting("prof.link_min_size_mb"))
+    bar = float(ctx.setting("prof.link_gap_warn_share"))
     totals: Dict[Tuple[str, str], List[float]] = {}   # (transport, unit) -> [MB, ms, transfers]
     for rank in ctx.ranks:
         for link in rank.links:
@@ -403,7 +402,7 @@ def pipeline_stages(ctx: ProfContext) -> Iterable[Finding]:
     overall = mean(list(computing.values()))
     longest, shortest = max(computing, key=computing.__getitem__), min(computing, key=computing.__getitem__)
     gap = (computing[longest] - computing[shortest]) / overall if overall > 0 else 0.0
-    bar = float(ctx.get("pp_stage_gap_warn_share", 0.05))
+    bar = float(ctx.setting("prof.pp_stage_gap_warn_share"))
     evidence = {"warn_share": bar, "gap_share": round(gap, 4),
                 "stages": {name: {"computing_us": round(computing[name], 3),
                                   "bubble_us": round(mean(entry["bubble"]), 3),
