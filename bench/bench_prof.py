@@ -178,6 +178,13 @@ def compare_folders(peer: Optional[str], mode: str, timeout: float) -> None:
     """Both tools on the folders the tests build from real samples: problems, agreements, time, memory."""
     sys.path.insert(0, str(REPO))
     from tests import profdb, profdirs
+    from tests import test_prof_schedule as schedule
+
+    def msprof_with_hccl(root: Path) -> Path:  # the real HCCL tasks as the CANN 8 msprof_*.json timeline
+        prof = profdirs.msprof_collection(root)
+        profdirs.put(prof / "mindstudio_profiler_output",
+                     {f"msprof_{profdirs.TS}.json": "prof_msprof_hccl_timeline_910.json"})
+        return prof
 
     builders = {"torch_npu rank (text)": lambda root: profdirs.torch_npu_rank(root, rank=0),
                 "torch_npu rank (.db)": lambda root: profdb.torch_npu_db_rank(root, rank=0),
@@ -187,7 +194,17 @@ def compare_folders(peer: Optional[str], mode: str, timeout: float) -> None:
                                                                                   kernel=TABLES["pipeutil"]),
                 "msprof collection": profdirs.msprof_collection,
                 "msprof legacy (task_time + hccl timelines)": profdirs.msprof_legacy,
-                "cluster_analysis_output": lambda root: profdirs.cluster_output(root).parent}
+                "cluster_analysis_output": lambda root: profdirs.cluster_output(root).parent,
+                "msprof collection + real HCCL tasks (msprof_*.json)": msprof_with_hccl,
+                # CONSTRUCTED on real data (tests/test_prof_schedule.py): what the real samples lack
+                "trace + 250 ms silent idle (constructed)": schedule.silent_span_trace,
+                "trace + fusible aten sequences (constructed)": lambda root: schedule.with_ops(root, schedule.sequence(
+                    "pow", "mean", "add", "rsqrt", "mul", "linear", "slice", "silu", "mul",
+                    "Optimizer.step#AdamW.step")),
+                "legacy + matmuls over the slow transfers (constructed)": lambda root: schedule.legacy_with_matmuls(
+                    root, lambda t: t["args"]["bandwidth(GB/s)"] < 14.5),
+                "cluster, two uneven pipeline stages (constructed)": lambda root: schedule.cluster_with_stages(
+                    root, 1.3).parent}
     with tempfile.TemporaryDirectory(prefix="bench_prof_folders_") as tmp:
         for name, make in builders.items():
             root = Path(tmp) / name.replace(" ", "_").replace("(", "").replace(")", "").replace(".", "")
