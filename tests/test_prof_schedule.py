@@ -475,3 +475,52 @@ def test_db_idle_buckets_find_exactly_the_gaps_a_sort_finds(tmp_path: Path) -> N
         top = database.IDLE_CANDIDATES
         assert found[:top] == expected[:top], (trial, min_us, found[:3], expected[:3])
         assert all(span in expected for span in found)
+
+
+def db_with_transfers(root: Path, over: Any = None) -> Path:
+    """CONSTRUCTED .db of real rows: the pipeutil kernel table, plus the real HCCL transfer tasks of the
+    MindInsight run as COMMUNICATION_TASK_INFO + TASK rows (transport and link through the ENUM_HCCL_* tables,
+    as msprof writes them), and MatMul compute tasks over the transfers ``over`` selects."""
+    pt = profdb.torch_npu_db_rank(root, rank=0, kernel=PIPEUTIL, extras=False)
+    (path,) = (pt / "ASCEND_PROFILER_OUTPUT").glob("ascend_pytorch_profiler_*.db")
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE COMMUNICATION_TASK_INFO (name INTEGER, globalTaskId INTEGER, taskType INTEGER, "
+                 "planeId INTEGER, groupName INTEGER, transportType INTEGER, size INTEGER, linkType INTEGER)")
+    conn.execute("CREATE TABLE ENUM_HCCL_TRANSPORT_TYPE (id INTEGER PRIMARY KEY, name TEXT)")
+    conn.execute("CREATE TABLE ENUM_HCCL_LINK_TYPE (id INTEGER PRIMARY KEY, name TEXT)")
+    transports, links = {"SDMA": 0, "RDMA": 1, "LOCAL": 2}, {"ON_CHIP": 0, "HCCS": 1, "PCIE": 2, "ROCE": 3}
+    conn.executemany("INSERT INTO ENUM_HCCL_TRANSPORT_TYPE VALUES (?, ?)", [(v, k) for k, v in transports.items()])
+    conn.executemany("INSERT INTO ENUM_HCCL_LINK_TYPE VALUES (?, ?)", [(v, k) for k, v in links.items()])
+    conn.executemany("INSERT INTO STRING_IDS VALUES (?, ?)", [(910001, "Memcpy"), (910002, "Reduce_Inline"),
+                                                              (910003, "MatMul"), (910004, "MatMul-op1")])
+    for i, task in enumerate(hccl_transfers()):
+        gid, args = 50_000_000 + i, task["args"]
+        start = round(float(task["ts"]) * 1000)
+        conn.execute("INSERT INTO TASK (startNs, endNs, deviceId, globalTaskId) VALUES (?, ?, 0, ?)",
+                     (start, start + round(float(task["dur"]) * 1000), gid))
+        conn.execute("INSERT INTO COMMUNICATION_TASK_INFO (globalTaskId, taskType, transportType, size, linkType) "
+                     "VALUES (?, ?, ?, ?, ?)", (gid, 910001 if task["name"] == "Memcpy" else 910002,
+                                               transports[args["transport type"]], args["size(Byte)"],
+                                               links[args["link type"]]))
+        if over is not None and over(task):
+            conn.execute("INSERT INTO TASK (startNs, endNs, deviceId, globalTaskId) VALUES (?, ?, 0, ?)",
+                         (start, start + round(float(task["dur"]) * 1000), gid + 1_000_000))
+            conn.execute("INSERT INTO COMPUTE_TASK_INFO (name, globalTaskId, opType, taskType) VALUES (?, ?, ?, 1)",
+                         (910004, gid + 1_000_000, 910003))
+    conn.commit()
+    conn.close()
+    return pt
+
+
+def test_db_transfer_tasks_give_the_timeline_verdicts(tmp_path: Path) -> None:
+    """The real transfers read from a .db give what the legacy text timeline gives: 14 of 56 unaligned; MatMuls
+    over the slow ones: contention."""
+    plain = run([db_with_transfers(tmp_path / "a")])
+    text = run([profdirs.msprof_legacy(tmp_path / "text")])
+    assert one(plain, "PROF033").evidence["unaligned"] == one(text, "PROF033").evidence["unaligned"] == 14
+    assert one(plain, "PROF033").status is Status.WARN
+    # the kernel rows' MatMulV2 tasks run at other times: none overlaps, as in the text timeline
+    assert one(plain, "PROF032").status is one(text, "PROF032").status is Status.PASS
+    assert one(plain, "PROF032").evidence["alone"] == one(text, "PROF032").evidence["alone"]
+    slow = one(run([db_with_transfers(tmp_path / "b", lambda t: t["args"]["bandwidth(GB/s)"] < 14.5)]), "PROF032")
+    assert slow.status is Status.WARN and slow.evidence["drop"] > 0.2

@@ -549,6 +549,54 @@ def torch_ops(db: ProfileDb, prefixes: Sequence[str]) -> Iterator[Tuple[str, str
         yield str(row[0]), str(row[1]), _float(row[2]), _float(row[3])
 
 
+def transfer_tasks(db: ProfileDb) -> List[Dict[str, Any]]:
+    """The HCCL tasks that move data (COMMUNICATION_TASK_INFO with a size, timed by their TASK row), in the
+    shape of a trace's task ``args`` (transport type, link type, size(Byte)) with start and duration us."""
+    if not (db.has("communication_task_info", "global_task_id", "size_bytes") and
+            db.has("task", "global_task_id", "start_ns", "end_ns")):
+        return []
+
+    def enum(column: str, table: str, alias: str) -> Tuple[str, str]:
+        if not db.has("communication_task_info", column):
+            return "''", ""
+        if not db.has(table, "id", "name"):
+            return f"CAST({db.col('communication_task_info', column, 'c')} AS TEXT)", ""
+        return (f"COALESCE({alias}.{db.col(table, 'name')}, '')", f" LEFT JOIN {db.name(table)} {alias} ON "
+                f"{alias}.{db.col(table, 'id')} = {db.col('communication_task_info', column, 'c')}")
+
+    transport, join_t = enum("transport", "enum_hccl_transport_type", "et")
+    link, join_l = enum("link", "enum_hccl_link_type", "el")
+    start = db.col("task", "start_ns", "t")
+    sql = (f"SELECT {transport}, {link}, {db.col('communication_task_info', 'size_bytes', 'c')}, "
+           f"CAST({start} AS REAL) / {NS_PER_US}, ({db.col('task', 'end_ns', 't')} - {start}) / {NS_PER_US} "
+           f"FROM {db.name('communication_task_info')} c JOIN {db.name('task')} t ON "
+           f"{db.col('task', 'global_task_id', 't')} = {db.col('communication_task_info', 'global_task_id', 'c')}"
+           f"{join_t}{join_l} WHERE {db.col('communication_task_info', 'size_bytes', 'c')} > 0")
+    return [{"transport type": str(a), "link type": str(b), "size(Byte)": size, "start": _float(s), "dur": _float(d)}
+            for a, b, size, s, d in db.rows(sql)]
+
+
+def matmul_tasks(db: ProfileDb) -> List[Tuple[float, float]]:
+    """(start us, duration us) of the compute tasks whose operator type or name holds "matmul" (any case)."""
+    if not (db.has("compute_task_info", "global_task_id") and db.has("task", "global_task_id", "start_ns", "end_ns")
+            and db.has("string_ids", "id", "value")):
+        return []
+    columns = [c for c in ("op_type", "name") if db.has("compute_task_info", c)]
+    ids = [int(row[0]) for row in db.rows(f"SELECT {db.col('string_ids', 'id')} FROM {db.strings()} WHERE "
+                                          f"instr(lower({db.col('string_ids', 'value')}), 'matmul') > 0",
+                                          limit=100_000)]
+    if not ids or not columns:
+        return []
+    marks = ",".join(str(i) for i in ids)   # integers read from the file: no text reaches the SQL
+    where = " OR ".join(f"{db.col('compute_task_info', c, 'ci')} IN ({marks})" for c in columns)
+    start = db.col("task", "start_ns", "t")
+    sql = (f"SELECT CAST({start} AS REAL) / {NS_PER_US}, ({db.col('task', 'end_ns', 't')} - {start}) / {NS_PER_US} "
+           f"FROM {db.name('compute_task_info')} ci JOIN {db.name('task')} t ON "
+           f"{db.col('task', 'global_task_id', 't')} = {db.col('compute_task_info', 'global_task_id', 'ci')} "
+           f"WHERE {where}")
+    return [(_float(a), _float(b)) for a, b in db.rows(sql)]
+
+
 def gc_durations(db: ProfileDb) -> List[float]:
     if not db.has("gc_record", "start_ns", "end_ns"):
         return []

@@ -89,6 +89,12 @@ def _read_timeline(db: Any, timeline: Any, sync_stream: str, node_launch: str, i
     for name, thread, start, duration in database.torch_ops(db, TORCH_OP_PREFIXES):
         timeline.add_torch_op(name, thread, start, duration)
     _read_idle(db, timeline, idle_min_us)
+    transfers = database.transfer_tasks(db)
+    for task in transfers:
+        timeline.add_transfer(task, task["start"], task["dur"])
+    if transfers:   # MatMul times matter only beside transfers (PROF032): the join is paid only then
+        for start, duration in database.matmul_tasks(db):
+            timeline.add_matmul(start, duration)
 
 
 def _read_idle(db: Any, timeline: Any, min_us: float) -> None:
