@@ -524,3 +524,21 @@ def test_db_transfer_tasks_give_the_timeline_verdicts(tmp_path: Path) -> None:
     assert one(plain, "PROF032").evidence["alone"] == one(text, "PROF032").evidence["alone"]
     slow = one(run([db_with_transfers(tmp_path / "b", lambda t: t["args"]["bandwidth(GB/s)"] < 14.5)]), "PROF032")
     assert slow.status is Status.WARN and slow.evidence["drop"] > 0.2
+
+
+def test_odd_db_rows_are_skipped_not_a_traceback(tmp_path: Path) -> None:
+    pt = db_with_transfers(tmp_path)
+    (path,) = (pt / "ASCEND_PROFILER_OUTPUT").glob("ascend_pytorch_profiler_*.db")
+    conn = sqlite3.connect(path)
+    conn.executemany("INSERT INTO TASK (startNs, endNs, deviceId, globalTaskId) VALUES (?, ?, ?, ?)",
+                     [("x", "y", 0, 70_000_001), (None, None, None, 70_000_002), (-5, 10**18, 0, 70_000_003),
+                      (2**62, 2**62 + 1, "dev", 70_000_004)])
+    conn.executemany("INSERT INTO COMMUNICATION_TASK_INFO (globalTaskId, transportType, size, linkType) "
+                     "VALUES (?, ?, ?, ?)", [(70_000_001, 0, "abc", 1), (70_000_002, 99, 2**63 - 1, None),
+                                             (70_000_003, None, 1e308, 42)])
+    conn.commit()
+    conn.close()
+    result = run([pt])
+    assert one(result, "PROF033").status is Status.WARN   # the odd rows are dropped, the real ones judged
+    assert one(result, "PROF030").status is Status.SKIP   # the real 2.67 s gap, and no CANN record to judge it
+    json.dumps(result.to_dict(), allow_nan=False)
