@@ -232,7 +232,7 @@ def test_prof_github_annotations_end_with_the_verdict(workdir):
     result = analyze(["prof"], api.load_profile())
     lines = prof_github.render(result, exit_code=0).splitlines()
     assert lines[0].startswith("::warning title=PROF001 Operators on the AI CPU / host CPU [Cast]::")
-    assert lines[-1] == ("::notice title=npudoctor prof::No problems found in 2 ranks; 5 warnings; 8 checks could "
+    assert lines[-1] == ("::notice title=npudoctor prof::No problems found in 2 ranks; 5 warnings; 12 checks could "
                          "not apply; exit 0")
     assert all("\n" not in line and "%0A" in line for line in lines[:-1])  # the fix on its own line, escaped
 
