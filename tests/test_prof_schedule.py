@@ -542,3 +542,24 @@ def test_odd_db_rows_are_skipped_not_a_traceback(tmp_path: Path) -> None:
     assert one(result, "PROF033").status is Status.WARN   # the odd rows are dropped, the real ones judged
     assert one(result, "PROF030").status is Status.SKIP   # the real 2.67 s gap, and no CANN record to judge it
     json.dumps(result.to_dict(), allow_nan=False)
+
+
+# --- the new verdicts in every output format ---------------------------------------------------------------------
+
+def test_new_checks_show_in_text_json_junit_and_explain(tmp_path: Path) -> None:
+    from npudoctor.cli import main
+    from tests.clirunner import cli_runner
+
+    prof = profdirs.msprof_legacy(tmp_path)   # the real run: PROF033 fires, PROF032 passes
+    text = cli_runner().invoke(main, ["prof", "analyze", str(prof)]).stdout
+    assert "! PROF033 Collective transfers not 512-byte aligned" in text and "✓ PROF032" in text
+    assert max(len(line) for line in text.splitlines()) <= 80
+    doc = json.loads(cli_runner().invoke(main, ["prof", "analyze", str(prof), "--format", "json"]).stdout)
+    statuses = {f["id"]: f["status"] for f in doc["findings"] if f["id"] >= "PROF030"}
+    assert statuses == {"PROF030": "skip", "PROF031": "skip", "PROF032": "pass", "PROF033": "warn",
+                        "PROF034": "skip", "PROF035": "skip"}
+    junit = cli_runner().invoke(main, ["prof", "analyze", str(prof), "--format", "junit"]).stdout
+    assert all(f'name="PROF03{n}"' in junit for n in range(6))
+    for n in range(6):
+        explained = cli_runner().invoke(main, ["explain", f"PROF03{n}"]).stdout
+        assert "Fix:" in explained and "Settings in force" in explained
