@@ -563,3 +563,47 @@ def test_new_checks_show_in_text_json_junit_and_explain(tmp_path: Path) -> None:
     for n in range(6):
         explained = cli_runner().invoke(main, ["explain", f"PROF03{n}"]).stdout
         assert "Fix:" in explained and "Settings in force" in explained
+
+
+def pipeline_ranks(root: Path, factor: float) -> Path:
+    """Ranks 0 and 4 of the real job whose profiler_metadata.json (real) puts them in pipeline group [0, 4]:
+    rank 0 with the real metadata and step trace; rank 4 with the same, its distributed_args.rank set to 4 and
+    its step trace's Computing scaled by ``factor`` (CONSTRUCTED)."""
+    import csv
+    import io
+
+    for rank in (0, 4):
+        pt = profdirs.torch_npu_rank(root, rank=rank)
+        if rank == 4:
+            meta = json.loads((pt / "profiler_metadata.json").read_text())
+            meta["distributed_args"]["rank"] = 4
+            (pt / "profiler_metadata.json").write_text(json.dumps(meta))
+            path = pt / "ASCEND_PROFILER_OUTPUT" / "step_trace_time.csv"
+            rows = list(csv.reader(io.StringIO(path.read_text())))
+            at = rows[0].index("Computing")
+            for row in rows[1:]:
+                row[at] = str(float(row[at]) * factor)
+            buffer = io.StringIO()
+            csv.writer(buffer, lineterminator="\n").writerows(rows)
+            path.write_text(buffer.getvalue())
+    return root
+
+
+def test_pipeline_stages_from_the_ranks_metadata(tmp_path: Path) -> None:
+    even = one(run([pipeline_ranks(tmp_path / "even", 1.0)]), "PROF035")
+    assert even.status is Status.PASS and set(even.evidence["stages"]) == {"stage 0", "stage 1"}
+    assert "pp groups" in even.evidence["source"]
+    uneven = one(run([pipeline_ranks(tmp_path / "uneven", 1.3)]), "PROF035")
+    assert uneven.status is Status.WARN and "longest stage 1" in uneven.detail
+
+
+@pytest.mark.parametrize("meta", [{"distributed_args": {"rank": True}}, {"parallel_group_info": []},
+                                  {"parallel_group_info": {"x": {"group_name": "pp", "global_ranks": [0, "4"]}}},
+                                  {"parallel_group_info": {"x": {"group_name": "pp", "global_ranks": 7}}}])
+def test_odd_pipeline_metadata_is_no_stage(tmp_path: Path, meta: Dict[str, Any]) -> None:
+    root = pipeline_ranks(tmp_path, 1.3)
+    for path in root.glob("*/profiler_metadata.json"):
+        data = json.loads(path.read_text())
+        data.update(meta)
+        path.write_text(json.dumps(data))
+    assert one(run([root]), "PROF035").status is Status.SKIP

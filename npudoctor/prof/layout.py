@@ -62,6 +62,7 @@ class Source:
     unused: List[str] = field(default_factory=list)              # files seen that no check reads (listed)
     devices: Dict[str, Dict[str, object]] = field(default_factory=dict)  # device id -> info.json facts
     environment: Dict[str, str] = field(default_factory=dict)    # profiler_metadata.json ENV_VARIABLES
+    pp_ranks: List[int] = field(default_factory=list)            # ... its pipeline group's ranks, in stage order
     rank: Optional[int] = None
     problems: List[str] = field(default_factory=list)
 
@@ -204,6 +205,7 @@ def _torch_source(root: str, problems: List[str]) -> Source:
             if isinstance(variables, dict):
                 source.environment = {str(k)[:64]: str(v)[:256] for k, v in list(variables.items())[:256]
                                       if isinstance(v, (str, int, float))}
+            source.pp_ranks = _pipeline_group(metadata)
         if PROF_DIR.match(name) and _is_dir(os.path.join(root, name)):
             _add_device_info(source, os.path.join(root, name), problems)
     if source.rank is None:
@@ -213,6 +215,30 @@ def _torch_source(root: str, problems: List[str]) -> Source:
     if source.rank is not None:
         source.label = f"rank {source.rank}"
     return source
+
+
+MAX_GROUP = 65_536
+
+
+def _pipeline_group(metadata: object) -> List[int]:
+    """The global ranks of the profiled rank's pipeline-parallel group, in stage order (profiler_metadata.json
+    ``parallel_group_info``: the group named ``pp`` holding ``distributed_args.rank``); [] when not there."""
+    if not isinstance(metadata, dict):
+        return []
+    args = metadata.get("distributed_args")
+    rank = args.get("rank") if isinstance(args, dict) else None
+    groups = metadata.get("parallel_group_info")
+    if not isinstance(rank, int) or isinstance(rank, bool) or not isinstance(groups, dict):
+        return []
+    for group in list(groups.values())[:4096]:
+        if not isinstance(group, dict) or group.get("group_name") != "pp":
+            continue
+        members = group.get("global_ranks")
+        if isinstance(members, list) and len(members) <= MAX_GROUP:
+            ranks = [m for m in members if isinstance(m, int) and not isinstance(m, bool)]
+            if rank in ranks and len(ranks) == len(members):
+                return ranks
+    return []
 
 
 def _msprof_source(prof_dir: str, problems: List[str]) -> Source:

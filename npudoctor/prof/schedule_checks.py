@@ -364,7 +364,10 @@ def pipeline_stages(ctx: ProfContext) -> Iterable[Finding]:
     In pipeline parallelism every micro-batch passes through all stages, so the job runs at the pace of the
     stage that computes longest and the others wait in pipeline bubbles. msprof-analyze's cluster output
     (``cluster_step_trace_time.csv``) has one row per stage (``Type`` = stage, ``Index`` = its ranks, each
-    figure the largest over those ranks) besides the rank rows. Per stage, the mean computing time over the
+    figure the largest over those ranks) besides the rank rows; without them, per-rank torch_npu folders are
+    grouped by the ``pp`` group in each rank's ``profiler_metadata.json`` (``parallel_group_info``: a rank's
+    place in its group is its stage, the stage's figure the largest over its ranks). Per stage, the mean
+    computing time over the
     steps; the gap (longest - shortest) over the mean. WARN when it is above ``prof.pp_stage_gap_warn_share``
     (5%), naming the longest stage and each stage's bubble; PASS otherwise; SKIP without stage rows or with
     one stage (msprof-analyze writes them when it finds the pipeline's point-to-point groups).
@@ -390,9 +393,15 @@ def pipeline_stages(ctx: ProfContext) -> Iterable[Finding]:
             for column, key in (("bubble_us", "bubble"), ("stage_us", "stage")):
                 if column in table.columns:
                     entry[key].append(figures._number(row[column]))
+    source = "cluster_step_trace_time.csv stage rows"
     if len(stages) < 2:
-        yield _finding("PROF035", Status.SKIP, detail=f"{len(stages)} pipeline stage(s) in the cluster step trace "
-                       "(cluster_step_trace_time.csv rows of Type stage): no gap to measure")
+        from_groups = _stages_from_groups(ctx)
+        if len(from_groups) > len(stages):
+            stages, source = from_groups, "profiler_metadata.json pp groups and each rank's step trace"
+    if len(stages) < 2:
+        yield _finding("PROF035", Status.SKIP, detail=f"{len(stages)} pipeline stage(s) found (stage rows of "
+                       "cluster_step_trace_time.csv, or the pp groups in the ranks' profiler_metadata.json): no "
+                       "gap to measure")
         return
 
     def mean(values: List[float]) -> float:
@@ -403,7 +412,7 @@ def pipeline_stages(ctx: ProfContext) -> Iterable[Finding]:
     longest, shortest = max(computing, key=computing.__getitem__), min(computing, key=computing.__getitem__)
     gap = (computing[longest] - computing[shortest]) / overall if overall > 0 else 0.0
     bar = float(ctx.setting("prof.pp_stage_gap_warn_share"))
-    evidence = {"warn_share": bar, "gap_share": round(gap, 4),
+    evidence = {"warn_share": bar, "gap_share": round(gap, 4), "source": source,
                 "stages": {name: {"computing_us": round(computing[name], 3),
                                   "bubble_us": round(mean(entry["bubble"]), 3),
                                   "stage_us": round(mean(entry["stage"]), 3)} for name, entry in stages.items()}}
@@ -415,3 +424,23 @@ def pipeline_stages(ctx: ProfContext) -> Iterable[Finding]:
                            "embedding and output layer) or interleave virtual stages.")
     else:
         yield _finding("PROF035", Status.PASS, detail=f"{detail} (bar {_pct(bar)})", evidence=evidence)
+
+
+def _stages_from_groups(ctx: ProfContext) -> Dict[str, Dict[str, List[float]]]:
+    """Stages of per-rank folders: each rank's place in its pipeline group (profiler_metadata.json) is its
+    stage; a stage's figure per step part is the largest over its ranks' means (msprof-analyze's stage rows)."""
+    from npudoctor.prof import figures
+
+    per_stage: Dict[str, Dict[str, List[float]]] = {}
+    for rank in ctx.ranks:
+        source, table = rank.source, rank.step_trace
+        if source.rank is None or source.rank not in source.pp_ranks or table is None or not len(table):
+            continue
+        stage = f"stage {source.pp_ranks.index(source.rank)}"
+        entry = per_stage.setdefault(stage, {"computing": [], "bubble": [], "stage": []})
+        for column, key in (("computing_us", "computing"), ("bubble_us", "bubble"), ("stage_us", "stage")):
+            if column in table.columns:
+                values = [figures._number(v) for v in table[column]]
+                entry[key].append(sum(values) / len(values) if values else 0.0)
+    return {name: {key: [max(values)] if values else [] for key, values in entry.items()}
+            for name, entry in per_stage.items() if entry["computing"]}
