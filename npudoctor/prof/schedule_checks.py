@@ -119,8 +119,8 @@ def affinity_apis(ctx: ProfContext) -> Iterable[Finding]:
     operators in the timeline.
 
     Fix: replace the sequence with the fused API named (check the release in the evidence against the
-    installed torch_npu: ``npudoctor libs``), then profile again; for optimizers, the ``torch_npu.optim``
-    class of the same name.
+    installed torch_npu: ``pip show torch_npu`` or ``npudoctor check``), then profile again; for optimizers,
+    the ``torch_npu.optim`` class of the same name.
     """
     from npudoctor.prof import affinity
 
