@@ -36,7 +36,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, List, Optional, Set, Tuple
+from typing import Any, Dict, List, Optional, Set, Tuple
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLES = REPO / "tests" / "data" / "samples" / "logs"
@@ -101,14 +101,18 @@ def timed(argv: List[str], timeout: float, cwd: Optional[Path] = None) -> Tuple[
 
 
 # The advisor's problem titles (26.2.0, --agent -l en) and the npudoctor check that judges the same thing.
-ADVISOR_TO_PROF = {"AICPU Issues": "PROF001", "Operator No Bound Issues": "PROF002", "Block Dim Issues": "PROF004",
+# (A title several checks answer maps to all of them: agreement when npudoctor reports any.)
+ADVISOR_TO_PROF: Dict[str, Any] = {
+                   "AICPU Issues": "PROF001", "Operator No Bound Issues": "PROF002", "Block Dim Issues": "PROF004",
                    "Operator Dynamic Shape Issues": "PROF008", "Slow Dataloader Issues": "PROF012",
                    "GC Analysis": "PROF013", "SyncBatchNorm Issues": "PROF014", "Synchronize Stream Issues": "PROF015",
                    "AI Core Frequency Issues": "PROF016", "Packet Analysis": "PROF017", "Slow Rank": "PROF018",
-                   "Slow Link": "PROF010", "Memory Operator Issues": "PROF011",
+                   "Slow Link": ("PROF010", "PROF034"), "Memory Operator Issues": "PROF011",
                    "Environment Variable Issues": "PROF019", "Cube Operator Perf Analysis": "PROF022",
                    "FA Operator Perf Analysis": "PROF023", "Vector Operator Perf Analysis": "PROF024",
-                   "Fusible Operator Analysis": "PROF025", "Fusion Issues": "PROF026"}
+                   "Fusible Operator Analysis": "PROF025", "Fusion Issues": "PROF026",
+                   "Conjectured Gc": "PROF030", "Affinity API Issues": "PROF031",
+                   "Bandwidth Contention Analysis": "PROF032", "Byte Alignment Analysis": "PROF033"}
 
 
 def advisor_problems(stdout: str) -> Optional[List[str]]:
@@ -199,6 +203,13 @@ def compare_folders(peer: Optional[str], mode: str, timeout: float) -> None:
     """Both tools on the folders the tests build from real samples: problems, agreements, time, memory."""
     sys.path.insert(0, str(REPO))
     from tests import profdb, profdirs
+    from tests import test_prof_schedule as schedule
+
+    def msprof_with_hccl(root: Path) -> Path:  # the real HCCL tasks as the CANN 8 msprof_*.json timeline
+        prof = profdirs.msprof_collection(root)
+        profdirs.put(prof / "mindstudio_profiler_output",
+                     {f"msprof_{profdirs.TS}.json": "prof_msprof_hccl_timeline_910.json"})
+        return prof
 
     builders = {"torch_npu rank (text)": lambda root: profdirs.torch_npu_rank(root, rank=0),
                 "torch_npu rank (.db)": lambda root: profdb.torch_npu_db_rank(root, rank=0),
@@ -211,7 +222,18 @@ def compare_folders(peer: Optional[str], mode: str, timeout: float) -> None:
                 "msprof collection": profdirs.msprof_collection,
                 "msprof MoE op_summary": lambda root: profdirs.msprof_collection(
                     root, "prof_op_summary_moe_grouped_matmul_static_2026.csv"),
-                "cluster_analysis_output": lambda root: profdirs.cluster_output(root).parent}
+                "msprof legacy (task_time + hccl timelines)": profdirs.msprof_legacy,
+                "cluster_analysis_output": lambda root: profdirs.cluster_output(root).parent,
+                "msprof collection + real HCCL tasks (msprof_*.json)": msprof_with_hccl,
+                # CONSTRUCTED on real data (tests/test_prof_schedule.py): what the real samples lack
+                "trace + 250 ms silent idle (constructed)": schedule.silent_span_trace,
+                "trace + fusible aten sequences (constructed)": lambda root: schedule.with_ops(root, schedule.sequence(
+                    "pow", "mean", "add", "rsqrt", "mul", "linear", "slice", "silu", "mul",
+                    "Optimizer.step#AdamW.step")),
+                "legacy + matmuls over the slow transfers (constructed)": lambda root: schedule.legacy_with_matmuls(
+                    root, lambda t: t["args"]["bandwidth(GB/s)"] < 14.5),
+                "cluster, two uneven pipeline stages (constructed)": lambda root: schedule.cluster_with_stages(
+                    root, 1.3).parent}
     with tempfile.TemporaryDirectory(prefix="bench_prof_folders_") as tmp:
         for name, make in builders.items():
             root = Path(tmp) / name.replace(" ", "_").replace("(", "").replace(")", "").replace(".", "")
@@ -228,16 +250,18 @@ def compare_folders(peer: Optional[str], mode: str, timeout: float) -> None:
             titles = advisor_problems(theirs[2])
             print(f"  advisor {mode}: {theirs[0]:.2f} s, {theirs[1] / 1024:.0f} MiB, exit {theirs[3]}: "
                   + ("no answer on stdout" if titles is None else (", ".join(titles) or "no problem")))
-            matched = {ADVISOR_TO_PROF.get(title) for title in titles or []}
-            only_ours = [check_id for check_id in our_ids if check_id not in matched]
-            if only_ours and titles is not None:
-                print(f"    npudoctor only: {', '.join(only_ours)}")
             for title in titles or []:
-                check = ADVISOR_TO_PROF.get(title)
-                verdict = ("agree" if check in our_ids else
-                           f"npudoctor does not report {check} ({npudoctor_says(ours[2], check)})") if check \
+                mapped = ADVISOR_TO_PROF.get(title)
+                checks = (mapped,) if isinstance(mapped, str) else tuple(mapped or ())
+                verdict = ("agree" if set(checks) & set(our_ids) else "npudoctor does not report " + "; ".join(
+                    f"{check} ({npudoctor_says(ours[2], check)})" for check in checks)) if checks \
                     else "no npudoctor check of that family"
                 print(f"    {title}: {verdict}")
+            told = {c for mapped in map(ADVISOR_TO_PROF.get, titles or []) if mapped
+                    for c in ((mapped,) if isinstance(mapped, str) else mapped)}
+            for check in our_ids:
+                if check not in told:
+                    print(f"    {check}: npudoctor only")
 
 
 def main() -> None:

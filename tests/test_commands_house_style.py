@@ -233,7 +233,7 @@ def test_prof_github_annotations_end_with_the_verdict(workdir):
     scope = prof_console.verdict_scope(result)
     lines = github.report_document(result.as_report(), "npudoctor prof", 0, scope).splitlines()
     assert lines[0].startswith("::warning title=PROF001 Operators on the AI CPU / host CPU [Cast]::")
-    assert lines[-1] == ("::notice title=npudoctor prof::No problems found in 2 ranks; 5 warnings; 11 checks could "
+    assert lines[-1] == ("::notice title=npudoctor prof::No problems found in 2 ranks; 5 warnings; 15 checks could "
                          "not apply; exit 0")
     assert all("\n" not in line and "%0A" in line for line in lines[:-1])  # the fix on its own line, escaped
 

@@ -381,6 +381,37 @@ PROF_CASES.update({
     "PROF024": ((_msprof, {}), (PIPE, {})),
     "PROF025": ((_msprof, {}), (_msprof, {"fusible_min_repeats": 100})),
 })
+
+
+def _schedule(kind: str):
+    """The timeline and communication families' cases (tests/test_prof_schedule.py builds the same data)."""
+    def build(root: Path) -> None:
+        from tests import profdirs
+        from tests import test_prof_schedule as schedule
+
+        builders = {"silent_idle": schedule.silent_span_trace,
+                    "real_trace": lambda r: schedule.trace_with(r, schedule.real_trace()),
+                    "rms_norm": lambda r: schedule.with_ops(r, schedule.sequence("pow", "mean", "rsqrt", "mul")),
+                    "stack_trace": lambda r: schedule.trace_with(r, schedule.stack_trace()),
+                    "legacy": lambda r: profdirs.msprof_legacy(r),
+                    "cluster": lambda r: profdirs.cluster_output(r),
+                    "stages": lambda r: schedule.cluster_with_stages(r),
+                    "uneven_stages": lambda r: schedule.cluster_with_stages(r, 1.3),
+                    "slow_beside_matmul": lambda r: schedule.legacy_with_matmuls(
+                        r, lambda t: t["args"]["bandwidth(GB/s)"] < 14.5)}
+        builders[kind](root)
+    return build
+
+
+PROF_CASES.update({
+    "PROF030": ((_schedule("silent_idle"), {}), (_schedule("real_trace"), {})),
+    "PROF031": ((_schedule("rms_norm"), {}), (_schedule("stack_trace"), {})),
+    "PROF032": ((_schedule("slow_beside_matmul"), {}), (_schedule("legacy"), {})),
+    "PROF033": ((_schedule("legacy"), {}), (_schedule("legacy"), {"unaligned_warn_share": 0.5})),
+    "PROF034": ((_schedule("cluster"), {"link_min_size_mb": 0, "link_gap_warn_share": 0.005}),
+                (_schedule("cluster"), {"link_min_size_mb": 0})),
+    "PROF035": ((_schedule("uneven_stages"), {}), (_schedule("stages"), {})),
+})
 # IDs that inform and never judge (they always PASS when they apply), and why.
 INFORMATION_ONLY = {"PROF007": "lists the operators taking the most time; the other PROF checks judge"}
 # IDs that cannot judge yet (they always SKIP, saying why), and why.

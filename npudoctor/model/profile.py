@@ -153,6 +153,14 @@ PROFILE_SCHEMA: Dict[str, Field] = {
                                     "cores' busy time = copy-bound"),
     "prof.fusible_min_span_share": Field("number", 0, 1, doc="PROF025: share of the analysed span a "
                                          "host-bound sequence must cover"),
+    "prof.quiet_idle_min_us": Field("number", 1000, 1e12, doc="PROF030: device idle this long is judged"),
+    "prof.quiet_idle_max_calls_per_s": Field("number", 0, 1e9, doc="PROF030: fewer host CANN calls = silent"),
+    "prof.quiet_idle_max_host_share": Field("number", 0, 1, doc="PROF030: host call time share under = silent"),
+    "prof.affinity_min_calls": Field("int", 1, 10 ** 9, doc="PROF031: sequences found before a fused API WARNs"),
+    "prof.contention_drop_warn_share": Field("number", 0, 1, doc="PROF032: SDMA slower beside matmuls by"),
+    "prof.unaligned_warn_share": Field("number", 0, 1, doc="PROF033: unaligned SDMA transfers' time share"),
+    "prof.link_gap_warn_share": Field("number", 0, 10, doc="PROF034: gap between links of a transport / mean"),
+    "prof.pp_stage_gap_warn_share": Field("number", 0, 10, doc="PROF035: gap between pipeline stages / mean"),
     "prof.run_timeout_s": Field("number", 1, 10 ** 7, doc="`prof run`: the profiled command is stopped after"),
     "prof.export_timeout_s": Field("number", 1, 10 ** 6, doc="`prof run`: msprof --export"),
     # The fleet room (site pins, `npudoctor collective`, `onboard`).

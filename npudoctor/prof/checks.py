@@ -687,4 +687,4 @@ def memory_peak(ctx: ProfContext) -> Iterable[Finding]:
 
 
 # The host-side and cluster families register into the same registry (imported last: they use this module).
-from npudoctor.prof import host_checks  # noqa: E402,F401
+from npudoctor.prof import host_checks, schedule_checks  # noqa: E402,F401

@@ -810,6 +810,71 @@ def framework_events(db: ProfileDb, contains: str) -> Iterator[Tuple[str, float,
         yield str(row[0]), _float(row[1]), _float(row[2])
 
 
+def torch_ops(db: ProfileDb, prefixes: Sequence[str]) -> Iterator[Tuple[str, str, float, float]]:
+    """(name, thread, start us, duration us) of PYTORCH_API records whose name starts with one of
+    ``prefixes`` (``aten::``, ``Optimizer.step#``), at most :data:`MAX_EVENT_ROWS`."""
+    if not db.has("pytorch_api", "start_ns", "end_ns", "name"):
+        return
+    name, join = db.text("pytorch_api", "name", "a", "s_name")
+    thread = db.col("pytorch_api", "thread", "a") if db.has("pytorch_api", "thread") else "0"
+    start = db.col("pytorch_api", "start_ns", "a")
+    where = " OR ".join("substr(n, 1, ?) = ?" for _ in prefixes)
+    params: List[Any] = [value for prefix in prefixes for value in (len(prefix), prefix)]
+    sql = (f"SELECT * FROM (SELECT {name} AS n, {thread} AS t, CAST({start} AS REAL) / {NS_PER_US} AS s, "
+           f"(CAST({db.col('pytorch_api', 'end_ns', 'a')} AS REAL) - CAST({start} AS REAL)) / {NS_PER_US} "
+           f"FROM {db.name('pytorch_api')} a{join}) WHERE {where}")
+    for row in db.rows(sql, params):
+        yield str(row[0]), str(row[1]), _float(row[2]), _float(row[3])
+
+
+def transfer_tasks(db: ProfileDb) -> List[Dict[str, Any]]:
+    """The HCCL tasks that move data (COMMUNICATION_TASK_INFO with a size, timed by their TASK row), in the
+    shape of a trace's task ``args`` (transport type, link type, size(Byte)) with start and duration us."""
+    if not (db.has("communication_task_info", "global_task_id", "size_bytes") and
+            db.has("task", "global_task_id", "start_ns", "end_ns")):
+        return []
+
+    def enum(column: str, table: str, alias: str) -> Tuple[str, str]:
+        if not db.has("communication_task_info", column):
+            return "''", ""
+        if not db.has(table, "id", "name"):
+            return f"CAST({db.col('communication_task_info', column, 'c')} AS TEXT)", ""
+        return (f"COALESCE({alias}.{db.col(table, 'name')}, '')", f" LEFT JOIN {db.name(table)} {alias} ON "
+                f"{alias}.{db.col(table, 'id')} = {db.col('communication_task_info', column, 'c')}")
+
+    transport, join_t = enum("transport", "enum_hccl_transport_type", "et")
+    link, join_l = enum("link", "enum_hccl_link_type", "el")
+    start = db.col("task", "start_ns", "t")
+    sql = (f"SELECT {transport}, {link}, {db.col('communication_task_info', 'size_bytes', 'c')}, "
+           f"CAST({start} AS REAL) / {NS_PER_US}, ({db.col('task', 'end_ns', 't')} - {start}) / {NS_PER_US} "
+           f"FROM {db.name('communication_task_info')} c JOIN {db.name('task')} t ON "
+           f"{db.col('task', 'global_task_id', 't')} = {db.col('communication_task_info', 'global_task_id', 'c')}"
+           f"{join_t}{join_l} WHERE {db.col('communication_task_info', 'size_bytes', 'c')} > 0")
+    return [{"transport type": str(a), "link type": str(b), "size(Byte)": size, "start": _float(s), "dur": _float(d)}
+            for a, b, size, s, d in db.rows(sql)]
+
+
+def matmul_tasks(db: ProfileDb) -> List[Tuple[float, float]]:
+    """(start us, duration us) of the compute tasks whose operator type or name holds "matmul" (any case)."""
+    if not (db.has("compute_task_info", "global_task_id") and db.has("task", "global_task_id", "start_ns", "end_ns")
+            and db.has("string_ids", "id", "value")):
+        return []
+    columns = [c for c in ("op_type", "name") if db.has("compute_task_info", c)]
+    ids = [int(row[0]) for row in db.rows(f"SELECT {db.col('string_ids', 'id')} FROM {db.strings()} WHERE "
+                                          f"instr(lower({db.col('string_ids', 'value')}), 'matmul') > 0",
+                                          limit=100_000)]
+    if not ids or not columns:
+        return []
+    marks = ",".join(str(i) for i in ids)   # integers read from the file: no text reaches the SQL
+    where = " OR ".join(f"{db.col('compute_task_info', c, 'ci')} IN ({marks})" for c in columns)
+    start = db.col("task", "start_ns", "t")
+    sql = (f"SELECT CAST({start} AS REAL) / {NS_PER_US}, ({db.col('task', 'end_ns', 't')} - {start}) / {NS_PER_US} "
+           f"FROM {db.name('compute_task_info')} ci JOIN {db.name('task')} t ON "
+           f"{db.col('task', 'global_task_id', 't')} = {db.col('compute_task_info', 'global_task_id', 'ci')} "
+           f"WHERE {where}")
+    return [(_float(a), _float(b)) for a, b in db.rows(sql)]
+
+
 def gc_durations(db: ProfileDb) -> List[float]:
     if not db.has("gc_record", "start_ns", "end_ns"):
         return []
@@ -825,6 +890,89 @@ def aicore_freq(db: ProfileDb) -> List[Tuple[float, float]]:
     sql = (f"SELECT CAST({db.col('aicore_freq', 'timestamp_ns')} AS REAL) / {NS_PER_US}, "
            f"CAST({db.col('aicore_freq', 'freq_mhz')} AS REAL) FROM {db.name('aicore_freq')} ORDER BY 1")
     return [(_float(a), _float(b)) for a, b in db.rows(sql)]
+
+
+IDLE_CANDIDATES = 16        # the longest device gaps found exactly (more may be returned)
+IDLE_BATCH = 32             # runs of empty buckets measured in one aggregate pass
+IDLE_MEASURED_MAX = 256     # runs measured in all (8 passes at most)
+HOST_SPAN_QUERIES = 64     # idle spans whose host calls are looked up (the longest ones)
+
+
+def idle_spans(db: ProfileDb, min_us: float) -> List[Tuple[float, float]]:
+    """(start us, duration us) of the gaps of at least ``min_us`` between one device's tasks in TASK, longest
+    first (the :data:`IDLE_CANDIDATES` longest exactly): the device idle time a trace shows as ``Free``.
+
+    No sort of the table. Buckets of ``min_us / 2`` holding a task start are listed (a DISTINCT, one pass): a
+    gap that long leaves a whole bucket without a start, so only runs of empty buckets can hold one, and a run
+    of c buckets holds at most c + 2 buckets of gap (less when a long task covers it). Aggregate passes then
+    measure the widest runs, :data:`IDLE_BATCH` a pass (the latest end of the tasks started before the run, the
+    first start after it), until the longest gaps found are longer than any the remaining runs could hold."""
+    if not db.has("task", "start_ns", "end_ns") or min_us <= 0:
+        return []
+    start, end = db.col("task", "start_ns"), db.col("task", "end_ns")
+    device = db.col("task", "device_id") if db.has("task", "device_id") else "0"
+    width = float(min_us) * NS_PER_US / 2
+    buckets: Dict[Any, List[int]] = {}
+    for dev, bucket in db.rows(f"SELECT DISTINCT {device}, CAST(CAST({start} AS REAL) / ? AS INTEGER) FROM "
+                               f"{db.name('task')}", [width]):
+        if isinstance(bucket, int):
+            buckets.setdefault(dev, []).append(bucket)
+    runs: List[Tuple[int, Any, int, int]] = []   # (empty buckets, device, last occupied, next occupied)
+    for dev, occupied in buckets.items():
+        occupied.sort()
+        runs.extend((b - a - 1, dev, a, b) for a, b in zip(occupied, occupied[1:]) if b - a > 1)
+    runs.sort(key=lambda run: -run[0])
+    spans: List[Tuple[float, float]] = []
+    for first in range(0, min(len(runs), IDLE_MEASURED_MAX), IDLE_BATCH):
+        spans.extend(_measure_runs(db, runs[first:first + IDLE_BATCH], width, min_us, device, start, end))
+        spans.sort(key=lambda span: -span[1])
+        rest = runs[first + IDLE_BATCH:first + IDLE_BATCH + 1]
+        if not rest or (len(spans) >= IDLE_CANDIDATES and
+                        spans[IDLE_CANDIDATES - 1][1] * NS_PER_US >= (rest[0][0] + 2) * width):
+            break
+    return spans
+
+
+def _measure_runs(db: ProfileDb, runs: Sequence[Tuple[int, Any, int, int]], width: float, min_us: float,
+                  device: str, start: str, end: str) -> List[Tuple[float, float]]:
+    parts: List[str] = []
+    params: List[Any] = []
+    for _, dev, before, after in runs:
+        parts.append(f"MAX(CASE WHEN {device} IS ? AND {start} < ? THEN {end} END)")
+        parts.append(f"MIN(CASE WHEN {device} IS ? AND {start} >= ? THEN {start} END)")
+        params.extend([dev, (before + 1) * width, dev, after * width])
+    row = next(db.rows(f"SELECT {', '.join(parts)} FROM {db.name('task')}", params), ())
+    spans = []
+    for i in range(len(runs)):
+        busy_end, next_start = (row[2 * i], row[2 * i + 1]) if len(row) > 2 * i + 1 else (None, None)
+        if not isinstance(busy_end, (int, float)) or not isinstance(next_start, (int, float)):
+            continue
+        gap = _float(next_start - busy_end) / NS_PER_US   # integers of ns: exact before the division
+        if gap >= min_us:
+            spans.append((_float(busy_end) / NS_PER_US, gap))
+    return spans
+
+
+def host_calls_in(db: ProfileDb, spans: Sequence[Tuple[float, float]]
+                  ) -> Tuple[Optional[Tuple[float, float]], List[Tuple[float, float]]]:
+    """The time the host's CANN API calls cover (first start, last end, us) and (start us, duration us) of the
+    calls that overlap one of ``spans`` (the longest :data:`HOST_SPAN_QUERIES` of them), in one pass each."""
+    if not spans or not db.has("cann_api", "start_ns", "end_ns"):
+        return None, []
+    start, end = db.col("cann_api", "start_ns"), db.col("cann_api", "end_ns")
+    bounds = next(db.rows(f"SELECT MIN(CAST({start} AS REAL)), MAX(CAST({end} AS REAL)) FROM "
+                          f"{db.name('cann_api')}"), (None, None))
+    if bounds[0] is None or bounds[1] is None:
+        return None, []
+    chosen = sorted(spans, key=lambda span: -span[1])[:HOST_SPAN_QUERIES]
+    where = " OR ".join(f"({start} < ? AND {end} > ?)" for _ in chosen)
+    params: List[Any] = []
+    for span_start, duration in chosen:
+        params.extend([(span_start + duration) * NS_PER_US, span_start * NS_PER_US])
+    sql = (f"SELECT CAST({start} AS REAL) / {NS_PER_US}, (CAST({end} AS REAL) - CAST({start} AS REAL)) / "
+           f"{NS_PER_US} FROM {db.name('cann_api')} WHERE {where}")
+    calls = [(_float(a), _float(b)) for a, b in db.rows(sql, params)]
+    return (_float(bounds[0]) / NS_PER_US, _float(bounds[1]) / NS_PER_US), calls
 
 
 def _float(value: Any) -> float:

@@ -12,7 +12,8 @@ from npudoctor.prof.tables import TableError
 CUBE_SPELLINGS = ("cube_utilization(%)", "Cube Utilization(%)")
 
 
-def read_databases(rank: Rank, source: Source, min_task_us: float, bound_ratio: float, steps: int) -> None:
+def read_databases(rank: Rank, source: Source, min_task_us: float, bound_ratio: float, steps: int,
+                   idle_min_us: float) -> None:
     """Fill ``rank`` from the source's profiler .db files (kernel groups, memory, host APIs, host timeline)
     and analysis.db (step trace, link bandwidth). A file that cannot be read is one problem line."""
     import pandas as pd
@@ -48,13 +49,13 @@ def read_databases(rank: Rank, source: Source, min_task_us: float, bound_ratio: 
                 rank.host_apis = database.host_apis(db) or rank.host_apis
                 if not source.environment:  # profiler_metadata.json wins when it is beside the .db
                     source.environment = recorded_environment(database.recorded_environment(db))
-                _read_timeline(db, timeline, SYNC_STREAM, NODE_LAUNCH)
+                _read_timeline(db, timeline, SYNC_STREAM, NODE_LAUNCH, idle_min_us)
                 read.append(path)
         except TableError as exc:
             rank.problems.append(str(exc))
     if read:
         rank.tables_read["db"] = read
-    if not timeline.empty:
+    if not timeline.empty or timeline.idle_measured:
         timeline.sources = list(read)
         rank.timeline = timeline
     groups = _combine(parts)
@@ -72,9 +73,9 @@ def read_databases(rank: Rank, source: Source, min_task_us: float, bound_ratio: 
     _read_analysis(rank, source, steps)
 
 
-def _read_timeline(db: Any, timeline: Any, sync_stream: str, node_launch: str) -> None:
+def _read_timeline(db: Any, timeline: Any, sync_stream: str, node_launch: str, idle_min_us: float) -> None:
     from npudoctor.prof import database
-    from npudoctor.prof.timeline import OP_COMPILE
+    from npudoctor.prof.timeline import OP_COMPILE, TORCH_OP_PREFIXES
 
     for duration in database.gc_durations(db):
         timeline.add_host("GC", "gc", 0.0, duration)
@@ -87,6 +88,34 @@ def _read_timeline(db: Any, timeline: Any, sync_stream: str, node_launch: str) -
         timeline.add_host(name, "", start, duration)
     for start, mhz in database.aicore_freq(db):
         timeline.add_freq(start, mhz)
+    for name, thread, start, duration in database.torch_ops(db, TORCH_OP_PREFIXES):
+        timeline.add_torch_op(name, thread, start, duration)
+    _read_idle(db, timeline, idle_min_us)
+    transfers = database.transfer_tasks(db)
+    for task in transfers:
+        timeline.add_transfer(task, task["start"], task["dur"])
+    if transfers:   # MatMul times matter only beside transfers (PROF032): the join is paid only then
+        for start, duration in database.matmul_tasks(db):
+            timeline.add_matmul(start, duration)
+
+
+def _read_idle(db: Any, timeline: Any, min_us: float) -> None:
+    """Device idle spans of at least ``min_us`` (gaps in TASK) and the host's CANN calls inside them, for
+    PROF030: only the calls overlapping a long span are read, with the time the host calls cover."""
+    from npudoctor.prof import database
+
+    spans = database.idle_spans(db, max(min_us, 1000.0))
+    for start, duration in spans:
+        timeline.add_free(start, duration)
+    if db.has("task", "start_ns", "end_ns"):
+        timeline.idle_measured = True
+        timeline.free_source = "gaps between the device tasks of the .db"
+    bounds, calls = database.host_calls_in(db, spans)
+    if bounds is not None:
+        del timeline.cann_start[:], timeline.cann_dur[:]
+        timeline.host_bounds = bounds
+        for start, duration in calls:
+            timeline.add_cann(start, duration)
 
 
 def _read_analysis(rank: Rank, source: Source, steps: int) -> None:

@@ -41,7 +41,8 @@ def analyze(paths: Sequence[str], profile: Optional[NodeProfile] = None, steps: 
     for number, source in enumerate(sources, 1):
         if progress is not None:
             progress(f"reading {number}/{len(sources)}: {source.label}")
-        ranks.extend(readers.read_source(source, ctx.min_task_us, float(ctx.setting("prof.bound_ratio")), steps))
+        ranks.extend(readers.read_source(source, ctx.min_task_us, float(ctx.setting("prof.bound_ratio")), steps,
+                                         float(ctx.setting("prof.quiet_idle_min_us"))))
     readable = [r for r in ranks if r.tables_read]
     if not readable:
         details = [p for r in ranks for p in r.problems] + problems

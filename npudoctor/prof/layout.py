@@ -41,6 +41,7 @@ PROF_DIR = re.compile(r"^PROF_\d+_\d+_\w+$|^PROF_")
 DEVICE_DIR = re.compile(r"^device_(\d+)$")
 INFO_JSON = re.compile(r"^info\.json(?:\.\d+)?$")
 TIMELINE_TASKS = re.compile(r"^task_time_[\d_]*\.json$")
+HCCL_TIMELINE = re.compile(r"^hccl_[\d_]*\.json$")   # legacy msprof: the HCCL tasks (transfers) of a device
 # Whole-run Chrome traces: read for the device tasks only when no kernel table or task_time timeline is there.
 TRACE_FILE = re.compile(r"^trace_view\.json$|^msprof(?:_\d+)*\.json$")
 RANK_IN_NAME = re.compile(r"^profiler_info_(\d+)\.json$")
@@ -60,12 +61,14 @@ class Source:
     communication: List[str] = field(default_factory=list)       # communication.json files
     timelines: List[str] = field(default_factory=list)           # legacy task_time_*.json
     traces: List[str] = field(default_factory=list)              # trace_view.json / msprof_*.json
+    hccl: List[str] = field(default_factory=list)                # legacy timeline/hccl_*.json
     databases: List[str] = field(default_factory=list)           # profiler .db exports (torch_npu, msprof)
     analysis_dbs: List[str] = field(default_factory=list)        # torch_npu analysis.db
     unused: List[str] = field(default_factory=list)              # files seen that no check reads (listed)
     graphs: List[str] = field(default_factory=list)              # GE graph dumps (ge_proto_*_Build.txt)
     devices: Dict[str, Dict[str, object]] = field(default_factory=dict)  # device id -> info.json facts
     environment: Dict[str, str] = field(default_factory=dict)    # profiler_metadata.json ENV_VARIABLES
+    pp_ranks: List[int] = field(default_factory=list)            # ... its pipeline group's ranks, in stage order
     rank: Optional[int] = None
     problems: List[str] = field(default_factory=list)
 
@@ -217,6 +220,7 @@ def _torch_source(root: str, problems: List[str]) -> Source:
             metadata = _read_json(os.path.join(root, name), problems)
             source.environment = recorded_environment(
                 metadata.get("ENV_VARIABLES") if isinstance(metadata, dict) else None)
+            source.pp_ranks = _pipeline_group(metadata)
         if PROF_DIR.match(name) and _is_dir(os.path.join(root, name)):
             _add_device_info(source, os.path.join(root, name), problems)
     if source.rank is None:
@@ -226,6 +230,30 @@ def _torch_source(root: str, problems: List[str]) -> Source:
     if source.rank is not None:
         source.label = f"rank {source.rank}"
     return source
+
+
+MAX_GROUP = 65_536
+
+
+def _pipeline_group(metadata: object) -> List[int]:
+    """The global ranks of the profiled rank's pipeline-parallel group, in stage order (profiler_metadata.json
+    ``parallel_group_info``: the group named ``pp`` holding ``distributed_args.rank``); [] when not there."""
+    if not isinstance(metadata, dict):
+        return []
+    args = metadata.get("distributed_args")
+    rank = args.get("rank") if isinstance(args, dict) else None
+    groups = metadata.get("parallel_group_info")
+    if not isinstance(rank, int) or isinstance(rank, bool) or not isinstance(groups, dict):
+        return []
+    for group in list(groups.values())[:4096]:
+        if not isinstance(group, dict) or group.get("group_name") != "pp":
+            continue
+        members = group.get("global_ranks")
+        if isinstance(members, list) and len(members) <= MAX_GROUP:
+            ranks = [m for m in members if isinstance(m, int) and not isinstance(m, bool)]
+            if rank in ranks and len(ranks) == len(members):
+                return ranks
+    return []
 
 
 def _msprof_source(prof_dir: str, problems: List[str]) -> Source:
@@ -270,6 +298,7 @@ def _legacy_sources(prof_dir: str, problems: List[str]) -> List[Source]:
             names = _listdir(timeline, problems)
             source.timelines = [os.path.join(timeline, n) for n in names if TIMELINE_TASKS.match(n)]
             source.traces = [os.path.join(timeline, n) for n in names if TRACE_FILE.match(n)]
+            source.hccl = [os.path.join(timeline, n) for n in names if HCCL_TIMELINE.match(n)]
         _add_device_info(source, prof_dir, problems)
         source.devices = {k: v for k, v in source.devices.items() if k == match.group(1)}
         rank = source.devices.get(match.group(1), {}).get("rank_id")

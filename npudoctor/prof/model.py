@@ -38,6 +38,7 @@ class Rank:
     problems: List[str] = field(default_factory=list)
     unused: List[str] = field(default_factory=list)  # files seen and not read (listed in the output)
     timeline: Any = None                 # HostTimeline: host-side events (trace_view.json or the .db)
+    pp_stages: Any = None                # DataFrame of cluster_step_trace_time's Type=stage rows (PROF035)
 
     def core_count(self) -> Any:
         return self.source.core_count(self.device or None)

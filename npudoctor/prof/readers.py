@@ -11,8 +11,10 @@ from npudoctor.prof.model import Rank
 from npudoctor.prof.tables import ReadNotes, TableError, iter_frames, open_table, read_small
 
 
-def read_source(source: Source, min_task_us: float, bound_ratio: float, steps: int) -> List[Rank]:
-    """``min_task_us`` and ``bound_ratio``: the profile's ``prof.min_task_us`` and ``prof.bound_ratio``."""
+def read_source(source: Source, min_task_us: float, bound_ratio: float, steps: int,
+                idle_min_us: float) -> List[Rank]:
+    """``min_task_us``, ``bound_ratio`` and ``idle_min_us``: the profile's ``prof.min_task_us``,
+    ``prof.bound_ratio`` and ``prof.quiet_idle_min_us`` (the device gaps a .db is searched for)."""
     from npudoctor.prof import kernels
 
     base = Rank(label=source.label, source=source, problems=list(source.problems),
@@ -22,7 +24,7 @@ def read_source(source: Source, min_task_us: float, bound_ratio: float, steps: i
     if source.databases and not text_kernels:
         from npudoctor.prof.dbreader import read_databases
 
-        read_databases(base, source, min_task_us, bound_ratio, steps)
+        read_databases(base, source, min_task_us, bound_ratio, steps, idle_min_us)
         return _split_devices(base) if base.kernel is not None else [base]
     base.unused.extend(source.databases + source.analysis_dbs)  # the text tables of the same run are read
     if "kernel_details" in source.tables:
@@ -50,6 +52,15 @@ def read_source(source: Source, min_task_us: float, bound_ratio: float, steps: i
         base.problems.extend(trace_problems)
     if base.timeline is not None and base.timeline.sources:
         base.tables_read.setdefault("trace_view", list(base.timeline.sources))
+    if source.hccl:  # legacy msprof: the HCCL transfer tasks are in their own timeline file
+        from npudoctor.prof.timeline import HostTimeline, read_events
+
+        hccl, _, hccl_problems = read_events(source.hccl)
+        base.problems.extend(hccl_problems)
+        if hccl.transfers:
+            base.timeline = base.timeline if base.timeline is not None else HostTimeline()
+            base.timeline.transfers.extend(hccl.transfers)
+            base.tables_read["hccl"] = list(hccl.sources)
     _read_step_trace(base, source, steps)
     _read_memory(base, source)
     _read_communication(base, source)
@@ -77,7 +88,8 @@ def _split_cluster(base: Rank) -> List[Rank]:
     ranks = []
     for index, part in table.groupby(table["row_index"].astype(str), sort=False):
         rank = Rank(label=f"rank {index}", source=base.source, tables_read=dict(base.tables_read),
-                    step_trace=part, problems=list(base.problems), unused=list(base.unused))
+                    step_trace=part, problems=list(base.problems), unused=list(base.unused),
+                    pp_stages=base.pp_stages)
         rank.links = [link for link in base.links if link["path"] and link["path"][-1] == index]
         ranks.append(rank)
     return sorted(ranks, key=lambda r: (len(r.label), r.label))
@@ -147,6 +159,7 @@ def _read_step_trace(rank: Rank, source: Source, steps: int) -> None:
     cmap = column_map("step_trace_time")
     numeric = [c for c in cmap.spellings if c.endswith("_us")]
     frames = []
+    stages = []
     for path in paths:
         try:
             _resolved, frame = read_small(path, cmap, list(cmap.spellings), numeric, rank.problems)
@@ -154,11 +167,16 @@ def _read_step_trace(rank: Rank, source: Source, steps: int) -> None:
             rank.problems.append(str(exc))
             continue
         if "row_type" in frame.columns:  # msprof-analyze cluster_step_trace_time: one row per rank or stage
-            frame = frame[frame["row_type"].astype(str).str.lower() == "rank"]
+            kind = frame["row_type"].astype(str).str.lower()
+            stages.append(frame[kind == "stage"])
+            frame = frame[kind == "rank"]
         frames.append(frame)
     if not frames:
         return
     import pandas as pd
+
+    if any(len(part) for part in stages):
+        rank.pp_stages = last_steps_of_trace(pd.concat(stages, ignore_index=True), steps)
 
     rank.step_trace = last_steps_of_trace(pd.concat(frames, ignore_index=True), steps)
     rank.tables_read["step_trace_time"] = list(paths)
