@@ -107,7 +107,8 @@ def rulebook(rules_files: Sequence[str] = ()) -> List[Spec]:
         rules = load_rules(tuple(rules_files))
     except RulesError as exc:
         raise UsageError(str(exc)) from None
-    return [*ordered_specs(), *book.specs("prof"), *book.specs("collective"), *rule_specs(rules)]
+    return [*ordered_specs(), *book.specs("prof", by_id=True), *book.specs("collective", by_id=True),
+            *rule_specs(rules)]
 
 
 def find_check(check_id: str, rules_files: Sequence[str] = ()) -> Optional[Spec]:

@@ -110,9 +110,15 @@ def find(check_id: str, extra: Iterable[Spec] = ()) -> Optional[Spec]:
     return None
 
 
-def specs(room: Optional[str] = None) -> List[Spec]:
-    """The registered specs (of ``room``), in registration order."""
-    return [spec for spec in REGISTRY.values() if room is None or spec.room == room]
+def specs(room: Optional[str] = None, by_id: bool = False) -> List[Spec]:
+    """The registered specs (of ``room``), in registration order, or in ID order with ``by_id``.
+
+    A room whose checks register from several modules (prof: checks, host_checks, compute_checks,
+    schedule_checks) registers in whatever order those modules were first imported; its reports and listings
+    ask ``by_id`` so that PROF022 never follows PROF030 because a test imported one module first.
+    """
+    chosen = [spec for spec in REGISTRY.values() if room is None or spec.room == room]
+    return sorted(chosen, key=lambda spec: spec.id) if by_id else chosen
 
 
 def crash_detail(exc: BaseException) -> str:

@@ -75,7 +75,7 @@ def _finding(check_id: str, status: Status, subject: str = "", detail: str = "",
 
 def run_all(ctx: ProfContext) -> List[Finding]:
     findings: List[Finding] = []
-    for check in rulebook.specs("prof"):
+    for check in rulebook.specs("prof", by_id=True):
         try:
             findings.extend(check.func(ctx) if check.func is not None else ())
         except Exception as exc:  # a broken check is an ERROR finding, never a lost report
