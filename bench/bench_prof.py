@@ -17,8 +17,10 @@ msprof-analyze``). Prints both figures, the ratio, and whether the AI CPU operat
     python bench/bench_prof.py --folders             # whole sample folders, text and .db, problem by problem
 
 ``--db`` builds the same rows as ``ascend_pytorch_profiler_0.db`` (the schema of tests/profdb.py) and times
-npudoctor on it against its CSV. ``--folders`` runs both tools on the folders the tests build from real
-samples (a torch_npu rank as text and as .db, an msprof collection, msprof-analyze's cluster output) and
+npudoctor on it against its CSV, ``--repeat`` turns (default 3) taking turns so both see the same load.
+``--folders`` runs both tools on the folders the tests build from real
+samples (a torch_npu rank as text and as .db, the real msinsight job as .db and as text, an msprof collection,
+msprof-analyze's cluster output) and
 lists, per folder, the problems each reports and which agree. ``--advisor`` picks the advisor's mode
 (``all``, as the issue asks, or ``computation``).
 """
@@ -106,9 +108,11 @@ ADVISOR_TO_PROF: Dict[str, Any] = {
                    "GC Analysis": "PROF013", "SyncBatchNorm Issues": "PROF014", "Synchronize Stream Issues": "PROF015",
                    "AI Core Frequency Issues": "PROF016", "Packet Analysis": "PROF017", "Slow Rank": "PROF018",
                    "Slow Link": ("PROF010", "PROF034"), "Memory Operator Issues": "PROF011",
-                   "Environment Variable Issues": "PROF019", "Conjectured Gc": "PROF030",
-                   "Affinity API Issues": "PROF031", "Bandwidth Contention Analysis": "PROF032",
-                   "Byte Alignment Analysis": "PROF033"}
+                   "Environment Variable Issues": "PROF019", "Cube Operator Perf Analysis": "PROF022",
+                   "FA Operator Perf Analysis": "PROF023", "Vector Operator Perf Analysis": "PROF024",
+                   "Fusible Operator Analysis": "PROF025", "Fusion Issues": "PROF026",
+                   "Conjectured Gc": "PROF030", "Affinity API Issues": "PROF031",
+                   "Bandwidth Contention Analysis": "PROF032", "Byte Alignment Analysis": "PROF033"}
 
 
 def advisor_problems(stdout: str) -> Optional[List[str]]:
@@ -123,6 +127,20 @@ def advisor_problems(stdout: str) -> Optional[List[str]]:
 def npudoctor_problems(stdout: str) -> List[str]:
     doc = json.loads(stdout)
     return sorted({f["id"] for f in doc["findings"] if f["status"] in ("warn", "fail")})
+
+
+def npudoctor_says(stdout: str, check_id: str) -> str:
+    """What npudoctor's JSON says for ``check_id`` (its verdicts and first detail): the reason of a
+    disagreement, from our side."""
+    try:
+        doc = json.loads(stdout)
+    except ValueError:
+        return "no JSON answer"
+    findings = [f for f in doc.get("findings", []) if f["id"] == check_id]
+    if not findings:
+        return f"no {check_id} finding"
+    detail = str(findings[0].get("detail", ""))
+    return f"{'/'.join(sorted({f['status'] for f in findings}))}: {detail[:150]}"
 
 
 def npudoctor_aicpu(stdout: str) -> Set[str]:
@@ -174,6 +192,13 @@ def run_advisor(peer: str, folder: Path, mode: str, timeout: float) -> Tuple[flo
                  cwd=out_dir)
 
 
+def real_job(root: Path, kind: str) -> Path:
+    """The real torch_npu job of tests/data/samples/prof_db (Ascend/msinsight), exported as .db or as text."""
+    folder = root / "rank0_ascend_pt"
+    shutil.copytree(REPO / "tests" / "data" / "samples" / "prof_db" / f"level1_rank0_{kind}", folder)
+    return root
+
+
 def compare_folders(peer: Optional[str], mode: str, timeout: float) -> None:
     """Both tools on the folders the tests build from real samples: problems, agreements, time, memory."""
     sys.path.insert(0, str(REPO))
@@ -192,7 +217,11 @@ def compare_folders(peer: Optional[str], mode: str, timeout: float) -> None:
                     root, rank=0, kernel=TABLES["pipeutil"]),
                 "torch_npu pipeutil (.db)": lambda root: profdb.torch_npu_db_rank(root, rank=0,
                                                                                   kernel=TABLES["pipeutil"]),
+                "real job msinsight level1 (.db)": lambda root: real_job(root, "db"),
+                "real job msinsight level1 (text, another run)": lambda root: real_job(root, "text"),
                 "msprof collection": profdirs.msprof_collection,
+                "msprof MoE op_summary": lambda root: profdirs.msprof_collection(
+                    root, "prof_op_summary_moe_grouped_matmul_static_2026.csv"),
                 "msprof legacy (task_time + hccl timelines)": profdirs.msprof_legacy,
                 "cluster_analysis_output": lambda root: profdirs.cluster_output(root).parent,
                 "msprof collection + real HCCL tasks (msprof_*.json)": msprof_with_hccl,
@@ -221,11 +250,16 @@ def compare_folders(peer: Optional[str], mode: str, timeout: float) -> None:
             titles = advisor_problems(theirs[2])
             print(f"  advisor {mode}: {theirs[0]:.2f} s, {theirs[1] / 1024:.0f} MiB, exit {theirs[3]}: "
                   + ("no answer on stdout" if titles is None else (", ".join(titles) or "no problem")))
+            matched = {ADVISOR_TO_PROF.get(title) for title in titles or []}
+            only_ours = [check_id for check_id in our_ids if check_id not in matched]
+            if only_ours and titles is not None:
+                print(f"    npudoctor only: {', '.join(only_ours)}")
             for title in titles or []:
                 mapped = ADVISOR_TO_PROF.get(title)
                 checks = (mapped,) if isinstance(mapped, str) else tuple(mapped or ())
-                verdict = ("agree" if set(checks) & set(our_ids) else f"npudoctor does not report "
-                           f"{' / '.join(checks)}") if checks else "no npudoctor check of that family"
+                verdict = ("agree" if set(checks) & set(our_ids) else
+                           f"npudoctor does not report {' / '.join(checks)} ({npudoctor_says(ours[2], checks[0])})") \
+                    if checks else "no npudoctor check of that family"
                 print(f"    {title}: {verdict}")
             told = {c for mapped in map(ADVISOR_TO_PROF.get, titles or []) if mapped
                     for c in ((mapped,) if isinstance(mapped, str) else mapped)}
@@ -242,6 +276,7 @@ def main() -> None:
     parser.add_argument("--peer-timeout", type=float, default=1800.0)
     parser.add_argument("--advisor", choices=("all", "computation"), default="all")
     parser.add_argument("--db", action="store_true", help="also time the same rows as a .db export")
+    parser.add_argument("--repeat", type=int, default=3, help="with --db: CSV/.db turns (interleaved)")
     parser.add_argument("--no-peer", action="store_true", help="npudoctor only (the advisor takes minutes)")
     parser.add_argument("--folders", action="store_true", help="whole sample folders instead of one big table")
     args = parser.parse_args()
@@ -260,13 +295,23 @@ def main() -> None:
         if args.db:
             db_pt = build_db(folder / "db", args.table, args.rows)
             db_file = db_pt / "ASCEND_PROFILER_OUTPUT" / "ascend_pytorch_profiler_0.db"
+            if hasattr(os, "sync"):
+                os.sync()  # the fresh file's pages written out first: the turns time reading, not writeback
             print(f"ascend_pytorch_profiler_0.db: the same {args.rows:,} rows, "
                   f"{db_file.stat().st_size / 2**20:.0f} MiB")
-            db_run = timed([sys.executable, "-m", "npudoctor", "prof", "analyze", str(db_pt), "--format", "json"],
-                           600)
-            print(f"npudoctor prof analyze (.db): {db_run[0]:7.2f} s  peak RSS {db_run[1] / 1024:7.0f} MiB "
-                  f"({db_run[0] / ours[0]:.2f}x the CSV's time); problems "
-                  f"{npudoctor_problems(db_run[2])} vs CSV {npudoctor_problems(ours[2])}")
+            ratios = []
+            for turn in range(max(1, args.repeat)):  # CSV and .db taking turns, so both see the same load
+                csv_run = ours if turn == 0 else timed(
+                    [sys.executable, "-m", "npudoctor", "prof", "analyze", str(pt), "--format", "json"], 600)
+                db_run = timed([sys.executable, "-m", "npudoctor", "prof", "analyze", str(db_pt), "--format", "json"],
+                               600)
+                ratios.append(db_run[0] / csv_run[0])
+                print(f"  turn {turn + 1}: CSV {csv_run[0]:6.2f} s {csv_run[1] / 1024:5.0f} MiB | "
+                      f".db {db_run[0]:6.2f} s {db_run[1] / 1024:5.0f} MiB | .db/CSV {ratios[-1]:.2f}; problems "
+                      f"{npudoctor_problems(db_run[2])} vs CSV {npudoctor_problems(csv_run[2])}")
+            ratios.sort()
+            print(f"npudoctor .db / CSV time: median {ratios[len(ratios) // 2]:.2f}, best {ratios[0]:.2f}, "
+                  f"worst {ratios[-1]:.2f} over {len(ratios)} turn(s)")
         if peer is None:
             print("msprof-analyze not installed: no peer figures (see the docstring to install it)")
             return

@@ -46,11 +46,11 @@ def torch_npu_rank(root: Path, rank: Optional[int], kernel: str = "prof_kernel_d
     return pt
 
 
-def msprof_collection(root: Path) -> Path:
+def msprof_collection(root: Path, op_summary: str = "prof_op_summary_pipeutil_aiv_slice_2026.csv") -> Path:
     """CANN 8.x ``PROF_*/{device_0/info.json.0, mindstudio_profiler_output/<table>_<ts>.csv}``."""
     prof = root / PROF
     put(prof / "mindstudio_profiler_output", {
-        f"op_summary_{TS}.csv": "prof_op_summary_pipeutil_aiv_slice_2026.csv",
+        f"op_summary_{TS}.csv": op_summary,
         f"task_time_{TS}.csv": "prof_task_time_csv_2026.csv",
         f"api_statistic_{TS}.csv": "prof_api_statistic_2026.csv"})
     put(prof / "device_0", {"info.json.0": "prof_msprof_device_info_json_910.json",

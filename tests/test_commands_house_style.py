@@ -21,7 +21,7 @@ import pytest
 from npudoctor import api
 from npudoctor.cli import main
 from npudoctor.prof.engine import analyze
-from npudoctor.report import console, prof_console, prof_github, train_console
+from npudoctor.report import console, github, prof_console, train_console
 from npudoctor.report.github import annotation, escape_property
 from npudoctor.report.progress import Progress
 from npudoctor.workload import leak, memlog
@@ -167,7 +167,7 @@ def test_machine_formats_are_the_same_bytes_on_a_terminal(workdir, args):
 
 
 def test_prof_json_on_an_ascii_stdout_keeps_its_data(workdir):
-    utf8 = npudoctor("prof", "analyze", "prof", "--format", "json", cwd=workdir)
+    utf8 = cli_runner().invoke(main, ["prof", "analyze", "prof", "--format", "json"])  # the reference, in process
     ascii_out = npudoctor("prof", "analyze", "prof", "--format", "json", env={"PYTHONIOENCODING": "ascii"},
                           cwd=workdir)
     assert json.loads(ascii_out.stdout.decode("ascii")) == json.loads(utf8.stdout)
@@ -230,9 +230,10 @@ def test_list_checks_lists_every_id_explain_knows():
 
 def test_prof_github_annotations_end_with_the_verdict(workdir):
     result = analyze(["prof"], api.load_profile())
-    lines = prof_github.render(result, exit_code=0).splitlines()
+    scope = prof_console.verdict_scope(result)
+    lines = github.report_document(result.as_report(), "npudoctor prof", 0, scope).splitlines()
     assert lines[0].startswith("::warning title=PROF001 Operators on the AI CPU / host CPU [Cast]::")
-    assert lines[-1] == ("::notice title=npudoctor prof::No problems found in 2 ranks; 5 warnings; 12 checks could "
+    assert lines[-1] == ("::notice title=npudoctor prof::No problems found in 2 ranks; 5 warnings; 15 checks could "
                          "not apply; exit 0")
     assert all("\n" not in line and "%0A" in line for line in lines[:-1])  # the fix on its own line, escaped
 

@@ -101,6 +101,8 @@ def test_training_lines_show_the_step_and_the_leak_verdict():
     assert leaking[1].startswith("step 79  step time 300 ms  data wait 10%  loss 1.0000")
     verdict_line = next(line for line in leaking if line.startswith("LEAK"))
     assert "+32.0 MiB/step" in verdict_line and "out of memory at step" in verdict_line
+    # the dashboard says the leak verdict's confidence as `leak analyze` does (it said "100%" for >99.9%)
+    assert "confidence >99.9%" in verdict_line and "confidence >99.9%" in _view(_records(32 << 20)).verdict.summary
     clean = [text for text, _style in views.training_lines(_view(_records(0)))]
     assert any(line.startswith("no leak") for line in clean)
     assert all(len(line) <= 80 for line in clean)

@@ -13,6 +13,7 @@ import pytest
 
 from npudoctor.cli import main
 from npudoctor.fleet import demo, view
+from npudoctor.model.inputs import NAMED_LINK, WALKED_LINK
 from tests.clirunner import cli_runner
 
 
@@ -65,9 +66,28 @@ def test_hostile_inputs_are_listed_never_read_whole(tmp_path, documents):
     result = view.build([str(tmp_path)])
     assert [node.name for node in result.nodes] == ["good"]
     reasons = {os.path.basename(path): reason for path, reason in result.errors}
-    assert reasons["fifo.json"].startswith("not a regular file") and reasons["zero.json"].startswith("not a regular")
+    assert reasons["fifo.json"].startswith("not a regular file") and reasons["zero.json"] == WALKED_LINK
     assert reasons["huge.json"].startswith("larger than") and reasons["binary.json"].startswith("not JSON")
     assert "npudoctor.logs/1" in reasons["other.json"] and reasons["broken.tar.gz"].startswith("not a readable")
+
+
+def test_links_are_never_read_named_or_met_in_the_walk(tmp_path, documents):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    write_report(elsewhere / "secret.json", documents["unbound-device"], hostname="elsewhere")
+    (elsewhere / "bundle").mkdir()  # a bundle folder (manifest.json inside) met through a link
+    (elsewhere / "bundle" / "manifest.json").write_text("{}")
+    folder = tmp_path / "reports"
+    folder.mkdir()
+    write_report(folder / "good.json", documents["healthy"], hostname="good")
+    (folder / "linked.json").symlink_to(elsewhere / "secret.json")
+    (folder / "linked-bundle").symlink_to(elsewhere / "bundle")
+    (tmp_path / "named.json").symlink_to(elsewhere / "secret.json")
+    result = view.build([str(folder), str(tmp_path / "named.json")])
+    assert [node.name for node in result.nodes] == ["good"]
+    assert sorted(result.errors) == sorted([(str(folder / "linked.json"), WALKED_LINK),
+                                            (str(folder / "linked-bundle"), WALKED_LINK),
+                                            (str(tmp_path / "named.json"), NAMED_LINK)])
 
 
 def test_a_node_reported_twice_counts_once_by_its_newest_report(tmp_path, documents):
@@ -77,6 +97,25 @@ def test_a_node_reported_twice_counts_once_by_its_newest_report(tmp_path, docume
     write_report(tmp_path / "1.json", old, hostname="n1")
     result = view.build([str(tmp_path)])
     assert len(result.nodes) == 1 and result.nodes[0].verdict == "ok" and result.reports_read == 2
+
+
+def test_names_that_only_read_alike_once_cleaned_stay_two_nodes(tmp_path, documents):
+    # Two hosts whose names differ only by a secret (redacted to the same text) or a control character: two
+    # nodes, each named with its report; the same written name twice is still one node.
+    write_report(tmp_path / "a.json", documents["healthy"], hostname="AKIAIOSFODNN7EXAMPLE-gpu")
+    write_report(tmp_path / "b.json", documents["unbound-device"], hostname="AKIAIOSFODNN7EXAMPLF-gpu")
+    write_report(tmp_path / "c.json", documents["healthy"], hostname="node\x1b[31m1")
+    write_report(tmp_path / "d.json", documents["healthy"], hostname="node1", driver="24.1.0")
+    write_report(tmp_path / "e.json", documents["healthy"], hostname="node1", driver="24.1.0")
+    result = view.build([str(tmp_path)])
+    names = {node.name: node.verdict for node in result.nodes}
+    assert names == {f"<redacted>-gpu ({tmp_path / 'a.json'})": "ok", f"<redacted>-gpu ({tmp_path / 'b.json'})": "fail",
+                     f"node1 ({tmp_path / 'c.json'})": "ok", f"node1 ({tmp_path / 'e.json'})": "ok"}, names
+    assert result.reports_read == 5
+    document = json.dumps(view.to_dict(result))
+    assert "AKIAIOSFODNN7EXAMPL" not in document and "\\u001b" not in document
+    (drift,) = [d for d in result.drift() if d.field == "driver"]
+    assert (drift.majority_count, drift.others) == (3, [("24.1.0", [f"node1 ({tmp_path / 'e.json'})"])])
 
 
 def test_cli_formats_and_exit_codes(tmp_path, documents):

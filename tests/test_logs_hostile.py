@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from npudoctor.cli import main
+from npudoctor.model.inputs import NAMED_LINK, WALKED_LINK
 from tests.bounded import run_npudoctor
 from tests.clirunner import cli_runner
 
@@ -48,7 +49,7 @@ def hostile_dir(tmp_path):
     return folder
 
 
-def test_logs_scan_skips_fifos_devices_and_links_out_of_the_folder(hostile_dir) -> None:
+def test_logs_scan_skips_fifos_devices_and_links_met_in_the_folder(hostile_dir) -> None:
     code, out, err, seconds, rss = run_child(["logs", "scan", str(hostile_dir), "--format", "json"])
     assert code == 1, err
     assert seconds < 10 and rss < 200
@@ -56,8 +57,8 @@ def test_logs_scan_skips_fifos_devices_and_links_out_of_the_folder(hostile_dir) 
     assert [os.path.basename(f["path"]) for f in doc["files"]] == ["plog-1_20250101000000000.log"]
     skipped = {os.path.basename(s["path"]): s["reason"] for s in doc["skipped"]}
     assert skipped == {"plog-2_20250101000000001.log": "not a regular file (fifo)",
-                       "plog-3_20250101000000002.log": "symlink out of the scanned folder",
-                       "plog-4_20250101000000003.log": "symlink out of the scanned folder"}
+                       "plog-3_20250101000000002.log": WALKED_LINK,
+                       "plog-4_20250101000000003.log": WALKED_LINK}
     assert "hunter2" not in out
 
 
@@ -88,6 +89,24 @@ def test_check_logs_skips_fifos_and_dev_zero(tmp_path) -> None:
     assert scan["files_scanned"] == ["/logs/plog/plog-1_20250101000000000.log"]
     assert any("plog-2" in s and "not a regular file" in s for s in scan["skipped"])
     assert any("plog-3" in s for s in scan["skipped"])
+
+
+def test_check_logs_refuses_a_linked_root_and_skips_a_linked_plog_folder(tmp_path) -> None:
+    root = tmp_path / "root"
+    elsewhere = root / "elsewhere" / "plog"
+    elsewhere.mkdir(parents=True)
+    (elsewhere / "plog-1_20250101000000000.log").write_bytes(ERROR_LINE)
+    (root / "logs").mkdir()
+    (root / "logs" / "plog").symlink_to("/elsewhere/plog")  # a folder of the walk that is a link
+    (root / "linked").symlink_to("/elsewhere")  # the folder named with --logs is a link
+    for named, said in (("/logs", f"/logs/plog: {WALKED_LINK}"), ("/linked", f"/linked: {NAMED_LINK}")):
+        code, out, err, _, _ = run_child(["check", "--root", str(root), "--logs", named, "--only", "LOG001",
+                                          "--format", "json"])
+        assert code in (0, 1, 2) and "Traceback" not in err, err
+        (finding,) = [f for f in json.loads(out)["findings"] if f["id"] == "LOG001"]
+        scan = finding["evidence"].get("scan", finding["evidence"])
+        assert said in scan["skipped"] + scan["problems"], finding
+        assert "507011" not in finding["detail"], finding
 
 
 @pytest.mark.parametrize("kind", ["dev-zero", "fifo", "huge"])

@@ -68,7 +68,7 @@ def inputs(tmp_path_factory) -> Dict[str, List[str]]:
             "leak analyze": ["leak", "analyze", str(sample_path(MEMLOG))], "fleet": ["fleet", str(reports)]}
 
 
-def _read_back(fmt: str, text: str) -> None:
+def _read_back(fmt: str, text: str, exit_code: int = 0) -> None:
     if fmt == "json":
         document = json.loads(text)
         assert isinstance(document, list) or document.get("schema", "").startswith("npudoctor.") or "verdict" in \
@@ -76,8 +76,11 @@ def _read_back(fmt: str, text: str) -> None:
     elif fmt == "junit":
         root = ET.fromstring(text)
         assert root.tag == "testsuites" and list(root.iter("testcase"))
-    elif fmt == "github":
-        assert text.strip() and all(line.startswith("::") for line in text.splitlines() if line.strip())
+    elif fmt == "github":  # the one writer: annotations, then the command's verdict with its exit code
+        lines = text.splitlines()
+        assert lines and all(line.startswith("::") for line in lines)
+        level = "error" if exit_code else "notice"
+        assert lines[-1].startswith(f"::{level} title=npudoctor ") and lines[-1].endswith(f"; exit {exit_code}")
     elif fmt == "prometheus":
         assert "# TYPE npudoctor_" in text and all(line.startswith(("#", "npudoctor_")) for line in text.splitlines())
     elif fmt == "npd":
@@ -103,4 +106,39 @@ def test_every_command_through_every_format_it_offers(inputs, command, fmt):
     args = inputs[command]
     result = cli_runner().invoke(main, [*args, "--format", fmt])
     assert result.exit_code in (0, 1), (result.exit_code, result.stderr[-500:])
-    _read_back(fmt, result.stdout)
+    _read_back(fmt, result.stdout, result.exit_code)
+
+
+SECRET = "hf_abcdefghijklmnopqrstuvwxyz0123456789"
+HOSTILE = f" --hf_token={SECRET}\x1b]52;c;aGk=\x07\x1b[2J"
+
+
+@pytest.fixture(scope="module")
+def hostile_inputs(tmp_path_factory) -> Dict[str, List[str]]:
+    """The node's text with a secret and terminal escapes where each command reads it: a driver version file
+    (check: a finding's detail and the inventory), a plog line (logs scan: the cause, its sample), an operator
+    type in the kernel table (prof: PROF001's subject and the JSON's operator lists)."""
+    from tests import profdirs
+
+    tmp_path = tmp_path_factory.mktemp("hostile")
+    kernels = profdirs.torch_npu_rank(tmp_path / "prof", rank=0) / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv"
+    kernels.write_text(kernels.read_text(encoding="utf-8").replace("Cast", f"Cast{HOSTILE}"), encoding="utf-8")
+    driver = tmp_path / "root" / "usr" / "local" / "Ascend" / "driver"
+    driver.mkdir(parents=True)
+    (driver / "version.info").write_text(f"Version=23.0.7{HOSTILE}\n", encoding="utf-8")
+    line = sample_path(PLOG).read_text(encoding="utf-8").splitlines()[-1]
+    (tmp_path / "plog-1.log").write_text(line.replace("_high", f"_high{HOSTILE}") + "\n", encoding="utf-8")
+    return {"check": ["check", "--root", str(tmp_path / "root")], "logs scan": ["logs", "scan", str(tmp_path)],
+            "prof analyze": ["prof", "analyze", str(tmp_path / "prof")]}
+
+
+@pytest.mark.parametrize("command, fmt", [pair for pair in offered()
+                                          if pair[0] in ("check", "logs scan", "prof analyze")])
+def test_every_format_cleans_the_nodes_text_alike(hostile_inputs, command, fmt):
+    """One policy for someone else's text in every format: redacted and without control characters (JSON
+    escapes would carry them as data: \\u001b is refused too), then the format's own escaping."""
+    result = cli_runner().invoke(main, [*hostile_inputs[command], "--format", fmt])
+    assert result.exit_code in (0, 1, 2), (result.exit_code, result.stderr[-500:])
+    assert fmt == "npd" or any(planted in result.stdout for planted in ("23.0.7", "Add_ee98c66280", "Cast"))
+    for unwanted in (SECRET, "\x1b", "\x07", "\\u001b", "\\u0007", "\\x1b", "52;c;"):
+        assert unwanted not in result.stdout, (unwanted, result.stdout[:800])

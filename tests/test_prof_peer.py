@@ -68,3 +68,74 @@ def test_aicpu_operators_agree_with_msprof_analyze_advisor(tmp_path: Path, build
     assert theirs is not None, answer.stdout[-2000:] + answer.stderr[-2000:]
     ours = {f.subject for f in analyze([str(folder)]).findings if f.id == "PROF001" and f.status.value != "pass"}
     assert ours == theirs
+
+
+def advisor_report(peer_path: str, folder: Path, out: Path, mode: str) -> str:
+    """The advisor's answer: its ``--agent`` JSON line, then the text of the HTML report it wrote."""
+    import html
+    import re
+
+    out.mkdir()
+    answer = subprocess.run([peer_path, "advisor", mode, "-d", str(folder), "-o", str(out), "-l", "en"], cwd=out,
+                            capture_output=True, text=True, timeout=300)
+    pages = list(out.glob("mstt_advisor_*.html"))
+    assert pages, answer.stdout[-2000:] + answer.stderr[-2000:]
+    text = re.sub(r"<script.*?</script>|<style.*?</style>", " ", pages[0].read_text(), flags=re.S)
+    return re.sub(r"\s+", " ", html.unescape(re.sub(r"<[^>]+>", " ", text)))
+
+
+@pytest.mark.skipif(peer() is None, reason="msprof-analyze is not installed")
+def test_the_advisor_calls_a_mac_bound_matmul_room_for_optimisation(tmp_path: Path) -> None:
+    """Its cube rule compares aic_mac_ratio with the mte2 bar (0.95): MatMulV3 rows changed to mac 0.9, mte2
+    0.5 are "performance optimization operators" there; PROF022 calls them mac-bound (efficient)."""
+    from tests.test_prof_compute import by_name, pipe_rank
+
+    def mac_bound(rows: Any) -> Any:
+        for row in rows:
+            if row["Name"] == "aclnnMatmul_MatMulV3Common_MatMulV3":
+                row["aic_mac_ratio"], row["aic_mte2_ratio"] = "0.9", "0.5"
+        return rows
+
+    folder = pipe_rank(tmp_path / "data", mac_bound)
+    text = advisor_report(str(peer()), folder, tmp_path / "advisor", "computation")
+    cube = text[text.index("Cube Operator related analysis"):text.index("FA Operator related analysis")]
+    optimisation = cube[cube.index("set of performance optimization operators"):cube.index("set of bound operators")]
+    assert "aclnnMatmul_MatMulV3Common_MatMulV3" in optimisation
+    ours = next(f for f in analyze([str(folder)]).findings if f.id == "PROF022")
+    assert by_name(ours.evidence["operators"], "aclnnMatmul_MatMulV3Common_MatMulV3")["pipes"] == "mac-bound"
+
+
+@pytest.mark.skipif(peer() is None, reason="msprof-analyze is not installed")
+def test_the_advisors_fusible_sequence_time_exceeds_the_profile(tmp_path: Path) -> None:
+    """On the real 20-Slice op_summary (1.79 ms from first start to last end) the advisor reports operator
+    sequences of 9.589 ms "end-to-end duration": it sums overlapping windows. PROF025's stay within the span."""
+    import re
+
+    from tests.test_prof_compute import SLICES, rows_of
+
+    folder = profdirs.msprof_collection(tmp_path / "data")
+    out = tmp_path / "advisor"
+    out.mkdir()
+    answer = subprocess.run([str(peer()), "advisor", "all", "-d", str(folder), "-o", str(out), "-l", "en",
+                             "--agent"], cwd=out, capture_output=True, text=True, timeout=300)
+    match = re.search(r"total end-to-end duration of ([\d.]+)ms", answer.stdout)
+    assert match, answer.stdout[-2000:]
+    rows = rows_of(SLICES)
+    span_ms = (float(rows[-1]["Task Start Time(us)"]) + float(rows[-1]["Task Duration(us)"])
+               - float(rows[0]["Task Start Time(us)"])) / 1000
+    assert float(match.group(1)) > span_ms
+    ours = next(f for f in analyze([str(folder)]).findings if f.id == "PROF025")
+    assert sum(s["span_us"] for s in ours.evidence["sequences"]) / 1000 <= span_ms
+
+
+@pytest.mark.skipif(peer() is None, reason="msprof-analyze is not installed")
+def test_the_advisor_skips_matmuls_run_as_mix_aic_tasks(tmp_path: Path) -> None:
+    """On the real MoE op_summary its cube analysis looks at AI_CORE tasks only: no cube finding for the
+    GroupedMatmuls (MIX_AIC, cube pipe idle); PROF022 judges them."""
+    from tests.test_prof_compute import MOE
+
+    folder = profdirs.msprof_collection(tmp_path / "data", MOE)
+    text = advisor_report(str(peer()), folder, tmp_path / "advisor", "computation")
+    assert "Vector Operator related analysis" in text and "Cube Operator related analysis" not in text
+    ours = next(f for f in analyze([str(folder)]).findings if f.id == "PROF022")
+    assert ours.status.value == "warn" and "GroupedMatmul" in ours.detail

@@ -237,3 +237,37 @@ def test_a_broken_registry_is_ignored(node) -> None:
 ])
 def test_codes_are_read_in_their_contexts_and_nowhere_else(text: str, found: list) -> None:
     assert codes.find_codes(text) == found
+
+
+EZ9999_LINE = "[ERROR] GE(1,python):2025-01-01-00:00:00.000.001 [error_manager.cc:1]1 EZ9999: Inner Error!\n"
+
+
+def test_logs_scan_and_log001_read_a_code_as_explain_does_on_the_node(node, tmp_path) -> None:
+    """(constructed registry and plog line) One lookup: a code in a log reads as `explain` shows it there."""
+    from npudoctor import api
+    from npudoctor.checks.logs import LOGS_DIRS_OPTION
+    from npudoctor.cli import main
+    from npudoctor.probes.cann_codes import texts_on_node
+
+    _toolkit_with_registry(node)
+    log = tmp_path / "plog-1_20250101000000000.log"
+    log.write_text(EZ9999_LINE)
+    on_node = codes.explain("EZ9999", texts_on_node(str(node.root)))
+    shipped = codes.explain("EZ9999")
+    assert on_node.fix != shipped.fix and "Check the node's own advice." in on_node.fix
+
+    def code_finding(*options):
+        result = cli_runner().invoke(main, ["logs", "scan", str(log), "--format", "json", *options])
+        assert result.exit_code == 1, result.output
+        (found,) = [f for f in json.loads(result.stdout)["findings"] if f["kind"] == "error_code"]
+        return found
+
+    found = code_finding("--root", str(node.root))
+    assert found["explain"] == on_node.to_dict() and found["fix"] == on_node.fix
+    assert found["title"] == f"EZ9999 {on_node.title}"
+    assert code_finding()["explain"] == shipped.to_dict()  # this machine has no CANN: the shipped text
+
+    node.file("/root/ascend/log/run/plog/plog-1_20250101000000000.log", EZ9999_LINE)
+    report = api.run_checks(node.runner(), only=["LOG001"], options={LOGS_DIRS_OPTION: ["/root/ascend/log"]})
+    (finding,) = [f for f in report.findings if f.subject == "error_code"]
+    assert f"EZ9999: {on_node.meaning}" in finding.detail and finding.fix == on_node.fix, finding

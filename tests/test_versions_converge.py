@@ -44,9 +44,17 @@ class Node:
         install_driver(node)
         node.symlink(f"{ASCEND}/ascend-toolkit/latest", "current")
         node.setenv(ASCEND_HOME_PATH=f"{ASCEND}/ascend-toolkit/latest")
+        # The stage is a function of the facts: a combination met again (half of them: the fix of one finding
+        # is often the fix of another, and a healthy row is converged from its own problems) is not rerun.
+        self.seen: Dict[Facts, Dict[str, Tuple[str, str, str]]] = {}
 
     def problems(self, facts: Facts) -> Dict[str, Tuple[str, str, str]]:
         """The VER findings that are not PASS/SKIP: ID -> (status, detail, fix)."""
+        if facts not in self.seen:
+            self.seen[facts] = self._run(facts)
+        return self.seen[facts]
+
+    def _run(self, facts: Facts) -> Dict[str, Tuple[str, str, str]]:
         self.node.file(f"{ASCEND}/ascend-toolkit/current/version.cfg", _version_cfg(facts.cann))
         target_python(self.node, facts.python, torch=facts.torch, torch_npu=facts.torch_npu)
         report = api.run_checks(self.node.runner(), api.load_profile(None), only=("versions",))

@@ -453,47 +453,34 @@ def explain_codes(codes: Sequence[str]) -> List[str]:
     return lines
 
 
+# What an import error says in so many words -> (kind, detail, fix), first match wins.
+_IMPORT_ERRORS_SAID = (
+    ("No module named 'torch_npu._C'", "no-extension", "No module named 'torch_npu._C'",
+     "do not run python from inside the torch_npu source tree (cd elsewhere); otherwise "
+     "reinstall torch_npu: pip install --force-reinstall torch_npu"),
+    ("No module named 'torch_npu'", "not-installed", "torch_npu is not installed for this interpreter",
+     'pip install "torch_npu==<your torch version>.*"'),
+    ("Torch not compiled with CUDA enabled", "cuda-device-index",
+     "a bare device index (.to(0), device=0) means CUDA in torch",
+     "use torch.device('npu:0') / tensor.npu(0) / .to('npu:0'), or "
+     "`from torch_npu.contrib import transfer_to_npu` to map cuda calls to npu"),
+)
+
+
 def classify_import_error(text: str) -> Optional[Diagnosis]:
     """Map the text of a failed ``import torch_npu`` / first NPU op to a diagnosis kind (no fix yet)."""
     match = re.search(r"(lib[\w.+-]+\.so[\w.]*): cannot open shared object file", text)
     if match:
-        return Diagnosis(
-            "library-not-found",
-            f"{match.group(1)}: cannot open shared object file",
-            "",
-            {"library": match.group(1)},
-        )
+        library = match.group(1)
+        return Diagnosis("library-not-found", f"{library}: cannot open shared object file", "", {"library": library})
     match = re.search(r"(\S+\.so[\w.]*): undefined symbol: (\S+)", text)
     if match:
-        return Diagnosis(
-            "undefined-symbol",
-            f"{os.path.basename(match.group(1))}: undefined symbol: {match.group(2)}",
-            "",
-            {"object": match.group(1), "symbol": match.group(2)},
-        )
-    if re.search(r"No module named 'torch_npu\._C'", text):
-        return Diagnosis(
-            "no-extension",
-            "No module named 'torch_npu._C'",
-            "do not run python from inside the torch_npu source tree (cd elsewhere); otherwise "
-            "reinstall torch_npu: pip install --force-reinstall torch_npu",
-            {},
-        )
-    if re.search(r"No module named 'torch_npu'", text):
-        return Diagnosis(
-            "not-installed",
-            "torch_npu is not installed for this interpreter",
-            'pip install "torch_npu==<your torch version>.*"',
-            {},
-        )
-    if "Torch not compiled with CUDA enabled" in text:
-        return Diagnosis(
-            "cuda-device-index",
-            "a bare device index (.to(0), device=0) means CUDA in torch",
-            "use torch.device('npu:0') / tensor.npu(0) / .to('npu:0'), or "
-            "`from torch_npu.contrib import transfer_to_npu` to map cuda calls to npu",
-            {},
-        )
+        shared_object, symbol = match.groups()
+        return Diagnosis("undefined-symbol", f"{os.path.basename(shared_object)}: undefined symbol: {symbol}", "",
+                         {"object": shared_object, "symbol": symbol})
+    for said, kind, detail, fix in _IMPORT_ERRORS_SAID:
+        if said in text:
+            return Diagnosis(kind, detail, fix, {})
     codes = find_codes(text)
     if codes:
         return Diagnosis("cann-error", f"CANN error {', '.join(codes)}", "", {"error_codes": codes})

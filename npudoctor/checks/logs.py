@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import posixpath
 import re
 from typing import TYPE_CHECKING, Dict, Iterable, List, Tuple
 
 from npudoctor.checks.registry import CheckContext, Outcome, error, passed, setting, skip
 from npudoctor.checks.registry import check as register
 from npudoctor.model.finding import Status
+from npudoctor.model.inputs import NAMED_LINK, WALKED_LINK
 
 if TYPE_CHECKING:
     from npudoctor.logs.model import LogFinding
@@ -23,12 +23,19 @@ PLOG_NAME = re.compile(r"^plog[-_](?:\d+_)?(\d{14,17})\.log$|^plog[-_].*\.log$")
 
 def _plog_files(ctx: CheckContext, root: str) -> Tuple[List[str], List[str], List[Tuple[str, str]]]:
     """(plog paths newest first, problems, skipped) under ``root``; names carry their start time. What is
-    not a regular file (a FIFO, a link to /dev/zero) or links out of ``root`` is skipped, never opened."""
+    not a regular file (a FIFO) or is a link (to /dev/zero, a folder elsewhere) is skipped, never opened; a
+    ``root`` that is a link is refused (the one link rule: :mod:`npudoctor.model.inputs`)."""
     found: List[Tuple[str, str]] = []
     problems: List[str] = []
     skipped: List[Tuple[str, str]] = []
     for sub in PLOG_SUBDIRS:
         folder = f"{root.rstrip('/')}/{sub}" if sub else root
+        if ctx.runner.path_info(folder).link_target is not None:
+            if not sub:
+                problems.append(f"{folder}: {NAMED_LINK}")
+                break
+            skipped.append((folder, WALKED_LINK))
+            continue
         listing = ctx.runner.list_dir(folder)
         if listing.error:
             if not sub:
@@ -39,7 +46,7 @@ def _plog_files(ctx: CheckContext, root: str) -> Tuple[List[str], List[str], Lis
             if not match:
                 continue
             path = f"{folder.rstrip('/')}/{name}"
-            reason = _unsafe(ctx, root, path)
+            reason = _unsafe(ctx, path)
             if reason:
                 skipped.append((path, reason))
             else:
@@ -48,16 +55,14 @@ def _plog_files(ctx: CheckContext, root: str) -> Tuple[List[str], List[str], Lis
     return [path for _, path in found], problems, skipped
 
 
-def _unsafe(ctx: CheckContext, root: str, path: str) -> str:
-    """Why ``path`` must not be opened ("" when it may): only regular files inside ``root`` are read."""
+def _unsafe(ctx: CheckContext, path: str) -> str:
+    """Why ``path`` must not be opened ("" when it may): only regular files met in the folder are read, never a
+    link (the one link rule: :mod:`npudoctor.model.inputs`)."""
     info = ctx.runner.path_info(path)
     if info.error == "not-recorded":  # a bundle made before file types were recorded: its text is safe
         return ""
     if info.link_target is not None:
-        target = posixpath.normpath(posixpath.join(posixpath.dirname(path), info.link_target))
-        top = posixpath.normpath(root)
-        if target != top and not target.startswith(top.rstrip("/") + "/"):
-            return "symlink out of the log folder"
+        return WALKED_LINK
     if info.exists and info.kind != "file":
         return f"not a regular file ({info.kind})"
     return ""
@@ -105,7 +110,7 @@ def newest_plogs(ctx: CheckContext) -> Iterable[Outcome]:
     finding per kind of problem, with its subjects and line counts) and explains error codes (EZ9999,
     EI0006, 507011, ...). It reports FAIL for errors (device exceptions, HCCL timeouts, error codes, ERROR
     records) and WARN for warnings and operators that fall back from the AI Core. Only regular files inside
-    the directory are read (FIFOs, devices and links out of it are skipped).
+    the directory are read (FIFOs, devices and links met in it are skipped).
 
     Fix: follow the fix printed with each finding; `npudoctor logs scan DIR` gives the full report, with
     every file and line.
@@ -138,7 +143,10 @@ def newest_plogs(ctx: CheckContext) -> Iterable[Outcome]:
             cut.append(path)
         return [content.text.encode("utf-8")]
 
-    result = scan_paths(chosen, opener=read_tail)
+    from npudoctor.probes.cann_codes import read_installed_registry
+
+    registry = read_installed_registry(ctx.runner)  # codes read as `explain` shows them on this node
+    result = scan_paths(chosen, opener=read_tail, installed=registry.codes if registry else None)
     scanned = [f.path for f in result.files if f.status == "ok"]
     evidence = {"files_scanned": scanned, "max_bytes_per_file": max_bytes, "files_cut_at_max_bytes": cut,
                 "problems": problems, "skipped": [f"{path}: {reason}" for path, reason in skipped]}

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import Any, Dict, Iterable, List, Mapping, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
 
 from npudoctor import knowledge
 from npudoctor.checks.npu_smi import npus_on_bus
@@ -31,6 +31,7 @@ from npudoctor.checks.registry import (
     warn,
 )
 from npudoctor.parsers.versions import Version, in_range, parse_version, train_in_list
+from npudoctor.probes.versions import VersionFile
 
 MATRIX_SOURCE = "checks/compat_matrix.yaml (Ascend/pytorch COMPATIBILITY.en.md)"
 
@@ -331,6 +332,17 @@ def _driver_in_use(ctx: CheckContext, info_path: str, installed: Version) -> Ite
     )
 
 
+def _installed_version(info: VersionFile, text: Optional[str], subject: str,
+                       shown: str = "") -> Union[Version, Outcome]:
+    """The Version= of a version.info file that is there, or the ERROR saying why it cannot be read."""
+    if not info.readable:
+        return error(f"cannot read {info.path}: {info.error}", subject=subject)
+    version = parse_version(text)
+    if version is None:
+        return error(f"{info.path} has no readable Version= line{shown}", subject=subject)
+    return version
+
+
 @check("VER001", stage="versions", title="Ascend driver and firmware installed and compatible",
        settings=("commands.npu_smi_timeout_s", "npu_smi.health_detail_max_chips"))  # the driver npu-smi reports
 def driver_and_firmware(ctx: CheckContext) -> Iterable[Outcome]:
@@ -374,14 +386,9 @@ def driver_and_firmware(ctx: CheckContext) -> Iterable[Outcome]:
                 cause=NOT_AN_ASCEND_NODE,
             )
         return
-    if not driver.readable:
-        yield error(f"cannot read {driver.path}: {driver.error}", subject="driver")
-        return
-    version = parse_version(facts.driver_version)
-    if version is None:
-        yield error(
-            f"{driver.path} has no readable Version= line (got {facts.driver_version!r})", subject="driver"
-        )
+    version = _installed_version(driver, facts.driver_version, "driver", f" (got {facts.driver_version!r})")
+    if not isinstance(version, Version):
+        yield version
         return
     evidence = {
         "driver_version": version.text,
@@ -401,12 +408,9 @@ def driver_and_firmware(ctx: CheckContext) -> Iterable[Outcome]:
             evidence=evidence,
         )
         return
-    if not firmware.readable:
-        yield error(f"cannot read {firmware.path}: {firmware.error}", subject="firmware")
-        return
-    fw_version = parse_version(facts.firmware_version)
-    if fw_version is None:
-        yield error(f"{firmware.path} has no readable Version= line", subject="firmware")
+    fw_version = _installed_version(firmware, facts.firmware_version, "firmware")
+    if not isinstance(fw_version, Version):
+        yield fw_version
         return
     evidence = {
         **evidence,

@@ -11,6 +11,7 @@ from typing import Any, Callable, Dict, Iterable, List, Optional
 
 from npudoctor import install
 from npudoctor.checks.registry import CheckContext, Outcome, check, error, fail, passed, setting, skip, warn
+from npudoctor.model.units import percent
 from npudoctor.parsers.child_output import first_error_line
 
 
@@ -277,9 +278,9 @@ def data_wait_outcome(document: Dict[str, Any], limit: float) -> Iterable[Outcom
         yield skip("too few steps to measure the data wait", subject)
         return
     evidence = {"data_wait_fraction": round(fraction, 4), "limit_fraction": limit}
-    text = f"{fraction * 100:.1f}% of step time waiting for data"
+    text = f"{percent(fraction)} of step time waiting for data"
     if fraction > limit:
-        yield warn(subject, f"{text} (over {limit * 100:.0f}%): input-bound", evidence,
+        yield warn(subject, f"{text} (over {percent(limit, 0)}): input-bound", evidence,
                    fix="raise DataLoader num_workers, pin_memory=True, or check the CPU limit of the container")
     else:
         yield passed(subject, text, evidence)

@@ -12,7 +12,7 @@ from typing import Any, Callable, ClassVar, Dict, List, Optional, Tuple, TypeVar
 import click
 
 from npudoctor import __version__
-from npudoctor.cli.common import EXIT_OK, PATH, fail_usage, quoted_topics, split_list
+from npudoctor.cli.common import EXIT_OK, PATH, emit_findings, fail_usage, quoted_topics, split_list
 from npudoctor.errors import InputError
 from npudoctor.report import terminal
 
@@ -119,7 +119,7 @@ def main() -> None:
     """Find, explain and fix what breaks training on Huawei Ascend NPU nodes."""
 
 
-FORMATS = click.Choice(["text", "json", "junit", "prometheus", "npd"])
+FORMATS = click.Choice(["text", "json", "junit", "github", "prometheus", "npd"])
 
 
 @main.command()
@@ -181,14 +181,18 @@ def check(level: Optional[int], profile_name: Optional[str], bundle: Optional[st
         from npudoctor.cli.fleet import write_textfile
 
         write_textfile(textfile, report, fail_on)
-    _emit(report, fmt, listener, fail_on)
+    # A run that could check nothing (every check skipped: an empty --root, --only LOG001 without --logs) is
+    # not "no problems": 2, the doctor could not tell.
+    code = 2 if report.nothing_checked else report.exit_code(fail_on)
+    if fmt == "text":
+        listener.finished(report)
+    else:
+        emit_findings(fmt, report, "npudoctor check", fail_on, code)
     if fmt == "npd":  # node-problem-detector's protocol: 0 OK, 1 problem, 2 could not tell
         from npudoctor.report import npd
 
         raise click.exceptions.Exit(npd.verdict(report, fail_on)[0])
-    # A run that could check nothing (every check skipped: an empty --root, --only LOG001 without --logs) is
-    # not "no problems": 2, the doctor could not tell.
-    raise click.exceptions.Exit(2 if report.nothing_checked else report.exit_code(fail_on))
+    raise click.exceptions.Exit(code)
 
 
 def _listener(fmt: str, verbose: bool, progress: Any) -> Any:
@@ -200,24 +204,6 @@ def _listener(fmt: str, verbose: bool, progress: Any) -> Any:
     from npudoctor.report.progress import ProgressListener
 
     return ProgressListener(progress)
-
-
-def _emit(report: Any, fmt: str, listener: Any, fail_on: str = "fail") -> None:
-    if fmt == "text":
-        listener.finished(report)
-        return
-    if fmt in ("prometheus", "npd"):
-        from npudoctor.report import npd, prometheus
-
-        click.echo((prometheus if fmt == "prometheus" else npd).render(report, fail_on), nl=False)
-        return
-    from npudoctor.report import json_report, junit
-
-    # stdout cannot carry every character (LANG=C, PYTHONIOENCODING=ascii): escapes, never "?" in data.
-    if fmt == "json":
-        json_report.emit(report.to_dict())
-    else:
-        junit.emit(junit.render(report, fail_on))
 
 
 RULES_OPTION = click.option("--rules", "rules_files", multiple=True, metavar="FILE",

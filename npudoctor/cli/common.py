@@ -24,6 +24,22 @@ def fail_usage(message: str) -> click.exceptions.Exit:
     return click.exceptions.Exit(EXIT_USAGE)
 
 
+def emit_findings(fmt: str, report: Any, command: str, fail_on: str, code: int, document: Any = None,
+                  scope: Optional[str] = None) -> None:
+    """A run's findings (``check``, ``prof``) in a machine format, each through its one writer; ``document``:
+    the command's own JSON document (else the report's), ``scope``: what the verdict is about."""
+    from npudoctor.report import github, json_report, junit, npd, prometheus
+
+    if fmt == "json":  # stdout cannot carry every character (LANG=C): escapes, never "?" in data
+        json_report.emit(report.to_dict() if document is None else document)
+    elif fmt == "junit":
+        junit.emit(junit.render(report, fail_on))
+    elif fmt == "github":
+        click.echo(github.report_document(report, command, code, scope), nl=False)
+    else:
+        click.echo({"prometheus": prometheus, "npd": npd}[fmt].render(report, fail_on), nl=False)
+
+
 class PathParam(click.ParamType):
     """A file or folder name (or profile name) from the command line. ``''`` is refused rather than taken as
     "not given" (a script whose variable came out empty must not get the default, or write somewhere else),

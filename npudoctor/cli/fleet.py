@@ -9,7 +9,7 @@ from typing import Any, Optional, Tuple
 import click
 
 from npudoctor.cli.common import PATH, fail_usage
-from npudoctor.model.finding import Status
+from npudoctor.model.finding import Status, failing
 
 
 @click.command()
@@ -202,7 +202,7 @@ def onboard(profile_name: str, output: str, python: Optional[str], root: Optiona
     click.echo(f"{'ACCEPTED' if code == 0 else 'NOT ACCEPTED'}: {host} "
                f"({counts})")
     for finding in report.findings:
-        if finding.status in (Status.FAIL, Status.ERROR) or (fail_on == "warn" and finding.status is Status.WARN):
+        if finding.status in (Status.ERROR, *failing(fail_on)):
             click.echo(f"  {finding.status.value.upper():<5} {finding.id:<8} {finding.subject}: {finding.detail}")
     for path in result.paths.values():
         click.echo(f"wrote {path}")

@@ -76,11 +76,14 @@ def logs() -> None:
 @click.option("-j", "--jobs", type=click.IntRange(0, 256), default=0, show_default=True,
               help="Worker processes for big files (0: one per CPU, at most 8; 1: scan in this process).")
 @click.option("--follow-symlinks", is_flag=True,
-              help="In folders, also read symlinks that point outside the folder (not followed by default).")
+              help="Read symbolic links too, named or met in folders (not followed by default).")
+@click.option("--from", "bundle", type=PATH, metavar="BUNDLE",
+              help="Explain codes in CANN's own texts from a bundle's node.")
+@click.option("--root", type=PATH, metavar="DIR", help="Explain codes in CANN's own texts from the install under DIR.")
 @click.option("-v", "--verbose", is_flag=True,
               help="Show every finding's sample line and explanation, and every file.")
 def scan(paths: Tuple[str, ...], fmt: str, fail_on: Tuple[str, ...], rule_files: Tuple[str, ...],
-         jobs: int, follow_symlinks: bool, verbose: bool) -> None:
+         jobs: int, follow_symlinks: bool, bundle: Optional[str], root: Optional[str], verbose: bool) -> None:
     """Scan files, directories, .gz files or - (stdin) and report merged findings.
 
     Exit codes: 0 nothing matched --fail-on; 1 findings matched or a file could not be read; 2 usage error or
@@ -90,8 +93,11 @@ def scan(paths: Tuple[str, ...], fmt: str, fail_on: Tuple[str, ...], rule_files:
     from npudoctor.logs.failon import matches_fail_on, parse_fail_on
     from npudoctor.logs.rules import RulesError, known_kinds, load_rules
     from npudoctor.model import inputs
+    from npudoctor.probes.cann_codes import texts_on_node
     from npudoctor.untrusted import printable
 
+    # Codes read as `explain` shows them on this node (or --root/--from): its CANN registry's texts first.
+    installed = texts_on_node(root, bundle)
     try:
         rules = load_rules(rule_files)
         criteria = parse_fail_on(split_list(fail_on), known_kinds(rules))
@@ -100,18 +106,22 @@ def scan(paths: Tuple[str, ...], fmt: str, fail_on: Tuple[str, ...], rule_files:
     progress = progress_for(sys.stderr)
     try:
         result = scan_paths(paths, rules=rules, rule_files=rule_files, jobs=jobs or default_jobs(),
-                            progress=progress, stdin=sys.stdin.buffer, follow_symlinks=follow_symlinks)
+                            progress=progress, stdin=sys.stdin.buffer, follow_symlinks=follow_symlinks,
+                            installed=installed)
     finally:
         if progress is not None:
             progress.close()
+    if not result.readable_files:  # one line, as for every command that reads many inputs (model.inputs)
+        unread = [s for s in result.files if s.status != "ok"]
+        first = f": {unread[0].path}: {unread[0].error}" if unread else ""
+        more = f" (and {len(unread) - 1} more)" if len(unread) > 1 else ""
+        raise fail_usage(f"nothing readable to scan{first}{more}")
     for summary in result.files:
         if summary.status == "partial":
             click.echo(printable(f"npudoctor: warning: {summary.path}: {summary.error}; scanned what was read "
                                  f"before it (partial)"), err=True)
         elif summary.status != "ok":
             click.echo(printable(f"npudoctor: warning: {summary.path}: {summary.error}"), err=True)
-    if not result.readable_files:
-        raise fail_usage("nothing readable to scan")
     # An input that could not be read makes the exit at least 1, whatever matched (npudoctor.model.inputs);
     # files a folder walk skips on purpose (links out, FIFOs, binaries) are no inputs.
     unreadable = [s for s in result.files if s.status == "unreadable"]
@@ -128,13 +138,13 @@ def _emit(result: ScanResult, fmt: str, verbose: bool, criteria: Sequence[str], 
 
         json_report.emit(logs_json.to_dict(result, criteria, code))
     elif fmt == "junit":
-        from npudoctor.report import junit, logs_junit
+        from npudoctor.report import junit
 
-        junit.emit(logs_junit.render(result, criteria))
+        junit.emit(junit.scan_document(result, criteria))
     elif fmt == "github":
-        from npudoctor.report import logs_github
+        from npudoctor.report import github
 
-        click.echo(logs_github.render(result, criteria, code), nl=False)
+        click.echo(github.scan_document(result, criteria, code), nl=False)
     else:
         from npudoctor.report import console, logs_console
 

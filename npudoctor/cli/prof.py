@@ -12,7 +12,7 @@ from typing import Any, Optional, Tuple
 
 import click
 
-from npudoctor.cli.common import EXIT_INTERRUPTED, EXIT_USAGE, PATH, fail_usage
+from npudoctor.cli.common import EXIT_INTERRUPTED, EXIT_USAGE, PATH, emit_findings, fail_usage
 from npudoctor.knowledge import setting
 
 FORMATS = click.Choice(["text", "json", "junit", "github"])
@@ -58,18 +58,11 @@ def _analyze_and_emit(paths: Tuple[str, ...], profile_name: Optional[str], steps
         from npudoctor.untrusted import clean, one_line
 
         click.echo(one_line(clean(warning_line(result.unreadable))), err=True)
-    if fmt == "json":
-        from npudoctor.report import json_report
+    if fmt != "text":
+        from npudoctor.report.prof_console import verdict_scope
 
-        json_report.emit(result.to_dict())
-    elif fmt == "junit":
-        from npudoctor.report import junit
-
-        junit.emit(junit.render(result.as_report(), fail_on))
-    elif fmt == "github":
-        from npudoctor.report import prof_github
-
-        click.echo(prof_github.render(result, result.exit_code(fail_on)), nl=False)
+        emit_findings(fmt, result.as_report(), "npudoctor prof", fail_on, result.exit_code(fail_on),
+                      result.to_dict() if fmt == "json" else None, verdict_scope(result))
     else:
         from npudoctor.report import console, prof_console
 

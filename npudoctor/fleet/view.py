@@ -8,7 +8,10 @@ inventory field on which nodes disagree, with the majority value and the nodes t
 
 A node reported twice (same host name) counts once: by its newest report where reports carry ``run.started``
 (``onboard`` records do; ``check --format json`` leaves times out so that replays are byte-stable), else by
-the one read last (inputs in the order given, folders in name order).
+the one read last (inputs in the order given, folders in name order). "Same" is the name as the report wrote
+it: two names that only read alike once cleaned (a secret redacted, a control character dropped) are two
+nodes, each shown with the report it came from (``node-<redacted> (rack1/a.json)``); nothing derived from the
+hidden text (not even a hash, which would let a guess be checked) leaves the view.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import stat
 import tarfile
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, NamedTuple, Optional, Sequence, Set, Tuple
 
 from npudoctor.errors import InputError
 from npudoctor.fleet.reportdoc import MAX_REPORT_BYTES, ReportShapeError, check_report
@@ -74,16 +77,15 @@ class FleetView:
 
     def failing_checks(self) -> List[Tuple[str, List[str]]]:
         """(check id, nodes failing it), most nodes first."""
-        by_check: Dict[str, List[str]] = {}
-        for node in self.nodes:
-            for check_id in node.failing:
-                by_check.setdefault(check_id, []).append(node.name)
-        return sorted(by_check.items(), key=lambda item: (-len(item[1]), item[0]))
+        return self._nodes_by_check(lambda node: node.failing)
 
     def warning_checks(self) -> List[Tuple[str, List[str]]]:
+        return self._nodes_by_check(lambda node: node.warning)
+
+    def _nodes_by_check(self, ids_of: Callable[[NodeRecord], Tuple[str, ...]]) -> List[Tuple[str, List[str]]]:
         by_check: Dict[str, List[str]] = {}
         for node in self.nodes:
-            for check_id in node.warning:
+            for check_id in ids_of(node):
                 by_check.setdefault(check_id, []).append(node.name)
         return sorted(by_check.items(), key=lambda item: (-len(item[1]), item[0]))
 
@@ -136,7 +138,9 @@ class _Builder:
         self.view = FleetView()
         self.progress = progress
         self.field_index: Dict[str, int] = {}
-        self.by_name: Dict[str, int] = {}
+        self.by_name: Dict[str, int] = {}  # the host name as the report wrote it -> its node
+        self.shown_as: Dict[str, str] = {}  # a cleaned name -> the first written name shown so
+        self.alike: Set[str] = set()  # cleaned names that several written names share
         # One object per distinct text (50,000 nodes share a few strings), cleaned once: every string a report
         # brings is someone else's text, redacted and without control characters before any output sees it.
         self.values: Dict[str, str] = {}
@@ -167,16 +171,26 @@ class _Builder:
         summary = _mapping(document, "summary")
         counts = tuple(_count(summary.get(k)) for k in ("pass", "warn", "fail", "skip", "error"))
         inventory, host = _mapping(document, "inventory"), _mapping(document, "host")
-        name = one_line(self._text(str(inventory.get("hostname") or host.get("hostname") or source)))
+        written = str(inventory.get("hostname") or host.get("hostname") or source)
+        name = one_line(self._text(written))
         started = self._text(str(_mapping(document, "run").get("started") or ""))
         record = NodeRecord(name, source, started, tuple(failing), tuple(warning),
                             counts, self._inventory_tuple(inventory))  # type: ignore[arg-type]
-        previous = self.by_name.get(name)
+        previous = self.by_name.get(written)
         if previous is None:
-            self.by_name[name] = len(self.view.nodes)
+            if self.shown_as.setdefault(name, written) != written:
+                self.alike.add(name)
+            self.by_name[written] = len(self.view.nodes)
             self.view.nodes.append(record)
         elif started >= self.view.nodes[previous].started:
             self.view.nodes[previous] = record
+
+    def finish(self) -> FleetView:
+        """The view, each node whose cleaned name another node shares named with its report as well."""
+        if self.alike:
+            self.view.nodes = [node._replace(name=f"{node.name} ({one_line(clean(node.source))})")
+                               if node.name in self.alike else node for node in self.view.nodes]
+        return self.view
 
     def _inventory_tuple(self, inventory: Mapping[str, Any]) -> Tuple[Any, ...]:
         flat = flatten(inventory)
@@ -209,6 +223,13 @@ class _Builder:
 
     # -- inputs ------------------------------------------------------------------------------------------
     def read_path(self, path: str) -> None:
+        """One input named on the command line (a link there is refused: the one link rule, model.inputs)."""
+        if inputs.is_named_link(path):
+            self.view.errors.append((path, inputs.NAMED_LINK))
+            return
+        self._read_entry(path)
+
+    def _read_entry(self, path: str) -> None:
         try:
             info = os.stat(path)
         except OSError as exc:
@@ -229,15 +250,22 @@ class _Builder:
             self._read_report_file(path)
 
     def _read_folder(self, folder: str) -> None:
-        for dirpath, dirnames, filenames in os.walk(folder):  # os.walk does not follow symlinked folders
-            dirnames.sort()
+        for dirpath, dirnames, filenames in os.walk(folder):
+            # A link met in the walk, to a folder or a file, is not followed (the one link rule, model.inputs).
+            for name in sorted(n for n in dirnames if os.path.islink(os.path.join(dirpath, n))):
+                self.view.errors.append((os.path.join(dirpath, name), inputs.WALKED_LINK))
+            dirnames[:] = sorted(d for d in dirnames if not os.path.islink(os.path.join(dirpath, d)))
             bundles = [d for d in dirnames if os.path.isfile(os.path.join(dirpath, d, "manifest.json"))]
             for name in bundles:
                 self._read_bundle(os.path.join(dirpath, name))
             dirnames[:] = [d for d in dirnames if d not in bundles]
             for name in sorted(filenames):
                 if name.endswith(".json") or name.endswith(BUNDLE_SUFFIXES):
-                    self.read_path(os.path.join(dirpath, name))
+                    path = os.path.join(dirpath, name)
+                    if os.path.islink(path):
+                        self.view.errors.append((path, inputs.WALKED_LINK))
+                    else:
+                        self._read_entry(path)
 
     def _read_report_file(self, path: str) -> None:
         from npudoctor.probes.safe_open import UnsafeFile, read_file
@@ -323,7 +351,7 @@ def build(paths: Sequence[str], replay: Optional[Callable[[str], Dict[str, Any]]
     if not builder.view.nodes:
         reasons = "; ".join(f"{p}: {r}" for p, r in builder.view.errors[:3]) or "no report found"
         raise FleetInputError(f"no readable npudoctor report in {', '.join(paths)} ({reasons})")
-    return builder.view
+    return builder.finish()
 
 
 def from_documents(documents: Iterable[Tuple[Dict[str, Any], str]]) -> FleetView:
@@ -331,7 +359,7 @@ def from_documents(documents: Iterable[Tuple[Dict[str, Any], str]]) -> FleetView
     builder = _Builder(None)
     for document, source in documents:
         builder.add(document, source)
-    return builder.view
+    return builder.finish()
 
 
 # -- output ------------------------------------------------------------------------------------------------

@@ -28,6 +28,9 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from npudoctor import knowledge
 
+#: CANN's own registry texts read on a node: code -> {title, message, cause, solution, source}
+Installed = Mapping[str, Mapping[str, Any]]
+
 # How codes appear in text: E/W family codes and ERR codes as words (groups 1+2 form the code) ...
 CODE = re.compile(r"([EW])(?<![A-Za-z0-9_][EW])([0-9A-Z]\d{4}|RR\d{5})(?!\d)")
 # ... numbers in the contexts CANN and torch_npu print codes in, and only code-shaped: six digits of the
@@ -228,12 +231,6 @@ def _names() -> Dict[str, str]:
             if fact.family in (*NUMERIC_FAMILIES, "hccl", "dcmi", "ts")}
 
 
-def vendor_fact(code: str) -> Optional[VendorCode]:
-    """The vendor's definition of ``code`` (any spelling), or None where no table defines it."""
-    spelled = canonical(code)
-    return _vendor().get(spelled) if spelled else None
-
-
 def vendor_codes() -> Dict[str, VendorCode]:
     """Every vendor-defined code (for coverage and the knowledge tests)."""
     return dict(_vendor())
@@ -274,7 +271,7 @@ def _vendor_meaning(fact: VendorCode) -> str:
     return f"{_REPORTER.get(fact.family, family)} reports: {_words(fact.name)} ({fact.name})."
 
 
-def explain(code: str, installed: Optional[Mapping[str, Mapping[str, Any]]] = None) -> Optional[CodeInfo]:
+def explain(code: str, installed: Optional[Installed] = None) -> Optional[CodeInfo]:
     """Explain ``code`` in any spelling (``EZ9999``, ``ERR00100``, ``507011``, ``0x7bc8b``, ``-8005``,
     ``HCCL 7``, ``0x05000004``, ``ACL_ERROR_RT_AICORE_EXCEPTION``).
 

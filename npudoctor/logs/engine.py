@@ -5,8 +5,8 @@ it and get a :class:`~npudoctor.logs.model.ScanResult` back. The scanner itself 
 
 Files are opened the way untrusted input must be: the type is looked at (``lstat``) before opening, nothing
 that is not a regular file is opened from a walked folder, ``open`` never blocks (``O_NONBLOCK``: a FIFO
-without a writer cannot hang the scan), symlinks that leave the scanned tree are not followed unless asked,
-and what is read from a device is capped.
+without a writer cannot hang the scan), a symlink is not followed, named or met in a folder, unless asked
+(the one link rule: :mod:`npudoctor.model.inputs`), and what is read from a device is capped.
 """
 
 from __future__ import annotations
@@ -18,10 +18,12 @@ import zlib
 from dataclasses import dataclass
 from typing import IO, Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
+from npudoctor.logs.codes import Installed
 from npudoctor.logs.model import FileSummary, ScanResult
 from npudoctor.logs.rules import RuleSet, load_rules
 from npudoctor.logs.safeio import file_type, open_input
 from npudoctor.logs.scanner import CHUNK_BYTES, Scanner
+from npudoctor.model.inputs import NAMED_LINK, WALKED_LINK, is_named_link
 
 # Files taken from a folder: plog-*.log, device-*.log, slogdlog, atrace ts_*.txt, rotated/zipped copies.
 LOG_FILE_NAME = re.compile(r"(?:\.log|\.txt|\.out|^slogdlog)(?:\.\d+)?(?:\.gz)?$")
@@ -63,18 +65,15 @@ def display_path(path: str, cwd: Optional[str] = None) -> str:
     return os.path.relpath(path, base)
 
 
-def _inside(path: str, root: str) -> bool:
-    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
-
-
 def expand_paths(paths: Sequence[str], follow_symlinks: bool = False,
                  cwd: Optional[str] = None) -> Tuple[List[LogInput], List[Tuple[str, str]]]:
     """(inputs, skipped) for the command-line ``paths``.
 
-    Folders are walked (sorted) for log files; from a folder only regular files are taken, and symlinks
-    only when they stay inside the folder (or ``follow_symlinks``). ``skipped`` lists (path, reason) of
-    what a walk passed over; what cannot be read at all is an input of kind "problem". A path named on the
-    command line is read as given (files, pipes such as ``<(kubectl logs ...)``, ``-`` for stdin).
+    Folders are walked (sorted) for log files; from a folder only regular files are taken. A symbolic link,
+    named or met in a walk, is read only with ``follow_symlinks`` (the one link rule,
+    :mod:`npudoctor.model.inputs`). ``skipped`` lists (path, reason) of what a walk passed over; what cannot be
+    read at all is an input of kind "problem". A path named on the command line is otherwise read as given
+    (files, folders, pipes such as ``<(kubectl logs ...)``, ``-`` for stdin).
     """
     inputs: List[LogInput] = []
     skipped: List[Tuple[str, str]] = []
@@ -82,24 +81,28 @@ def expand_paths(paths: Sequence[str], follow_symlinks: bool = False,
         if path == "-":
             inputs.append(LogInput("-", "<stdin>", "stdin"))
             continue
+        shown = display_path(path, cwd)
+        if not follow_symlinks and is_named_link(path):
+            inputs.append(_problem(shown, NAMED_LINK))
+            continue
         try:
             st = os.stat(path)
         except FileNotFoundError:
-            inputs.append(_problem(display_path(path, cwd), "no such file or directory"))
+            inputs.append(_problem(shown, "no such file or directory"))
             continue
         except OSError as exc:
-            inputs.append(_problem(display_path(path, cwd), exc.strerror or str(exc)))
+            inputs.append(_problem(shown, exc.strerror or str(exc)))
             continue
         if stat.S_ISDIR(st.st_mode):
             before = len(inputs)
             _walk(path, follow_symlinks, cwd, inputs, skipped)
             if len(inputs) == before:
-                inputs.append(_problem(display_path(path, cwd), "no log files in this directory"))
+                inputs.append(_problem(shown, "no log files in this directory"))
         elif stat.S_ISREG(st.st_mode):
             kind = "gzip" if path.endswith(".gz") else "file"
-            inputs.append(LogInput(path, display_path(path, cwd), kind, st.st_size))
+            inputs.append(LogInput(path, shown, kind, st.st_size))
         else:
-            inputs.append(LogInput(path, display_path(path, cwd), "stream"))
+            inputs.append(LogInput(path, shown, "stream"))
     return inputs, skipped
 
 
@@ -109,8 +112,6 @@ def _problem(name: str, reason: str) -> LogInput:
 
 def _walk(root: str, follow_symlinks: bool, cwd: Optional[str], inputs: List[LogInput],
           skipped: List[Tuple[str, str]]) -> None:
-    real_root = os.path.realpath(root)
-
     def note(exc: OSError) -> None:
         inputs.append(_problem(display_path(str(exc.filename), cwd), exc.strerror or str(exc)))
 
@@ -126,8 +127,8 @@ def _walk(root: str, follow_symlinks: bool, cwd: Optional[str], inputs: List[Log
                 st = os.lstat(full)
                 link = stat.S_ISLNK(st.st_mode)
                 if link:
-                    if not follow_symlinks and not _inside(os.path.realpath(full), real_root):
-                        skipped.append((shown, "symlink out of the scanned folder"))
+                    if not follow_symlinks:
+                        skipped.append((shown, WALKED_LINK))
                         continue
                     st = os.stat(full)
             except FileNotFoundError:
@@ -302,7 +303,8 @@ def default_jobs() -> int:
 def scan_paths(paths: Sequence[str], *, rules: Optional[RuleSet] = None, rule_files: Sequence[str] = (),
                jobs: int = 1, progress: Optional[Progress] = None, stdin: Optional[IO[bytes]] = None,
                follow_symlinks: bool = False, opener: Optional[Opener] = None,
-               cwd: Optional[str] = None) -> ScanResult:
+               cwd: Optional[str] = None, installed: Optional[Installed] = None
+               ) -> ScanResult:
     """Scan files, folders (walked for log files), ``.gz`` files and ``-`` (``stdin``); one merged result.
 
     ``rules`` default to the shipped ones plus ``rule_files`` (raises :class:`~npudoctor.logs.rules.RulesError`
@@ -310,9 +312,11 @@ def scan_paths(paths: Sequence[str], *, rules: Optional[RuleSet] = None, rule_fi
     bytes are scanned. ``opener`` reads each of ``paths`` instead of the local file system (no walking):
     LOG001 reads a node's plogs through its runner. Inputs that cannot be read become "unreadable" or
     "partial" files of the result, with the reason; ``result.skipped`` names what a walk passed over.
+    ``installed``: CANN's registry texts read on the node (:func:`npudoctor.probes.cann_codes.texts_on_node`):
+    code findings then read as ``explain`` shows them there.
     """
     rule_files = tuple(rule_files)
-    scanner = Scanner(rules if rules is not None else load_rules(rule_files))
+    scanner = Scanner(rules if rules is not None else load_rules(rule_files), installed)
     if opener is not None:
         inputs = [LogInput(path, path, "opener") for path in paths]
         skipped: List[Tuple[str, str]] = []

@@ -139,8 +139,12 @@ LineGroup = Tuple[int, int, int, str, Analysis]
 class Scanner:
     """Scan any number of inputs; findings merge across all of them (per kind and subject)."""
 
-    def __init__(self, rules: Optional[RuleSet] = None) -> None:
+    def __init__(self, rules: Optional[RuleSet] = None,
+                 installed: Optional[codebase.Installed] = None) -> None:
         self.rules = rules if rules is not None else default_rules()
+        # CANN's own registry texts read on the node (probes.cann_codes): the code findings then read as
+        # `explain` shows them there. Applied once in result(), so worker processes never carry it.
+        self.installed = installed or {}
         self.levels: Counter[str] = collections.Counter()
         self.modules: Counter[str] = collections.Counter()
         self.codes: Counter[str] = collections.Counter()
@@ -630,8 +634,10 @@ class Scanner:
         return code if code in self.codes or len(self.codes) < MAX_SUBJECTS_PER_KIND else OTHER_SUBJECT
 
     def result(self) -> ScanResult:
-        findings = sorted(self._merged.values(),
-                          key=lambda f: (SEVERITY_RANK[f.severity], f.kind, -f.count, f.subject))
+        merged: Iterable[LogFinding] = self._merged.values()
+        if self.installed:
+            merged = [_as_installed(f, self.installed) for f in merged]
+        findings = sorted(merged, key=lambda f: (SEVERITY_RANK[f.severity], f.kind, -f.count, f.subject))
         return ScanResult(list(self.files), self.levels, self.modules, self.codes, findings)
 
 
@@ -823,12 +829,27 @@ def _locate(data: bytes, begin: int, end: int, starts: Iterable[int],
     return located, lineno - line_base + data.count(b"\n", position, end)
 
 
-@functools.lru_cache(maxsize=4096)
-def _code_hit(code: str) -> LineHit:
-    info = codebase.explain(code)
+def code_hit(code: str, installed: Optional[codebase.Installed] = None) -> LineHit:
+    """What a line holding ``code`` reports: the code's entry as :func:`npudoctor.logs.codes.explain` gives it
+    (the one lookup `explain` uses too), in the text of the node's registry where ``installed`` has it."""
+    info = codebase.explain(code, installed)
     severity = info.severity if info else codebase.default_severity(code)
     title = f"{code} {info.title}" if info else f"error code {code}"
     return LineHit("error_code", code, severity, title, info.fix if info else "", "", info)
+
+
+_code_hit = functools.lru_cache(maxsize=4096)(code_hit)  # the shipped texts, per code, for every line
+
+
+def _as_installed(finding: LogFinding, installed: codebase.Installed) -> LogFinding:
+    """A code finding in the text of the node's registry (its title, fix and entry); any other as it is."""
+    if finding.kind != "error_code" or finding.subject == OTHER_SUBJECT:
+        return finding
+    hit = code_hit(finding.subject, installed)
+    if hit.code is None or hit.code == finding.code:
+        return finding
+    return dataclasses.replace(finding, title=clean(hit.title), fix=clean(hit.fix), code=hit.code,
+                               severity=hit.severity)
 
 
 def _bare_record(text: str) -> Optional[LineHit]:

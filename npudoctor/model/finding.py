@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from npudoctor.untrusted import clean, clean_value
 
@@ -87,6 +87,12 @@ class Summary:
         return {status.value: self.counts.get(status, 0) for status in STATUS_ORDER}
 
 
+def failing(fail_on: str = "fail") -> Tuple[Status, ...]:
+    """The statuses ``--fail-on`` (``fail`` or ``warn``) fails on, in every command and format (an ERROR fails
+    a run as well, as an outcome of its own: a JUnit error, NPD's "could not tell")."""
+    return (Status.FAIL, Status.WARN) if fail_on == "warn" else (Status.FAIL,)
+
+
 @dataclass
 class Report:
     """The findings of one run, in stage order, plus where they came from."""
@@ -117,20 +123,15 @@ class Report:
 
     def exit_code(self, fail_on: str = "fail") -> int:
         """0 nothing failed; 1 a FAIL or ERROR (or a WARN under ``fail_on="warn"``)."""
-        statuses = {f.status for f in self.findings}
-        if statuses & {Status.FAIL, Status.ERROR}:
-            return 1
-        if fail_on == "warn" and Status.WARN in statuses:
-            return 1
-        return 0
+        return 1 if {f.status for f in self.findings} & {Status.ERROR, *failing(fail_on)} else 0
 
     def to_dict(self) -> Dict[str, Any]:
         return {
             "schema": self.SCHEMA,
             "tool": dict(self.tool),
-            "host": dict(self.host),
+            "host": clean_value(dict(self.host)),
             "source": self.source,
-            "inventory": dict(self.inventory),
+            "inventory": clean_value(dict(self.inventory)),  # the node's text, cleaned as the findings are
             "findings": [f.to_dict() for f in self.findings],
             "summary": self.summary.to_dict(),
         }

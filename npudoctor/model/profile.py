@@ -29,7 +29,8 @@ class NodeProfile:
     data: Mapping[str, Any] = field(default_factory=dict)
 
     def get(self, dotted: str, default: Any = None) -> Any:
-        """``profile.get("hccl.connect_timeout_s.min", 120)``"""
+        """``profile.get("hccl.connect_timeout_s.min")``: what this profile says (a check reads the value in force,
+        shipped default included, through :func:`npudoctor.knowledge.setting`)."""
         node: Any = self.data
         for part in dotted.split("."):
             if not isinstance(node, Mapping) or part not in node:
@@ -132,6 +133,26 @@ PROFILE_SCHEMA: Dict[str, Field] = {
     "prof.small_transfer_warn_share": Field("number", 0, 1, doc="PROF017: small transfers' share of the time"),
     "prof.rank_gap_warn_share": Field("number", 0, 10, doc="PROF018: gap between ranks over the mean"),
     "prof.rdma_retransmission_ms": Field("number", 0, 1e9, doc="PROF021: RDMA transit time of a retransmission"),
+    "prof.op_min_share": Field("number", 0, 1, doc="PROF022-PROF024: an operator shape's share of compute time "
+                               "below which it is not judged"),
+    "prof.cube_mac_ratio": Field("number", 0, 1, doc="PROF022: aic_mac_ratio at or above this is mac-bound"),
+    "prof.cube_mte2_ratio": Field("number", 0, 1, doc="PROF022: aic_mte2_ratio at or above this is mte2-bound"),
+    "prof.cube_inner_axis": Field("int", 1, 1 << 20, doc="PROF022: inner axes of matmul inputs multiples of this"),
+    "prof.fa_mte2_ratio": Field("number", 0, 1, doc="PROF023: aic_mte2_ratio at or above this is mte2-bound"),
+    "prof.fa_vec_ratio": Field("number", 0, 1, doc="PROF023: forward aiv_vec_ratio at or above this is vec-bound"),
+    "prof.fa_fixpipe_ratio": Field("number", 0, 1, doc="PROF023: backward aic_fixpipe_ratio bound bar"),
+    "prof.fa_axis": Field("int", 1, 1 << 20, doc="PROF023: head dim and sequence length multiples of this"),
+    "prof.vector_pipe_ratio": Field("number", 0, 1, doc="PROF024: a vec/mte2/mte3 ratio at or above this is bound"),
+    "prof.vector_total_ratio": Field("number", 0, 3, doc="PROF024: vec + mte2 + mte3 at or above this is busy"),
+    "prof.fusible_min_ops": Field("int", 2, 64, doc="PROF025: fewest operators in a sequence"),
+    "prof.fusible_max_ops": Field("int", 2, 64, doc="PROF025: most operators in a sequence"),
+    "prof.fusible_min_repeats": Field("int", 2, 10 ** 9, doc="PROF025: times a sequence must repeat"),
+    "prof.fusible_host_busy_share": Field("number", 0, 1, doc="PROF025: device busy below this share of a "
+                                          "sequence's span = host-bound"),
+    "prof.fusible_mte_share": Field("number", 0, 10, doc="PROF025: data movement above this share of the "
+                                    "cores' busy time = copy-bound"),
+    "prof.fusible_min_span_share": Field("number", 0, 1, doc="PROF025: share of the analysed span a "
+                                         "host-bound sequence must cover"),
     "prof.quiet_idle_min_us": Field("number", 1000, 1e12, doc="PROF030: device idle this long is judged"),
     "prof.quiet_idle_max_calls_per_s": Field("number", 0, 1e9, doc="PROF030: fewer host CANN calls = silent"),
     "prof.quiet_idle_max_host_share": Field("number", 0, 1, doc="PROF030: host call time share under = silent"),

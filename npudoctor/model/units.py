@@ -4,11 +4,15 @@
 ('1.0 MiB', '-1.5 KiB', '12 B', '?')
 >>> signed_bytes(1536), signed_bytes(-12), signed_bytes(None)
 ('+1.5 KiB', '-12 B', '-')
+>>> percent(0.2964), percent(0.2964, 0), percent(None), confidence_percent(0.9996), confidence_percent(0.95)
+('29.6%', '30%', '-', '>99.9%', '95.0%')
+>>> duration_us(12.34), duration_us(1234.5)
+('12.3 us', '1.23 ms')
 """
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Optional
 
 
 def human_bytes(value: Optional[float]) -> str:
@@ -29,3 +33,21 @@ def signed_bytes(value: Optional[float]) -> str:
     if value is None:
         return "-"
     return ("+" if value >= 0 else "") + human_bytes(value)
+
+
+def percent(share: Any, decimals: int = 1) -> str:
+    """A share (0-1) as a percentage: one decimal in a sentence (``'29.6%'``), ``decimals=0`` in a table column
+    or a limit (``'30%'``); ``-`` when it is not a number (unknown)."""
+    if not isinstance(share, (int, float)):
+        return "-"
+    return f"{float(share) * 100:.{decimals}f}%"
+
+
+def confidence_percent(probability: float) -> str:
+    """A probability as people read it: ``>99.9%`` near certainty, where rounding would say ``100%``."""
+    return ">99.9%" if probability >= 0.9995 else percent(probability)
+
+
+def duration_us(us: float) -> str:
+    """A duration given in microseconds: ``12.3 us`` below a millisecond, else ``1.23 ms``."""
+    return f"{us / 1000:.2f} ms" if us >= 1000 else f"{us:.1f} us"

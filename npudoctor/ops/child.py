@@ -63,7 +63,7 @@ def main(argv: List[str]) -> int:
         return {**audit.recording, "run": {**state, "seconds": round(time.time() - state["started"], 3)}}
 
     def on_term(signum: int, frame: Any) -> None:
-        # Once: the stopper signals the group and each process (a second TERM would cut the final write short)
+        # Once: a second TERM (a user's kill, a launcher's) would cut the final write short
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         raise _Stopped()
 

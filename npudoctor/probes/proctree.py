@@ -4,8 +4,9 @@ A process group is not enough: torchrun starts its workers with ``start_new_sess
 ``setsid``, and a background child whose parent exited is re-parented away from the tree. So the tree is found
 through ``/proc`` (each process's parent), and on Linux npudoctor becomes a *child subreaper*
 (``PR_SET_CHILD_SUBREAPER``): an orphaned descendant is re-parented to npudoctor instead of init, so it stays
-in the tree however it detaches. :meth:`ProcessTree.stop` signals every process of the tree (and the group),
-waits for them to be gone (``grace_s`` per signal), and ends with SIGKILL; adopted orphans are reaped.
+in the tree however it detaches. :meth:`ProcessTree.stop` signals every process of the tree once (through the
+group where it is in a root's group), waits for them to be gone (``grace_s`` per signal), and ends with SIGKILL;
+adopted orphans are reaped.
 """
 
 from __future__ import annotations
@@ -92,6 +93,14 @@ def pipe_holders(pipe_inodes: Set[int]) -> Set[int]:
     return holders
 
 
+def _group(pid: int) -> Optional[int]:
+    """The process group of ``pid`` (None when it is gone)."""
+    try:
+        return os.getpgid(pid)
+    except (ProcessLookupError, PermissionError, OSError):
+        return None
+
+
 def _alive(pid: int) -> bool:
     """Running (a zombie has finished: it only waits for its parent to read its status)."""
     try:
@@ -142,10 +151,22 @@ class ProcessTree:
         self._reap()
 
     def _signal(self, pids: Set[int], sig: int) -> None:
-        for root in self.roots:  # the group first: a process forked between the walk and the kill is in it
-            with contextlib.suppress(ProcessLookupError, PermissionError):
+        """``sig`` once to each process: the roots' groups first (a process forked between the walk and the kill
+        is in one), then every process of ``pids`` that was not in a group just signalled. A second delivery is
+        not harmless: a handler that counts signals, or is not re-entrant, or ends a final write, sees it."""
+        groups_before = {pid: _group(pid) for pid in pids}
+        signalled: Set[int] = set()
+        for root in self.roots:
+            try:
                 os.killpg(root, sig)
+            except (ProcessLookupError, PermissionError):
+                continue
+            signalled.add(root)
         for pid in pids:
+            # In the group before the kill and still after it: the killpg reached it (one that left the group in
+            # between, by setsid or setpgid, is signalled here).
+            if groups_before[pid] in signalled and _group(pid) == groups_before[pid]:
+                continue
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, sig)
 

@@ -29,6 +29,8 @@ __all__ = ["MAX_FILE_BYTES", "LiveRunner", "RecordingRunner", "Runner"]
 MAX_FILE_BYTES = 4 * 1024 * 1024
 # What a command may print before it is cut.
 MAX_OUTPUT_BYTES = 8 * 1024 * 1024
+# PathInfo.kind of what stat() found (a link is followed; "other" for a FIFO or a socket).
+_PATH_KINDS = ((stat.S_ISCHR, "char"), (stat.S_ISBLK, "block"), (stat.S_ISDIR, "dir"), (stat.S_ISREG, "file"))
 
 
 class Runner:
@@ -130,20 +132,10 @@ class LiveRunner(Runner):
         except OSError as exc:
             return PathInfo(path, False, link_target=link_target, error=f"os-error: {exc.strerror or exc}")
         mode = st.st_mode
-        if stat.S_ISCHR(mode):
-            kind = "char"
-        elif stat.S_ISBLK(mode):
-            kind = "block"
-        elif stat.S_ISDIR(mode):
-            kind = "dir"
-        elif stat.S_ISREG(mode):
-            kind = "file"
-        else:
-            kind = "other"
         return PathInfo(
             path,
             True,
-            kind=kind,
+            kind=next((kind for is_kind, kind in _PATH_KINDS if is_kind(mode)), "other"),
             mode=stat.S_IMODE(mode),
             readable=os.access(real, os.R_OK),
             writable=os.access(real, os.W_OK),

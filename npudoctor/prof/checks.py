@@ -14,6 +14,8 @@ from npudoctor import knowledge
 from npudoctor.model import rulebook
 from npudoctor.model.finding import Finding, Status
 from npudoctor.model.profile import NodeProfile
+from npudoctor.model.units import duration_us as _ms  # the room's short names for the one set of formatters
+from npudoctor.model.units import percent as _pct
 from npudoctor.prof import figures
 from npudoctor.prof.model import Rank, status_for
 
@@ -79,14 +81,6 @@ def run_all(ctx: ProfContext) -> List[Finding]:
         except Exception as exc:  # a broken check is an ERROR finding, never a lost report
             findings.append(_finding(check.id, Status.ERROR, detail=rulebook.crash_detail(exc)))
     return findings
-
-
-def _ms(us: float) -> str:
-    return f"{us / 1000:.2f} ms" if us >= 1000 else f"{us:.1f} us"
-
-
-def _pct(share: float) -> str:
-    return f"{share * 100:.1f}%"
 
 
 def _ranks_text(labels: Sequence[str]) -> str:

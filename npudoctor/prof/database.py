@@ -34,6 +34,10 @@ SQLITE_MAGIC = b"SQLite format 3\x00"
 BESIDE = ("-wal", "-journal", "-shm")
 NS_PER_US = 1000.0
 BYTES_PER_MB = 1024.0 * 1024.0
+NULL_INT = -(1 << 63)              # what an empty, text or blob cell of an integer column reads as
+INT, DIM, REAL = "int", "dim", "real"  # how :meth:`ProfileDb.columns` returns a value
+CHUNK_ROWS = 40_000                # rowids per query of :meth:`ProfileDb.columns`: 21 bytes a value stays < 1 MiB
+MAX_ROWID = (1 << 63) - 1
 
 
 class DbTable(NamedTuple):
@@ -133,10 +137,10 @@ class ProfileDb:
                 conn.setlimit(limit, MAX_VALUE_BYTES)
             conn.execute("PRAGMA query_only = ON")
             conn.execute("PRAGMA trusted_schema = OFF")
-            # The grouping queries are sorts: helper threads for the sorter and a 64 MiB page cache made the
-            # 1M-task grouping ~2x faster here (measured 4.4 s -> 1.7-2.0 s).
+            # Helper threads for the sorter (the ORDER BY of host events) and a 16 MiB page cache (the column
+            # reads touch each page once: 64 MiB only held 48 MiB more).
             conn.execute(f"PRAGMA threads = {max(1, min(4, os.cpu_count() or 1))}")
-            conn.execute("PRAGMA cache_size = -65536")
+            conn.execute("PRAGMA cache_size = -16384")
             conn.set_progress_handler(self._over_time, 100_000)
             self._deadline = time.monotonic() + self.deadline_s
             objects = conn.execute("SELECT type, name, sql FROM sqlite_master").fetchall()
@@ -161,6 +165,9 @@ class ProfileDb:
                 raise self._fail(f"holds a {kind} ({str(name)[:60]!r}): a profiler export has none; not read")
             if kind == "table" and re.match(r"\s*create\s+virtual\s", str(sql or ""), re.IGNORECASE):
                 raise self._fail(f"holds a virtual table ({str(name)[:60]!r}): not read")
+            if kind == "table" and re.search(r"\bwithout\s+rowid\s*$", str(sql or ""), re.IGNORECASE):
+                raise self._fail(f"holds a WITHOUT ROWID table ({str(name)[:60]!r}): a profiler export has none; "
+                                 "not read")
 
     def _map_tables(self, conn: sqlite3.Connection, present: set) -> None:
         by_key = {name.lower(): name for name in present}
@@ -199,18 +206,11 @@ class ProfileDb:
         real = _quote(self.tables[table].columns[column])
         return f"{alias}.{real}" if alias else real
 
-    def rows(self, sql: str, params: Sequence[Any] = (), limit: int = MAX_EVENT_ROWS) -> Iterator[Tuple[Any, ...]]:
-        """The rows of one query, at most ``limit``; the query is stopped at the deadline (one-line error)."""
-        self._deadline = time.monotonic() + self.deadline_s
+    @contextlib.contextmanager
+    def _reading(self) -> Iterator[None]:
+        """SQLite's errors as one-line TableErrors (the deadline's interrupt named as such)."""
         try:
-            cursor = self.conn.execute(sql, params)
-            taken = 0
-            while taken < limit:
-                batch = cursor.fetchmany(min(65_536, limit - taken))
-                if not batch:
-                    return
-                taken += len(batch)
-                yield from batch
+            yield
         except sqlite3.OperationalError as exc:
             if "interrupt" in str(exc).lower():
                 raise self._fail(f"a query ran past {self.deadline_s:g} s: not read") from None
@@ -219,6 +219,79 @@ class ProfileDb:
             raise self._fail(_one_line(exc)) from None
         except UnicodeDecodeError:
             raise self._fail("corrupt SQLite database (a message or name not readable)") from None
+
+    def rows(self, sql: str, params: Sequence[Any] = (), limit: int = MAX_EVENT_ROWS) -> Iterator[Tuple[Any, ...]]:
+        """The rows of one query, at most ``limit``; the query is stopped at the deadline (one-line error)."""
+        self._deadline = time.monotonic() + self.deadline_s
+        with self._reading():
+            cursor = self.conn.execute(sql, params)
+            taken = 0
+            while taken < limit:
+                batch = cursor.fetchmany(min(65_536, limit - taken))
+                if not batch:
+                    return
+                taken += len(batch)
+                yield from batch
+
+    def columns(self, table: str, values: Sequence[Tuple[str, str]], where: str = "",
+                params: Sequence[Any] = (), group_by: str = "") -> Iterator[List[Any]]:
+        """numpy arrays of the expressions ``values`` (SQL over ``t``, the table's rows; each INT, DIM or REAL)
+        for the rows matching ``where`` (``params`` bind the ?s of values, then of where), one window of
+        CHUNK_ROWS rowids at a time, in rowid order. Each column of a window comes back as one comma-joined
+        text (group_concat) that numpy parses: no Python object per cell (a tuple per row was 5-10x slower).
+        An empty cell reads as NULL_INT (INT, DIM) or NaN (REAL); a text cell as its leading number (INT) or
+        empty (DIM, REAL). A window never holds more than CHUNK_ROWS rows (rowids are unique), so no text
+        passes the value limit; empty stretches of rowids are skipped by one seek. One deadline for the read.
+        ``group_by``: the values are aggregates of the window's rows grouped on it (one row per group).
+        """
+        import warnings
+
+        import numpy as np
+
+        wraps = {INT: f"ifnull(CAST(({{0}}) AS INTEGER), {NULL_INT})",  # text: its leading number, else 0
+                 DIM: f"ifnull(CASE WHEN typeof({{0}}) IN ('integer', 'real') THEN CAST({{0}} AS INTEGER) END, "
+                      f"{NULL_INT})",  # text reads as empty (twice the time of INT: only where text means unknown)
+                 REAL: "ifnull(CASE WHEN typeof({0}) IN ('integer', 'real') THEN CAST({0} AS REAL) END, 'nan')"}
+        name = self.name(table)
+        rows = f"FROM {name} AS t WHERE ({where or '1'}) AND t.rowid BETWEEN ? AND ?"  # the window binds last
+        if group_by:
+            chosen = ", ".join(f"({expression}) AS v{i}" for i, (expression, _) in enumerate(values))
+            joined = ", ".join(f"group_concat({wraps[kind].format(f'v{i}')})" for i, (_, kind) in enumerate(values))
+            window = f"SELECT count(*), {joined} FROM (SELECT {chosen} {rows} GROUP BY {group_by})"
+        else:
+            joined = ", ".join(f"group_concat({wraps[kind].format(expression)})" for expression, kind in values)
+            window = f"SELECT count(*), {joined} {rows}"
+        seek = f"SELECT min(rowid) FROM {name} WHERE rowid >= ?"
+        kinds = [np.float64 if kind == REAL else np.int64 for _, kind in values]
+        self._deadline = time.monotonic() + self.deadline_s
+        cursor = NULL_INT
+        while True:
+            with self._reading():
+                found = self.conn.execute(seek, [cursor]).fetchone()
+                if found is None or not isinstance(found[0], int):
+                    return
+                last = min(found[0] + CHUNK_ROWS - 1, MAX_ROWID)
+                row = self.conn.execute(window, [*params, found[0], last]).fetchone()
+            if row is not None and row[0]:
+                yield self._parsed(table, row, kinds, np, warnings)
+            if last == MAX_ROWID:
+                return
+            cursor = last + 1
+
+    def _parsed(self, table: str, row: Sequence[Any], kinds: Sequence[Any], np: Any, warnings: Any) -> List[Any]:
+        count = int(row[0])
+        arrays = []
+        for text, dtype in zip(row[1:], kinds):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                try:
+                    array = np.fromstring(str(text or ""), dtype=dtype, sep=",")
+                except ValueError:
+                    array = None
+            if array is None or len(array) != count:
+                raise self._fail(f"{self.tables[table].name}: a column did not read back as numbers")
+            arrays.append(array)
+        return arrays
 
     def strings(self) -> str:
         """A join target for string ids: ``LEFT JOIN <strings> AS x ON x.id = ...``."""
@@ -249,7 +322,9 @@ def _one_line(exc: BaseException) -> str:
 
 # --- what the checks read ---------------------------------------------------------------------------------
 
-MAX_STEP_CASES = 512  # steps written into the query as one CASE; more: a sub-select per task
+TASKS_PER_PASS = 2_000_000  # tasks held at once (24 bytes each); a bigger TASK table is read in passes by id
+MAX_PASSES = 16
+GROUP_BATCH_ROWS = 1 << 16  # joined compute tasks grouped at once
 
 
 def string_ids(db: ProfileDb, values: Sequence[str]) -> Dict[str, List[int]]:
@@ -279,22 +354,183 @@ def strings_of(db: ProfileDb, ids: Iterable[Any]) -> Dict[Any, str]:
     return out
 
 
-def _step_expression(db: ProfileDb, start: str) -> str:
-    """The STEP_TIME id of the step a start time falls in (-1.0 outside every step)."""
-    if not db.has("step_time", "id", "start_ns", "end_ns"):
-        return "-1.0"
-    steps = list(db.rows(f"SELECT {db.col('step_time', 'id')}, {db.col('step_time', 'start_ns')}, "
-                         f"{db.col('step_time', 'end_ns')} FROM {db.name('step_time')}", limit=MAX_STEP_CASES + 1))
-    usable = [(float(i), int(a), int(b)) for i, a, b in steps
-              if isinstance(i, (int, float)) and isinstance(a, int) and isinstance(b, int)]
-    if len(steps) <= MAX_STEP_CASES and len(usable) == len(steps):
-        if not usable:
-            return "-1.0"
-        cases = " ".join(f"WHEN {start} BETWEEN {a} AND {b} THEN {i!r}" for i, a, b in usable)
-        return f"(CASE {cases} ELSE -1.0 END)"
-    return (f"COALESCE((SELECT CAST(st.{db.col('step_time', 'id')} AS REAL) FROM {db.name('step_time')} st "
-            f"WHERE {start} >= st.{db.col('step_time', 'start_ns')} AND {start} <= st.{db.col('step_time', 'end_ns')}"
-            " LIMIT 1), -1.0)")
+class Steps(NamedTuple):
+    """STEP_TIME sorted by start: a task belongs to the step whose span holds its start."""
+
+    starts: Any
+    ends: Any
+    ids: Any
+
+    def of(self, times: Any) -> Any:
+        """The step id of each time (float; -1.0 outside every step or for an empty time)."""
+        import numpy as np
+
+        if not len(self.starts):
+            return np.full(len(times), -1.0)
+        at = np.searchsorted(self.starts, times, side="right") - 1
+        inside = (at >= 0) & (times != NULL_INT)
+        clipped = np.clip(at, 0, None)
+        inside &= times <= self.ends[clipped]
+        return np.where(inside, self.ids[clipped], -1.0)
+
+    @property
+    def base(self) -> int:
+        """A time the reads subtract from start times (shorter numbers to pass and parse): the first step's."""
+        return int(self.starts[0]) if len(self.starts) else 0
+
+    def relative(self) -> Steps:
+        return Steps(self.starts - self.base, self.ends - self.base, self.ids)
+
+
+def _steps(db: ProfileDb) -> Steps:
+    import numpy as np
+
+    found: List[Tuple[float, int, int]] = []
+    if db.has("step_time", "id", "start_ns", "end_ns"):
+        sql = (f"SELECT {db.col('step_time', 'id')}, {db.col('step_time', 'start_ns')}, "
+               f"{db.col('step_time', 'end_ns')} FROM {db.name('step_time')}")
+        found = sorted(((float(i), a, b) for i, a, b in db.rows(sql, limit=100_000)
+                        if isinstance(i, (int, float)) and isinstance(a, int) and isinstance(b, int)),
+                       key=lambda step: step[1])
+    return Steps(starts=np.array([a for _, a, _ in found], dtype=np.int64),
+                 ends=np.array([b for _, _, b in found], dtype=np.int64),
+                 ids=np.array([i for i, _, _ in found], dtype=np.float64))
+
+
+class Tasks(NamedTuple):
+    """The TASK rows of one pass, sorted by globalTaskId."""
+
+    gid: Any
+    dur_us: Any
+    step: Any
+    device: Any
+
+    def find(self, wanted: Any) -> Tuple[Any, Any]:
+        """(index, found) of each wanted globalTaskId among these tasks."""
+        import numpy as np
+
+        at = np.clip(np.searchsorted(self.gid, wanted), 0, max(len(self.gid) - 1, 0))
+        found = (self.gid[at] == wanted) if len(self.gid) else np.zeros(len(wanted), dtype=bool)
+        return at, found & (wanted != NULL_INT)
+
+
+def _passes(db: ProfileDb) -> List[Tuple[int, int]]:
+    """(modulus, remainder) of globalTaskId per pass; one pass (1, 0) unless TASK is bigger than a pass holds."""
+    bounds = [next(iter(db.rows(f"SELECT {end}(rowid) FROM {db.name('task')}")), (None,))[0]
+              for end in ("min", "max")]  # two queries: each one seek (together they scan the table)
+    span = bounds[1] - bounds[0] + 1 if all(isinstance(b, int) for b in bounds) else 0
+    count = min(MAX_PASSES, max(1, -(-span // TASKS_PER_PASS)))
+    return [(count, remainder) for remainder in range(count)]
+
+
+def _in_pass(column: str, part: Tuple[int, int]) -> str:
+    modulus, remainder = part
+    return "" if modulus == 1 else f"(({column} % {modulus}) + {modulus}) % {modulus} = {remainder}"
+
+
+def _tasks(db: ProfileDb, part: Tuple[int, int], steps: Steps) -> Tasks:
+    import numpy as np
+
+    gid, start = db.col("task", "global_task_id", "t"), db.col("task", "start_ns", "t")
+    device = db.col("task", "device_id", "t") if db.has("task", "device_id") else "NULL"
+    relative = steps.relative()
+    chunks = []
+    for ids, duration, starts, devices in db.columns(
+            "task", [(gid, INT), (f"{db.col('task', 'end_ns', 't')} - {start}", INT),
+                     (f"{start} - {steps.base}", INT), (device, INT)], _in_pass(gid, part)):
+        # Reduced per window (the start times go at once): the whole pass holds 24 bytes a task.
+        chunks.append([ids, np.where(duration == NULL_INT, 0.0, duration / NS_PER_US),
+                       relative.of(starts).astype(np.float32),
+                       devices.clip(-(1 << 31), (1 << 31) - 1).astype(np.int32)])
+
+    def column(index: int, dtype: Any) -> Any:  # one whole column at a time, the chunks' part of it let go
+        whole = np.concatenate([c[index] for c in chunks]) if chunks else np.zeros(0, dtype=dtype)
+        for c in chunks:
+            c[index] = None
+        return whole if order is None else whole[order]
+
+    order = None
+    ids = column(0, np.int64)
+    if len(ids) > 1 and not bool(np.all(ids[1:] >= ids[:-1])):
+        order = np.argsort(ids, kind="stable")
+        ids = ids[order]
+    dur_us = column(1, np.float64)
+    step = column(2, np.float32)  # step ids are small whole numbers (exact in float32)
+    return Tasks(gid=ids, dur_us=dur_us, step=step, device=column(3, np.int32))
+
+
+class PmuPlan(NamedTuple):
+    ratio_ids: List[int]
+    cube_ids: List[int]
+    present: List[str]  # canonical ratio names found
+
+
+def _pmu_plan(db: ProfileDb, ratio_spellings: Mapping[str, Sequence[str]], cube_names: Sequence[str],
+              facts: Dict[str, Any]) -> PmuPlan:
+    if not db.has("task_pmu_info", "global_task_id", "name", "value"):
+        return PmuPlan([], [], [])
+    name_col = db.col("task_pmu_info", "name", "p")
+    sampled = [row[0] for row in db.rows(f"SELECT DISTINCT name FROM (SELECT {name_col} AS name FROM "
+                                         f"{db.name('task_pmu_info')} p LIMIT 200000)", limit=4096)]
+    facts["pmu_names"] = sorted(strings_of(db, sampled).values())
+    spelled = [n for spellings in ratio_spellings.values() for n in spellings] + list(cube_names)
+    ids = string_ids(db, spelled)
+    present = {canonical: [i for n in spellings for i in ids.get(n, [])]
+               for canonical, spellings in ratio_spellings.items()}
+    present = {canonical: found for canonical, found in present.items() if found}
+    claimed = {str(v).lower() for v in spelled}
+    facts["extra_columns"] = [n for n in facts["pmu_names"] if n.lower() not in claimed]
+    return PmuPlan(ratio_ids=sorted({i for found in present.values() for i in found}),
+                   cube_ids=sorted({i for n in cube_names for i in ids.get(n, [])}), present=list(present))
+
+
+def _one_of(column: str, ids: Sequence[int]) -> str:
+    """SQL: ``column`` is one of ``ids``. Ids within 62 of each other are tested as a bit mask (opcodes only:
+    20-30% less time per TASK_PMU_INFO row than IN, which probes a b-tree per row)."""
+    low, high = min(ids), max(ids)
+    if high - low <= 62:
+        mask = sum(1 << (i - low) for i in set(ids))
+        return f"({column} BETWEEN {low} AND {high} AND ({mask} >> ({column} - {low})) & 1)"
+    return f"{column} IN ({','.join(map(str, ids))})"
+
+
+def _pmu(db: ProfileDb, part: Tuple[int, int], tasks: Tasks, plan: PmuPlan, bound_ratio: float
+         ) -> Tuple[Any, Any]:
+    """Per task: no-bound (1 no pipe ratio above the bar, 0 one is, -1 no ratio) and cube utilization (NaN: none).
+
+    TASK_PMU_INFO holds one row per task and metric (18-28 per task with PipeUtilization): it is read in one
+    pass as ``globalTaskId * 2 + (value > bar)`` per ratio row, never pivoted or grouped in SQL.
+    """
+    import numpy as np
+
+    count = len(tasks.gid)
+    nobound = np.full(count, -1, dtype=np.int8)
+    cube = np.full(count, np.nan)
+    if not (plan.ratio_ids or plan.cube_ids):
+        return nobound, cube
+    gid, name = db.col("task_pmu_info", "global_task_id", "t"), db.col("task_pmu_info", "name", "t")
+    value = db.col("task_pmu_info", "value", "t")
+    in_pass = _in_pass(gid, part)
+    and_pass = f" AND {in_pass}" if in_pass else ""
+    if plan.ratio_ids:
+        has, bound = np.zeros(count, dtype=bool), np.zeros(count, dtype=bool)
+        # One code per task and window (its rows grouped: 8-9x fewer numbers to pass than one per row); no
+        # function call per row (typeof() doubled the time): a text value reads as 0.0 (data, below the bar),
+        # a huge or text id as one no task has.
+        code = f"{gid} * 2 + max(CAST({value} AS REAL) > ?)"
+        where = f"{_one_of(name, plan.ratio_ids)} AND {value} IS NOT NULL{and_pass}"
+        for (codes,) in db.columns("task_pmu_info", [(code, INT)], where, [float(bound_ratio)], group_by=gid):
+            codes = codes[codes >= 0]
+            at, found = tasks.find(codes >> 1)
+            has[at[found]] = True
+            bound[at[found & ((codes & 1) == 1)]] = True
+        nobound = np.where(has, np.where(bound, 0, 1), -1).astype(np.int8)
+    if plan.cube_ids:
+        where = f"{_one_of(name, plan.cube_ids)} AND typeof({value}) IN ('integer', 'real')" + and_pass
+        for ids, values in db.columns("task_pmu_info", [(gid, INT), (value, REAL)], where):
+            at, found = tasks.find(ids)
+            np.fmax.at(cube, at[found], values[found])
+    return nobound, cube
 
 
 def kernel_groups(db: ProfileDb, min_task_us: float, bound_ratio: float,
@@ -303,115 +539,157 @@ def kernel_groups(db: ProfileDb, min_task_us: float, bound_ratio: float,
     """The compute and communication tasks grouped like :func:`npudoctor.prof.kernels._group_chunk` does.
 
     Returns (rows of KEYS + n, dur_sum, dur_max, cube_wsum, cube_dur; facts: which columns were there, the
-    PMU metric names seen). Durations are microseconds. The grouping runs on the string ids (no join per
-    task); the few ids of the groups are turned into text afterwards.
+    PMU metric names seen). Durations are microseconds. The needed columns of TASK, COMPUTE_TASK_INFO and
+    TASK_PMU_INFO come back whole (:meth:`ProfileDb.columns`), are joined on globalTaskId by sorting and
+    grouped by hashing (pandas) on the string ids; the few ids of the groups are turned into text afterwards.
+    SQLite's own JOIN ... GROUP BY sorted every joined row and took twice the CSV's time.
     """
     facts: Dict[str, Any] = {"columns": [], "pmu_names": []}
     if not (db.has("task", "start_ns", "end_ns", "global_task_id")
             and db.has("compute_task_info", "global_task_id", "core_type")):
         return [], facts
+    import numpy as np
+
+    from npudoctor.prof.kernels import KEYS
+
     columns = ["core_type", "duration_us", "op_name", "op_type"]
-
-    def raw(column: str) -> str:
-        if not db.has("compute_task_info", column):
-            return "NULL"
-        if column != "core_type":
-            columns.append(column)
-        return db.col("compute_task_info", column, "c")
-
-    def number_or(column: str, default: str) -> str:  # raw here, a float (or -1.0) per group afterwards
-        if not db.has("compute_task_info", column):
-            return default
-        columns.append(column)
-        return db.col("compute_task_info", column, "c")
-
-    core, op_type, op_state, dtypes = raw("core_type"), raw("op_type"), raw("op_state"), raw("input_dtypes")
-    block_dim = number_or("block_dim", "-1.0")
-    mix_block_dim = number_or("mix_block_dim", "-1.0")
-    start = db.col("task", "start_ns", "t")
-    duration = f"({db.col('task', 'end_ns', 't')} - {start})"  # ns, integer arithmetic; us per group afterwards
-    device = f"CAST({db.col('task', 'device_id', 't')} AS TEXT)" if db.has("task", "device_id") else "''"
-    step = _step_expression(db, start)
-    if step != "-1.0":
+    columns += [c for c in ("op_state", "input_dtypes", "block_dim", "mix_block_dim")
+                if db.has("compute_task_info", c)]
+    steps = _steps(db)
+    if len(steps.starts):
         columns.append("step_id")
-    aicpu_ids = [i for ids in string_ids(db, ["AI_CPU", "KERNEL_AICPU"]).values() for i in ids]
-    ai_cpu_dtypes = (f"CASE WHEN {core} IN ({','.join(map(str, aicpu_ids))}) THEN {dtypes} END"
-                     if aicpu_ids and dtypes != "NULL" else "NULL")
-    params: List[Any] = [float(min_task_us) * NS_PER_US]
-    pmu_join, nobound, cube_w, cube_d = "", "-1", "0.0", "0.0"
-    if db.has("task_pmu_info", "global_task_id", "name", "value"):
-        pmu = db.name("task_pmu_info")
-        name_col, value_col = db.col("task_pmu_info", "name", "p"), db.col("task_pmu_info", "value", "p")
-        sampled = [row[0] for row in db.rows(f"SELECT DISTINCT name FROM (SELECT {name_col} AS name FROM {pmu} p "
-                                             "LIMIT 200000)", limit=4096)]
-        facts["pmu_names"] = sorted(strings_of(db, sampled).values())
-        spelled = [n for spellings in ratio_spellings.values() for n in spellings] + list(cube_names)
-        ids = string_ids(db, spelled)
-        present = {canonical: [i for n in spellings for i in ids.get(n, [])]
-                   for canonical, spellings in ratio_spellings.items()}
-        present = {canonical: found for canonical, found in present.items() if found}
-        ratio_ids = sorted({i for found in present.values() for i in found})
-        cube_ids = sorted({i for n in cube_names for i in ids.get(n, [])})
-        if ratio_ids or cube_ids:
-            parts = [f"MAX(CASE WHEN {name_col} IN ({','.join(map(str, ratio_ids))}) THEN CAST({value_col} AS REAL) "
-                     "END) AS highest" if ratio_ids else "NULL AS highest",
-                     f"MAX(CASE WHEN {name_col} IN ({','.join(map(str, cube_ids))}) THEN CAST({value_col} AS REAL) "
-                     "END) AS cube" if cube_ids else "NULL AS cube"]
-            every = ",".join(map(str, ratio_ids + cube_ids))
-            gid = db.col("task_pmu_info", "global_task_id", "p")
-            pmu_join = (f" LEFT JOIN (SELECT {gid} AS gid, {', '.join(parts)}"
-                        f" FROM {pmu} p WHERE {name_col} IN ({every}) GROUP BY 1) pmu ON pmu.gid = "
-                        f"{db.col('compute_task_info', 'global_task_id', 'c')}")
-            if ratio_ids:
-                nobound = "CASE WHEN pmu.highest IS NULL THEN -1 WHEN pmu.highest > ? THEN 0 ELSE 1 END"
-                params.append(float(bound_ratio))
-                columns.extend(present)
-            if cube_ids:
-                columns.append("cube_utilization_pct")
-                cube_w = f"COALESCE(pmu.cube * {duration}, 0.0)"
-                cube_d = f"CASE WHEN pmu.cube IS NULL THEN 0.0 ELSE {duration} END"
-        claimed = {str(v).lower() for v in spelled}
-        facts["extra_columns"] = [n for n in facts["pmu_names"] if n.lower() not in claimed]
-    sql = (f"SELECT {device}, {step}, {core}, {op_type}, {block_dim}, {mix_block_dim}, {op_state}, "
-           f"{duration} >= ?, {nobound}, {ai_cpu_dtypes}, COUNT(*), SUM({duration}), MAX({duration}), "
-           f"SUM({cube_w}), SUM({cube_d}) "
-           f"FROM {db.name('compute_task_info')} c JOIN {db.name('task')} t ON "
-           f"{db.col('task', 'global_task_id', 't')} = {db.col('compute_task_info', 'global_task_id', 'c')}"
-           f"{pmu_join} GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, 9, 10")
-    grouped = list(db.rows(sql, params, limit=MAX_EVENT_ROWS))
-    text = strings_of(db, [value for row in grouped for value in (row[2], row[3], row[6], row[9])])
+    aicpu = np.array([i for ids in string_ids(db, ["AI_CPU", "KERNEL_AICPU"]).values() for i in ids], dtype=np.int64)
+    plan = _pmu_plan(db, ratio_spellings, cube_names, facts)
+    columns.extend(plan.present)
+    if plan.cube_ids:
+        columns.append("cube_utilization_pct")
 
-    def shown(value: Any) -> str:
-        return text.get(value, "") if isinstance(value, int) else ("" if value is None else str(value))
+    def cell(column: str) -> str:
+        return db.col("compute_task_info", column, "t") if db.has("compute_task_info", column) else "NULL"
 
-    def dim(value: Any) -> float:
-        return -1.0 if value is None or isinstance(value, (str, bytes)) else _float(value)
-
-    rows = [(r[0], r[1], shown(r[2]), shown(r[3]), dim(r[4]), dim(r[5]), shown(r[6]), r[7], r[8], shown(r[9]), r[10],
-             _float(r[11]) / NS_PER_US, _float(r[12]) / NS_PER_US, _float(r[13]) / NS_PER_US, _float(r[14]) / NS_PER_US)
-            for r in grouped]
-    rows.extend(_communication_groups(db, min_task_us))
+    wanted = [(cell(c), DIM if c.endswith("block_dim") else INT)
+              for c in ("global_task_id", "core_type", "op_type", "block_dim", "mix_block_dim", "op_state",
+                        "input_dtypes")]
+    partial: List[Dict[str, Any]] = []
+    for part in _passes(db):
+        tasks = _tasks(db, part, steps)
+        nobound, cube = _pmu(db, part, tasks, plan, bound_ratio)
+        batch: List[Dict[str, Any]] = []
+        for gid, core, op_type, block, mix, state, dtypes in db.columns(
+                "compute_task_info", wanted, _in_pass(cell("global_task_id"), part)):
+            at, found = tasks.find(gid)
+            at = at[found]
+            duration, utilization = tasks.dur_us[at], cube[at]
+            core = core[found]
+            batch.append({
+                "device": tasks.device[at], "step": tasks.step[at], "core": core, "op_type": op_type[found],
+                "block_dim": _dims(block[found]), "mix_block_dim": _dims(mix[found]), "op_state": state[found],
+                "long": duration >= min_task_us, "nobound": nobound[at],
+                "dtypes": np.where(np.isin(core, aicpu), dtypes[found], NULL_INT), "n": np.ones(len(at)),
+                "dur_sum": duration, "dur_max": duration, "cube_wsum": np.nan_to_num(utilization * duration, nan=0.0),
+                "cube_dur": np.where(np.isnan(utilization), 0.0, duration)})
+            if sum(len(f["n"]) for f in batch) >= GROUP_BATCH_ROWS:
+                partial.append(_grouped(batch, KEYS))
+                batch = []
+        if batch:
+            partial.append(_grouped(batch, KEYS))
+    rows: List[Tuple[Any, ...]] = []
+    if partial:
+        grouped = _grouped(partial, KEYS)
+        records = list(zip(*(grouped[name].tolist() for name in [*KEYS, *SUMS, "dur_max"])))
+        text = strings_of(db, [int(r[i]) for r in records for i in (2, 3, 6, 9) if r[i] != NULL_INT])
+        rows = [(_device(r[0]), float(r[1]), _shown(text, r[2]), _shown(text, r[3]), float(r[4]), float(r[5]),
+                 _shown(text, r[6]), bool(r[7]), int(r[8]), _shown(text, r[9]), int(r[10]), _float(r[11]),
+                 _float(r[14]), _float(r[12]), _float(r[13])) for r in records]
+    rows.extend(_communication_groups(db, min_task_us, steps))
     facts["columns"] = columns
     return rows, facts
 
 
-def _communication_groups(db: ProfileDb, min_task_us: float) -> List[Tuple[Any, ...]]:
+SUMS = ("n", "dur_sum", "cube_wsum", "cube_dur")
+
+
+def _grouped(parts: Sequence[Mapping[str, Any]], keys: Sequence[str]) -> Dict[str, Any]:
+    """The rows of ``parts`` (dicts of equal-length arrays) grouped on ``keys``: SUMS summed, dur_max the
+    maximum. Each key is factorized (hashing) and folded into one dense group number; the sums are
+    bincounts. pandas' groupby on the ten keys took 5x longer."""
+    import numpy as np
+    import pandas as pd
+
+    whole = {name: np.concatenate([p[name] for p in parts]) for name in parts[0]}
+    group = np.zeros(len(whole["n"]), dtype=np.int64)
+    for name in keys:
+        codes, uniques = pd.factorize(whole[name])
+        group, _ = pd.factorize(group * max(len(uniques), 1) + codes)
+    count = int(group.max()) + 1 if len(group) else 0
+    first = np.full(count, len(group), dtype=np.int64)
+    np.minimum.at(first, group, np.arange(len(group)))
+    out = {name: whole[name][first] for name in keys}
+    for name in (n for n in SUMS if n in whole):
+        out[name] = np.bincount(group, weights=whole[name], minlength=count)
+    highest = np.full(count, -np.inf)
+    np.maximum.at(highest, group, whole["dur_max"])
+    out["dur_max"] = highest
+    return out
+
+
+def _dims(values: Any) -> Any:
+    import numpy as np
+
+    return np.where(values == NULL_INT, -1.0, values.astype(np.float64))
+
+
+def _device(value: Any) -> str:
+    number = int(value)
+    return "" if number in (NULL_INT, -(1 << 31)) else str(number)  # empty, as int64 or as a task's int32
+
+
+def _shown(text: Mapping[Any, str], value: Any) -> str:
+    return "" if int(value) == NULL_INT else text.get(int(value), "")
+
+
+def _communication_groups(db: ProfileDb, min_task_us: float, steps: Steps) -> List[Tuple[Any, ...]]:
     """COMMUNICATION_OP rows as HCCL tasks (kernel_details lists each collective as one HCCL row)."""
     if not db.has("communication_op", "start_ns", "end_ns"):
         return []
-    duration = (f"(({db.col('communication_op', 'end_ns', 'o')} - {db.col('communication_op', 'start_ns', 'o')})"
-                f" / {NS_PER_US})")
-    op_type = db.col("communication_op", "op_type", "o") if db.has("communication_op", "op_type") else "''"
-    device = (f"CAST({db.col('communication_op', 'device_id', 'o')} AS TEXT)"
-              if db.has("communication_op", "device_id") else "''")
-    step = _step_expression(db, db.col("communication_op", "start_ns", "o"))
-    sql = (f"SELECT {device}, {step}, 'HCCL', {op_type}, 0.0, -1.0, '', {duration} >= ?, -1, '', COUNT(*), "
-           f"SUM({duration}), MAX({duration}), 0.0, 0.0 FROM {db.name('communication_op')} o "
-           "GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, 9, 10")
-    grouped = list(db.rows(sql, [float(min_task_us)]))
-    text = strings_of(db, [row[3] for row in grouped])
-    return [(*row[:3], text.get(row[3], "") if isinstance(row[3], int) else str(row[3] or ""), *row[4:])
-            for row in grouped]
+    import numpy as np
+
+    start = db.col("communication_op", "start_ns", "t")
+    op_type = db.col("communication_op", "op_type", "t") if db.has("communication_op", "op_type") else "NULL"
+    device = db.col("communication_op", "device_id", "t") if db.has("communication_op", "device_id") else "NULL"
+    parts, relative = [], steps.relative()
+    for starts, duration, types, devices in db.columns(
+            "communication_op", [(f"{start} - {steps.base}", INT),
+                                 (f"{db.col('communication_op', 'end_ns', 't')} - {start}", INT),
+                                 (op_type, INT), (device, INT)]):
+        dur = np.where(duration == NULL_INT, 0.0, duration / NS_PER_US)
+        parts.append({"device": devices, "step": relative.of(starts), "op_type": types, "long": dur >= min_task_us,
+                      "n": np.ones(len(dur)), "dur_sum": dur, "dur_max": dur})
+    if not parts:
+        return []
+    grouped = _grouped(parts, ["device", "step", "op_type", "long"])
+    records = list(zip(*(grouped[name].tolist() for name in ("device", "step", "op_type", "long", "n", "dur_sum",
+                                                               "dur_max"))))
+    text = strings_of(db, [int(r[2]) for r in records if r[2] != NULL_INT])
+    return [(_device(r[0]), float(r[1]), "HCCL", _shown(text, r[2]), 0.0, -1.0, "", bool(r[3]), -1, "", int(r[4]),
+             _float(r[5]), _float(r[6]), 0.0, 0.0) for r in records]
+
+
+def recorded_environment(db: ProfileDb) -> Any:
+    """META_DATA's ENV_VARIABLES (the JSON profiler_metadata.json holds in text exports), decoded; None if absent
+    or not readable."""
+    from npudoctor.parsers import jsondoc
+
+    if not db.has("meta_data", "name", "value"):
+        return None
+    sql = (f"SELECT {db.col('meta_data', 'value')} FROM {db.name('meta_data')} "
+           f"WHERE {db.col('meta_data', 'name')} = 'ENV_VARIABLES'")
+    for (value,) in db.rows(sql, limit=1):
+        try:
+            return jsondoc.loads(str(value or ""), f"{db.path}: META_DATA ENV_VARIABLES")
+        except jsondoc.JsonDocumentError:
+            return None
+    return None
 
 
 def step_trace(db: ProfileDb) -> List[Dict[str, Any]]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, List, Set
 
 from npudoctor.prof.columns import column_map
-from npudoctor.prof.layout import Source
+from npudoctor.prof.layout import Source, recorded_environment
 from npudoctor.prof.model import Rank
 from npudoctor.prof.tables import TableError
 
@@ -47,6 +47,8 @@ def read_databases(rank: Rank, source: Source, min_task_us: float, bound_ratio: 
                     rank.memory["peaks"] = peaks
                     rank.memory["largest_allocations"] = database.largest_allocations(db)
                 rank.host_apis = database.host_apis(db) or rank.host_apis
+                if not source.environment:  # profiler_metadata.json wins when it is beside the .db
+                    source.environment = recorded_environment(database.recorded_environment(db))
                 _read_timeline(db, timeline, SYNC_STREAM, NODE_LAUNCH, idle_min_us)
                 read.append(path)
         except TableError as exc:

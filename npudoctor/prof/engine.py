@@ -32,7 +32,6 @@ def analyze(paths: Sequence[str], profile: Optional[NodeProfile] = None, steps: 
 
     # No profile: every setting is the shipped profiles/default.yaml's (the room does not reach up into api).
     ctx = ProfContext(ranks=[], profile=profile or NodeProfile("default"), logs_dirs=tuple(logs_dirs))
-    bound_ratio = float(ctx.setting("prof.bound_ratio"))
     sources, problems = discover(list(paths))
     if not sources:
         reason = "; ".join(problems[:3]) if problems else f"{', '.join(paths)}: no profiling data found"
@@ -42,7 +41,7 @@ def analyze(paths: Sequence[str], profile: Optional[NodeProfile] = None, steps: 
     for number, source in enumerate(sources, 1):
         if progress is not None:
             progress(f"reading {number}/{len(sources)}: {source.label}")
-        ranks.extend(readers.read_source(source, ctx.min_task_us, bound_ratio, steps,
+        ranks.extend(readers.read_source(source, ctx.min_task_us, float(ctx.setting("prof.bound_ratio")), steps,
                                          float(ctx.setting("prof.quiet_idle_min_us"))))
     readable = [r for r in ranks if r.tables_read]
     if not readable:
@@ -66,7 +65,8 @@ def _gave_sources(path: str, sources: Sequence[Source]) -> bool:
 
     where = os.path.abspath(path)
     for source in sources:
-        if any(path in files for files in source.tables.values()):
+        named = [*source.tables.values(), source.databases, source.analysis_dbs]  # a .db by path counts too
+        if any(path in files for files in named):
             return True
         root = os.path.abspath(source.root)
         if source.layout != "file" and (root == where or root.startswith(where + os.sep)

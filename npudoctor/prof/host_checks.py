@@ -375,16 +375,17 @@ def profiled_environment(ctx: ProfContext) -> Iterable[Finding]:
     not; this check reports only values that cost time: ``ASCEND_LAUNCH_BLOCKING`` set (operators run one
     at a time, see PROF015), ``ASCEND_GLOBAL_LOG_LEVEL`` 0 or 1 (debug/info logging), and
     ``ASCEND_GLOBAL_EVENT_ENABLE=1``. The other recorded variables (``HCCL_*``, ``PYTORCH_NPU_ALLOC_CONF``,
-    ``HOST_CACHE_CAPACITY``, ...) are in the evidence as recorded. WARN per harmful value; PASS otherwise;
-    SKIP without profiler_metadata.json.
+    ``HOST_CACHE_CAPACITY``, ...) are in the evidence as recorded (a ``.db`` export keeps the same object in
+    ``META_DATA``, read when no profiler_metadata.json is beside it). WARN per harmful value; PASS otherwise;
+    SKIP without either.
 
     Fix: ``unset ASCEND_LAUNCH_BLOCKING``; ``export ASCEND_GLOBAL_LOG_LEVEL=3``; ``unset
     ASCEND_GLOBAL_EVENT_ENABLE``.
     """
     recorded = [(rank.label, rank.source.environment) for rank in ctx.ranks if rank.source.environment]
     if not recorded:
-        yield _finding("PROF019", Status.SKIP, detail="no profiler_metadata.json with ENV_VARIABLES (torch_npu "
-                       "profiler output has it)")
+        yield _finding("PROF019", Status.SKIP, detail="no profiler_metadata.json or .db META_DATA with "
+                       "ENV_VARIABLES (torch_npu profiler output has it)")
         return
     found: Dict[Tuple[str, str, str], List[str]] = {}
     for label, environment in recorded:
@@ -484,3 +485,6 @@ def rdma_retransmission(ctx: ProfContext) -> Iterable[Finding]:
         yield _finding("PROF021", Status.PASS, detail=f"{rdma} RDMA transfer(s), the slowest {_ms(slowest * 1000)} "
                        f"(retransmission bar {_ms(bar * 1000)})", evidence=evidence)
 
+
+# The compute families (PROF022-) register after these, so IDs list in order.
+from npudoctor.prof import compute_checks  # noqa: E402,F401

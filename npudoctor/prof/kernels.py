@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence
 
+from npudoctor.prof import opstats
 from npudoctor.prof.columns import ColumnMap, Resolved, column_map
 from npudoctor.prof.tables import CHUNK_ROWS, ReadNotes, TableError, iter_chunks, open_table
 
@@ -36,6 +37,8 @@ class KernelStats:
     rows: int = 0
     problems: List[str] = field(default_factory=list)
     timeline: Any = None                 # HostTimeline read with the tasks (Chrome traces only)
+    shapes: Any = None                   # per-shape operator groups (npudoctor.prof.opstats), None: no shapes
+    sequence: Any = None                 # the first tasks in table order (npudoctor.prof.opstats), None: no start
 
     def has(self, *names: str) -> bool:
         return all(name in self.columns for name in names)
@@ -143,10 +146,13 @@ def _group_batch(batch: Any, ratio_columns: Sequence[str], min_task_us: float, b
 
 
 def _group_arrow(batches: List[Any], ratio_columns: Sequence[str], min_task_us: float,
-                 bound_ratio: float) -> pd.DataFrame:
+                 bound_ratio: float, collector: Optional[opstats.OpCollector] = None) -> pd.DataFrame:
     import pyarrow as pa
 
-    return _group_batch(pa.Table.from_batches(batches), ratio_columns, min_task_us, bound_ratio)
+    table = pa.Table.from_batches(batches)
+    if collector is not None:
+        collector.add(table)
+    return _group_batch(table, ratio_columns, min_task_us, bound_ratio)
 
 
 def _combine(parts: List[pd.DataFrame]) -> pd.DataFrame:
@@ -162,10 +168,11 @@ def _combine(parts: List[pd.DataFrame]) -> pd.DataFrame:
 
 def wanted_columns(cmap: ColumnMap) -> List[str]:
     return ["device_id", "step_id", "op_name", "op_type", "op_state", "core_type", "duration_us", "block_dim",
-            "mix_block_dim", "input_dtypes", "cube_utilization_pct", *cmap.groups.get("pipe_ratios", ())]
+            "mix_block_dim", "input_dtypes", "cube_utilization_pct", *cmap.groups.get("pipe_ratios", ()),
+            *opstats.TEXT_COLUMNS, *opstats.NUMERIC_COLUMNS]
 
 
-NUMERIC = ["step_id", "duration_us", "block_dim", "mix_block_dim", "cube_utilization_pct"]
+NUMERIC = ["step_id", "duration_us", "block_dim", "mix_block_dim", "cube_utilization_pct", *opstats.NUMERIC_COLUMNS]
 
 
 def aggregate_csv(table: str, paths: Sequence[str], min_task_us: float, bound_ratio: float) -> KernelStats:
@@ -176,13 +183,19 @@ def aggregate_csv(table: str, paths: Sequence[str], min_task_us: float, bound_ra
     rows = 0
     columns: Optional[Resolved] = None
     problems: List[str] = []
+    collector: Optional[opstats.OpCollector] = None
     for path in paths:
         try:
             resolved = open_table(path, cmap)
             if columns is None:
                 columns = resolved
+                collector = opstats.OpCollector(resolved.has("input_shapes", "duration_us"),
+                                                resolved.has("start_us", "duration_us"))
             notes = ReadNotes()
-            chunks = iter_chunks(path, resolved, wanted_columns(cmap), [*NUMERIC, *ratio_columns], notes=notes)
+            wanted = wanted_columns(cmap)
+            if not any(resolved.has(name) for name in opstats.MOVE_TIMES):  # busy time alone says nothing
+                wanted = [name for name in wanted if name not in opstats.TIMES]
+            chunks = iter_chunks(path, resolved, wanted, [*NUMERIC, *ratio_columns], notes=notes)
             # Small Arrow batches are gathered to about CHUNK_ROWS rows before grouping (a group-by has a
             # fixed cost per call); pandas chunks come that size already.
             pending: List[Any] = []
@@ -193,28 +206,40 @@ def aggregate_csv(table: str, paths: Sequence[str], min_task_us: float, bound_ra
                     pending.append(chunk)
                     pending_rows += chunk.num_rows
                     if pending_rows >= CHUNK_ROWS:
-                        parts.append(_group_arrow(pending, ratio_columns, min_task_us, bound_ratio))
+                        parts.append(_group_arrow(pending, ratio_columns, min_task_us, bound_ratio, collector))
                         pending, pending_rows = [], 0
                 else:
                     rows += len(chunk)
                     parts.append(_group_chunk(chunk, ratio_columns, min_task_us, bound_ratio))
+                    if collector is not None:
+                        collector.add(chunk)
                 if len(parts) >= 16:
                     parts = [_combine(parts)]
             if pending:
-                parts.append(_group_arrow(pending, ratio_columns, min_task_us, bound_ratio))
+                parts.append(_group_arrow(pending, ratio_columns, min_task_us, bound_ratio, collector))
             note = notes.describe(path)
             if note:
                 problems.append(note)
         except TableError as exc:
             problems.append(str(exc))
     groups = _combine(parts)
+    shapes = collector.shapes() if collector is not None else None
+    if collector is not None and collector.shapes_dropped["groups"]:
+        dropped = collector.shapes_dropped
+        problems.append(f"{paths[0]}: {dropped['groups']} operator shape(s) of the least time not kept for "
+                        f"PROF022-PROF024 ({dropped['tasks']} task(s), {dropped['time_us'] / 1000:.1f} ms; "
+                        f"{opstats.MAX_SHAPE_GROUPS} kept)")
     for name, mapping in cmap.values.items():  # cell spellings of older versions, mapped on the few groups
         key = {"core_type": "core", "op_type": "op_type"}.get(name)
         if key and mapping and len(groups):
             groups[key] = groups[key].astype(object).replace(mapping)
+    for name, mapping in cmap.values.items():
+        if name == "core_type" and mapping and shapes is not None and len(shapes):
+            shapes["core"] = shapes["core"].astype(object).replace(mapping)
     return KernelStats(table=table, files=list(paths), columns=tuple(columns.found) if columns else (),
                        extra_columns=columns.extra if columns else (), groups=groups, rows=rows,
-                       problems=problems)
+                       problems=problems, shapes=shapes,
+                       sequence=collector.sequence() if collector is not None else None)
 
 
 def aggregate_timeline(paths: Sequence[str], min_task_us: float, bound_ratio: float,

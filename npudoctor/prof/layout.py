@@ -10,7 +10,8 @@
 * a single CSV file given by path (its name says which table it is).
 
 Each place found is one :class:`Source`: one rank or device, or one msprof collection holding several devices.
-Symbolic links are not followed while walking (a loop or a link to ``/`` cannot run away with the walk).
+Symbolic links are not followed, named or met while walking (a loop or a link to ``/`` cannot run away with the
+walk; the one link rule: :mod:`npudoctor.model.inputs`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
+from npudoctor.model.inputs import NAMED_LINK, WALKED_LINK, is_named_link
 from npudoctor.parsers import jsondoc
 from npudoctor.prof.columns import TABLES, column_map
 
@@ -43,6 +45,9 @@ HCCL_TIMELINE = re.compile(r"^hccl_[\d_]*\.json$")   # legacy msprof: the HCCL t
 # Whole-run Chrome traces: read for the device tasks only when no kernel table or task_time timeline is there.
 TRACE_FILE = re.compile(r"^trace_view\.json$|^msprof(?:_\d+)*\.json$")
 RANK_IN_NAME = re.compile(r"^profiler_info_(\d+)\.json$")
+# The graph GE built (DUMP_GE_GRAPH=2: ge_proto_00000123_graph_1_Build.txt), beside the profile when copied
+# there; msprof-analyze's graph-fusion advice reads the last one (PROF026).
+GE_GRAPH_DUMP = re.compile(r"^ge_proto_.*_Build\.txt$")
 
 
 @dataclass
@@ -60,6 +65,7 @@ class Source:
     databases: List[str] = field(default_factory=list)           # profiler .db exports (torch_npu, msprof)
     analysis_dbs: List[str] = field(default_factory=list)        # torch_npu analysis.db
     unused: List[str] = field(default_factory=list)              # files seen that no check reads (listed)
+    graphs: List[str] = field(default_factory=list)              # GE graph dumps (ge_proto_*_Build.txt)
     devices: Dict[str, Dict[str, object]] = field(default_factory=dict)  # device id -> info.json facts
     environment: Dict[str, str] = field(default_factory=dict)    # profiler_metadata.json ENV_VARIABLES
     pp_ranks: List[int] = field(default_factory=list)            # ... its pipeline group's ranks, in stage order
@@ -106,7 +112,7 @@ def _listdir(path: str, problems: List[str]) -> List[str]:
             names = []
             for entry in entries:
                 if entry.is_symlink():
-                    problems.append(f"{os.path.join(path, entry.name)}: a symbolic link (not followed)")
+                    problems.append(f"{os.path.join(path, entry.name)}: {WALKED_LINK}")
                 else:
                     names.append(entry.name)
     except OSError as exc:
@@ -143,6 +149,8 @@ def add_file(source: Source, path: str) -> bool:
         source.analysis_dbs.append(path)
     elif UNUSED_FILES.match(name):
         source.unused.append(path)
+    elif GE_GRAPH_DUMP.match(name):
+        source.graphs.append(path)
     else:
         return False
     return True
@@ -192,6 +200,13 @@ def _add_device_info(source: Source, prof_dir: str, problems: List[str]) -> None
                 break
 
 
+def recorded_environment(variables: object) -> Dict[str, str]:
+    """The ENV_VARIABLES object the profiler recorded (profiler_metadata.json, or a .db's META_DATA), bounded."""
+    if not isinstance(variables, dict):
+        return {}
+    return {str(k)[:64]: str(v)[:256] for k, v in list(variables.items())[:256] if isinstance(v, (str, int, float))}
+
+
 def _torch_source(root: str, problems: List[str]) -> Source:
     source = Source(label=os.path.basename(root.rstrip("/")) or root, root=root, layout="torch_npu")
     _add_tables(source, os.path.join(root, TORCH_OUTPUT), problems)
@@ -199,12 +214,12 @@ def _torch_source(root: str, problems: List[str]) -> Source:
         match = RANK_IN_NAME.match(name)
         if match:
             source.rank = int(match.group(1))
+        if GE_GRAPH_DUMP.match(name):
+            source.graphs.append(os.path.join(root, name))
         if name == "profiler_metadata.json":
             metadata = _read_json(os.path.join(root, name), problems)
-            variables = metadata.get("ENV_VARIABLES") if isinstance(metadata, dict) else None
-            if isinstance(variables, dict):
-                source.environment = {str(k)[:64]: str(v)[:256] for k, v in list(variables.items())[:256]
-                                      if isinstance(v, (str, int, float))}
+            source.environment = recorded_environment(
+                metadata.get("ENV_VARIABLES") if isinstance(metadata, dict) else None)
             source.pp_ranks = _pipeline_group(metadata)
         if PROF_DIR.match(name) and _is_dir(os.path.join(root, name)):
             _add_device_info(source, os.path.join(root, name), problems)
@@ -245,7 +260,9 @@ def _msprof_source(prof_dir: str, problems: List[str]) -> Source:
     source = Source(label=os.path.basename(prof_dir.rstrip("/")), root=prof_dir, layout="msprof")
     if _is_dir(os.path.join(prof_dir, MSPROF_OUTPUT)):
         _add_tables(source, os.path.join(prof_dir, MSPROF_OUTPUT), problems)
-    source.databases.extend(os.path.join(prof_dir, n) for n in _listdir(prof_dir, problems) if _is_msprof_db(n))
+    names = _listdir(prof_dir, problems)
+    source.databases.extend(os.path.join(prof_dir, n) for n in names if _is_msprof_db(n))
+    source.graphs.extend(os.path.join(prof_dir, n) for n in names if GE_GRAPH_DUMP.match(n))
     analyze = os.path.join(prof_dir, "analyze")
     if _is_dir(analyze):
         _add_tables(source, analyze, problems)
@@ -302,10 +319,10 @@ def discover(paths: List[str]) -> Tuple[List[Source], List[str]]:
         if not os.path.exists(path):
             problems.append(f"{path}: no such file or directory")
             continue
+        if is_named_link(path):  # never through a link, a folder's either (the one link rule)
+            problems.append(f"{path}: {NAMED_LINK}")
+            continue
         if not os.path.isdir(path):
-            if os.path.islink(path):
-                problems.append(f"{path}: a symbolic link (not followed; give the file it points to)")
-                continue
             from npudoctor.prof.database import kind_of
 
             table = table_of(os.path.basename(path)) or kind_of(os.path.basename(path))

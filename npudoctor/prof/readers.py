@@ -17,7 +17,8 @@ def read_source(source: Source, min_task_us: float, bound_ratio: float, steps: i
     ``prof.bound_ratio`` and ``prof.quiet_idle_min_us`` (the device gaps a .db is searched for)."""
     from npudoctor.prof import kernels
 
-    base = Rank(label=source.label, source=source, problems=list(source.problems), unused=list(source.unused))
+    base = Rank(label=source.label, source=source, problems=list(source.problems),
+                unused=[*source.unused, *source.graphs])  # GE graph dumps: seen, not read (PROF026)
     stats = None
     text_kernels = bool({"kernel_details", "task_time", "op_statistic"} & set(source.tables) or source.timelines)
     if source.databases and not text_kernels:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 import os
 import stat
 from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Sequence, Tuple
@@ -157,6 +158,10 @@ def _empty_out_of_range(chunk: Any, numeric_cells: Any, notes: ReadNotes) -> Any
             if name not in numeric_cells:
                 continue
             column = arrays[index]
+            total, extremes = pc.sum(column).as_py(), pc.min_max(column).as_py()
+            if total is None or (math.isfinite(total) and extremes["min"] >= -MAX_CELL_VALUE
+                                 and extremes["max"] <= MAX_CELL_VALUE):
+                continue  # the common case, two aggregates: no NaN (the sum would be NaN), nothing out of range
             bad = pc.fill_null(pc.or_(pc.is_nan(column), pc.greater(pc.abs(column), MAX_CELL_VALUE)), False)
             count = pc.sum(bad).as_py() or 0
             if count:

@@ -1,15 +1,23 @@
-"""GitHub Actions workflow commands (``::error file=..,line=..,title=..::message``), for every ``--format github``.
+"""``--format github``, the one writer of GitHub Actions workflow commands (``::error file=..,line=..::msg``):
+an annotation per thing found that matters, then the command's verdict and exit code (error when the run
+fails, else notice). Adapters per result model: :func:`of_report` for the model's findings (check, prof: one
+per FAIL/ERROR/WARN), :func:`of_scan` for ``logs scan`` (one per cause at its first line, unreadable files).
 
-The escaping is GitHub's own (actions/toolkit ``command.ts``): ``%``, CR and LF in the message; also ``:`` and
-``,`` in property values. Paths are relative to the workspace so that GitHub attaches them to files.
+Someone else's text is cleaned as in every report (:func:`npudoctor.untrusted.clean`), then escaped as GitHub's
+toolkit does (actions/toolkit ``command.ts``): ``%``, CR and LF; also ``:`` and ``,`` in property values.
+Paths are relative to the workspace so that GitHub attaches the annotations to files.
 """
 
 from __future__ import annotations
 
 import os
-from typing import Optional
+from typing import TYPE_CHECKING, Iterable, List, NamedTuple, Optional, Sequence
 
+from npudoctor.model.finding import Report, Status
 from npudoctor.untrusted import clean, one_line, printable
+
+if TYPE_CHECKING:
+    from npudoctor.logs.model import ScanResult
 
 
 def escape_data(text: str) -> str:
@@ -45,3 +53,67 @@ def annotation(level: str, message: str, title: str = "", file: str = "", line: 
     if title:
         properties.append(f"title={escape_property(title)}")
     return f"::{level}{' ' + ','.join(properties) if properties else ''}::{escape_data(message)}"
+
+
+class Annotation(NamedTuple):
+    """One workflow command: ``level`` is error, warning or notice; ``file`` and ``line`` place it."""
+
+    level: str
+    message: str
+    title: str = ""
+    file: str = ""
+    line: Optional[int] = None
+
+
+def render(annotations: Iterable[Annotation], command: str, verdict: str, exit_code: int) -> str:
+    """The document: each annotation, then the summary (``verdict; exit N``, titled ``command``)."""
+    out = [annotation(*item) for item in annotations]
+    out.append(annotation("error" if exit_code else "notice", f"{verdict}; exit {exit_code}", command))
+    return "".join(line + "\n" for line in out)
+
+
+# -- the rooms' results as annotations ---------------------------------------------------------------------
+FINDING_LEVEL = {Status.FAIL: "error", Status.ERROR: "error", Status.WARN: "warning"}
+LOG_LEVEL = {"error": "error", "warn": "warning", "fallback": "warning", "info": "notice"}
+
+
+def of_report(report: Report) -> List[Annotation]:
+    """A finding that is not PASS or SKIP: titled by its ID, title and subject; its detail and fix."""
+    return [Annotation(FINDING_LEVEL[f.status], f.detail + (f"\nfix: {f.fix}" if f.fix else ""),
+                       f"{f.id} {f.title}" + (f" [{f.subject}]" if f.subject else ""))
+            for f in report.findings if f.status in FINDING_LEVEL]
+
+
+def of_scan(result: ScanResult, workspace: Optional[str] = None) -> List[Annotation]:
+    """Each file that could not be read (a warning on it), then each merged cause at its first line."""
+    out = [Annotation("warning", f"{summary.status}: {summary.error}", f"{summary.status} log",
+                      workspace_path(summary.path, workspace))
+           for summary in result.files if summary.status != "ok"]
+    for finding in result.findings:
+        first = f"{workspace_path(finding.first.file, workspace)}:{finding.first.line}"
+        last = f"{workspace_path(finding.last.file, workspace)}:{finding.last.line}"
+        message = f"{finding.title or finding.kind} (x{finding.count}, first {first}, last {last})"
+        if finding.code is not None:
+            message += f"\n{finding.code.meaning}"
+        if finding.fix:
+            message += f"\nfix: {finding.fix}"
+        out.append(Annotation(LOG_LEVEL[finding.severity], message, f"{finding.kind}: {finding.subject}",
+                              workspace_path(finding.first.file, workspace), finding.first.line))
+    return out
+
+
+def report_document(report: Report, command: str, exit_code: int, scope: Optional[str] = None) -> str:
+    """The document of a run's findings (``check``, ``prof``), summed up by the text report's verdict."""
+    from npudoctor.report.console import verdict
+
+    return render(of_report(report), command, verdict(report, scope=scope), exit_code)
+
+
+def scan_document(result: ScanResult, fail_on: Sequence[str], exit_code: int, workspace: Optional[str] = None) -> str:
+    """``logs scan``'s document: "2 cause(s) in 2 file(s), 1 matching --fail-on error; 4 skipped; exit 1"."""
+    from npudoctor.logs.failon import finding_fails
+
+    failing = sum(1 for f in result.findings if finding_fails(f, fail_on))
+    verdict = (f"{len(result.findings)} cause(s) in {len(result.readable_files)} file(s), {failing} matching "
+               f"--fail-on {','.join(fail_on)}; {len(result.skipped)} skipped")
+    return render(of_scan(result, workspace), "npudoctor logs scan", verdict, exit_code)

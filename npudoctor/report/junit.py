@@ -1,18 +1,17 @@
-"""``--format junit``: one testsuite per stage (``npudoctor.pcie``), one testcase per check, for CI dashboards.
+"""``--format junit``, the one JUnit writer (:func:`document` over :class:`Suite` and :class:`Case`), with an
+adapter per result model: :func:`render` for the model's findings (check, prof: a testsuite per stage, a
+testcase per check), :func:`scan_document` for ``logs scan`` (a testcase per input file and per cause).
 
-Testcase names must be the same on every machine, or a dashboard's history breaks: the name is the check ID
-and the classname its stage, never a Bus-Id, an interpreter path or a version. Not even the class of the
-subjects can go into the name: one check names different subjects on different machines (PCI002 has one per
-NPU on a node, none when blocked on a machine without NPUs; VER007 names the driver or CANN, whichever is
-missing). The findings of the check on each subject are folded into its testcase: it fails when any of them
-fails, is skipped when all of them were skipped, and lists
-each subject with its status in its message, body and properties (``subject 0000:41:00.0`` = ``fail``). A
-testcase fails by the command's ``--fail-on``, as the exit code does: on FAIL (and ERROR, an ``error``
-element), and on WARN too under ``--fail-on warn``; a WARN that does not fail passes, its text in
-``system-out``. Every command's JUnit (check, prof analyze, logs scan) follows that one rule.
+Testcase names are the same on every machine, or a dashboard's history breaks: the check ID, its stage the
+classname, never a Bus-Id, a path or a version (one check names different subjects on different machines:
+PCI002 one per NPU, none on a machine without NPUs). The findings of a check fold into its testcase, each
+subject with its status in its message, body and properties (``subject 0000:41:00.0`` = ``fail``). A testcase
+fails by the command's ``--fail-on``, as the exit code does: on FAIL (ERROR: an ``error`` element), on WARN
+too under ``--fail-on warn``; a WARN that does not fail passes, its text in ``system-out``. A log file fails
+when it holds a failing cause; an unreadable one is an error.
 
-Text from the node (log lines, file contents) may hold characters XML 1.0 cannot carry (``\\x01``); they are
-written as visible ``\\xNN`` escapes so that the document always parses.
+Someone else's text is cleaned (:func:`npudoctor.untrusted.clean`: findings clean themselves, the log adapter
+what it quotes); the writer writes what XML 1.0 cannot carry (``\\x01``) as a visible ``\\xNN`` escape.
 """
 
 from __future__ import annotations
@@ -20,11 +19,15 @@ from __future__ import annotations
 import json
 import re
 import sys
-from typing import IO, Dict, List, Optional, Tuple
+from typing import IO, TYPE_CHECKING, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
 from xml.etree import ElementTree as ET
 
-from npudoctor.model.finding import Finding, Report, Status
+from npudoctor.model.finding import Finding, Report, Status, failing
 from npudoctor.report import terminal
+from npudoctor.untrusted import clean
+
+if TYPE_CHECKING:
+    from npudoctor.logs.model import LogFinding, ScanResult
 
 # Characters XML 1.0 forbids (C0 controls but tab/newline/CR, lone surrogates, U+FFFE/U+FFFF).
 _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
@@ -49,18 +52,62 @@ def _describe(finding: Finding) -> str:
     return f"{finding.status.value}: {where}{finding.detail}".rstrip(": ")
 
 
-def _failing(fail_on: str) -> Tuple[Status, ...]:
-    """The statuses a testcase fails on under ``--fail-on`` (``warn`` or ``fail``), as the exit code does."""
-    return (Status.FAIL, Status.WARN) if fail_on == "warn" else (Status.FAIL,)
+class Case(NamedTuple):
+    """One testcase: ``outcome`` is ``failure``, ``error``, ``skipped`` or "" (passed); ``text`` the failure's or
+    error's body, else ``system-out``; ``properties`` (name, value) pairs, None for no element."""
+
+    classname: str
+    name: str
+    outcome: str = ""
+    message: str = ""
+    kind: str = ""
+    text: Optional[str] = None
+    properties: Optional[Sequence[Tuple[str, str]]] = None
 
 
-def _case(stage: str, check_id: str, findings: List[Finding], fail_on: str = "fail") -> ET.Element:
-    case = ET.Element("testcase", {"classname": f"npudoctor.{stage}", "name": xml_safe(check_id)})
-    properties = ET.SubElement(case, "properties")
-    ET.SubElement(properties, "property", {"name": "title", "value": xml_safe(findings[0].title)})
-    for finding in findings:
-        ET.SubElement(properties, "property", {"name": xml_safe(f"subject {finding.subject}".rstrip()),
-                                               "value": finding.status.value})
+class Suite(NamedTuple):
+    name: str
+    cases: Sequence[Case]
+    properties: Optional[Sequence[Tuple[str, str]]] = None
+
+
+def _properties(parent: ET.Element, pairs: Sequence[Tuple[str, str]]) -> None:
+    ET.SubElement(parent, "properties").extend(
+        ET.Element("property", {"name": xml_safe(name), "value": xml_safe(value)}) for name, value in pairs)
+
+
+def _testcase(case: Case) -> ET.Element:
+    element = ET.Element("testcase", {"classname": xml_safe(case.classname), "name": xml_safe(case.name)})
+    if case.properties is not None:
+        _properties(element, case.properties)
+    if case.outcome in ("failure", "error"):
+        ET.SubElement(element, case.outcome, {"message": xml_safe(case.message), "type": case.kind}).text = \
+            xml_safe(case.text or "")
+        return element
+    if case.outcome == "skipped":
+        ET.SubElement(element, "skipped", {"message": xml_safe(case.message)})
+    if case.text is not None:
+        ET.SubElement(element, "system-out").text = xml_safe(case.text)
+    return element
+
+
+def document(name: str, suites: Iterable[Suite]) -> str:
+    """The JUnit document: each suite with its counts (tests, failures, errors, skipped) and testcases."""
+    root = ET.Element("testsuites", {"name": name})
+    for suite in suites:
+        outcomes = [case.outcome for case in suite.cases]
+        element = ET.SubElement(root, "testsuite", {
+            "name": suite.name, "tests": str(len(outcomes)), "failures": str(outcomes.count("failure")),
+            "errors": str(outcomes.count("error")), "skipped": str(outcomes.count("skipped"))})
+        if suite.properties is not None:
+            _properties(element, suite.properties)
+        element.extend(_testcase(case) for case in suite.cases)
+    ET.indent(root)
+    return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+
+
+def _case(stage: str, check_id: str, findings: List[Finding], fail_on: str = "fail") -> Case:
+    properties = [("title", findings[0].title), *((f"subject {f.subject}".rstrip(), f.status.value) for f in findings)]
     status = _worst(findings)
     shown = [f for f in findings if f.status is status] if status is not Status.PASS else findings
     body: List[str] = [findings[0].title]
@@ -70,21 +117,19 @@ def _case(stage: str, check_id: str, findings: List[Finding], fail_on: str = "fa
             body.append("  evidence: " + json.dumps(dict(finding.evidence), ensure_ascii=False, default=str))
         if finding.fix and finding.status is not Status.PASS:
             body.append("  fix: " + finding.fix.replace("\n", "\n       "))
-    text = xml_safe("\n".join(body))
+    text = "\n".join(body)
     message = "; ".join(_describe(f) for f in shown)
     if len(findings) > 1 and status is not Status.PASS:
         message = f"{len(shown)} of {len(findings)} subjects: {message}"
-    message = xml_safe(message)
-    if status in _failing(fail_on):
-        ET.SubElement(case, "failure", {"message": message, "type": status.value}).text = text
-    elif status is Status.ERROR:
-        ET.SubElement(case, "error", {"message": message, "type": "error"}).text = text
-    elif status is Status.SKIP:
-        ET.SubElement(case, "skipped", {"message": message})
-        ET.SubElement(case, "system-out").text = text
-    else:  # PASS, or a WARN that --fail-on lets pass
-        ET.SubElement(case, "system-out").text = (message + "\n" + text) if status is Status.WARN else text
-    return case
+    case = Case(f"npudoctor.{stage}", check_id, message=message, text=text, properties=properties)
+    if status in failing(fail_on):
+        return case._replace(outcome="failure", kind=status.value)
+    if status is Status.ERROR:
+        return case._replace(outcome="error", kind="error")
+    if status is Status.SKIP:
+        return case._replace(outcome="skipped")
+    # PASS, or a WARN that --fail-on lets pass
+    return case._replace(text=(message + "\n" + text) if status is Status.WARN else text)
 
 
 def ascii_only(document: str) -> str:
@@ -102,20 +147,50 @@ def emit(document: str, stream: Optional[IO[str]] = None) -> None:
 
 def render(report: Report, fail_on: str = "fail") -> str:
     """The JUnit document of ``report``; testcases fail as ``--fail-on`` (``fail`` or ``warn``) says."""
-    root = ET.Element("testsuites", {"name": "npudoctor"})
     stages: Dict[str, Dict[str, List[Finding]]] = {}
     for finding in report.findings:
         stages.setdefault(finding.stage or "check", {}).setdefault(finding.id, []).append(finding)
-    for stage, cases in stages.items():
-        statuses = [_worst(findings) for findings in cases.values()]
-        suite = ET.SubElement(root, "testsuite", {
-            "name": f"npudoctor.{stage}",
-            "tests": str(len(cases)),
-            "failures": str(sum(s in _failing(fail_on) for s in statuses)),
-            "errors": str(statuses.count(Status.ERROR)),
-            "skipped": str(statuses.count(Status.SKIP)),
-        })
-        for check_id, findings in cases.items():
-            suite.append(_case(stage, check_id, findings, fail_on))
-    ET.indent(root)
-    return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+    return document("npudoctor", (Suite(f"npudoctor.{stage}", [_case(stage, check_id, findings, fail_on)
+                                                               for check_id, findings in cases.items()])
+                                  for stage, cases in stages.items()))
+
+
+def _cause_body(finding: LogFinding) -> str:
+    parts = [finding.title, f"count: {finding.count}", f"first: {finding.first}", f"last: {finding.last}",
+             f"sample: {finding.sample}"]
+    if finding.code is not None:
+        parts.append(f"meaning: {finding.code.meaning}")
+        if finding.code.cause:
+            parts.append(f"cause: {finding.code.cause}")
+    if finding.fix:
+        parts.append(f"fix: {finding.fix}")
+    return "\n".join(p for p in parts if p)
+
+
+def scan_document(result: ScanResult, fail_on: Sequence[str] = ("error",)) -> str:
+    """``logs scan``'s document: a file fails when it holds a cause matching ``--fail-on`` (its causes listed),
+    an unreadable file is an error; a cause fails when it matches, else passes with its text in system-out."""
+    from npudoctor.logs.failon import finding_fails
+
+    failing = {(f.kind, f.subject): f for f in result.findings if finding_fails(f, fail_on)}
+    cases = []
+    for summary in result.files:
+        keys = [key for key in summary.causes if key in failing]
+        case = Case("npudoctor.logs.file", clean(summary.path))
+        if summary.status != "ok":
+            message = clean(f"{summary.status}: {summary.error}")
+            case = case._replace(outcome="error", message=message, kind=summary.status, text=message)
+        elif keys:
+            lines = sum(summary.causes[key] for key in keys)
+            message = f"{len(keys)} cause(s) matching --fail-on {','.join(fail_on)} in {lines} line(s)"
+            case = case._replace(outcome="failure", kind="fail-on", message=clean(message),
+                                 text=clean("\n".join(sorted(f"{kind} {subject}" for kind, subject in keys))))
+        cases.append(case)
+    for finding in result.findings:
+        case = Case(f"npudoctor.logs.{finding.kind}", clean(f"{finding.kind} {finding.subject}"),
+                    text=clean(_cause_body(finding)))
+        if (finding.kind, finding.subject) in failing:
+            case = case._replace(outcome="failure", kind=finding.severity,
+                                 message=clean(f"{finding.title or finding.kind} ({finding.subject}) x{finding.count}"))
+        cases.append(case)
+    return document("npudoctor.logs", [Suite("npudoctor.logs", cases, [("fail_on", ",".join(fail_on))])])

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import List, Tuple
 
-from npudoctor.model.finding import Finding, Report, Status
+from npudoctor.model.finding import Finding, Report, Status, failing
 
 OK, PROBLEM, UNKNOWN = 0, 1, 2
 MAX_MESSAGE = 80
@@ -21,7 +21,7 @@ def verdict(report: Report, fail_on: str = "fail") -> Tuple[int, str]:
     A FAIL (or a WARN under ``fail_on="warn"``) is a problem; ERROR findings alone mean the doctor could not
     tell (a command hung), which NPD shows as Unknown rather than flapping the condition.
     """
-    failed = _with(report, Status.FAIL) + (_with(report, Status.WARN) if fail_on == "warn" else [])
+    failed = [finding for status in failing(fail_on) for finding in _with(report, status)]
     errors = _with(report, Status.ERROR)
     if failed:
         return PROBLEM, _message("NPU node problem", failed)

@@ -30,6 +30,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from npudoctor.model.units import percent
 from npudoctor.report.console import CheckConsole, context_lines, plural, title_line, wrap
 from npudoctor.untrusted import clean, one_line
 
@@ -38,10 +39,6 @@ if TYPE_CHECKING:
 
 # Notes about unreadable rows and files shown without -v (the rest are counted).
 NOTES_SHOWN = 5
-
-
-def _pct(value: object) -> str:
-    return f"{float(value) * 100:.0f}%" if isinstance(value, (int, float)) else "-"
 
 
 def _rank_table(result: ProfResult) -> Table:
@@ -59,8 +56,8 @@ def _rank_table(result: ProfResult) -> Table:
         idle = sum(s["free_share"] for s in steps) / len(steps) if steps else None
         comm = sum(s["comm_share"] for s in steps) / len(steps) if steps else None
         table.add_row(one_line(clean(rank.label)), rank.source.layout, f"{rank.kernel.rows:,}" if rank.kernel else "-",
-                      f"{total / 1000:,.1f} ms" if total else "-", _pct(aicpu / total) if total else "-",
-                      _pct(idle), _pct(comm))
+                      f"{total / 1000:,.1f} ms" if total else "-", percent(aicpu / total, 0) if total else "-",
+                      percent(idle, 0), percent(comm, 0))
     return table
 
 

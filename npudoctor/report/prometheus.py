@@ -11,9 +11,11 @@ are the inventory, and the run's start time and duration::
 
 from __future__ import annotations
 
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 from npudoctor.model.finding import STATUS_ORDER, Report, Status
+from npudoctor.model.profile import flatten
+from npudoctor.untrusted import clean
 
 PREFIX = "npudoctor"
 # Inventory fields that become labels of the info series: (label, dotted inventory key).
@@ -26,26 +28,19 @@ INFO_LABELS: Tuple[Tuple[str, str], ...] = (
 
 
 def escape_label(value: Any) -> str:
-    r"""A label value as the exposition format wants it: backslash, double quote and newline escaped.
+    r"""A label value as the exposition format wants it: the node's text cleaned as in every report (no
+    secret, no control character: :func:`npudoctor.untrusted.clean`), then backslash, double quote and newline
+    escaped.
 
-    >>> escape_label('a "b"\\c\nd')
+    >>> escape_label('a "b"\\c\nd\x1b]52;c;aGk=\x07')
     'a \\"b\\"\\\\c\\nd'
     """
     text = value if isinstance(value, str) else ",".join(map(str, value)) if isinstance(value, list) else str(value)
-    return text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    return clean(text).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
 def _labels(pairs: Iterable[Tuple[str, Any]]) -> str:
     return "{" + ",".join(f'{name}="{escape_label(value)}"' for name, value in pairs) + "}"
-
-
-def _lookup(mapping: Mapping[str, Any], dotted: str) -> Any:
-    node: Any = mapping
-    for part in dotted.split("."):
-        if not isinstance(node, Mapping):
-            return None
-        node = node.get(part)
-    return node
 
 
 def started_epoch(report: Report) -> Optional[float]:
@@ -73,12 +68,12 @@ def render(report: Report, fail_on: str = "fail") -> str:
            ((_labels((("status", status.value),)), summary.get(status, 0)) for status in STATUS_ORDER))
     family("node_ok", "gauge", "1 when the last run found nothing failed (exit code 0), else 0.",
            [("", 1 if report.exit_code(fail_on) == 0 else 0)])
-    inventory = report.inventory or {}
-    info = [(label, _lookup(inventory, key)) for label, key in INFO_LABELS]
+    inventory = flatten(report.inventory or {})  # dotted keys, as the fleet view compares inventories
+    info = [(label, inventory.get(key)) for label, key in INFO_LABELS]
     info += [("profile", report.tool.get("profile")), ("version", report.tool.get("version"))]
     family("node_info", "gauge", "The node's inventory as labels (always 1).",
            [(_labels((name, "" if value is None else value) for name, value in info), 1)])
-    chips = _lookup(inventory, "chips.count")
+    chips = inventory.get("chips.count")
     if isinstance(chips, int):
         family("chips", "gauge", "NPUs seen (npu-smi, else the PCI bus).", [("", chips)])
     started = started_epoch(report)

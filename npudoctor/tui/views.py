@@ -12,7 +12,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from npudoctor.live.devices import DeviceReading, HostReading, Snapshot
 from npudoctor.live.history import History, sparkline
 from npudoctor.live.poller import PollState
-from npudoctor.model.units import human_bytes
+from npudoctor.model.units import confidence_percent, human_bytes, percent
 
 # npu-smi's Health words -> (badge, style). Anything else (a new word) shows as itself, in the alarm style.
 HEALTH_BADGES: Dict[str, Tuple[str, str]] = {
@@ -161,10 +161,10 @@ def verdict_lines(verdict: Any, at_step: Optional[int], width: int = 80) -> List
         oom = (f", out of memory at step {verdict.projected_oom_step}" if verdict.projected_oom_step is not None
                else "")
         out.append((f"LEAK ({verdict.kind}): +{human_bytes(verdict.slope_bytes_per_step)}/step, "
-                    f"confidence {verdict.confidence:.0%}{oom}", "bold white on red"))
+                    f"confidence {confidence_percent(verdict.confidence)}{oom}", "bold white on red"))
     else:
         out.append((f"no leak: {human_bytes(verdict.slope_bytes_per_step)}/step "
-                    f"(confidence of a rise {verdict.confidence:.0%}) at step {at_step}", "green"))
+                    f"(confidence of a rise {confidence_percent(verdict.confidence)}) at step {at_step}", "green"))
     if verdict.reserved_growth:
         out.append(("reserved grows while allocated is flat: fragmentation or caching", "yellow"))
     if getattr(verdict, "host_fragmentation", False):
@@ -183,7 +183,7 @@ def training_lines(view: Any, width: int = 80) -> List[Tuple[str, str]]:
         lines.append(("no npudoctor.memlog step yet (written by `npudoctor train-step --log FILE` or "
                       "MemoryMonitor)", "dim"))
         return lines
-    wait = "?" if view.data_wait_share is None else f"{view.data_wait_share:.0%}"
+    wait = "?" if view.data_wait_share is None else percent(view.data_wait_share, 0)
     step_s = "?" if last.get("step_s") is None else f"{last['step_s'] * 1000:.0f} ms"
     loss = "?" if last.get("loss") is None else f"{last['loss']:.4f}"
     lines.append((f"step {last['step']}  step time {step_s}  data wait {wait}  loss {loss}  "

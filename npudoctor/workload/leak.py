@@ -32,8 +32,8 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from npudoctor.model.units import human_bytes
-from npudoctor.workload.memlog import Record, last_run
+from npudoctor.model.units import confidence_percent, human_bytes
+from npudoctor.workload.memlog import RecordLike, last_run
 
 #: ``PYTORCH_*_ALLOC_CONF`` settings that let the caching allocator grow segments instead of fragmenting.
 EXPANDABLE_NPU = "PYTORCH_NPU_ALLOC_CONF=expandable_segments:True"
@@ -44,6 +44,10 @@ FLAT, RISING, STEP, WARMING, SHORT = "flat", "rising", "step", "warming", "short
 
 #: Series whose counters are exact (an allocator's books); the others move with the kernel's page moods.
 EXACT_SERIES = ("allocated_bytes", "reserved_bytes", "malloc_in_use_bytes")
+#: Every record field :func:`analyze` reads: a reader may keep only these (``memlog.read_columns``).
+VERDICT_FIELDS = ("schema", "run", "step", "device", "allocated_bytes", "reserved_bytes", "rss_bytes",
+                  "workers_rss_bytes", "malloc_in_use_bytes", "malloc_held_bytes", "inactive_split_bytes",
+                  "alloc_retries", "ooms", "device_total_bytes", "host_total_bytes")
 
 
 @dataclass(frozen=True)
@@ -144,7 +148,7 @@ class LeakVerdict:
         return {"schema": "npudoctor.leak/2", **asdict(self)}
 
 
-def analyze(records: Sequence[Record], settings: Optional[LeakSettings] = None,
+def analyze(records: Sequence[RecordLike], settings: Optional[LeakSettings] = None,
             **overrides: Any) -> LeakVerdict:
     """Judge the last run in ``records`` (memlog records, e.g. from :func:`memlog.read_records`).
 
@@ -265,7 +269,7 @@ def analyze(records: Sequence[Record], settings: Optional[LeakSettings] = None,
         shapes={key: trend.shape for key, trend in trends.items()}, notes=notes, **base)
 
 
-def _base(device: Optional[str], total: int, warmup: int, main: Optional[Trend], run: Sequence[Record],
+def _base(device: Optional[str], total: int, warmup: int, main: Optional[Trend], run: Sequence[RecordLike],
           retries: Optional[int], ooms: Optional[float]) -> Dict[str, Any]:
     window = [r for r in run if main is not None and r["step"] >= main.first_step] if main else run[warmup:]
     return dict(device=device, steps_total=total, warmup_steps=warmup, steps_analyzed=len(window),
@@ -273,7 +277,7 @@ def _base(device: Optional[str], total: int, warmup: int, main: Optional[Trend],
                 alloc_retries=retries, ooms=int(ooms) if ooms is not None else None)
 
 
-def _notes(run: Sequence[Record], rss: Optional[Trend], in_use: Optional[Trend]) -> List[str]:
+def _notes(run: Sequence[RecordLike], rss: Optional[Trend], in_use: Optional[Trend]) -> List[str]:
     notes: List[str] = []
     if rss is not None and in_use is None:
         old = all(r.get("schema") == "npudoctor.memlog/1" for r in run)
@@ -285,7 +289,7 @@ def _notes(run: Sequence[Record], rss: Optional[Trend], in_use: Optional[Trend])
     return notes
 
 
-def _free(run: Sequence[Record], total_key: str, used_keys: Sequence[str]) -> Optional[float]:
+def _free(run: Sequence[RecordLike], total_key: str, used_keys: Sequence[str]) -> Optional[float]:
     capacity = _last(run, total_key)
     if not capacity:
         return None
@@ -300,7 +304,7 @@ def _free(run: Sequence[Record], total_key: str, used_keys: Sequence[str]) -> Op
     return max(0.0, capacity - used)
 
 
-def _values(window: Sequence[Record], key: str) -> Tuple[List[float], List[float]]:
+def _values(window: Sequence[RecordLike], key: str) -> Tuple[List[float], List[float]]:
     xs: List[float] = []
     ys: List[float] = []
     for record in window:
@@ -322,7 +326,7 @@ def _floor(trend: Trend, settings: LeakSettings) -> float:
     return max(base, settings.noise_factor * trend.noise_bytes)
 
 
-def _trend(run: Sequence[Record], key: str, settings: LeakSettings, free: Optional[float]) -> Optional[Trend]:
+def _trend(run: Sequence[RecordLike], key: str, settings: LeakSettings, free: Optional[float]) -> Optional[Trend]:
     xs, ys = _values(run, key)
     if len(xs) < 2:
         return None
@@ -580,7 +584,7 @@ def sen_slope(xs: Sequence[float], ys: Sequence[float], z: float = 2.576) -> Tup
     return slope, 1.0 - p_rise, slopes[low_rank], slopes[high_rank]
 
 
-def _last(run: Sequence[Record], key: str) -> Optional[float]:
+def _last(run: Sequence[RecordLike], key: str) -> Optional[float]:
     for record in reversed(run):
         value = record.get(key)
         if isinstance(value, (int, float)):
@@ -588,7 +592,7 @@ def _last(run: Sequence[Record], key: str) -> Optional[float]:
     return None
 
 
-def _delta(run: Sequence[Record], key: str) -> Optional[int]:
+def _delta(run: Sequence[RecordLike], key: str) -> Optional[int]:
     values = [r[key] for r in run if isinstance(r.get(key), (int, float))]
     return int(values[-1] - values[0]) if values else None
 
@@ -602,11 +606,10 @@ def _summary(kind: str, cause: Optional[str], subject: Trend, oom_step: Optional
              rss: Optional[Trend], workers: Optional[Trend], held: Optional[Trend], step: Optional[Trend],
              trends: Mapping[str, Trend], floor: float) -> str:
     """``floor``: the subject's smallest rise called a leak (a rise of a quarter of it is "no leak yet")."""
-    conf = f"{subject.confidence * 100:.1f}%" if subject.confidence < 0.9995 else ">99.9%"
     label = _LABEL.get(subject.series, subject.series)
     steps = f"{subject.points} points from step {int(subject.first_step)}"
     growth = (f"{label} grows {human_bytes(subject.slope_per_step)}/step, {human_bytes(subject.rise_bytes)} "
-              f"over the window (confidence {conf}, {steps})")
+              f"over the window (confidence {confidence_percent(subject.confidence)}, {steps})")
     if kind == "device":
         text = f"device memory leak: {growth}"
     elif kind == "host":

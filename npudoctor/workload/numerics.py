@@ -13,8 +13,6 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from npudoctor.workload.device import Device
 
-DEFAULT_OP_TOLERANCE = 5e-4  # fp32 CPU kernels: <= 6e-5; GELU tanh computed as erf: 3.5e-3; TF32/HF32 matmul: ~1e-3
-
 
 @dataclass
 class OpResult:
@@ -85,8 +83,9 @@ def _gelu_tanh_reference(x: Any) -> Any:
     return 0.5 * x * (1 + torch.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x.pow(3))))
 
 
-def compare_ops(device: Device, tolerance: float = DEFAULT_OP_TOLERANCE, seed: int = 0) -> List[OpResult]:
-    """Each operator in fp32 on ``device`` against float64 on the CPU (GELU tanh against its written formula)."""
+def compare_ops(device: Device, tolerance: float, seed: int = 0) -> List[OpResult]:
+    """Each operator in fp32 on ``device`` against float64 on the CPU (GELU tanh against its written formula);
+    ``tolerance``: the profile's ``train.ops_tolerance``."""
     import torch
 
     results: List[OpResult] = []

@@ -13,6 +13,8 @@ import json
 import sys
 from typing import Any, Dict, List, Optional
 
+from npudoctor.knowledge import setting
+from npudoctor.model.profile import NodeProfile
 from npudoctor.workload import leak
 
 SCHEMA = "npudoctor.trainresult/1"
@@ -64,11 +66,12 @@ def _stage(name: str) -> None:
 def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m npudoctor.workload.selftest")
     parser.add_argument("--device", default="auto")
-    parser.add_argument("--steps", type=int, default=40)
-    parser.add_argument("--batch", type=int, default=16)
+    parser.add_argument("--steps", type=int, help="default: the profile's train.steps")
+    parser.add_argument("--batch", type=int, help="default: the profile's train.batch")
     parser.add_argument("--settings", default="{}", help="JSON: train.* profile keys")
     args = parser.parse_args(argv)
-    settings: Dict[str, Any] = json.loads(args.settings)
+    # What the profile leaves out is the shipped profiles/default.yaml's, as everywhere (no default here).
+    profile = NodeProfile("selftest", {"train": json.loads(args.settings)})
 
     from npudoctor.workload import device as devices
     from npudoctor.workload import numerics, train
@@ -87,19 +90,19 @@ def main(argv: Optional[List[str]] = None) -> int:
         stage = "train"
         _stage(stage)
         options = train.TrainOptions(
-            device=args.device, model="tiny", batch=args.batch, steps=args.steps,
-            loss_drop_min=float(settings.get("loss_drop_min", 0.1)),
-            leak_settings=leak.LeakSettings.from_mapping(settings.get("leak")))
+            device=args.device, model="tiny", batch=args.batch or int(setting(profile, "train.batch")),
+            steps=args.steps or int(setting(profile, "train.steps")),
+            loss_drop_min=float(setting(profile, "train.loss_drop_min")),
+            leak_settings=leak.LeakSettings.from_mapping(profile.get("train.leak")))
         result = train.run(options, device)
         stage = "operators"
         _stage(stage)
-        ops = numerics.compare_ops(device, float(settings.get("ops_tolerance", numerics.DEFAULT_OP_TOLERANCE)))
+        ops = numerics.compare_ops(device, float(setting(profile, "train.ops_tolerance")))
         stage = "compare with the cpu"
         _stage(stage)
-        tolerances = settings.get("compare_cpu") or {}
         compare = numerics.compare_step(device, train.CONFIGS["tiny"],
-                                        loss_tolerance=float(tolerances.get("loss_rtol", 1e-4)),
-                                        grad_tolerance=float(tolerances.get("grad_norm_rtol", 1e-3)))
+                                        loss_tolerance=float(setting(profile, "train.compare_cpu.loss_rtol")),
+                                        grad_tolerance=float(setting(profile, "train.compare_cpu.grad_norm_rtol")))
         stage = "operator audit"
         _stage(stage)
         ops_audit, ops_audit_error = _audit_operators()
