@@ -73,6 +73,14 @@ def _finding(check_id: str, status: Status, subject: str = "", detail: str = "",
                    evidence=dict(evidence or {}), fix=fix, stage=STAGE)
 
 
+def _against_bar(check_id: str, over: bool, detail: str, evidence: Mapping[str, Any], fix: str,
+                 bar: str) -> Finding:
+    """A measure judged against one bar: WARN with the fix when ``over`` it, else PASS saying the bar."""
+    if over:
+        return _finding(check_id, Status.WARN, detail=detail, evidence=evidence, fix=fix)
+    return _finding(check_id, Status.PASS, detail=f"{detail} (bar {bar})", evidence=evidence)
+
+
 def run_all(ctx: ProfContext) -> List[Finding]:
     findings: List[Finding] = []
     for check in rulebook.specs("prof", by_id=True):

@@ -12,7 +12,7 @@ from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 from npudoctor.model.finding import Finding, Status
 from npudoctor.prof import figures
-from npudoctor.prof.checks import ProfContext, _finding, _ms, _pct, _ranks_text, prof_check
+from npudoctor.prof.checks import ProfContext, _against_bar, _finding, _ms, _pct, _ranks_text, prof_check
 from npudoctor.prof.model import Rank
 
 
@@ -224,12 +224,9 @@ def aicore_frequency(ctx: ProfContext) -> Iterable[Finding]:
     evidence = {"warn_share": bar, "ranks": {lb: d for lb, d in rows}}
     detail = (f"{label}: mean {worst['mean_mhz']:g} MHz of a rated {worst['max_mhz']:g} MHz "
               f"({_pct(worst['drop'])} lower, lowest {worst['min_mhz']:g} MHz)")
-    if worst["drop"] > bar:
-        yield _finding("PROF016", Status.WARN, detail=detail, evidence=evidence,
+    yield _against_bar("PROF016", worst["drop"] > bar, detail, evidence, bar=_pct(bar),
                        fix="Check power and temperature (npu-smi info -t power / -t temp -i N), cooling and any "
                            "power cap on the card.")
-    else:
-        yield _finding("PROF016", Status.PASS, detail=detail + f" (bar {_pct(bar)})", evidence=evidence)
 
 
 @prof_check("PROF017", "Small communication transfers",

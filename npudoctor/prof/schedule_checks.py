@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any, Dict, Iterable, List, Tuple
 
 from npudoctor.model.finding import Finding, Status
-from npudoctor.prof.checks import ProfContext, _finding, _ms, _pct, _ranks_text, prof_check
+from npudoctor.prof.checks import ProfContext, _against_bar, _finding, _ms, _pct, _ranks_text, prof_check
 
 
 @prof_check("PROF030", "Device idle with a silent host (suspected garbage collection)",
@@ -245,12 +245,9 @@ def bandwidth_contention(ctx: ProfContext) -> Iterable[Finding]:
         detail = (f"all {int(overlapped[2])} SDMA transfer(s) overlap a MatMul: {speed(overlapped):.1f} GB/s"
                   + (f" (bar {float(floor):g} GB/s)" if floor is not None else ""))
         slow = floor is not None and speed(overlapped) < float(floor)
-    if slow:
-        yield _finding("PROF032", Status.WARN, detail=detail, evidence=evidence,
+    yield _against_bar("PROF032", slow, detail, evidence, bar=_pct(bar),
                        fix="Compare the step with the overlap turned off (e.g. --overlap-grad-reduce); keep it only "
                            "if it gains more than the slower links cost; else overlap the collective with vector work.")
-    else:
-        yield _finding("PROF032", Status.PASS, detail=detail + f" (bar {_pct(bar)})", evidence=evidence)
 
 
 @prof_check("PROF033", "Collective transfers not 512-byte aligned",
