@@ -671,16 +671,25 @@ class _Operators:
                f"FROM {db.name('task')} AS t CROSS JOIN {db.name('compute_task_info')} AS c ON "
                f"c.{db.col('compute_task_info', 'global_task_id')} = t.{db.col('task', 'global_task_id')} "
                f"ORDER BY {start} LIMIT {cap}")
-        rows = [r for r in db.rows(sql, limit=cap) if all(isinstance(v, int) for v in r[:3])]
-        if not rows:
+        # Turned into int64 arrays 8,192 rows at a time: 100,000 tuples of Python ints held at once cost ~60 MiB.
+        blocks, batch = [], []
+        for row in db.rows(sql, limit=cap):
+            if all(isinstance(v, int) for v in row[:3]):
+                batch.append([v if isinstance(v, int) else NULL_INT for v in row])
+            if len(batch) >= 8192:
+                blocks.append(np.array(batch, dtype=np.int64))
+                batch = []
+        if batch:
+            blocks.append(np.array(batch, dtype=np.int64))
+        if not blocks:
             return None
-        ints = [[v if isinstance(v, int) else NULL_INT for v in r[3:]] for r in rows]
-        out = {"gid": np.array([r[0] for r in rows], dtype=np.int64),
-               "start_us": (np.array([r[1] for r in rows], dtype=np.int64) - steps.base) / NS_PER_US,
-               "duration_us": np.array([r[2] for r in rows], dtype=np.float64) / NS_PER_US,
-               "span_ns": (min(r[1] for r in rows), max(r[1] for r in rows))}
-        for index, key in enumerate(("device_id", "op_name", "input_shapes", "output_shapes", "core_type")):
-            out[key] = np.array([r[index] for r in ints], dtype=np.int64)
+        whole = np.concatenate(blocks)
+        del blocks
+        out = {"gid": whole[:, 0].copy(), "start_us": (whole[:, 1] - steps.base) / NS_PER_US,
+               "duration_us": whole[:, 2] / NS_PER_US,
+               "span_ns": (int(whole[:, 1].min()), int(whole[:, 1].max()))}
+        for index, key in enumerate(("device_id", "op_name", "input_shapes", "output_shapes", "core_type"), 3):
+            out[key] = whole[:, index].copy()
         return out
 
     def pmu(self, part: Tuple[int, int], tasks: Tasks) -> Dict[str, Any]:
