@@ -639,6 +639,8 @@ class _Operators:
             found = string_ids(db, [n for names in wanted.values() for n in names])
             ids = {c: sorted({i for n in names for i in found.get(n, [])}) for c, names in wanted.items()}
         self.ids = {c: i for c, i in ids.items() if i}
+        if not any(t in self.ids for t in opstats.MOVE_TIMES):  # busy time alone says nothing (as for the CSV)
+            self.ids = {c: i for c, i in self.ids.items() if c not in opstats.TIMES}
         self.parts: List[Dict[str, Any]] = []
         self.groups: List[Dict[str, Any]] = []
         self.sums = ["n", "dur_sum", *(f"{r}_{s}" for r in opstats.RATIOS for s in ("w", "d"))]
@@ -666,16 +668,18 @@ class _Operators:
         start = db.col("task", "start_ns", "t")
         # CROSS JOIN: TASK is walked in start order (TaskIndex), COMPUTE_TASK_INFO looked up by its key; the
         # LIMIT ends the walk after the first tasks.
-        sql = (f"SELECT t.{db.col('task', 'global_task_id')}, {start}, {db.col('task', 'end_ns', 't')} - {start}, "
-               f"{device}, {cell('name')}, {cell('input_shapes')}, {cell('output_shapes')}, {cell('core_type')} "
+        values = [f"t.{db.col('task', 'global_task_id')}", start, f"{db.col('task', 'end_ns', 't')} - {start}", device,
+                  cell("name"), cell("input_shapes"), cell("output_shapes"), cell("core_type")]
+        sql = (f"SELECT {', '.join(f'ifnull(CAST(({v}) AS INTEGER), {NULL_INT})' for v in values)} "
                f"FROM {db.name('task')} AS t CROSS JOIN {db.name('compute_task_info')} AS c ON "
                f"c.{db.col('compute_task_info', 'global_task_id')} = t.{db.col('task', 'global_task_id')} "
+               f"WHERE typeof({start}) = 'integer' AND typeof({db.col('task', 'end_ns', 't')}) = 'integer' "
                f"ORDER BY {start} LIMIT {cap}")
-        # Turned into int64 arrays 8,192 rows at a time: 100,000 tuples of Python ints held at once cost ~60 MiB.
+        # Whole numbers from SQL (an empty or text cell: NULL_INT), turned into int64 arrays 8,192 rows at a
+        # time: 100,000 tuples of Python ints held at once cost ~60 MiB.
         blocks, batch = [], []
         for row in db.rows(sql, limit=cap):
-            if all(isinstance(v, int) for v in row[:3]):
-                batch.append([v if isinstance(v, int) else NULL_INT for v in row])
+            batch.append(row)
             if len(batch) >= 8192:
                 blocks.append(np.array(batch, dtype=np.int64))
                 batch = []
