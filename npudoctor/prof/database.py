@@ -222,18 +222,20 @@ class ProfileDb:
         except UnicodeDecodeError:
             raise self._fail("corrupt SQLite database (a message or name not readable)") from None
 
-    def rows(self, sql: str, params: Sequence[Any] = (), limit: int = MAX_EVENT_ROWS) -> Iterator[Tuple[Any, ...]]:
-        """The rows of one query, at most ``limit``; the query is stopped at the deadline (one-line error)."""
+    def rows(self, sql: str, params: Sequence[Any] = (), limit: int = MAX_EVENT_ROWS, batch: int = 65_536
+             ) -> Iterator[Tuple[Any, ...]]:
+        """The rows of one query, at most ``limit``, fetched ``batch`` at a time; the query is stopped at the
+        deadline (one-line error)."""
         self._deadline = time.monotonic() + self.deadline_s
         with self._reading():
             cursor = self.conn.execute(sql, params)
             taken = 0
             while taken < limit:
-                batch = cursor.fetchmany(min(65_536, limit - taken))
-                if not batch:
+                fetched = cursor.fetchmany(min(batch, limit - taken))
+                if not fetched:
                     return
-                taken += len(batch)
-                yield from batch
+                taken += len(fetched)
+                yield from fetched
 
     def columns(self, table: str, values: Sequence[Tuple[str, str]], where: str = "",
                 params: Sequence[Any] = (), group_by: str = "") -> Iterator[List[Any]]:
@@ -678,7 +680,7 @@ class _Operators:
         # Whole numbers from SQL (an empty or text cell: NULL_INT), turned into int64 arrays 8,192 rows at a
         # time: 100,000 tuples of Python ints held at once cost ~60 MiB.
         blocks, batch = [], []
-        for row in db.rows(sql, limit=cap):
+        for row in db.rows(sql, limit=cap, batch=8192):
             batch.append(row)
             if len(batch) >= 8192:
                 blocks.append(np.array(batch, dtype=np.int64))
