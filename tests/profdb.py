@@ -148,7 +148,7 @@ def write_profiler_db(path: Path, kernel: str = "prof_kernel_details_memory_metr
         tasks.append((start, end, _number(cell.get("Stream ID", "")), sid(DEVICE_TASK_TYPES.get(core, core))))
         infos.append((sid(cell["Name"]), None if block is None else int(block), None if mix is None else int(mix),
                       sid(cell["Accelerator Core"]), sid(cell["Type"]), sid(cell.get("Input Data Types", "")),
-                      sid(state)))
+                      sid(state), sid(cell.get("Input Shapes", "")), sid(cell.get("Output Shapes", ""))))
         pmus.append([(sid(pmu_name(name)), value) for name in pmu for value in [_number(cell[name])]
                      if value is not None])
     total = rows_to or len(rows)
@@ -164,7 +164,7 @@ def write_profiler_db(path: Path, kernel: str = "prof_kernel_details_memory_metr
                      ((*tasks[i][:2], gid, gid, tasks[i][3], tasks[i][2], gid % 65536)
                       for gid, i in enumerate(repeated(), 1)))
     conn.executemany("INSERT INTO COMPUTE_TASK_INFO (name, globalTaskId, blockNum, mixBlockNum, taskType, opType, "
-                     "inputDataTypes, opState) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                     "inputDataTypes, opState, inputShapes, outputShapes) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                      ((infos[i][0], gid, *infos[i][1:]) for gid, i in enumerate(repeated(), 1) if infos[i]))
     conn.executemany("INSERT INTO TASK_PMU_INFO VALUES (?, ?, ?)",
                      ((gid, name, value) for gid, i in enumerate(repeated(), 1) for name, value in pmus[i]))

@@ -117,9 +117,12 @@ def test_batched_and_nz_matmuls_have_their_inner_axes_read() -> None:
     assert compute_checks.cube_inner_axes(shape("1024;1024")) is None
 
 
-def test_cube_check_skips_without_shapes_and_on_a_db_export(tmp_path: Path) -> None:
-    finding = one(analyze([str(profdb.torch_npu_db_rank(tmp_path, rank=0, kernel=PIPE, extras=False))]), "PROF022")
-    assert finding.status is Status.SKIP and "Input Shapes" in finding.detail
+def test_cube_check_judges_a_db_export_like_its_csv(tmp_path: Path) -> None:
+    # COMPUTE_TASK_INFO's shapes and TASK_PMU_INFO's ratios give the .db the CSV's cube shapes (issue 20 point 1).
+    finding = one(analyze([str(profdb.torch_npu_db_rank(tmp_path / "db", rank=0, kernel=PIPE, extras=False))]),
+                  "PROF022")
+    csv = one(analyze([str(pipe_rank(tmp_path / "csv"))]), "PROF022")
+    assert finding.status is Status.WARN and (finding.detail, finding.evidence) == (csv.detail, csv.evidence)
 
 
 # --- PROF023 flash attention ----------------------------------------------------------------------------------

@@ -607,3 +607,22 @@ def test_odd_pipeline_metadata_is_no_stage(tmp_path: Path, meta: Dict[str, Any])
         data.update(meta)
         path.write_text(json.dumps(data))
     assert one(run([root]), "PROF035").status is Status.SKIP
+
+
+def test_the_real_db_export_names_the_fused_sgd_and_passes_its_idle_and_transfers(tmp_path: Path) -> None:
+    """The real torch_npu .db (Ascend/msinsight, tests/data/samples/prof_db): its PYTORCH_API records one
+    Optimizer.step#SGD.step of 10.45 ms, TASK's gaps hold no 200 ms idle span, COMMUNICATION_TASK_INFO's 56 SDMA
+    transfers overlap no MatMul and 4 of them (1.9% of the time) are not 512-byte multiples."""
+    import shutil
+
+    from tests.samples import SAMPLES
+
+    shutil.copytree(SAMPLES / "prof_db" / "level1_rank0_db", tmp_path / "rank0_ascend_pt")
+    result = run([tmp_path])
+    fused = one(result, "PROF031")
+    assert fused.status == Status.WARN and fused.subject == "torch_npu.optim.NpuFusedSGD"
+    assert "Optimizer.step#SGD.step" in fused.detail and "10.45 ms" in fused.detail
+    assert one(result, "PROF030").status == Status.PASS
+    contention, alignment = one(result, "PROF032"), one(result, "PROF033")
+    assert contention.status == Status.PASS and "none of 56 SDMA transfer task(s)" in contention.detail
+    assert alignment.status == Status.PASS and "4 of 56" in alignment.detail and "1.9%" in alignment.detail

@@ -50,6 +50,7 @@ class DbMap(NamedTuple):
     profiler_files: Tuple[Any, ...]  # compiled patterns
     analysis_files: Tuple[Any, ...]
     tables: Mapping[str, Tuple[Tuple[str, ...], Mapping[str, Tuple[str, ...]]]]
+    pmu_metrics: Mapping[str, Tuple[str, ...]] = {}  # canonical pipe time -> TASK_PMU_INFO metric names
 
 
 @functools.lru_cache(maxsize=1)
@@ -67,7 +68,8 @@ def db_map() -> DbMap:
         tables[str(canonical)] = (tuple(str(n) for n in spec.get("names", [canonical])), columns)
     return DbMap(version=int(data.get("version", 1)),
                  profiler_files=tuple(re.compile(p) for p in files.get("profiler", [])),
-                 analysis_files=tuple(re.compile(p) for p in files.get("analysis", [])), tables=tables)
+                 analysis_files=tuple(re.compile(p) for p in files.get("analysis", [])), tables=tables,
+                 pmu_metrics={str(k): tuple(str(n) for n in v) for k, v in (data.get("pmu_metrics") or {}).items()})
 
 
 def kind_of(file_name: str) -> Optional[str]:
@@ -220,18 +222,20 @@ class ProfileDb:
         except UnicodeDecodeError:
             raise self._fail("corrupt SQLite database (a message or name not readable)") from None
 
-    def rows(self, sql: str, params: Sequence[Any] = (), limit: int = MAX_EVENT_ROWS) -> Iterator[Tuple[Any, ...]]:
-        """The rows of one query, at most ``limit``; the query is stopped at the deadline (one-line error)."""
+    def rows(self, sql: str, params: Sequence[Any] = (), limit: int = MAX_EVENT_ROWS, batch: int = 65_536
+             ) -> Iterator[Tuple[Any, ...]]:
+        """The rows of one query, at most ``limit``, fetched ``batch`` at a time; the query is stopped at the
+        deadline (one-line error)."""
         self._deadline = time.monotonic() + self.deadline_s
         with self._reading():
             cursor = self.conn.execute(sql, params)
             taken = 0
             while taken < limit:
-                batch = cursor.fetchmany(min(65_536, limit - taken))
-                if not batch:
+                fetched = cursor.fetchmany(min(batch, limit - taken))
+                if not fetched:
                     return
-                taken += len(batch)
-                yield from batch
+                taken += len(fetched)
+                yield from fetched
 
     def columns(self, table: str, values: Sequence[Tuple[str, str]], where: str = "",
                 params: Sequence[Any] = (), group_by: str = "") -> Iterator[List[Any]]:
@@ -569,18 +573,25 @@ def kernel_groups(db: ProfileDb, min_task_us: float, bound_ratio: float,
 
     wanted = [(cell(c), DIM if c.endswith("block_dim") else INT)
               for c in ("global_task_id", "core_type", "op_type", "block_dim", "mix_block_dim", "op_state",
-                        "input_dtypes")]
+                        "input_dtypes", "name", "input_shapes", "output_shapes")]
+    operators = _Operators(db, ratio_spellings, steps) if db.has("compute_task_info", "input_shapes") else None
     partial: List[Dict[str, Any]] = []
     for part in _passes(db):
         tasks = _tasks(db, part, steps)
         nobound, cube = _pmu(db, part, tasks, plan, bound_ratio)
+        ratios = operators.pmu(part, tasks) if operators is not None else {}
         batch: List[Dict[str, Any]] = []
-        for gid, core, op_type, block, mix, state, dtypes in db.columns(
+        for gid, core, op_type, block, mix, state, dtypes, name, in_shapes, out_shapes in db.columns(
                 "compute_task_info", wanted, _in_pass(cell("global_task_id"), part)):
             at, found = tasks.find(gid)
             at = at[found]
             duration, utilization = tasks.dur_us[at], cube[at]
             core = core[found]
+            if operators is not None:
+                operators.add({"device": tasks.device[at], "core": core, "op_type": op_type[found],
+                               "op_name": name[found], "input_shapes": in_shapes[found],
+                               "output_shapes": out_shapes[found], "input_dtypes": dtypes[found]},
+                              duration, {r: values[at] for r, values in ratios.items()})
             batch.append({
                 "device": tasks.device[at], "step": tasks.step[at], "core": core, "op_type": op_type[found],
                 "block_dim": _dims(block[found]), "mix_block_dim": _dims(mix[found]), "op_state": state[found],
@@ -603,13 +614,216 @@ def kernel_groups(db: ProfileDb, min_task_us: float, bound_ratio: float,
                  _float(r[14]), _float(r[12]), _float(r[13])) for r in records]
     rows.extend(_communication_groups(db, min_task_us, steps))
     facts["columns"] = columns
+    if operators is not None:
+        if partial and operators.seq is not None:
+            operators.more = max(0, int(grouped["n"].sum()) - len(operators.seq["gid"]))
+        facts["shapes"], facts["sequence"] = operators.shapes(), operators.sequence()
     return rows, facts
+
+
+class _Operators:
+    """The per-shape operator groups and the first tasks in start order (what
+    :class:`npudoctor.prof.opstats.OpCollector` makes of a kernel table) from COMPUTE_TASK_INFO, TASK and
+    TASK_PMU_INFO. Groups are keyed on string ids (no text per row) and turned into text at the end; the
+    sequence is one bounded query in TASK's start order (its TaskIndex), joined to COMPUTE_TASK_INFO by its
+    key; the PMU pipe ratios are read per task, the pipe times for the sequence's tasks only."""
+
+    def __init__(self, db: ProfileDb, ratio_spellings: Mapping[str, Sequence[str]], steps: Steps) -> None:
+        from npudoctor.prof import opstats
+        from npudoctor.prof.columns import column_map
+
+        self.db, self.opstats = db, opstats
+        spellings = column_map("kernel_details").spellings
+        wanted = {r: tuple(ratio_spellings.get(r) or spellings.get(r, (r,))) for r in opstats.RATIOS}
+        wanted.update({t: db_map().pmu_metrics.get(t, ()) for t in opstats.TIMES})
+        ids: Dict[str, List[int]] = {}
+        if db.has("task_pmu_info", "global_task_id", "name", "value"):
+            found = string_ids(db, [n for names in wanted.values() for n in names])
+            ids = {c: sorted({i for n in names for i in found.get(n, [])}) for c, names in wanted.items()}
+        self.ids = {c: i for c, i in ids.items() if i}
+        if not any(t in self.ids for t in opstats.MOVE_TIMES):  # busy time alone says nothing (as for the CSV)
+            self.ids = {c: i for c, i in self.ids.items() if c not in opstats.TIMES}
+        self.parts: List[Dict[str, Any]] = []
+        self.groups: List[Dict[str, Any]] = []
+        self.sums = ["n", "dur_sum", *(f"{r}_{s}" for r in opstats.RATIOS for s in ("w", "d"))]
+        self.base = steps.base
+        self.seq = self._sequence_tasks(steps)
+        self.seq_times: Dict[str, Any] = {t: None for t in opstats.TIMES if t in self.ids}
+        if self.seq is not None:
+            import numpy as np
+
+            self.seq_order = np.argsort(self.seq["gid"], kind="stable")
+            self.seq_gid = self.seq["gid"][self.seq_order]
+            self.seq_times = {t: np.full(len(self.seq_gid), np.nan) for t in self.seq_times}
+
+    def _sequence_tasks(self, steps: Steps) -> Optional[Dict[str, Any]]:
+        import numpy as np
+
+        db, cap = self.db, self.opstats.SEQUENCE_MAX_TASKS
+        if not db.has("compute_task_info", "name"):
+            return None
+        device = db.col("task", "device_id", "t") if db.has("task", "device_id") else "NULL"
+
+        def cell(column: str) -> str:
+            return db.col("compute_task_info", column, "c") if db.has("compute_task_info", column) else "NULL"
+
+        start = db.col("task", "start_ns", "t")
+        # CROSS JOIN: TASK is walked in start order (TaskIndex), COMPUTE_TASK_INFO looked up by its key; the
+        # LIMIT ends the walk after the first tasks.
+        values = [f"t.{db.col('task', 'global_task_id')}", start, f"{db.col('task', 'end_ns', 't')} - {start}", device,
+                  cell("name"), cell("input_shapes"), cell("output_shapes"), cell("core_type")]
+        sql = (f"SELECT {', '.join(f'ifnull(CAST(({v}) AS INTEGER), {NULL_INT})' for v in values)} "
+               f"FROM {db.name('task')} AS t CROSS JOIN {db.name('compute_task_info')} AS c ON "
+               f"c.{db.col('compute_task_info', 'global_task_id')} = t.{db.col('task', 'global_task_id')} "
+               f"WHERE typeof({start}) = 'integer' AND typeof({db.col('task', 'end_ns', 't')}) = 'integer' "
+               f"ORDER BY {start} LIMIT {cap}")
+        # Whole numbers from SQL (an empty or text cell: NULL_INT), turned into int64 arrays 8,192 rows at a
+        # time: 100,000 tuples of Python ints held at once cost ~60 MiB.
+        blocks, batch = [], []
+        for row in db.rows(sql, limit=cap, batch=8192):
+            batch.append(row)
+            if len(batch) >= 8192:
+                blocks.append(np.array(batch, dtype=np.int64))
+                batch = []
+        if batch:
+            blocks.append(np.array(batch, dtype=np.int64))
+        if not blocks:
+            return None
+        whole = np.concatenate(blocks)
+        del blocks
+        out = {"gid": whole[:, 0].copy(), "start_us": (whole[:, 1] - steps.base) / NS_PER_US,
+               "duration_us": whole[:, 2] / NS_PER_US,
+               "span_ns": (int(whole[:, 1].min()), int(whole[:, 1].max()))}
+        for index, key in enumerate(("device_id", "op_name", "input_shapes", "output_shapes", "core_type"), 3):
+            out[key] = whole[:, index].copy()
+        return out
+
+    def pmu(self, part: Tuple[int, int], tasks: Tasks) -> Dict[str, Any]:
+        """The pipe ratios of each task of this pass (NaN: not recorded); the pipe times of the sequence's tasks
+        are kept on the side."""
+        import numpy as np
+
+        if not self.ids:
+            return {}
+        db = self.db
+        gid, name = db.col("task_pmu_info", "global_task_id", "t"), db.col("task_pmu_info", "name", "t")
+        value = db.col("task_pmu_info", "value", "t")
+        every = sorted({i for ids in self.ids.values() for i in ids})
+        in_pass = _in_pass(gid, part)
+        where = f"{_one_of(name, every)} AND typeof({value}) IN ('integer', 'real')" + (
+            f" AND {in_pass}" if in_pass else "")
+        ratios = {r: np.full(len(tasks.gid), np.nan, dtype=np.float32) for r in self.opstats.RATIOS if r in self.ids}
+        for ids, names, values in db.columns("task_pmu_info", [(gid, INT), (name, INT), (value, REAL)], where):
+            for canonical, metric_ids in self.ids.items():
+                mine = np.isin(names, metric_ids)
+                if not mine.any():
+                    continue
+                if canonical in ratios:
+                    at, found = tasks.find(ids[mine])
+                    ratios[canonical][at[found]] = values[mine][found]
+                elif self.seq is not None and len(self.seq_gid):
+                    wanted = ids[mine]
+                    at = np.clip(np.searchsorted(self.seq_gid, wanted), 0, len(self.seq_gid) - 1)
+                    found = self.seq_gid[at] == wanted
+                    self.seq_times[canonical][at[found]] = values[mine][found]
+        return ratios
+
+    def add(self, keys: Dict[str, Any], duration: Any, ratios: Mapping[str, Any]) -> None:
+        import numpy as np
+
+        part: Dict[str, Any] = {**keys, "n": np.ones(len(duration)), "dur_sum": duration, "dur_max": duration}
+        for ratio in self.opstats.RATIOS:
+            values = ratios.get(ratio)
+            if values is None:
+                part[f"{ratio}_w"] = part[f"{ratio}_d"] = np.zeros(len(duration))
+            else:
+                part[f"{ratio}_w"] = np.nan_to_num(values * duration, nan=0.0)
+                part[f"{ratio}_d"] = np.where(np.isnan(values), 0.0, duration)
+        self.parts.append(part)
+        if sum(len(p["n"]) for p in self.parts) >= GROUP_BATCH_ROWS:
+            self.groups.append(_grouped(self.parts, self.opstats.SHAPE_KEYS, self.sums))
+            self.parts = []
+        if len(self.groups) >= 16:
+            self.groups = [_grouped(self.groups, self.opstats.SHAPE_KEYS, self.sums)]
+
+    def shapes(self) -> Any:
+        import pandas as pd
+
+        if self.parts:
+            self.groups.append(_grouped(self.parts, self.opstats.SHAPE_KEYS, self.sums))
+            self.parts = []
+        if not self.groups:
+            return None
+        grouped = _grouped(self.groups, self.opstats.SHAPE_KEYS, self.sums)
+        texts = ("core", "op_type", "op_name", "input_shapes", "output_shapes", "input_dtypes")
+        text = strings_of(self.db, {int(v) for k in texts for v in grouped[k].tolist() if v != NULL_INT})
+        frame = pd.DataFrame({k: [_device(v) for v in grouped[k].tolist()] if k == "device" else
+                              [_shown(text, v) for v in grouped[k].tolist()] for k in self.opstats.SHAPE_KEYS})
+        frame["op_type"] = frame["op_type"].where(frame["op_type"] != "", frame["op_name"])
+        for name in ("n", "dur_sum", "dur_max", *self.sums[2:]):
+            frame[name] = grouped[name]
+        frame["n"] = frame["n"].astype(int)
+        collector = self.opstats.OpCollector(True, False)
+        collector.shape_parts = [frame]
+        return collector.shapes()
+
+    def sequence(self) -> Optional[Dict[str, Any]]:
+        import numpy as np
+        import pandas as pd
+
+        if self.seq is None:
+            return None
+        seq = self.seq
+        text = strings_of(self.db, {int(v) for k in ("op_name", "input_shapes", "output_shapes", "core_type")
+                                    for v in np.unique(seq[k]).tolist() if v != NULL_INT})
+        frame = pd.DataFrame({"start_us": seq["start_us"], "duration_us": seq["duration_us"],
+                              "device_id": [_device(v) for v in seq["device_id"].tolist()]})
+        for key in ("op_name", "input_shapes", "output_shapes", "core_type"):
+            codes, uniques = pd.factorize(seq[key])
+            frame[key] = np.array([_shown(text, u) for u in uniques.tolist()] + [""], dtype=object)[codes]
+        for name, values in self.seq_times.items():
+            if values is not None:
+                back = np.empty_like(values)
+                back[self.seq_order] = values
+                frame[name] = back
+        frame = pd.concat([frame, self._communication(seq)], ignore_index=True) if len(frame) else frame
+        frame = frame.sort_values("start_us", kind="stable").reset_index(drop=True)
+        collector = self.opstats.OpCollector(False, True)
+        for offset in range(0, len(frame), self.opstats.SEQUENCE_SLICE):
+            collector.add_sequence(frame.iloc[offset:offset + self.opstats.SEQUENCE_SLICE])
+        out = collector.sequence()
+        if out is not None:
+            out["not_analysed"] = self.more
+        return out
+
+    more = 0  # compute tasks after the sequence's cap (set by kernel_groups' count)
+
+    def _communication(self, seq: Mapping[str, Any]) -> Any:
+        """The collectives inside the sequence's span, as HCCL rows: they end a sequence, as in kernel_details."""
+        import numpy as np
+        import pandas as pd
+
+        db = self.db
+        if not db.has("communication_op", "start_ns", "end_ns"):
+            return pd.DataFrame()
+        start = db.col("communication_op", "start_ns")
+        sql = (f"SELECT {start} - ?, {db.col('communication_op', 'end_ns')} - {start} FROM "
+               f"{db.name('communication_op')} WHERE {start} BETWEEN ? AND ?")
+        found = [(a, d) for a, d in db.rows(sql, [self.base, *seq["span_ns"]], limit=self.opstats.SEQUENCE_MAX_TASKS)
+                 if isinstance(a, int) and isinstance(d, int)]
+        if not found:
+            return pd.DataFrame()
+        devices, counts = np.unique(seq["device_id"], return_counts=True)  # this CANN's COMMUNICATION_OP has none
+        return pd.DataFrame({"start_us": [a / NS_PER_US for a, _ in found],
+                             "duration_us": [d / NS_PER_US for _, d in found], "core_type": "HCCL",
+                             "op_name": "hcom", "device_id": _device(devices[int(np.argmax(counts))])})
 
 
 SUMS = ("n", "dur_sum", "cube_wsum", "cube_dur")
 
 
-def _grouped(parts: Sequence[Mapping[str, Any]], keys: Sequence[str]) -> Dict[str, Any]:
+def _grouped(parts: Sequence[Mapping[str, Any]], keys: Sequence[str], sums: Sequence[str] = ()
+             ) -> Dict[str, Any]:
     """The rows of ``parts`` (dicts of equal-length arrays) grouped on ``keys``: SUMS summed, dur_max the
     maximum. Each key is factorized (hashing) and folded into one dense group number; the sums are
     bincounts. pandas' groupby on the ten keys took 5x longer."""
@@ -625,7 +839,7 @@ def _grouped(parts: Sequence[Mapping[str, Any]], keys: Sequence[str]) -> Dict[st
     first = np.full(count, len(group), dtype=np.int64)
     np.minimum.at(first, group, np.arange(len(group)))
     out = {name: whole[name][first] for name in keys}
-    for name in (n for n in SUMS if n in whole):
+    for name in (n for n in (sums or SUMS) if n in whole):
         out[name] = np.bincount(group, weights=whole[name], minlength=count)
     highest = np.full(count, -np.inf)
     np.maximum.at(highest, group, whole["dur_max"])

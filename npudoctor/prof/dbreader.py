@@ -18,7 +18,7 @@ def read_databases(rank: Rank, source: Source, min_task_us: float, bound_ratio: 
     and analysis.db (step trace, link bandwidth). A file that cannot be read is one problem line."""
     import pandas as pd
 
-    from npudoctor.prof import database
+    from npudoctor.prof import database, opstats
     from npudoctor.prof.kernels import KEYS, KernelStats, _combine, last_steps
     from npudoctor.prof.timeline import NODE_LAUNCH, SYNC_STREAM, HostTimeline
 
@@ -30,6 +30,8 @@ def read_databases(rank: Rank, source: Source, min_task_us: float, bound_ratio: 
     read: List[str] = []
     timeline = HostTimeline()
     op_state_values: Set[str] = set()
+    shapes: List[Any] = []
+    sequence: Any = None
     for path in source.databases:
         try:
             with database.ProfileDb(path) as db:
@@ -42,6 +44,9 @@ def read_databases(rank: Rank, source: Source, min_task_us: float, bound_ratio: 
                     columns.extend(c for c in facts["columns"] if c not in columns)
                     extra.extend(c for c in facts.get("extra_columns", []) if c not in extra)
                     op_state_values.update(str(v).lower() for v in frame["op_state"].unique())
+                if facts.get("shapes") is not None:
+                    shapes.append(facts["shapes"])
+                sequence = sequence if sequence is not None else facts.get("sequence")
                 peaks = database.memory_peaks(db)
                 if peaks:
                     rank.memory["peaks"] = peaks
@@ -66,9 +71,14 @@ def read_databases(rank: Rank, source: Source, min_task_us: float, bound_ratio: 
     # An OP State column that says nothing (every value N/A or empty) is no OP State: "unknown", not "static".
     if op_state_values <= {"", "n/a", "none", "nan"}:
         columns = [c for c in columns if c != "op_state"]
+    shape_groups = opstats.combine_shapes(shapes)
+    for name, mapping in cmap.values.items():
+        if name == "core_type" and mapping and shape_groups is not None and len(shape_groups):
+            shape_groups["core"] = shape_groups["core"].astype(object).replace(mapping)
     if len(groups):
         rank.kernel = KernelStats(table="db", files=list(read), columns=tuple(columns), extra_columns=tuple(extra),
-                                  groups=groups, rows=int(groups["n"].sum()))
+                                  groups=groups, rows=int(groups["n"].sum()), shapes=shape_groups,
+                                  sequence=sequence)
         rank.groups = last_steps(groups, steps)
     _read_analysis(rank, source, steps)
 

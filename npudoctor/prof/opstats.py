@@ -187,6 +187,10 @@ class OpCollector:
         mapping = np.array([table.setdefault(int(u), len(table)) for u in uniques], dtype=np.int64)
         return mapping[codes] if len(mapping) else np.zeros(len(frame), dtype=np.int64)
 
+    def add_sequence(self, frame: pd.DataFrame) -> None:
+        """Tasks in start order (canonical columns) added to the sequence as they are, no cap applied."""
+        self._add_sequence(frame)
+
     def _add_sequence(self, frame: pd.DataFrame) -> None:
         import numpy as np
 
