@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence
 
 from npudoctor.prof import opstats
 from npudoctor.prof.columns import ColumnMap, Resolved, column_map
-from npudoctor.prof.tables import CHUNK_ROWS, ReadNotes, TableError, iter_chunks, open_table
+from npudoctor.prof.tables import ReadNotes, TableError, iter_chunks, open_table
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -145,11 +145,8 @@ def _group_batch(batch: Any, ratio_columns: Sequence[str], min_task_us: float, b
         [*KEYS, "n", "dur_sum", "dur_max", "cube_wsum", "cube_dur"]]
 
 
-def _group_arrow(batches: List[Any], ratio_columns: Sequence[str], min_task_us: float,
+def _group_arrow(table: Any, ratio_columns: Sequence[str], min_task_us: float,
                  bound_ratio: float, collector: Optional[opstats.OpCollector] = None) -> pd.DataFrame:
-    import pyarrow as pa
-
-    table = pa.Table.from_batches(batches)
     if collector is not None:
         collector.add(table)
     return _group_batch(table, ratio_columns, min_task_us, bound_ratio)
@@ -195,19 +192,12 @@ def aggregate_csv(table: str, paths: Sequence[str], min_task_us: float, bound_ra
             wanted = wanted_columns(cmap)
             if not any(resolved.has(name) for name in opstats.MOVE_TIMES):  # busy time alone says nothing
                 wanted = [name for name in wanted if name not in opstats.TIMES]
-            chunks = iter_chunks(path, resolved, wanted, [*NUMERIC, *ratio_columns], notes=notes)
-            # Small Arrow batches are gathered to about CHUNK_ROWS rows before grouping (a group-by has a
-            # fixed cost per call); pandas chunks come that size already.
-            pending: List[Any] = []
-            pending_rows = 0
-            for chunk in chunks:
+            # Chunks of about tables.CHUNK_ROWS rows, Arrow Tables or pandas DataFrames (a group-by has a fixed cost
+            # per call).
+            for chunk in iter_chunks(path, resolved, wanted, [*NUMERIC, *ratio_columns], notes=notes):
                 if hasattr(chunk, "num_rows"):
                     rows += chunk.num_rows
-                    pending.append(chunk)
-                    pending_rows += chunk.num_rows
-                    if pending_rows >= CHUNK_ROWS:
-                        parts.append(_group_arrow(pending, ratio_columns, min_task_us, bound_ratio, collector))
-                        pending, pending_rows = [], 0
+                    parts.append(_group_arrow(chunk, ratio_columns, min_task_us, bound_ratio, collector))
                 else:
                     rows += len(chunk)
                     parts.append(_group_chunk(chunk, ratio_columns, min_task_us, bound_ratio))
@@ -215,8 +205,6 @@ def aggregate_csv(table: str, paths: Sequence[str], min_task_us: float, bound_ra
                         collector.add(chunk)
                 if len(parts) >= 16:
                     parts = [_combine(parts)]
-            if pending:
-                parts.append(_group_arrow(pending, ratio_columns, min_task_us, bound_ratio, collector))
             note = notes.describe(path)
             if note:
                 problems.append(note)
