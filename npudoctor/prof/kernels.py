@@ -94,17 +94,27 @@ def _group_chunk(frame: pd.DataFrame, ratio_columns: Sequence[str], min_task_us:
 
 
 def _group_batch(batch: Any, ratio_columns: Sequence[str], min_task_us: float, bound_ratio: float) -> pd.DataFrame:
-    """:func:`_group_chunk` for a pyarrow RecordBatch, computed by Arrow (no per-row Python objects)."""
+    """:func:`_group_chunk` for a pyarrow Table, computed by Arrow on the dictionary codes of the text columns
+    (no per-row Python objects or strings)."""
+    import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
 
+    batch = batch.unify_dictionaries()
     rows = batch.num_rows
     names = set(batch.schema.names)
+    lookups: Dict[str, Any] = {}  # key -> the texts of its codes (the last: an empty cell's default)
 
-    def text(name: str, default: str) -> Any:
-        if name not in names:
-            return pa.repeat(pa.scalar(default, pa.string()), rows)
-        return pc.fill_null(pc.cast(batch.column(name), pa.string()), default)
+    def text(name: str, default: str, key: str = "") -> Any:
+        """The codes of a text column: the group-by hashes integers, the texts are looked up after it."""
+        column = batch.column(name) if name in names else None
+        if column is None or not column.num_chunks or not pa.types.is_dictionary(column.type):
+            if column is None:
+                return pa.repeat(pa.scalar(default, pa.string()), rows)
+            return pc.fill_null(pc.cast(column, pa.string()), default)
+        texts = [str(v) for v in column.chunk(0).dictionary.to_pylist()]
+        lookups[key] = np.array([*texts, default], dtype=object)
+        return pc.fill_null(pa.chunked_array([chunk.indices for chunk in column.chunks], pa.int32()), len(texts))
 
     def number(name: str, default: float) -> Any:
         if name not in names:
@@ -112,12 +122,17 @@ def _group_batch(batch: Any, ratio_columns: Sequence[str], min_task_us: float, b
         return pc.fill_null(batch.column(name), default)
 
     duration = number("duration_us", 0.0)
-    core = text("core_type", "UNKNOWN")
+    core = text("core_type", "UNKNOWN", "core")
+    if "core" in lookups:
+        ai_cpu = [code for code, value in enumerate(lookups["core"]) if value == AI_CPU]
+        is_ai_cpu = pc.is_in(core, pa.array(ai_cpu, pa.int32()))
+    else:
+        is_ai_cpu = pc.equal(core, AI_CPU)
     columns = {
-        "device": text("device_id", ""), "step": number("step_id", -1.0), "core": core,
-        "op_type": text("op_type", "") if "op_type" in names else text("op_name", ""),
+        "device": text("device_id", "", "device"), "step": number("step_id", -1.0), "core": core,
+        "op_type": text("op_type", "", "op_type") if "op_type" in names else text("op_name", "", "op_type"),
         "block_dim": number("block_dim", -1.0), "mix_block_dim": number("mix_block_dim", -1.0),
-        "op_state": text("op_state", ""), "long": pc.greater_equal(duration, min_task_us),
+        "op_state": text("op_state", "", "op_state"), "long": pc.greater_equal(duration, min_task_us),
     }
     present = [batch.column(c) for c in ratio_columns if c in names]
     if present:
@@ -127,8 +142,12 @@ def _group_batch(batch: Any, ratio_columns: Sequence[str], min_task_us: float, b
     else:
         nobound = pa.repeat(pa.scalar(-1, pa.int64()), rows)
     columns["nobound"] = nobound
-    columns["dtypes"] = (pc.if_else(pc.equal(core, AI_CPU), text("input_dtypes", ""), "")
-                         if "input_dtypes" in names else text("input_dtypes", ""))
+    dtypes = text("input_dtypes", "", "dtypes")
+    if "dtypes" in lookups:  # an empty cell and a task that is no AI CPU task both read ""
+        dtypes = pc.if_else(is_ai_cpu, dtypes, pa.scalar(len(lookups["dtypes"]) - 1, pa.int32()))
+    elif "input_dtypes" in names:
+        dtypes = pc.if_else(is_ai_cpu, dtypes, "")
+    columns["dtypes"] = dtypes
     columns["dur"] = duration
     if "cube_utilization_pct" in names:
         cube = batch.column("cube_utilization_pct")
@@ -140,6 +159,8 @@ def _group_batch(batch: Any, ratio_columns: Sequence[str], min_task_us: float, b
     grouped = table.group_by(KEYS, use_threads=False).aggregate(
         [("dur", "count"), ("dur", "sum"), ("dur", "max"), ("cube_w", "sum"), ("cube_d", "sum")])
     frame = grouped.to_pandas()
+    for key, lookup in lookups.items():
+        frame[key] = lookup[frame[key].to_numpy(dtype=np.int64)]
     return frame.rename(columns={"dur_count": "n", "dur_sum": "dur_sum", "dur_max": "dur_max",
                                  "cube_w_sum": "cube_wsum", "cube_d_sum": "cube_dur"})[
         [*KEYS, "n", "dur_sum", "dur_max", "cube_wsum", "cube_dur"]]
