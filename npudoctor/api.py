@@ -6,11 +6,9 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from npudoctor import __version__
-from npudoctor.checks import ordered_specs
-from npudoctor.checks.registry import STAGES, CheckContext, CheckSpec, run_check, select
 from npudoctor.errors import InputError
 from npudoctor.knowledge import KnowledgeError, data_dir, load_yaml_file, profile_names, profile_path
 from npudoctor.model.finding import Finding, Report
@@ -19,6 +17,10 @@ from npudoctor.model.profile import NodeProfile, ProfileError, deep_merge, flatt
 from npudoctor.model.rulebook import Spec
 from npudoctor.probes import prefetch
 from npudoctor.probes.runner import LiveRunner, RecordingRunner, Runner
+
+if TYPE_CHECKING:
+    # The node checks load with the commands that run them: `prof analyze` needs only the profile loader.
+    from npudoctor.checks.registry import CheckContext, CheckSpec
 
 DEFAULT_PROFILE = "default"
 MAX_EXTENDS_DEPTH = 16
@@ -54,6 +56,8 @@ def check_python_option(runner: Runner, python: Optional[str]) -> None:
 def python_facts(runner: Runner, python: Optional[str] = None) -> Any:
     """The target interpreter's package facts (``--python``, else ``python3`` on PATH), through ``runner``: where
     its torch and torch_npu are installed (``ops audit`` reads the installed torch_npu's operator list)."""
+    from npudoctor.checks.registry import CheckContext
+
     return CheckContext(runner, load_profile(), {"python": python} if python else {}).facts("python")
 
 
@@ -100,6 +104,7 @@ def rulebook(rules_files: Sequence[str] = ()) -> List[Spec]:
     (shipped, and the site rules of ``rules_files``)."""
     import npudoctor.fleet.collective
     import npudoctor.prof.checks  # noqa: F401  (registers the PROF checks; no pandas at import)
+    from npudoctor.checks import ordered_specs
     from npudoctor.logs.rules import RulesError, load_rules, rule_specs
     from npudoctor.model import rulebook as book
 
@@ -163,6 +168,8 @@ def run_checks(
     """Run the selected checks in stage order and return the report; ``listener`` hears each stage as it ends.
     ``level`` and ``options`` not given come from the bundle being replayed (what ``collect`` was given), else
     level 1."""
+    from npudoctor.checks.registry import STAGES, CheckContext, run_check
+
     level_given = level is not None
     level, options = replay_options(runner, level, options or {})
     missing = [path for path in options.get("prof_dirs") or () if not os.path.lexists(path)]
@@ -219,7 +226,8 @@ def run_checks(
 def _selection(only: Sequence[str], skip: Sequence[str], level: int, level_given: bool, prof_given: bool) -> Any:
     """The node checks and PROF IDs ``--only``/``--skip`` leave (see ``checks.registry.select``). The other rooms
     load only when a pattern names no node check (their IDs are accepted or refused with where they run)."""
-    from npudoctor.checks.registry import SelectionError
+    from npudoctor.checks import ordered_specs
+    from npudoctor.checks.registry import SelectionError, select
 
     node_only = ordered_specs()
     patterns = [*only, *skip]

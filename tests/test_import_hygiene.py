@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from typing import List, Set
+from typing import List, Sequence, Set
 
 import pytest
 
@@ -20,8 +20,9 @@ HEAVY = ("torch", "torch_npu", "pandas", "pyarrow", "numpy", "textual")
 PANDAS = {"pandas", "numpy", "pyarrow"}
 
 
-def loaded_by(*invocations: List[str]) -> Set[str]:
-    """The heavy modules a fresh interpreter holds after running ``invocations`` through the CLI."""
+def loaded_by(*invocations: List[str], names: Sequence[str] = HEAVY) -> Set[str]:
+    """The modules of ``names`` (the heavy ones) a fresh interpreter holds after running ``invocations`` through
+    the CLI."""
     code = (
         "import json, sys\n"
         "from click.testing import CliRunner\n"
@@ -29,7 +30,7 @@ def loaded_by(*invocations: List[str]) -> Set[str]:
         f"for args in {json.dumps(invocations)}:\n"
         "    result = CliRunner().invoke(main, args)\n"
         "    assert result.exception is None or isinstance(result.exception, SystemExit), (args, result.output)\n"
-        f"print(json.dumps(sorted(m for m in {HEAVY!r} if m in sys.modules)))\n"
+        f"print(json.dumps(sorted(m for m in {tuple(names)!r} if m in sys.modules)))\n"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
@@ -77,3 +78,14 @@ def test_prof_analyze_loads_pandas_and_never_torch_or_textual(tmp_path):
     profdirs.torch_npu_rank(tmp_path, rank=0)
     loaded = loaded_by(["prof", "analyze", str(tmp_path)])
     assert "pandas" in loaded and loaded <= PANDAS
+
+
+def test_prof_analyze_in_a_machine_format_loads_no_node_check_and_no_renderer(tmp_path):
+    """`prof analyze --format json` runs no node check and draws nothing on a terminal: the node checks, rich and
+    the other writers are start-up time on every run (issue 20 point 4, the 1M-row table's whole command)."""
+    from tests import profdirs
+
+    profdirs.torch_npu_rank(tmp_path, rank=0)
+    unneeded = ("npudoctor.checks", "npudoctor.checks.registry", "rich", "npudoctor.report.console",
+                "npudoctor.report.junit", "npudoctor.report.github")
+    assert loaded_by(["prof", "analyze", str(tmp_path), "--format", "json"], names=unneeded) == set()

@@ -27,16 +27,23 @@ def fail_usage(message: str) -> click.exceptions.Exit:
 def emit_findings(fmt: str, report: Any, command: str, fail_on: str, code: int, document: Any = None,
                   scope: Optional[str] = None) -> None:
     """A run's findings (``check``, ``prof``) in a machine format, each through its one writer; ``document``:
-    the command's own JSON document (else the report's), ``scope``: what the verdict is about."""
-    from npudoctor.report import github, json_report, junit, npd, prometheus
-
+    the command's own JSON document (else the report's), ``scope``: what the verdict is about. Only the writer
+    asked for is imported (each costs start-up time)."""
     if fmt == "json":  # stdout cannot carry every character (LANG=C): escapes, never "?" in data
+        from npudoctor.report import json_report
+
         json_report.emit(report.to_dict() if document is None else document)
     elif fmt == "junit":
+        from npudoctor.report import junit
+
         junit.emit(junit.render(report, fail_on))
     elif fmt == "github":
+        from npudoctor.report import github
+
         click.echo(github.report_document(report, command, code, scope), nl=False)
     else:
+        from npudoctor.report import npd, prometheus
+
         click.echo({"prometheus": prometheus, "npd": npd}[fmt].render(report, fail_on), nl=False)
 
 

@@ -59,10 +59,13 @@ def _analyze_and_emit(paths: Tuple[str, ...], profile_name: Optional[str], steps
 
         click.echo(one_line(clean(warning_line(result.unreadable))), err=True)
     if fmt != "text":
-        from npudoctor.report.prof_console import verdict_scope
+        scope = None
+        if fmt == "github":  # the only writer with a verdict sentence (the console module brings rich)
+            from npudoctor.report.prof_console import verdict_scope
 
+            scope = verdict_scope(result)
         emit_findings(fmt, result.as_report(), "npudoctor prof", fail_on, result.exit_code(fail_on),
-                      result.to_dict() if fmt == "json" else None, verdict_scope(result))
+                      result.to_dict() if fmt == "json" else None, scope)
     else:
         from npudoctor.report import console, prof_console
 

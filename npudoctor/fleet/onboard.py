@@ -57,7 +57,9 @@ def prepare(directory: str) -> None:
 
 
 def training_supported() -> bool:
-    return any(spec.level >= 3 for spec in api.ordered_specs())
+    from npudoctor.checks import ordered_specs
+
+    return any(spec.level >= 3 for spec in ordered_specs())
 
 
 def _skip(check_id: str, title: str, stage: str, subject: str, detail: str, fix: str = "") -> Finding:

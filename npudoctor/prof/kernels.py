@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence
 
 from npudoctor.prof import opstats
 from npudoctor.prof.columns import ColumnMap, Resolved, column_map
-from npudoctor.prof.tables import CHUNK_ROWS, ReadNotes, TableError, iter_chunks, open_table
+from npudoctor.prof.tables import ReadNotes, TableError, iter_chunks, open_table
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -94,17 +94,27 @@ def _group_chunk(frame: pd.DataFrame, ratio_columns: Sequence[str], min_task_us:
 
 
 def _group_batch(batch: Any, ratio_columns: Sequence[str], min_task_us: float, bound_ratio: float) -> pd.DataFrame:
-    """:func:`_group_chunk` for a pyarrow RecordBatch, computed by Arrow (no per-row Python objects)."""
+    """:func:`_group_chunk` for a pyarrow Table, computed by Arrow on the dictionary codes of the text columns
+    (no per-row Python objects or strings)."""
+    import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
 
+    batch = batch.unify_dictionaries()
     rows = batch.num_rows
     names = set(batch.schema.names)
+    lookups: Dict[str, Any] = {}  # key -> the texts of its codes (the last: an empty cell's default)
 
-    def text(name: str, default: str) -> Any:
-        if name not in names:
-            return pa.repeat(pa.scalar(default, pa.string()), rows)
-        return pc.fill_null(pc.cast(batch.column(name), pa.string()), default)
+    def text(name: str, default: str, key: str = "") -> Any:
+        """The codes of a text column: the group-by hashes integers, the texts are looked up after it."""
+        column = batch.column(name) if name in names else None
+        if column is None or not column.num_chunks or not pa.types.is_dictionary(column.type):
+            if column is None:
+                return pa.repeat(pa.scalar(default, pa.string()), rows)
+            return pc.fill_null(pc.cast(column, pa.string()), default)
+        texts = [str(v) for v in column.chunk(0).dictionary.to_pylist()]
+        lookups[key] = np.array([*texts, default], dtype=object)
+        return pc.fill_null(pa.chunked_array([chunk.indices for chunk in column.chunks], pa.int32()), len(texts))
 
     def number(name: str, default: float) -> Any:
         if name not in names:
@@ -112,12 +122,17 @@ def _group_batch(batch: Any, ratio_columns: Sequence[str], min_task_us: float, b
         return pc.fill_null(batch.column(name), default)
 
     duration = number("duration_us", 0.0)
-    core = text("core_type", "UNKNOWN")
+    core = text("core_type", "UNKNOWN", "core")
+    if "core" in lookups:
+        ai_cpu = [code for code, value in enumerate(lookups["core"]) if value == AI_CPU]
+        is_ai_cpu = pc.is_in(core, pa.array(ai_cpu, pa.int32()))
+    else:
+        is_ai_cpu = pc.equal(core, AI_CPU)
     columns = {
-        "device": text("device_id", ""), "step": number("step_id", -1.0), "core": core,
-        "op_type": text("op_type", "") if "op_type" in names else text("op_name", ""),
+        "device": text("device_id", "", "device"), "step": number("step_id", -1.0), "core": core,
+        "op_type": text("op_type", "", "op_type") if "op_type" in names else text("op_name", "", "op_type"),
         "block_dim": number("block_dim", -1.0), "mix_block_dim": number("mix_block_dim", -1.0),
-        "op_state": text("op_state", ""), "long": pc.greater_equal(duration, min_task_us),
+        "op_state": text("op_state", "", "op_state"), "long": pc.greater_equal(duration, min_task_us),
     }
     present = [batch.column(c) for c in ratio_columns if c in names]
     if present:
@@ -127,8 +142,12 @@ def _group_batch(batch: Any, ratio_columns: Sequence[str], min_task_us: float, b
     else:
         nobound = pa.repeat(pa.scalar(-1, pa.int64()), rows)
     columns["nobound"] = nobound
-    columns["dtypes"] = (pc.if_else(pc.equal(core, AI_CPU), text("input_dtypes", ""), "")
-                         if "input_dtypes" in names else text("input_dtypes", ""))
+    dtypes = text("input_dtypes", "", "dtypes")
+    if "dtypes" in lookups:  # an empty cell and a task that is no AI CPU task both read ""
+        dtypes = pc.if_else(is_ai_cpu, dtypes, pa.scalar(len(lookups["dtypes"]) - 1, pa.int32()))
+    elif "input_dtypes" in names:
+        dtypes = pc.if_else(is_ai_cpu, dtypes, "")
+    columns["dtypes"] = dtypes
     columns["dur"] = duration
     if "cube_utilization_pct" in names:
         cube = batch.column("cube_utilization_pct")
@@ -140,16 +159,15 @@ def _group_batch(batch: Any, ratio_columns: Sequence[str], min_task_us: float, b
     grouped = table.group_by(KEYS, use_threads=False).aggregate(
         [("dur", "count"), ("dur", "sum"), ("dur", "max"), ("cube_w", "sum"), ("cube_d", "sum")])
     frame = grouped.to_pandas()
+    for key, lookup in lookups.items():
+        frame[key] = lookup[frame[key].to_numpy(dtype=np.int64)]
     return frame.rename(columns={"dur_count": "n", "dur_sum": "dur_sum", "dur_max": "dur_max",
                                  "cube_w_sum": "cube_wsum", "cube_d_sum": "cube_dur"})[
         [*KEYS, "n", "dur_sum", "dur_max", "cube_wsum", "cube_dur"]]
 
 
-def _group_arrow(batches: List[Any], ratio_columns: Sequence[str], min_task_us: float,
+def _group_arrow(table: Any, ratio_columns: Sequence[str], min_task_us: float,
                  bound_ratio: float, collector: Optional[opstats.OpCollector] = None) -> pd.DataFrame:
-    import pyarrow as pa
-
-    table = pa.Table.from_batches(batches)
     if collector is not None:
         collector.add(table)
     return _group_batch(table, ratio_columns, min_task_us, bound_ratio)
@@ -195,19 +213,12 @@ def aggregate_csv(table: str, paths: Sequence[str], min_task_us: float, bound_ra
             wanted = wanted_columns(cmap)
             if not any(resolved.has(name) for name in opstats.MOVE_TIMES):  # busy time alone says nothing
                 wanted = [name for name in wanted if name not in opstats.TIMES]
-            chunks = iter_chunks(path, resolved, wanted, [*NUMERIC, *ratio_columns], notes=notes)
-            # Small Arrow batches are gathered to about CHUNK_ROWS rows before grouping (a group-by has a
-            # fixed cost per call); pandas chunks come that size already.
-            pending: List[Any] = []
-            pending_rows = 0
-            for chunk in chunks:
+            # Chunks of about tables.CHUNK_ROWS rows, Arrow Tables or pandas DataFrames (a group-by has a fixed cost
+            # per call).
+            for chunk in iter_chunks(path, resolved, wanted, [*NUMERIC, *ratio_columns], notes=notes):
                 if hasattr(chunk, "num_rows"):
                     rows += chunk.num_rows
-                    pending.append(chunk)
-                    pending_rows += chunk.num_rows
-                    if pending_rows >= CHUNK_ROWS:
-                        parts.append(_group_arrow(pending, ratio_columns, min_task_us, bound_ratio, collector))
-                        pending, pending_rows = [], 0
+                    parts.append(_group_arrow(chunk, ratio_columns, min_task_us, bound_ratio, collector))
                 else:
                     rows += len(chunk)
                     parts.append(_group_chunk(chunk, ratio_columns, min_task_us, bound_ratio))
@@ -215,8 +226,6 @@ def aggregate_csv(table: str, paths: Sequence[str], min_task_us: float, bound_ra
                         collector.add(chunk)
                 if len(parts) >= 16:
                     parts = [_combine(parts)]
-            if pending:
-                parts.append(_group_arrow(pending, ratio_columns, min_task_us, bound_ratio, collector))
             note = notes.describe(path)
             if note:
                 problems.append(note)
