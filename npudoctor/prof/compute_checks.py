@@ -191,7 +191,7 @@ def _entry(shape: OpShape, **extra: Any) -> Dict[str, Any]:
             "ratios": {k: round(v, 4) for k, v in shape.ratios.items() if v is not None}, **extra}
 
 
-def _report(check_id: str, shapes: List[OpShape], judged: List[Dict[str, Any]], small: int, what: str,
+def _report(check_id: str, judged: List[Dict[str, Any]], small: int, what: str,
             ctx: ProfContext, fix: str, evidence: Dict[str, Any]) -> Iterable[Finding]:
     flagged = [entry for entry in judged if entry["problems"]]
     evidence = {**evidence, "min_share": float(ctx.setting("prof.op_min_share")), "not_judged_small": small,
@@ -273,7 +273,7 @@ def cube_efficiency(ctx: ProfContext) -> Iterable[Finding]:
         if axes is not None and any(a % axis for a in axes):
             problems.append(f"inner axes {axes[0]} and {axes[1]} not both multiples of {axis}")
         judged.append(_entry(shape, pipes=verdict, inner_axes=list(axes) if axes else None, problems=problems))
-    yield from _report(check_id, shapes, judged, small, "cube", ctx,
+    yield from _report(check_id, judged, small, "cube", ctx,
                        "Make both inner axes multiples of 256 elements (pad or reshape); for a matmul below the "
                        "bars check its tiling (block dim), tiny M/N/K, transposes around it and fp32 inputs.",
                        {"mac_bar": mac_bar, "mte2_bar": mte2_bar, "inner_axis": axis})
@@ -350,7 +350,7 @@ def flash_attention_efficiency(ctx: ProfContext) -> Iterable[Finding]:
             problems.append(f"sequence length S {sequence} not a multiple of {axis}")
         judged.append(_entry(shape, kind=kind, pipes=verdict, head_dim=head_dim, sequence_length=sequence,
                              problems=problems))
-    yield from _report(check_id, shapes, judged, small, "flash-attention", ctx,
+    yield from _report(check_id, judged, small, "flash-attention", ctx,
                        "Use head dims and sequence lengths that are multiples of 128 (pad the sequence); for a "
                        "memory-bound (mte2) operator, bf16 and a sparse mode that skips masked blocks.",
                        {"mte2_bar": mte2_bar, "vec_bar": vec_bar, "fixpipe_bar": fixpipe_bar, "axis": axis})
@@ -405,7 +405,7 @@ def vector_efficiency(ctx: ProfContext) -> Iterable[Finding]:
         yield _finding(check_id, Status.SKIP, detail=f"{unrecorded} vector shape(s) take time but the kernel table "
                        "has no aiv_vec/mte2/mte3 ratios: collect with --aic-metrics=PipeUtilization")
         return
-    yield from _report(check_id, shapes, judged, small, "vector", ctx,
+    yield from _report(check_id, judged, small, "vector", ctx,
                        "Fuse chains of small element-wise operators (torch_npu fused operators, graph mode), "
                        "give each launch more data, avoid non-contiguous inputs and needless int64.",
                        {"pipe_bar": pipe_bar, "total_bar": total_bar})
