@@ -134,18 +134,18 @@ UNUSED_FILES = re.compile(r"^(?:cluster_)?communication_matrix\.json$|^npu_modul
 
 def add_file(source: Source, path: str) -> bool:
     """File one profiling file of a folder (or given by path) into ``source``; False when it is no known one."""
-    from npudoctor.prof.database import kind_of
-
     name = os.path.basename(path)
-    if name.endswith(".csv") and table_of(name) is not None:
-        source.tables.setdefault(str(table_of(name)), []).append(path)
+    table = table_of(name) if name.endswith(".csv") else None
+    db_kind = _db_kind(name)
+    if table is not None:
+        source.tables.setdefault(table, []).append(path)
     elif name in ("communication.json", "cluster_communication.json"):
         source.communication.append(path)
     elif TRACE_FILE.match(name):
         source.traces.append(path)
-    elif name.endswith(".db") and kind_of(name) == "profiler":
+    elif db_kind == "profiler":
         source.databases.append(path)
-    elif name.endswith(".db") and kind_of(name) == "analysis":
+    elif db_kind == "analysis":
         source.analysis_dbs.append(path)
     elif UNUSED_FILES.match(name):
         source.unused.append(path)
@@ -270,16 +270,18 @@ def _msprof_source(prof_dir: str, problems: List[str]) -> Source:
     return source
 
 
-def _is_db(name: str) -> bool:
+def _db_kind(name: str) -> Optional[str]:
+    """:func:`npudoctor.prof.database.kind_of` for a ``.db`` name, else None without importing that module (a CSV
+    folder never loads the .db reader)."""
+    if not name.endswith(".db"):
+        return None
     from npudoctor.prof.database import kind_of
 
-    return kind_of(name) is not None
+    return kind_of(name)
 
 
 def _is_msprof_db(name: str) -> bool:
-    from npudoctor.prof.database import kind_of
-
-    return name.startswith("msprof_") and name.endswith(".db") and kind_of(name) == "profiler"
+    return name.startswith("msprof_") and _db_kind(name) == "profiler"
 
 
 def _legacy_sources(prof_dir: str, problems: List[str]) -> List[Source]:
@@ -323,9 +325,7 @@ def discover(paths: List[str]) -> Tuple[List[Source], List[str]]:
             problems.append(f"{path}: {NAMED_LINK}")
             continue
         if not os.path.isdir(path):
-            from npudoctor.prof.database import kind_of
-
-            table = table_of(os.path.basename(path)) or kind_of(os.path.basename(path))
+            table = table_of(os.path.basename(path)) or _db_kind(os.path.basename(path))
             if table is None:
                 problems.append(f"{path}: not a known profiling table (kernel_details, op_summary, "
                                 "op_statistic, step_trace_time, memory_record, operator_memory, ..., "
@@ -374,7 +374,7 @@ def _walk(top: str, problems: List[str], room: int = MAX_SOURCES + 1) -> List[So
             else:
                 sources.extend(_legacy_sources(folder, problems))
             continue
-        if any((name.endswith(".csv") and table_of(name)) or (name.endswith(".db") and _is_db(name))
+        if any((name.endswith(".csv") and table_of(name)) or _db_kind(name)
                for name in names):
             # Tables copied into a plain folder (or msprof-analyze's cluster_analysis_output).
             source = Source(label=os.path.basename(folder) or folder, root=folder, layout="folder")
