@@ -178,6 +178,12 @@ def pipe_verdict(shape: OpShape, pipes: Sequence[Tuple[str, str, float]]) -> Opt
     return " and ".join(bound) + "-bound" if bound else "below the bars"
 
 
+def _judge_pipes(shape: OpShape, pipes: Sequence[Tuple[str, str, float]]) -> Tuple[Optional[str], List[str]]:
+    """:func:`pipe_verdict` and the problem it names when no pipe is at its bar."""
+    verdict = pipe_verdict(shape, pipes)
+    return verdict, ([f"{_ratio_text(shape, pipes)}: no pipe at its bar"] if verdict == "below the bars" else [])
+
+
 def _short(text: str, limit: int = MAX_SHOWN) -> str:
     text = text.strip('"')
     return text if len(text) <= limit else text[:limit] + "..."
@@ -265,10 +271,7 @@ def cube_efficiency(ctx: ProfContext) -> Iterable[Finding]:
     pipes = (("mac", "aic_mac_ratio", mac_bar), ("mte2", "aic_mte2_ratio", mte2_bar))
     judged = []
     for shape in shapes:
-        problems = []
-        verdict = pipe_verdict(shape, pipes)
-        if verdict == "below the bars":
-            problems.append(f"{_ratio_text(shape, pipes)}: no pipe at its bar")
+        verdict, problems = _judge_pipes(shape, pipes)
         axes = cube_inner_axes(shape)
         if axes is not None and any(a % axis for a in axes):
             problems.append(f"inner axes {axes[0]} and {axes[1]} not both multiples of {axis}")
@@ -339,10 +342,7 @@ def flash_attention_efficiency(ctx: ProfContext) -> Iterable[Finding]:
         pipes = (("mte2", "aic_mte2_ratio", mte2_bar),
                  ("vec", "aiv_vec_ratio", vec_bar) if kind == "forward" else
                  ("fixpipe", "aic_fixpipe_ratio", fixpipe_bar))
-        problems = []
-        verdict = pipe_verdict(shape, pipes)
-        if verdict == "below the bars":
-            problems.append(f"{_ratio_text(shape, pipes)}: no pipe at its bar")
+        verdict, problems = _judge_pipes(shape, pipes)
         head_dim, sequence = attention_dims(shape, kind)
         if head_dim is not None and head_dim % axis:
             problems.append(f"head dim D {head_dim} not a multiple of {axis}")
