@@ -8,7 +8,7 @@ from typing import Any, Dict, List, Mapping
 from npudoctor.prof.columns import column_map
 from npudoctor.prof.layout import Source
 from npudoctor.prof.model import Rank
-from npudoctor.prof.tables import ReadNotes, TableError, iter_frames, open_table, read_small
+from npudoctor.prof.tables import ReadNotes, TableError, check_regular_file, iter_frames, open_table, read_small
 
 
 def read_source(source: Source, min_task_us: float, bound_ratio: float, steps: int,
@@ -298,7 +298,6 @@ def _read_communication(rank: Rank, source: Source) -> None:
     """Every operator's ``Communication Bandwidth Info`` per transport, with the keys leading to it (step,
     group, op, rank), streamed: a file of any size holds only the link records in memory."""
     from npudoctor.prof.jsonstream import JsonStreamError, iter_members
-    from npudoctor.prof.tables import TableError, check_regular_file
 
     for path in source.communication:
         before = len(rank.links)
