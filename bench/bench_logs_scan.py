@@ -81,6 +81,15 @@ def build_file(path: Path, size: int, interesting_share: float, seed: int,
         handle.write(rest[:rest.rfind(b"\n") + 1])
 
 
+def plog_markers() -> Tuple[bytes, ...]:
+    """The literals the scanner searches in plog text, asked of a child: this process stays small, and its
+    children start from its size."""
+    return tuple(m.encode() for m in json.loads(subprocess.check_output(
+        [sys.executable, "-c", "import json; from npudoctor.logs.scanner import Scanner; "
+                               "print(json.dumps([m.decode() for m in Scanner().plog_markers]))"],
+        cwd=REPO, env=dict(os.environ, PYTHONPATH=str(REPO)))))
+
+
 def ere_escape(literal: bytes) -> str:
     return re.sub(r"([\\.\[\]()*+?{}|^$])", r"\\\1", literal.decode("ascii"))
 
@@ -114,11 +123,7 @@ def main() -> int:
     parser.add_argument("--tmp-dir", default=None, help="where to build the file (default: system temp dir)")
     args = parser.parse_args()
 
-    # Ask a child for the markers: this process stays small, and its children start from its size.
-    markers = tuple(m.encode() for m in json.loads(subprocess.check_output(
-        [sys.executable, "-c", "import json; from npudoctor.logs.scanner import Scanner; "
-                               "print(json.dumps([m.decode() for m in Scanner().plog_markers]))"],
-        cwd=REPO, env=dict(os.environ, PYTHONPATH=str(REPO)))))
+    markers = plog_markers()
     pattern = "|".join(ere_escape(m) for m in markers)
     workdir = Path(tempfile.mkdtemp(prefix="npudoctor-bench-", dir=args.tmp_dir))
     status = 0

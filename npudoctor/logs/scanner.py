@@ -31,6 +31,7 @@ import re
 import zlib
 from typing import Any, Callable, Counter, Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple, Union
 
+from npudoctor.elf.compiled import compiled_module
 from npudoctor.logs import codes as codebase
 from npudoctor.logs.model import (
     SEVERITY_RANK,
@@ -128,6 +129,19 @@ DENSE_RECORD_LINE = re.compile(
     + rb"([^\n]*)")
 # (level and module, message) of one of its matches (the unbound method: twice as fast as a methodcaller).
 _SHAPE_OF_MATCH = re.Match.groups
+
+# The compiled pass over a plog chunk (npudoctor/logs/_plogscan.c): (data, begin, end, literals, line_base) ->
+# ({b"LEVEL] MODULE": records}, records, newlines, [(first line, last line, lines, start, stop) per shape]).
+PlogPass = Callable[[bytes, int, int, Tuple[bytes, ...], int],
+                    Tuple[Dict[bytes, int], int, int, List[Tuple[int, int, int, int, int]]]]
+
+
+def compiled_plog_pass() -> Optional[PlogPass]:
+    """The compiled pass, or None where it is not built or NPUDOCTOR_PURE_PYTHON is set (read at every
+    call: tests compare both in one process); the pure-Python pass gives the same findings."""
+    module = compiled_module("npudoctor.logs._plogscan")
+    return None if module is None else module.plog_pass
+
 
 # What one line says, worked out once per message shape: its hits, and (level, module) of records glued
 # after its first one.
@@ -289,6 +303,12 @@ class Scanner:
         whose first line is line ``line_base + 1``; return the line count after them. With ``one_line``
         the "lines" are pieces of one over-long line: all of them are line ``line_base + 1``."""
         end = len(data) if end is None else end
+        if not one_line:
+            plog_pass = compiled_plog_pass()
+            if plog_pass is not None:
+                after = self._scan_plog_compiled(plog_pass, summary, data, begin, end, line_base)
+                if after is not None:
+                    return after
         if not one_line and _looks_error_dense(data, begin, end):
             after = self._scan_dense_plog(summary, data, begin, end, line_base)
             if after is not None:
@@ -330,7 +350,33 @@ class Scanner:
                               self._line_groups(raws, linenos), plog_mode)
         return line_base + newlines
 
-    def _count_and_merge(self, summary: FileSummary, headers: Counter[bytes], records: int, examined: int,
+    def _scan_plog_compiled(self, plog_pass: PlogPass, summary: FileSummary, data: bytes, begin: int, end: int,
+                            line_base: int) -> Optional[int]:
+        """:meth:`scan_lines` of a plog chunk by the compiled pass (``_plogscan.plog_pass``): records counted,
+        lines to examine found and grouped by message shape in C, so that Python works per shape, not per
+        line; None (nothing counted) when the chunk is not plog."""
+        headers, records, newlines, found = plog_pass(data, begin, end, self._plog_finds, line_base)
+        if not records or records < PLOG_SHARE * newlines:
+            return None
+        limit = MAX_MATCH_CHARS * 2
+        texts = _decode_lines([data[start:min(stop, start + limit)] for _, _, _, start, stop in found])
+        groups: Dict[int, List[Any]] = {}  # id(analysis) -> [first line, last line, lines, text, analysis]
+        examined = 0
+        for (first, last, times, _, _), text, analysis in zip(found, texts, self._analyze_shapes(texts)):
+            examined += times
+            if analysis[0] or analysis[1]:
+                group = groups.get(id(analysis))
+                if group is None:
+                    groups[id(analysis)] = [first, last, times, text, analysis]
+                else:
+                    group[1] = max(group[1], last)
+                    group[2] += times
+        self._count_and_merge(summary, headers, records, examined,
+                              [(first, last, times, text, analysis)
+                               for first, last, times, text, analysis in groups.values()], True)
+        return line_base + newlines
+
+    def _count_and_merge(self, summary: FileSummary, headers: Dict[bytes, int], records: int, examined: int,
                          groups: List[LineGroup], plog_mode: bool) -> None:
         """Count a chunk's records per level and module (``headers``: ``LEVEL] MODULE`` -> records) and
         merge its line groups, in the order of their first lines."""
@@ -355,11 +401,7 @@ class Scanner:
         order of their first lines: lines of one shape share one analysis and are merged once."""
         if not raws:
             return []
-        try:  # one decode for the whole lot; a line that is not UTF-8 makes us decode line by line
-            decoded = b"\n".join(raws).decode("utf-8")
-            texts = [t[:MAX_MATCH_CHARS].rstrip("\r") for t in decoded.split("\n")]
-        except UnicodeDecodeError:
-            texts = [decode_text(raw)[:MAX_MATCH_CHARS].rstrip("\r\n") for raw in raws]
+        texts = _decode_lines(raws)
         groups: Dict[int, List[Any]] = {}  # id(analysis) -> [first line, last line, lines, text, analysis]
         for index, analysis in enumerate(self._analyze_shapes(texts)):
             if analysis[0] or analysis[1]:
@@ -747,7 +789,8 @@ def _rule_hit(rule: Rule, match: re.Match[str]) -> LineHit:
                    details=tuple(sorted(groups.items())))
 
 
-def _anchors(literals: Sequence[bytes], shortest: int = 4, longest: int = 8) -> Tuple[bytes, ...]:
+@functools.lru_cache(maxsize=8)  # ~30 ms per rule set: worked out once per process, not once per scanner
+def _anchors(literals: Tuple[bytes, ...], shortest: int = 4, longest: int = 8) -> Tuple[bytes, ...]:
     """A small set of substrings such that every literal contains one of them (greedy set cover).
 
     Free text is searched once per anchor instead of once per literal: about 30 passes instead of 80. A
@@ -799,6 +842,15 @@ def _shared_prefixes(hints: Sequence[bytes], least: int = 16) -> Tuple[bytes, ..
                 prefix = prefix[:-1]
         prefixes.append(prefix)
     return tuple(prefixes)
+
+
+def _decode_lines(raws: List[bytes]) -> List[str]:
+    """The lines ``raws`` as text, each cut to what is matched."""
+    try:  # one decode for the whole lot; a line that is not UTF-8 makes us decode line by line
+        decoded = b"\n".join(raws).decode("utf-8")
+        return [t[:MAX_MATCH_CHARS].rstrip("\r") for t in decoded.split("\n")]
+    except UnicodeDecodeError:
+        return [decode_text(raw)[:MAX_MATCH_CHARS].rstrip("\r\n") for raw in raws]
 
 
 def _line_start(data: bytes, begin: int, at: int) -> int:

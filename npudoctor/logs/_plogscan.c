@@ -1,0 +1,556 @@
+/* The log scanner's pass over a plog chunk, compiled: what npudoctor/logs/scanner.py does in Python for a
+ * chunk of plog records (Scanner.scan_lines: RECORD_FIRST_LINE / RECORD_AT_LINE_START to count records,
+ * _plog_candidates to find the lines to examine, _locate for their numbers, the message shapes of
+ * _analyze_shapes to group them), in one pass over the bytes. Optional: npudoctor builds it when a C compiler
+ * is there (hatch_build.py) and the Python code gives the same findings without it; tests hold both to the
+ * same answers (tests/test_logs_compiled.py).
+ *
+ * Why it exists: the Python pass pays a regex step per line to count records and a Python step per line to
+ * examine; on an error-dense plog (a job looping on an error) that is most lines. Here each line costs a
+ * memchr, a few byte compares for its header, and a Wu-Manber search (bigram shift table) for the literals;
+ * a line to examine costs a hash of its bytes, and Python sees one group per distinct message shape.
+ *
+ * Nothing here can backtrack: every step moves forward over the chunk. Memory: two hash tables, at most
+ * one entry per line of the chunk, freed before returning.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- literal search: Wu-Manber over bigrams ------------------------------------------------------------ */
+
+#define MAX_WINDOW 32
+
+typedef struct {
+    const unsigned char **text; /* the literals */
+    Py_ssize_t *size;
+    Py_ssize_t count;
+    Py_ssize_t window;    /* shortest literal, at most MAX_WINDOW */
+    unsigned char *shift; /* 65536 entries: how far the window may move for the bigram at its end */
+    int32_t *first;       /* 65536 entries: first literal starting with this bigram, -1: none */
+    int32_t *next;        /* count entries: the next literal with the same first bigram */
+    int single;           /* window 1: every literal is checked at every byte whose value starts one */
+    unsigned char starts[256];
+} Literals;
+
+static void literals_free(Literals *lit) {
+    free(lit->text);
+    free(lit->size);
+    free(lit->shift);
+    free(lit->first);
+    free(lit->next);
+}
+
+static int literals_init(Literals *lit, PyObject *tuple) {
+    memset(lit, 0, sizeof(*lit));
+    lit->count = PyTuple_GET_SIZE(tuple);
+    lit->text = calloc((size_t)lit->count + 1, sizeof(*lit->text));
+    lit->size = calloc((size_t)lit->count + 1, sizeof(*lit->size));
+    lit->next = calloc((size_t)lit->count + 1, sizeof(*lit->next));
+    lit->shift = malloc(65536);
+    lit->first = malloc(65536 * sizeof(int32_t));
+    if (!lit->text || !lit->size || !lit->next || !lit->shift || !lit->first) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    lit->window = MAX_WINDOW;
+    for (Py_ssize_t i = 0; i < lit->count; i++) {
+        PyObject *item = PyTuple_GET_ITEM(tuple, i);
+        if (!PyBytes_Check(item) || PyBytes_GET_SIZE(item) == 0) {
+            PyErr_SetString(PyExc_TypeError, "literals must be non-empty bytes");
+            return -1;
+        }
+        lit->text[i] = (const unsigned char *)PyBytes_AS_STRING(item);
+        lit->size[i] = PyBytes_GET_SIZE(item);
+        if (lit->size[i] < lit->window) {
+            lit->window = lit->size[i];
+        }
+    }
+    if (lit->count == 0) {
+        lit->window = 0;
+        return 0;
+    }
+    lit->single = lit->window < 2;
+    for (int b = 0; b < 65536; b++) {
+        lit->shift[b] = (unsigned char)(lit->window - 1);
+        lit->first[b] = -1;
+    }
+    /* Literals are chained by first bigram in reverse, so that the chain lists them in the given order. */
+    for (Py_ssize_t i = lit->count - 1; i >= 0; i--) {
+        const unsigned char *t = lit->text[i];
+        lit->starts[t[0]] = 1;
+        if (lit->single) {
+            continue;
+        }
+        for (Py_ssize_t j = 0; j + 1 < lit->window; j++) {
+            unsigned int bigram = ((unsigned int)t[j] << 8) | t[j + 1];
+            unsigned char shift = (unsigned char)(lit->window - 2 - j);
+            if (shift < lit->shift[bigram]) {
+                lit->shift[bigram] = shift;
+            }
+        }
+        unsigned int head = ((unsigned int)t[0] << 8) | t[1];
+        lit->next[i] = lit->first[head];
+        lit->first[head] = (int32_t)i;
+    }
+    return 0;
+}
+
+/* Whether [p, stop) holds one of the literals. */
+static int literals_in(const Literals *lit, const unsigned char *p, const unsigned char *stop) {
+    if (lit->count == 0) {
+        return 0;
+    }
+    if (lit->single) {
+        for (; p < stop; p++) {
+            if (!lit->starts[*p]) {
+                continue;
+            }
+            for (Py_ssize_t i = 0; i < lit->count; i++) {
+                if (stop - p >= lit->size[i] && memcmp(p, lit->text[i], (size_t)lit->size[i]) == 0) {
+                    return 1;
+                }
+            }
+        }
+        return 0;
+    }
+    const Py_ssize_t window = lit->window;
+    while (stop - p >= window) {
+        const unsigned char *end = p + window - 2;
+        unsigned char shift = lit->shift[((unsigned int)end[0] << 8) | end[1]];
+        if (shift) {
+            p += shift;
+            continue;
+        }
+        for (int32_t i = lit->first[((unsigned int)p[0] << 8) | p[1]]; i >= 0; i = lit->next[i]) {
+            if (stop - p >= lit->size[i] && memcmp(p, lit->text[i], (size_t)lit->size[i]) == 0) {
+                return 1;
+            }
+        }
+        p++;
+    }
+    return 0;
+}
+
+/* ---- record headers ----------------------------------------------------------------------------------- */
+
+static int is_digit(unsigned char c) { return c >= '0' && c <= '9'; }
+static int is_upper(unsigned char c) { return c >= 'A' && c <= 'Z'; }
+
+static const char *const LEVEL_WORDS[] = {
+    "ERROR", "WARNING", "INFO", "DEBUG", "EVENT", "TRACE", "NULL", "ERRO", "ERR", "WARN",
+    "error", "warning", "info", "debug", "event", NULL,
+};
+
+/* RECORD_FIRST_LINE at p (a line start): the end of its group 1 (`LEVEL] MODULE`, at the `(`), or NULL. */
+static const unsigned char *record_header(const unsigned char *p, const unsigned char *stop) {
+    if (p >= stop || *p != '[') {
+        return NULL;
+    }
+    const unsigned char *word = p + 1;
+    const unsigned char *close = word;
+    while (close < stop && close - word < 8 && *close != ']') {
+        close++;
+    }
+    if (close >= stop || *close != ']') {
+        return NULL;
+    }
+    Py_ssize_t size = close - word;
+    int known = 0;
+    if (size >= 1 && size <= 2 && is_digit(word[0]) && (size == 1 || is_digit(word[1]))) {
+        known = 1;
+    }
+    for (int i = 0; !known && LEVEL_WORDS[i] != NULL; i++) {
+        known = (Py_ssize_t)strlen(LEVEL_WORDS[i]) == size && memcmp(word, LEVEL_WORDS[i], (size_t)size) == 0;
+    }
+    if (!known) {
+        return NULL;
+    }
+    const unsigned char *q = close + 1;
+    if (q < stop && *q == ' ') {
+        q++;
+    }
+    if (q >= stop) {
+        return NULL;
+    }
+    if (is_upper(*q)) {
+        q++;
+        while (q < stop && (is_upper(*q) || is_digit(*q) || *q == '_')) {
+            q++;
+        }
+    } else if (is_digit(*q)) {
+        while (q < stop && is_digit(*q)) {
+            q++;
+        }
+    } else {
+        return NULL;
+    }
+    return q < stop && *q == '(' ? q : NULL;
+}
+
+static const unsigned char *digits(const unsigned char *q, const unsigned char *stop, int n) {
+    for (int i = 0; i < n; i++, q++) {
+        if (q >= stop || !is_digit(*q)) {
+            return NULL;
+        }
+    }
+    return q;
+}
+
+static const unsigned char *literal_byte(const unsigned char *q, const unsigned char *stop, unsigned char c) {
+    return q != NULL && q < stop && *q == c ? q + 1 : NULL;
+}
+
+/* RECORD_VARYING at q (the `(` after a header's module): the end of the pid, process name and timestamp,
+ * or NULL. `\(-?\d+,[^)\n]*\): ?\d{4}-\d\d-\d\d[- ]\d\d:\d\d:\d\d(?:\.\d{3}\.\d{3})?` */
+static const unsigned char *record_varying(const unsigned char *q, const unsigned char *stop) {
+    q = literal_byte(q, stop, '(');
+    if (q == NULL) {
+        return NULL;
+    }
+    if (q < stop && *q == '-') {
+        q++;
+    }
+    const unsigned char *pid = q;
+    while (q < stop && is_digit(*q)) {
+        q++;
+    }
+    if (q == pid) {
+        return NULL;
+    }
+    q = literal_byte(q, stop, ',');
+    if (q == NULL) {
+        return NULL;
+    }
+    while (q < stop && *q != ')' && *q != '\n') {
+        q++;
+    }
+    q = literal_byte(literal_byte(q, stop, ')'), stop, ':');
+    if (q == NULL) {
+        return NULL;
+    }
+    if (q < stop && *q == ' ') {
+        q++;
+    }
+    q = digits(q, stop, 4);
+    q = q ? literal_byte(q, stop, '-') : NULL;
+    q = q ? digits(q, stop, 2) : NULL;
+    q = q ? literal_byte(q, stop, '-') : NULL;
+    q = q ? digits(q, stop, 2) : NULL;
+    if (q == NULL || q >= stop || (*q != '-' && *q != ' ')) {
+        return NULL;
+    }
+    q = digits(q + 1, stop, 2);
+    q = q ? literal_byte(q, stop, ':') : NULL;
+    q = q ? digits(q, stop, 2) : NULL;
+    q = q ? literal_byte(q, stop, ':') : NULL;
+    q = q ? digits(q, stop, 2) : NULL;
+    if (q == NULL) {
+        return NULL;
+    }
+    const unsigned char *fraction = literal_byte(q, stop, '.');
+    fraction = fraction ? digits(fraction, stop, 3) : NULL;
+    fraction = fraction ? literal_byte(fraction, stop, '.') : NULL;
+    fraction = fraction ? digits(fraction, stop, 3) : NULL;
+    return fraction ? fraction : q;
+}
+
+/* ---- hash tables of byte spans ------------------------------------------------------------------------ */
+
+typedef struct {
+    uint64_t hash;
+    const unsigned char *head; /* key: head[0:head_size] + tail[0:tail_size] */
+    Py_ssize_t head_size;
+    const unsigned char *tail;
+    Py_ssize_t tail_size;
+    Py_ssize_t count;
+    Py_ssize_t first_line, last_line, start, stop; /* groups: where the first line is */
+} Entry;
+
+typedef struct {
+    Entry *entries; /* in order of insertion */
+    Py_ssize_t used, capacity;
+    int32_t *slots; /* open addressing: index into entries, -1 empty */
+    Py_ssize_t mask;
+} Table;
+
+static uint64_t hash_bytes(uint64_t h, const unsigned char *p, Py_ssize_t n) {
+    /* FNV-1a over 8-byte words (then bytes): fast enough and well spread for keys of log text. */
+    while (n >= 8) {
+        uint64_t word;
+        memcpy(&word, p, 8);
+        h = (h ^ word) * 0x100000001b3ULL;
+        h ^= h >> 29;
+        p += 8;
+        n -= 8;
+    }
+    while (n-- > 0) {
+        h = (h ^ *p++) * 0x100000001b3ULL;
+    }
+    return h;
+}
+
+static int table_init(Table *t) {
+    t->used = 0;
+    t->capacity = 64;
+    t->mask = 127;
+    t->entries = malloc((size_t)t->capacity * sizeof(Entry));
+    t->slots = malloc((size_t)(t->mask + 1) * sizeof(int32_t));
+    if (!t->entries || !t->slots) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    memset(t->slots, 0xff, (size_t)(t->mask + 1) * sizeof(int32_t));
+    return 0;
+}
+
+static void table_free(Table *t) {
+    free(t->entries);
+    free(t->slots);
+}
+
+/* tail_size -1: a key of one span (a line taken whole), never equal to a key of two spans */
+static int same_key(const Entry *e, uint64_t hash, const unsigned char *head, Py_ssize_t head_size,
+                    const unsigned char *tail, Py_ssize_t tail_size) {
+    return e->hash == hash && e->head_size == head_size && e->tail_size == tail_size &&
+           memcmp(e->head, head, (size_t)head_size) == 0 &&
+           (tail_size <= 0 || memcmp(e->tail, tail, (size_t)tail_size) == 0);
+}
+
+static int table_grow(Table *t) {
+    Py_ssize_t slots = (t->mask + 1) * 2;
+    if (slots > INT32_MAX) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    int32_t *fresh = malloc((size_t)slots * sizeof(int32_t));
+    if (!fresh) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    memset(fresh, 0xff, (size_t)slots * sizeof(int32_t));
+    for (Py_ssize_t i = 0; i < t->used; i++) {
+        Py_ssize_t s = (Py_ssize_t)(t->entries[i].hash & (uint64_t)(slots - 1));
+        while (fresh[s] >= 0) {
+            s = (s + 1) & (slots - 1);
+        }
+        fresh[s] = (int32_t)i;
+    }
+    free(t->slots);
+    t->slots = fresh;
+    t->mask = slots - 1;
+    return 0;
+}
+
+/* The entry for the key (a new one, count 0, when it is not there yet); NULL when out of memory. */
+static Entry *table_get(Table *t, const unsigned char *head, Py_ssize_t head_size, const unsigned char *tail,
+                        Py_ssize_t tail_size) {
+    uint64_t hash = hash_bytes(hash_bytes(0xcbf29ce484222325ULL ^ (uint64_t)head_size, head, head_size), tail,
+                               tail_size);
+    hash ^= (uint64_t)(tail_size + 1) * 0x9e3779b97f4a7c15ULL;
+    hash ^= hash >> 32;
+    Py_ssize_t s = (Py_ssize_t)(hash & (uint64_t)t->mask);
+    while (t->slots[s] >= 0) {
+        Entry *e = &t->entries[t->slots[s]];
+        if (same_key(e, hash, head, head_size, tail, tail_size)) {
+            return e;
+        }
+        s = (s + 1) & t->mask;
+    }
+    if (t->used == t->capacity) {
+        Entry *more = realloc(t->entries, (size_t)t->capacity * 2 * sizeof(Entry));
+        if (!more) {
+            PyErr_NoMemory();
+            return NULL;
+        }
+        t->entries = more;
+        t->capacity *= 2;
+    }
+    Entry *e = &t->entries[t->used];
+    memset(e, 0, sizeof(*e));
+    e->hash = hash;
+    e->head = head;
+    e->head_size = head_size;
+    e->tail = tail;
+    e->tail_size = tail_size;
+    t->slots[s] = (int32_t)t->used;
+    t->used++;
+    if (t->used * 2 > t->mask + 1 && table_grow(t) < 0) {
+        return NULL;
+    }
+    return &t->entries[t->used - 1];
+}
+
+/* ---- the pass --------------------------------------------------------------------------------------- */
+
+/* Only this much of a line is put together with lines of the same shape (the rest of a longer line is
+ * compared too: such a line is its own group unless another is byte for byte the same). */
+#define MAX_SHAPE_LINE 16384
+
+PyDoc_STRVAR(plog_pass_doc,
+             "plog_pass(data, begin, end, literals, line_base) -> (headers, records, newlines, groups)\n\n"
+             "One pass over the complete lines data[begin:end] (ending with a newline). headers: {b'LEVEL] "
+             "MODULE': records} in the order RECORD_AT_LINE_START.findall and then RECORD_FIRST_LINE give; "
+             "records: their sum; newlines: the line count; groups: the lines holding one of literals "
+             "(non-empty bytes), one group per message shape (the line with its record header's pid, "
+             "process name and timestamp left out), in the order of their first lines: (first line number, "
+             "last line number, lines, start, stop) with data[start:stop] the first line.");
+
+static PyObject *plog_pass(PyObject *self, PyObject *args) {
+    Py_buffer buffer;
+    Py_ssize_t begin, end, line_base;
+    PyObject *literal_tuple;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "y*nnO!n", &buffer, &begin, &end, &PyTuple_Type, &literal_tuple, &line_base)) {
+        return NULL;
+    }
+    PyObject *result = NULL;
+    Literals lit;
+    Table headers, groups;
+    int have_lit = 0, have_headers = 0, have_groups = 0;
+    if (begin < 0 || end > buffer.len || begin > end) {
+        PyErr_SetString(PyExc_ValueError, "begin/end out of range");
+        goto done;
+    }
+    if (literals_init(&lit, literal_tuple) < 0) {
+        have_lit = 1;
+        goto done;
+    }
+    have_lit = 1;
+    if (table_init(&headers) < 0) {
+        goto done;
+    }
+    have_headers = 1;
+    if (table_init(&groups) < 0) {
+        goto done;
+    }
+    have_groups = 1;
+
+    const unsigned char *data = (const unsigned char *)buffer.buf;
+    const unsigned char *p = data + begin, *stop = data + end;
+    const unsigned char *first_head = NULL, *first_head_end = NULL; /* counted last, as the Python code does */
+    Py_ssize_t records = 0, lineno = line_base, newlines = 0;
+    int first_line = 1;
+    while (p < stop) {
+        const unsigned char *newline = memchr(p, '\n', (size_t)(stop - p));
+        const unsigned char *line_end = newline ? newline : stop;
+        lineno++;
+        const unsigned char *head_end = record_header(p, line_end);
+        if (head_end != NULL) {
+            records++;
+            if (first_line) {
+                first_head = p + 1;
+                first_head_end = head_end;
+            } else {
+                Entry *e = table_get(&headers, p + 1, head_end - p - 1, NULL, -1);
+                if (e == NULL) {
+                    goto done;
+                }
+                e->count++;
+            }
+        }
+        first_line = 0;
+        if (literals_in(&lit, p, line_end)) {
+            const unsigned char *varying_end = NULL;
+            if (head_end != NULL && line_end - p <= MAX_SHAPE_LINE) {
+                varying_end = record_varying(head_end, line_end);
+            }
+            Entry *e = varying_end ? table_get(&groups, p, head_end - p, varying_end, line_end - varying_end)
+                                   : table_get(&groups, p, line_end - p, NULL, -1);
+            if (e == NULL) {
+                goto done;
+            }
+            if (e->count == 0) {
+                e->first_line = lineno;
+                e->start = p - data;
+                e->stop = line_end - data;
+            }
+            e->last_line = lineno;
+            e->count++;
+        }
+        if (!newline) {
+            break;
+        }
+        newlines++;
+        p = newline + 1;
+    }
+    if (first_head != NULL) {
+        Entry *e = table_get(&headers, first_head, first_head_end - first_head, NULL, -1);
+        if (e == NULL) {
+            goto done;
+        }
+        e->count++;
+    }
+
+    PyObject *header_dict = PyDict_New();
+    PyObject *group_list = PyList_New(groups.used);
+    if (!header_dict || !group_list) {
+        Py_XDECREF(header_dict);
+        Py_XDECREF(group_list);
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < headers.used; i++) {
+        Entry *e = &headers.entries[i];
+        PyObject *key = PyBytes_FromStringAndSize((const char *)e->head, e->head_size);
+        PyObject *value = PyLong_FromSsize_t(e->count);
+        if (!key || !value || PyDict_SetItem(header_dict, key, value) < 0) {
+            Py_XDECREF(key);
+            Py_XDECREF(value);
+            Py_DECREF(header_dict);
+            Py_DECREF(group_list);
+            goto done;
+        }
+        Py_DECREF(key);
+        Py_DECREF(value);
+    }
+    for (Py_ssize_t i = 0; i < groups.used; i++) {
+        Entry *e = &groups.entries[i];
+        PyObject *item = Py_BuildValue("(nnnnn)", e->first_line, e->last_line, e->count, e->start, e->stop);
+        if (!item) {
+            Py_DECREF(header_dict);
+            Py_DECREF(group_list);
+            goto done;
+        }
+        PyList_SET_ITEM(group_list, i, item);
+    }
+    result = Py_BuildValue("(NnnN)", header_dict, records, newlines, group_list);
+
+done:
+    if (have_groups) {
+        table_free(&groups);
+    }
+    if (have_headers) {
+        table_free(&headers);
+    }
+    if (have_lit) {
+        literals_free(&lit);
+    }
+    PyBuffer_Release(&buffer);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"plog_pass", plog_pass, METH_VARARGS, plog_pass_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_plogscan", "The log scanner's pass over plog chunks, compiled (see scanner.py).", -1,
+    methods, NULL, NULL, NULL, NULL,
+};
+
+/* The SHA-256 of this file as it was compiled (set by hatch_build.py): a test tells a stale build apart. */
+#ifndef SOURCE_SHA256
+#define SOURCE_SHA256 ""
+#endif
+
+PyMODINIT_FUNC PyInit__plogscan(void) {
+    PyObject *m = PyModule_Create(&module);
+    if (m != NULL && PyModule_AddStringConstant(m, "SOURCE_SHA256", SOURCE_SHA256) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

@@ -1,0 +1,196 @@
+"""The log scanner's compiled plog pass (``npudoctor/logs/_plogscan.c``) against the pure-Python pass it
+speeds up: the same ``logs scan`` document on every sample (../shared/samples/logs and tests/data), on every
+shipped rule's real lines in a plog, and on plogs mixed and mangled at random from the samples' lines."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import random
+from pathlib import Path
+from typing import Any, Dict, Iterator, List, Sequence
+
+import pytest
+import yaml
+
+from npudoctor.elf.compiled import PURE_PYTHON_VARIABLE
+from npudoctor.logs.engine import scan_paths
+from npudoctor.logs.rules import default_rules
+from npudoctor.logs.scanner import Scanner, compiled_plog_pass
+from npudoctor.report.logs_json import to_dict
+
+REPO = Path(__file__).resolve().parents[1]
+SOURCE = REPO / "npudoctor" / "logs" / "_plogscan.c"
+SAMPLE_FOLDERS = (REPO.parent / "shared" / "samples" / "logs", REPO / "tests" / "data")
+CASES = REPO / "tests" / "data" / "cases" / "logs"
+# .ci/run sets this: there a missing compiled module is a broken build, not a reason to skip.
+REQUIRE_VARIABLE = "NPUDOCTOR_REQUIRE_COMPILED"
+
+
+@pytest.fixture(autouse=True)
+def compiled():
+    if compiled_plog_pass() is None:
+        if os.environ.get(REQUIRE_VARIABLE):
+            pytest.fail(f"{REQUIRE_VARIABLE} is set but npudoctor.logs._plogscan is not built")
+        pytest.skip("the compiled plog pass is not built (no C compiler at install)")
+
+
+def test_compiled_plog_pass_is_built_from_this_source():
+    from npudoctor.logs import _plogscan
+
+    assert hashlib.sha256(SOURCE.read_bytes()).hexdigest() == _plogscan.SOURCE_SHA256, (
+        "npudoctor/logs/_plogscan.c changed since the module was built: run `pip install -e .` again")
+
+
+def _documents(monkeypatch: pytest.MonkeyPatch, scan: Any) -> List[Dict[str, Any]]:
+    """The JSON documents of ``scan()`` (a list of ScanResults) by the compiled pass, then pure Python."""
+    documents = []
+    for pure in (False, True):
+        if pure:
+            monkeypatch.setenv(PURE_PYTHON_VARIABLE, "1")
+        else:
+            monkeypatch.delenv(PURE_PYTHON_VARIABLE, raising=False)
+        assert (compiled_plog_pass() is None) == pure
+        documents.append([to_dict(result) for result in scan()])
+    return documents
+
+
+def _sample_files() -> List[Path]:
+    return sorted(p for folder in SAMPLE_FOLDERS if folder.is_dir()
+                  for p in folder.rglob("*") if p.is_file() and not p.is_symlink())
+
+
+def test_every_sample_gives_the_same_document(monkeypatch):
+    files = _sample_files()
+    assert len(files) > 100
+    rules = default_rules()  # parsed once
+    compiled_docs, pure_docs = _documents(monkeypatch, lambda: [scan_paths([str(p)], rules=rules) for p in files])
+    for path, compiled_doc, pure_doc in zip(files, compiled_docs, pure_docs):
+        assert compiled_doc == pure_doc, path
+    # and each folder as one scan (findings merged across files)
+    folders = [str(f) for f in SAMPLE_FOLDERS if f.is_dir()]
+    compiled_docs, pure_docs = _documents(monkeypatch, lambda: [scan_paths([f], rules=rules) for f in folders])
+    assert compiled_docs == pure_docs
+    assert sum(len(doc["findings"]) for doc in compiled_docs) > 100
+
+
+def _info_lines() -> List[bytes]:
+    path = REPO / "tests" / "data" / "samples" / "logs"
+    lines = [line for p in sorted(path.glob("plog_*")) for line in
+             p.read_bytes().partition(b"\n# ---\n")[2].splitlines() if line.startswith(b"[INFO] ")]
+    assert lines
+    return lines
+
+
+def test_every_shipped_rule_is_found_alike_in_a_plog(monkeypatch):
+    """Each shipped rule's real lines (its case file), alone and among INFO records (a plog chunk: the
+    compiled pass reads it), give the same findings by both passes; the rules come as data."""
+    info = _info_lines()
+    rules = {rule.id for rule in default_rules().rules}  # the shipped rules, as data
+    texts = []
+    for case_file in sorted(CASES.glob("*.yml")):
+        case = yaml.safe_load(case_file.read_text(encoding="utf-8"))
+        for entry in [*case["match"], *case["no_match"]]:
+            texts.append(entry["text"].encode("utf-8"))
+    assert len(texts) >= len(rules)
+
+    shipped = default_rules()
+
+    def scan() -> List[Any]:
+        results = []
+        for index, text in enumerate(texts):
+            for data in (text + b"\n", b"\n".join([*info[index % len(info):][:20], text, *info[:5]]) + b"\n"):
+                scanner = Scanner(shipped)
+                scanner.scan_bytes("case.log", data)
+                results.append(scanner.result())
+        return results
+
+    compiled_docs, pure_docs = _documents(monkeypatch, scan)
+    assert compiled_docs == pure_docs
+    fired = {f["rule"] for doc in compiled_docs for f in doc["findings"] if f.get("rule")}
+    assert fired == rules  # every rule has real lines that fire it
+
+
+def _mangled_plog(rng: random.Random, pool: Sequence[bytes]) -> Iterator[bytes]:
+    """Lines of real records, some mangled as real logs are: a new pid and timestamp, a record glued after
+    another (a lost newline), CRLF, a cut line, GBK bytes, a long line, a blank, a numeric level."""
+    for _ in range(rng.randrange(200, 1500)):
+        line = rng.choice(pool)
+        roll = rng.random()
+        if roll < 0.15:
+            line = line.replace(b"(", b"(%d" % rng.randrange(10), 1)
+        elif roll < 0.2:
+            line = line + rng.choice(pool)
+        elif roll < 0.25:
+            line = line + b"\r"
+        elif roll < 0.3:
+            line = line[:rng.randrange(len(line) + 1)]
+        elif roll < 0.32:
+            line = line + " 设备异常".encode("gbk")
+        elif roll < 0.33:
+            line = line + b"x" * rng.randrange(16000, 40000) + rng.choice(pool)
+        elif roll < 0.34:
+            line = b""
+        elif roll < 0.36:
+            line = line.replace(b"[ERROR]", b"[3]", 1).replace(b"[INFO]", b"[ERRO]", 1)
+        yield line
+
+
+def test_mangled_plogs_give_the_same_document(monkeypatch):
+    pool = [line for p in _sample_files() if p.name.startswith(("plog", "device", "slog"))
+            for line in p.read_bytes().splitlines() if line.startswith(b"[")]
+    assert len(pool) > 500
+    inputs = []
+    for seed in range(12):
+        rng = random.Random(seed)
+        data = b"\n".join(_mangled_plog(rng, pool)) + (b"\n" if seed % 3 else b"")
+        inputs.append(data)
+
+    def scan() -> List[Any]:
+        results = []
+        for data in inputs:
+            scanner = Scanner()
+            # chunks of varied sizes: lines cut across chunks, long lines in pieces
+            scanner.scan_stream("plog-1.log", (data[at:at + 70000] for at in range(0, len(data), 70000)))
+            results.append(scanner.result())
+        return results
+
+    compiled_docs, pure_docs = _documents(monkeypatch, scan)
+    for compiled_doc, pure_doc in zip(compiled_docs, pure_docs):
+        assert compiled_doc == pure_doc
+    assert all(doc["summary"]["records"] > 100 for doc in compiled_docs)
+
+
+@pytest.mark.parametrize("chunk", [4096, 100_000])
+def test_error_dense_plog_gives_the_same_document(monkeypatch, chunk: int):
+    from tests.test_logs_engine import _dense_plog
+
+    data = _dense_plog()
+
+    def scan() -> List[Any]:
+        scanner = Scanner()
+        scanner.scan_stream("plog-1.log", (data[at:at + chunk] for at in range(0, len(data), chunk)))
+        return [scanner.result()]
+
+    compiled_docs, pure_docs = _documents(monkeypatch, scan)
+    assert compiled_docs == pure_docs
+
+
+def test_plog_pass_counts_records_and_groups_lines_by_shape():
+    plog_pass = compiled_plog_pass()
+    assert plog_pass is not None
+    data = (b"[INFO] GE(1,python):2025-01-01-00:00:00.000.000 [a.cc:1] ok\n"
+            b"[ERROR] RUNTIME(7,python):2025-01-01-00:00:01.000.001 [b.cc:9] failed\n"
+            b"[ERROR] RUNTIME(8,python3):2025-01-01 00:00:02 [b.cc:9] failed\n"
+            b"[ERROR] RUNTIME(9,python):2025-01-01-00:00:03.000.001 [b.cc:9] other\n"
+            b"plain text [fault_manager] here\n")
+    headers, records, newlines, groups = plog_pass(data, 0, len(data), (b"[ERROR]", b"[fault_manager]"), 10)
+    assert headers == {b"ERROR] RUNTIME": 3, b"INFO] GE": 1}  # the first line's header is counted last
+    assert (records, newlines) == (4, 5)
+    assert [(first, last, times) for first, last, times, _, _ in groups] == [(12, 13, 2), (14, 14, 1), (15, 15, 1)]
+    first_start, first_stop = groups[0][3:]
+    assert data[first_start:first_stop].endswith(b"[b.cc:9] failed")
+    with pytest.raises(ValueError):
+        plog_pass(data, 0, len(data) + 1, (b"x",), 0)
+    with pytest.raises(TypeError):
+        plog_pass(data, 0, len(data), (b"",), 0)
