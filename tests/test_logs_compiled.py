@@ -194,3 +194,23 @@ def test_plog_pass_counts_records_and_groups_lines_by_shape():
         plog_pass(data, 0, len(data) + 1, (b"x",), 0)
     with pytest.raises(TypeError):
         plog_pass(data, 0, len(data), (b"",), 0)
+
+
+@pytest.mark.parametrize("extra", [(), (b"ok",), (b"k",), tuple(b"[%02d]" % n for n in range(30))],
+                         ids=["vector filter", "Wu-Manber", "one-byte literal", "too many starts"])
+def test_plog_pass_finds_the_lines_holding_a_literal_whichever_search_it_takes(extra):
+    """Literals of three bytes or more go through the vector filter; a shorter one, or more distinct starts
+    than the filter holds, through Wu-Manber (or byte by byte): the lines found are the same."""
+    plog_pass = compiled_plog_pass()
+    assert plog_pass is not None
+    lines = [line for p in _sample_files() if p.name.startswith("plog")
+             for line in p.read_bytes().splitlines()][:3000]
+    data = b"\n".join(lines) + b"\n"
+    literals = Scanner().plog_markers + extra
+    _, _, newlines, groups = plog_pass(data, 0, len(data), literals, 0)
+    holding = [number for number, line in enumerate(lines, 1) if any(lit in line for lit in literals)]
+    assert newlines == len(lines) and len(holding) > 50
+    assert sum(times for _, _, times, _, _ in groups) == len(holding)
+    firsts = {first for first, _, _, _, _ in groups}
+    assert firsts <= set(holding) and min(firsts) == holding[0]
+    assert max(last for _, last, _, _, _ in groups) == holding[-1]
