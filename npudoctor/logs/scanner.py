@@ -175,6 +175,10 @@ class Scanner:
         self._rule_format = {r.id: r.format for r in self.rules.rules if r.format}
         self._shape_hits: Dict[str, Analysis] = {}
         self._raw_shape_hits: Dict[Tuple[bytes, ...], Analysis] = {}
+        # Line groups of the compiled pass not merged yet, over the chunks of one input (id(analysis) ->
+        # [first line, last line, lines, text, analysis]): merged once per input, not once per chunk.
+        self._pending: Dict[int, List[Any]] = {}
+        self._pending_summary = FileSummary("")
 
     @property
     def plog_markers(self) -> Tuple[bytes, ...]:
@@ -229,6 +233,7 @@ class Scanner:
             del chunk  # hold at most one chunk while the next one is read
         if carry:  # a last line without its newline (truncated file)
             line_base = self.scan_lines(summary, carry + b"\n", line_base)
+        self._merge_pending()
         summary.lines = line_base
         summary.format = _file_format(summary)
         return summary
@@ -257,10 +262,12 @@ class Scanner:
     def export_part(self) -> ScanPart:
         """This scanner's state after scanning exactly one input (a byte range of a file)."""
         (summary,) = self.files
+        self._merge_pending()
         return ScanPart(summary, self.levels, self.modules, self.codes, list(self._merged.values()))
 
     def add_parts(self, parts: Sequence[ScanPart]) -> FileSummary:
         """Put the parts of one input, in file order, into this scan as if it had been scanned whole."""
+        self._merge_pending()
         summary = FileSummary(parts[0].summary.path)
         summary._binary = parts[0].summary._binary
         line_base = 0
@@ -309,6 +316,7 @@ class Scanner:
                 after = self._scan_plog_compiled(plog_pass, summary, data, begin, end, line_base)
                 if after is not None:
                     return after
+        self._merge_pending()  # what comes before these lines is merged before them
         if not one_line and _looks_error_dense(data, begin, end):
             after = self._scan_dense_plog(summary, data, begin, end, line_base)
             if after is not None:
@@ -371,15 +379,31 @@ class Scanner:
                 else:
                     group[1] = max(group[1], last)
                     group[2] += times
+        if summary is not self._pending_summary:
+            self._merge_pending()
+            self._pending_summary = summary
         self._count_and_merge(summary, headers, records, examined,
                               [(first, last, times, text, analysis)
-                               for first, last, times, text, analysis in groups.values()], True)
+                               for first, last, times, text, analysis in groups.values()], True, self._pending)
+        if len(self._pending) > MAX_SHAPES:
+            self._merge_pending()  # bounded memory
         return line_base + newlines
 
+    def _merge_pending(self) -> None:
+        """Merge the line groups the compiled pass left for later, in the order of their first lines (the
+        findings are those of merging them chunk by chunk: a group adds its lines' count and last line, and
+        what only the first merge sets, sample and first line, comes from its first line either way)."""
+        if self._pending:
+            pending, self._pending = self._pending, {}
+            for first, last, times, text, (line_hits, _) in pending.values():
+                self._merge(self._pending_summary, text, first, line_hits, times, last)
+
     def _count_and_merge(self, summary: FileSummary, headers: Dict[bytes, int], records: int, examined: int,
-                         groups: List[LineGroup], plog_mode: bool) -> None:
+                         groups: List[LineGroup], plog_mode: bool,
+                         pending: Optional[Dict[int, List[Any]]] = None) -> None:
         """Count a chunk's records per level and module (``headers``: ``LEVEL] MODULE`` -> records) and
-        merge its line groups, in the order of their first lines."""
+        merge its line groups, in the order of their first lines (into ``pending``, by analysis, when given:
+        see :meth:`_merge_pending`)."""
         for header, n in headers.items():
             level, _, module = header.partition(b"]")
             word = level.decode()
@@ -387,14 +411,24 @@ class Scanner:
             self.modules[module.strip().decode()] += n
         summary.records += records
         summary.examined_lines += examined
-        for first_lineno, last_lineno, times, text, (line_hits, glued) in groups:
+        for first_lineno, last_lineno, times, text, analysis in groups:
+            line_hits, glued = analysis
             if glued and plog_mode:  # records glued after the first were not counted yet
                 for glued_level, glued_module in glued:
                     self.levels[glued_level] += times
                     self.modules[glued_module] += times
                 summary.records += len(glued) * times
-            if line_hits:
+            if not line_hits:
+                continue
+            if pending is None:
                 self._merge(summary, text, first_lineno, line_hits, times, last_lineno)
+                continue
+            known = pending.get(id(analysis))
+            if known is None:
+                pending[id(analysis)] = [first_lineno, last_lineno, times, text, analysis]
+            else:
+                known[1] = max(known[1], last_lineno)
+                known[2] += times
 
     def _line_groups(self, raws: List[bytes], linenos: List[int]) -> List[LineGroup]:
         """The lines ``raws`` (numbered ``linenos``) decoded, analysed and grouped by message shape, in the
@@ -676,6 +710,7 @@ class Scanner:
         return code if code in self.codes or len(self.codes) < MAX_SUBJECTS_PER_KIND else OTHER_SUBJECT
 
     def result(self) -> ScanResult:
+        self._merge_pending()
         merged: Iterable[LogFinding] = self._merged.values()
         if self.installed:
             merged = [_as_installed(f, self.installed) for f in merged]
