@@ -24,37 +24,28 @@
 #define MAX_WINDOW 32
 
 /* GCC's and clang's vector extensions: 16-byte vectors are SSE2 on x86-64 and NEON on aarch64, both always
- * there. The filter compares 16 positions at a time with the first three bytes of every literal; only a
- * position that passes is compared in full.
- * Wu-Manber's step is at most the shortest literal less one (`[ERR]`: 4 bytes), which keeps it near 1 GB/s;
- * it is the fallback (other compilers, literals shorter than three bytes, too many distinct triples). */
+ * there; x86-64 machines with AVX2 (the CPU is asked at run time) take 32 bytes at a time. The filter
+ * compares that many positions at once with the first three bytes of every literal; only a position that
+ * passes is compared in full. Wu-Manber's step is at most the shortest literal less one (`[ERR]`: 4 bytes),
+ * which keeps it near 1 GB/s; it is the fallback (other compilers, literals shorter than three bytes, too
+ * many distinct starts). */
 #if defined(__GNUC__) || defined(__clang__)
 #define VECTOR_FILTER 1
 #define MAX_TRIPLES 24
-typedef unsigned char u8x16 __attribute__((vector_size(16)));
-typedef signed char s8x16 __attribute__((vector_size(16)));
+#define MAX_VECTOR 32
+#if defined(__x86_64__)
+#define WIDE_VECTORS 1
+#endif
 
 typedef struct {
     int triples;
-    u8x16 bytes[MAX_TRIPLES][3]; /* the distinct first three bytes of the literals, each byte 16 times */
+    int wide; /* AVX2 is there */
+    unsigned char bytes[MAX_TRIPLES][3][MAX_VECTOR]; /* the distinct first three bytes of the literals, repeated */
 } VectorFilter;
-
-static u8x16 splat(unsigned char c) {
-    u8x16 v;
-    memset(&v, c, sizeof(v));
-    return v;
-}
-
-static u8x16 load16(const unsigned char *p) {
-    u8x16 v;
-    memcpy(&v, p, sizeof(v));
-    return v;
-}
 
 /* Set the filter up for the literals; 0 when it cannot take them (one is shorter than three bytes, or there
  * are too many distinct starts). */
 static int filter_init(VectorFilter *f, const unsigned char **text, const Py_ssize_t *size, Py_ssize_t count) {
-    unsigned char seen[MAX_TRIPLES][3];
     memset(f, 0, sizeof(*f));
     if (count == 0) {
         return 0;
@@ -64,37 +55,25 @@ static int filter_init(VectorFilter *f, const unsigned char **text, const Py_ssi
             return 0;
         }
         int k = 0;
-        while (k < f->triples && memcmp(seen[k], text[i], 3) != 0) {
+        while (k < f->triples && !(f->bytes[k][0][0] == text[i][0] && f->bytes[k][1][0] == text[i][1] &&
+                                   f->bytes[k][2][0] == text[i][2])) {
             k++;
         }
         if (k == f->triples) {
             if (k == MAX_TRIPLES) {
                 return 0;
             }
-            memcpy(seen[k], text[i], 3);
             for (int j = 0; j < 3; j++) {
-                f->bytes[k][j] = splat(text[i][j]);
+                memset(f->bytes[k][j], text[i][j], MAX_VECTOR);
             }
             f->triples++;
         }
     }
+#ifdef WIDE_VECTORS
+    __builtin_cpu_init();
+    f->wide = __builtin_cpu_supports("avx2") != 0;
+#endif
     return 1;
-}
-
-/* The 16 positions from p (p + 18 <= the end of the data) where some literal's first three bytes are. */
-static s8x16 filter_block(const VectorFilter *f, const unsigned char *p) {
-    u8x16 v0 = load16(p), v1 = load16(p + 1), v2 = load16(p + 2);
-    s8x16 found = {0};
-    for (int i = 0; i < f->triples; i++) {
-        found |= (s8x16)(v0 == f->bytes[i][0]) & (s8x16)(v1 == f->bytes[i][1]) & (s8x16)(v2 == f->bytes[i][2]);
-    }
-    return found;
-}
-
-static int any_set(s8x16 mask) {
-    uint64_t half[2];
-    memcpy(half, &mask, sizeof(half));
-    return (half[0] | half[1]) != 0;
 }
 #endif
 
@@ -189,6 +168,55 @@ static int literal_at(const Literals *lit, const unsigned char *p, const unsigne
     return 0;
 }
 
+#ifdef VECTOR_FILTER
+/* Where the first of the literals starts in [p, stop), or stop, by the vector filter WIDTH bytes at a time. */
+#define DEFINE_FILTER_NEXT(NAME, WIDTH, ATTRIBUTES)                                                          \
+    ATTRIBUTES static const unsigned char *NAME(const Literals *lit, const unsigned char *p,                 \
+                                                const unsigned char *stop) {                                 \
+        typedef unsigned char bytes_v __attribute__((vector_size(WIDTH)));                                   \
+        typedef signed char mask_v __attribute__((vector_size(WIDTH)));                                      \
+        const VectorFilter *f = &lit->filter;                                                                \
+        for (; stop - p >= (WIDTH) + 2; p += (WIDTH)) {                                                      \
+            bytes_v v0, v1, v2, a, b, c;                                                                     \
+            mask_v found = {0};                                                                              \
+            memcpy(&v0, p, WIDTH);                                                                           \
+            memcpy(&v1, p + 1, WIDTH);                                                                       \
+            memcpy(&v2, p + 2, WIDTH);                                                                       \
+            for (int i = 0; i < f->triples; i++) {                                                           \
+                memcpy(&a, f->bytes[i][0], WIDTH);                                                           \
+                memcpy(&b, f->bytes[i][1], WIDTH);                                                           \
+                memcpy(&c, f->bytes[i][2], WIDTH);                                                           \
+                found |= (mask_v)(v0 == a) & (mask_v)(v1 == b) & (mask_v)(v2 == c);                          \
+            }                                                                                                \
+            uint64_t words[(WIDTH) / 8], any = 0;                                                            \
+            memcpy(words, &found, WIDTH);                                                                    \
+            for (int k = 0; k < (WIDTH) / 8; k++) {                                                          \
+                any |= words[k];                                                                             \
+            }                                                                                                \
+            if (any) {                                                                                       \
+                signed char lanes[WIDTH];                                                                    \
+                memcpy(lanes, &found, WIDTH);                                                                \
+                for (int i = 0; i < (WIDTH); i++) {                                                          \
+                    if (lanes[i] && literal_at(lit, p + i, stop)) {                                          \
+                        return p + i;                                                                        \
+                    }                                                                                        \
+                }                                                                                            \
+            }                                                                                                \
+        }                                                                                                    \
+        for (; p < stop; p++) {                                                                              \
+            if (literal_at(lit, p, stop)) {                                                                  \
+                return p;                                                                                    \
+            }                                                                                                \
+        }                                                                                                    \
+        return stop;                                                                                         \
+    }
+
+DEFINE_FILTER_NEXT(filter_next, 16, )
+#ifdef WIDE_VECTORS
+DEFINE_FILTER_NEXT(filter_next_wide, 32, __attribute__((target("avx2"))))
+#endif
+#endif
+
 /* Where the first of the literals starts in [p, stop), or stop. */
 static const unsigned char *literals_next(const Literals *lit, const unsigned char *p, const unsigned char *stop) {
     if (lit->count == 0) {
@@ -196,24 +224,12 @@ static const unsigned char *literals_next(const Literals *lit, const unsigned ch
     }
 #ifdef VECTOR_FILTER
     if (lit->vector) {
-        for (; stop - p >= 18; p += 16) {
-            s8x16 mask = filter_block(&lit->filter, p);
-            if (any_set(mask)) {
-                signed char lanes[16];
-                memcpy(lanes, &mask, sizeof(lanes));
-                for (int i = 0; i < 16; i++) {
-                    if (lanes[i] && literal_at(lit, p + i, stop)) {
-                        return p + i;
-                    }
-                }
-            }
+#ifdef WIDE_VECTORS
+        if (lit->filter.wide) {
+            return filter_next_wide(lit, p, stop);
         }
-        for (; p < stop; p++) {
-            if (literal_at(lit, p, stop)) {
-                return p;
-            }
-        }
-        return stop;
+#endif
+        return filter_next(lit, p, stop);
     }
 #endif
     if (lit->single) {
@@ -247,10 +263,26 @@ static const unsigned char *literals_next(const Literals *lit, const unsigned ch
 static int is_digit(unsigned char c) { return c >= '0' && c <= '9'; }
 static int is_upper(unsigned char c) { return c >= 'A' && c <= 'Z'; }
 
-static const char *const LEVEL_WORDS[] = {
+/* The level words of RECORD_FIRST_LINE, as 8-byte words (zero-padded) to compare in one step. */
+static const char LEVEL_WORDS[][8] = {
     "ERROR", "WARNING", "INFO", "DEBUG", "EVENT", "TRACE", "NULL", "ERRO", "ERR", "WARN",
-    "error", "warning", "info", "debug", "event", NULL,
+    "error", "warning", "info", "debug", "event",
 };
+
+static int level_word(const unsigned char *word, Py_ssize_t size) {
+    if (size >= 1 && size <= 2) {
+        return is_digit(word[0]) && (size == 1 || is_digit(word[1]));
+    }
+    uint64_t padded = 0, known;
+    memcpy(&padded, word, (size_t)size);
+    for (size_t i = 0; i < sizeof(LEVEL_WORDS) / sizeof(LEVEL_WORDS[0]); i++) {
+        memcpy(&known, LEVEL_WORDS[i], 8);
+        if (padded == known) {
+            return 1;
+        }
+    }
+    return 0;
+}
 
 /* RECORD_FIRST_LINE at p (a line start): the end of its group 1 (`LEVEL] MODULE`, at the `(`), or NULL. */
 static const unsigned char *record_header(const unsigned char *p, const unsigned char *stop) {
@@ -265,15 +297,7 @@ static const unsigned char *record_header(const unsigned char *p, const unsigned
     if (close >= stop || *close != ']') {
         return NULL;
     }
-    Py_ssize_t size = close - word;
-    int known = 0;
-    if (size >= 1 && size <= 2 && is_digit(word[0]) && (size == 1 || is_digit(word[1]))) {
-        known = 1;
-    }
-    for (int i = 0; !known && LEVEL_WORDS[i] != NULL; i++) {
-        known = (Py_ssize_t)strlen(LEVEL_WORDS[i]) == size && memcmp(word, LEVEL_WORDS[i], (size_t)size) == 0;
-    }
-    if (!known) {
+    if (!level_word(word, close - word)) {
         return NULL;
     }
     const unsigned char *q = close + 1;
