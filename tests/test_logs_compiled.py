@@ -136,7 +136,29 @@ def _mangled_plog(rng: random.Random, pool: Sequence[bytes]) -> Iterator[bytes]:
         yield line
 
 
-def test_mangled_plogs_give_the_same_document(monkeypatch):
+# The searches plog_pass can take for the literals (argument ``search``): the fastest this machine has (Teddy
+# on x86-64 with AVX2), the 16-byte vector filter (aarch64's), Wu-Manber (other compilers, short literals).
+SEARCHES = {"fastest": 0, "16-byte vectors": 1, "Wu-Manber": 2}
+
+
+def _force_search(monkeypatch: pytest.MonkeyPatch, search: int) -> None:
+    from npudoctor.logs import scanner as scanner_module
+
+    real = scanner_module.compiled_plog_pass
+
+    def forced() -> Any:
+        plog_pass = real()
+        if plog_pass is None:
+            return None
+        return lambda data, begin, end, literals, line_base: plog_pass(data, begin, end, literals, line_base,
+                                                                        search)
+
+    monkeypatch.setattr(scanner_module, "compiled_plog_pass", forced)
+
+
+@pytest.mark.parametrize("search", SEARCHES.values(), ids=SEARCHES.keys())
+def test_mangled_plogs_give_the_same_document(monkeypatch, search: int):
+    _force_search(monkeypatch, search)
     pool = [line for p in _sample_files() if p.name.startswith(("plog", "device", "slog"))
             for line in p.read_bytes().splitlines() if line.startswith(b"[")]
     assert len(pool) > 500
@@ -196,18 +218,21 @@ def test_plog_pass_counts_records_and_groups_lines_by_shape():
         plog_pass(data, 0, len(data), (b"",), 0)
 
 
-@pytest.mark.parametrize("extra", [(), (b"ok",), (b"k",), tuple(b"[%02d]" % n for n in range(30))],
-                         ids=["vector filter", "Wu-Manber", "one-byte literal", "too many starts"])
-def test_plog_pass_finds_the_lines_holding_a_literal_whichever_search_it_takes(extra):
-    """Literals of three bytes or more go through the vector filter; a shorter one, or more distinct starts
-    than the filter holds, through Wu-Manber (or byte by byte): the lines found are the same."""
+@pytest.mark.parametrize("search", SEARCHES.values(), ids=SEARCHES.keys())
+@pytest.mark.parametrize("extra", [(), tuple(b"[%02d]" % n for n in range(12)), (b"ok",), (b"k",),
+                                   tuple(b"[%02d]" % n for n in range(30))],
+                         ids=["shipped", "buckets shared", "Wu-Manber", "one-byte literal", "too many starts"])
+def test_plog_pass_finds_the_lines_holding_a_literal_whichever_search_it_takes(extra, search: int):
+    """Literals of three bytes or more go through Teddy or the vector filter (more than 8 starts share
+    Teddy's buckets); a shorter one, or more distinct starts than the filter holds, through Wu-Manber (or
+    byte by byte): the lines found are the same."""
     plog_pass = compiled_plog_pass()
     assert plog_pass is not None
     lines = [line for p in _sample_files() if p.name.startswith("plog")
              for line in p.read_bytes().splitlines()][:3000]
     data = b"\n".join(lines) + b"\n"
     literals = Scanner().plog_markers + extra
-    _, _, newlines, groups = plog_pass(data, 0, len(data), literals, 0)
+    _, _, newlines, groups = plog_pass(data, 0, len(data), literals, 0, search)
     holding = [number for number, line in enumerate(lines, 1) if any(lit in line for lit in literals)]
     assert newlines == len(lines) and len(holding) > 50
     assert sum(times for _, _, times, _, _ in groups) == len(holding)
