@@ -33,7 +33,7 @@
 #define VECTOR_FILTER 1
 #define MAX_TRIPLES 24
 #define MAX_VECTOR 32
-#if defined(__x86_64__)
+#if defined(__x86_64__) && !defined(NPUDOCTOR_NO_TEDDY) /* (-DNPUDOCTOR_NO_TEDDY: build as elsewhere) */
 #define TEDDY 1
 #include <immintrin.h>
 #endif
