@@ -119,7 +119,7 @@ def main() -> None:
     """Find, explain and fix what breaks training on Huawei Ascend NPU nodes."""
 
 
-FORMATS = click.Choice(["text", "json", "junit", "github", "prometheus", "npd"])
+FORMATS = click.Choice(["text", "json", "junit", "github", "prometheus", "npd", "clusterd"])
 
 
 @main.command()
@@ -133,6 +133,10 @@ FORMATS = click.Choice(["text", "json", "junit", "github", "prometheus", "npd"])
               help="Read system files (sysfs, /dev, /usr/local/Ascend, /etc) under DIR.")
 @click.option("--only", multiple=True, metavar="ID", help="Run only these checks (ID, ID prefix or stage).")
 @click.option("--skip", "skip_ids", multiple=True, metavar="ID", help="Skip these checks (ID, prefix or stage).")
+@click.option("--scope", type=click.Choice(["node", "job"]), default=None,
+              help="node: only what is the node's (PCI bus, device files, driver/firmware, npu-smi, chip health, "
+                   "RoCE ports), for node agents that drain or taint; job: only what is the job's (Python, "
+                   "torch_npu, CANN environment, HCCL variables), for the job itself. Default: both.")
 @click.option("--format", "fmt", type=FORMATS, default="text", show_default=True)
 @click.option("--fail-on", type=click.Choice(["warn", "fail"]), default="fail", show_default=True,
               help="Exit 1 on FAIL/ERROR (default) or also on WARN.")
@@ -148,9 +152,9 @@ FORMATS = click.Choice(["text", "json", "junit", "github", "prometheus", "npd"])
 @click.option("--demo", metavar="SCENARIO", is_flag=False, flag_value="healthy", default=None,
               help="Replay a scenario shipped with npudoctor (healthy, chip-warning, ...; `--demo list`).")
 def check(level: Optional[int], profile_name: Optional[str], bundle: Optional[str], root: Optional[str],
-          only: Tuple[str, ...], skip_ids: Tuple[str, ...], fmt: str, fail_on: str, python: Optional[str],
-          logs_dirs: Tuple[str, ...], prof_dirs: Tuple[str, ...], verbose: bool, textfile: Optional[str],
-          demo: Optional[str]) -> None:
+          only: Tuple[str, ...], skip_ids: Tuple[str, ...], scope: Optional[str], fmt: str, fail_on: str,
+          python: Optional[str], logs_dirs: Tuple[str, ...], prof_dirs: Tuple[str, ...], verbose: bool,
+          textfile: Optional[str], demo: Optional[str]) -> None:
     """Run the ordered node checks and say how to fix what is wrong."""
     from npudoctor import api
     from npudoctor.report.progress import Progress
@@ -176,7 +180,7 @@ def check(level: Optional[int], profile_name: Optional[str], bundle: Optional[st
         profile = api.load_profile(profile_name)
         listener = _listener(fmt, verbose, progress)
         report = api.run_checks(runner, profile, only=only, skip=skip_ids, level=level, options=options,
-                                listener=listener)
+                                listener=listener, scope=scope)
     if textfile:
         from npudoctor.cli.fleet import write_textfile
 
