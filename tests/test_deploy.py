@@ -22,9 +22,10 @@ from tests.clirunner import cli_runner
 from tests.samples import sample_path
 
 DEPLOY = Path(__file__).resolve().parents[1] / "deploy"
-SHELL_STOP = {";", "&&", "||", "|", ">", ">>", "2>&1", "<"}
+SHELL_STOP = {";", "&&", "||", "|", ">", ">>", "2>&1", "<", "2>/dev/null"}
 
 
+NPUDOCTOR_NAMES = {"npudoctor", "$NPUDOCTOR", "${NPUDOCTOR}"}  # scripts name it by path: slurmd gives no PATH
 COMMAND_KEYS = {"command", "args", "run", "script"}  # Kubernetes containers, GitHub steps, GitLab jobs
 
 
@@ -56,10 +57,10 @@ def npudoctor_commands(script: str) -> List[List[str]]:
         except ValueError:
             continue
         for index, token in enumerate(tokens):
-            if token.rsplit("/", 1)[-1] == "npudoctor" and at_command_position(tokens, index):
+            if token.rsplit("/", 1)[-1] in NPUDOCTOR_NAMES and at_command_position(tokens, index):
                 args = []
                 for arg in tokens[index + 1:]:
-                    if arg in SHELL_STOP or arg.startswith(">"):
+                    if arg.rstrip(")") in SHELL_STOP or arg.startswith(">"):
                         break
                     args.append(arg.rstrip(")"))
                 if args:  # a bare "npudoctor" is a label value or a name, not a command
@@ -137,18 +138,29 @@ def test_npd_rule_follows_the_plugin_protocol(scenario, code):
     assert len(result.output.rstrip("\n")) <= config["pluginConfig"]["max_output_length"]
 
 
-@pytest.mark.parametrize(("scenario", "code", "says"), [
-    ("healthy", 0, ""), ("unbound-device", 1, "npudoctor: NPU node problem: PCI002"),
-    ("nonexistent", 0, "npudoctor could not check this node (exit 2)")])
-def test_slurm_prolog_drains_only_on_a_real_problem(tmp_path, scenario, code, says):
+@pytest.mark.parametrize(("scenario", "code", "drain"), [
+    ("healthy", 0, ""), ("unbound-device", 1, "Reason=npudoctor: PCI002 0000:41:00.0"),
+    ("version-mismatch", 0, ""),  # the job's torch_npu: checked in the job, never a reason to drain
+    ("nonexistent", 0, "")])
+def test_slurm_prolog_drains_only_on_the_nodes_problem(tmp_path, scenario, code, drain):
+    """Without Slurm (tests/test_deploy_slurm.py runs the real one): scontrol is a recorder."""
     shim = tmp_path / "npudoctor"  # the real CLI, replaying a demo scenario instead of this machine
     shim.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} -m npudoctor "$@" --demo {scenario}\n')
     shim.chmod(0o755)
-    env = {**os.environ, "PATH": f"{tmp_path}:{os.environ['PATH']}"}
+    scontrol = tmp_path / "scontrol"
+    scontrol.write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" > {shlex.quote(str(tmp_path / "drained"))}\n')
+    scontrol.chmod(0o755)
+    env = {"NPUDOCTOR": str(shim), "NPUDOCTOR_SCONTROL": str(scontrol), "SLURMD_NODENAME": "node07",
+           "NPUDOCTOR_LOG": str(tmp_path / "prolog.log")}
     result = subprocess.run(["sh", str(DEPLOY / "slurm/prolog-npudoctor.sh")], env=env, capture_output=True,
                             text=True, timeout=60)
-    assert result.returncode == code
-    assert says in result.stderr if says else result.stderr == ""
+    assert result.returncode == code, result.stderr
+    drained = (tmp_path / "drained").read_text() if (tmp_path / "drained").exists() else ""
+    assert (drain in drained) if drain else drained == ""
+    if drain:
+        assert "NodeName=node07" in drained and "State=DRAIN" in drained
+    if scenario == "nonexistent":
+        assert "could not check node node07 (exit 2)" in (tmp_path / "prolog.log").read_text()
 
 
 def test_ci_gate_fails_on_a_real_atc_failure_log(tmp_path):
