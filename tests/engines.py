@@ -175,13 +175,14 @@ class Prometheus:
 
 
 @contextlib.contextmanager
-def prometheus_stack(folder: Path, textfile_dir: Path) -> Iterator[Prometheus]:
+def prometheus_stack(folder: Path, textfile_dir: Path, rules: Optional[Path] = None) -> Iterator[Prometheus]:
     """node_exporter with only the textfile collector on ``textfile_dir``, and Prometheus scraping it every
-    second; both on free localhost ports."""
+    second (and evaluating ``rules``); both on free localhost ports."""
     paths = require("prometheus", "prometheus-node-exporter")
     exporter_port, prometheus_port = free_port(), free_port()
     config = folder / "prometheus.yml"
-    config.write_text("global: {scrape_interval: 1s, evaluation_interval: 1s}\nscrape_configs:\n"
+    config.write_text("global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
+                      + (f"rule_files: ['{rules}']\n" if rules else "") + "scrape_configs:\n"
                       "  - job_name: node\n    static_configs:\n"
                       f"      - targets: ['127.0.0.1:{exporter_port}']\n")
     logs = [folder / "node_exporter.log", folder / "prometheus.log"]
