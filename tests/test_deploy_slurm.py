@@ -10,7 +10,7 @@ from __future__ import annotations
 import shlex
 import sys
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Tuple
 
 import pytest
 
@@ -33,7 +33,7 @@ class Node:
         (self.folder / "npudoctor-path").write_text(npudoctor or str(self.shim))
         (self.folder / "missing-policy").write_text(missing)
 
-    def submit(self) -> "tuple[str, Path]":
+    def submit(self) -> Tuple[str, Path]:
         self.jobs += 1
         marker = self.folder / f"ran-{self.jobs}"
         result = self.slurm.run("sbatch", "-o", "/dev/null", "--wrap", f"touch {shlex.quote(str(marker))}")
@@ -97,7 +97,7 @@ def test_a_healthy_node_runs_the_job(fresh: Node):
 
 def test_could_not_tell_never_drains(fresh: Node):
     fresh.set("no-such-scenario")  # npudoctor exits 2: a usage error, as for a hung npu-smi
-    job_id, marker = fresh.submit()
+    _job_id, marker = fresh.submit()
     wait_for("the job to run", marker.exists, logs=fresh.slurm.logs)
     assert fresh.slurm.drain_reason() == ""
 
