@@ -4,6 +4,7 @@ Slurm prolog follow their protocols when run against the demo scenarios."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -114,7 +115,7 @@ def test_manifest_commands_parse_with_the_cli(path):
     assert commands, f"{path.name}: no npudoctor command found"
     for args in commands:
         ctx = parse_with_cli(args)
-        assert ctx.command.name in ("check", "scan")
+        assert ctx.command.name in ("check", "scan", "fleet")
 
 
 def test_daemonset_writes_the_textfile_into_the_hostpath_node_exporter_reads():
@@ -164,3 +165,70 @@ def test_ci_gate_fails_on_a_real_atc_failure_log(tmp_path):
     log.write_bytes(sample_path("atc_EZ3002_optype_unsupported.txt").read_bytes())
     result = cli_runner().invoke(main, [str(log) if a == "atc.log" else a for a in args])
     assert result.exit_code == 1 and "::error" in result.output and "EZ3002" in result.output
+
+
+def run_hook(tmp_path: Path, hook: str, scenario: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """A Slurm hook script run as slurmd runs it (no PATH of slurmd's own), npudoctor replaying ``scenario``
+    and scontrol a recorder (tests/test_deploy_slurm.py runs the prolog and the sweep on a real Slurm)."""
+    shim = tmp_path / "npudoctor"
+    python = shlex.quote(sys.executable)
+    shim.write_text(f'#!/bin/sh\n[ "$1" = check ] || exec {python} -m npudoctor "$@"\n'
+                    f'exec {python} -m npudoctor "$@" --demo {scenario}\n')
+    shim.chmod(0o755)
+    scontrol = tmp_path / "scontrol"
+    record = shlex.quote(str(tmp_path / "scontrol.calls"))
+    scontrol.write_text(f'#!/bin/sh\necho "$*" >> {record}\n'
+                        '[ "$1" = show ] && echo "NodeName=node07 State=IDLE+DRAIN Reason=npudoctor: PCI002"\n'
+                        'exit 0\n')
+    scontrol.chmod(0o755)
+    base = {"NPUDOCTOR": str(shim), "NPUDOCTOR_SCONTROL": str(scontrol), "SLURMD_NODENAME": "node07",
+            "NPUDOCTOR_LOG": str(tmp_path / "hook.log"), "SLURM_JOB_ID": "4242"}
+    return subprocess.run(["sh", str(DEPLOY / "slurm" / hook)], env={**base, **env}, capture_output=True,
+                          text=True, timeout=90)
+
+
+def calls(tmp_path: Path) -> str:
+    path = tmp_path / "scontrol.calls"
+    return path.read_text() if path.exists() else ""
+
+
+def test_healthcheck_drains_on_the_nodes_fail_and_keeps_the_report_and_textfile(tmp_path):
+    (tmp_path / "state").mkdir()
+    (tmp_path / "textfiles").mkdir()
+    kept = tmp_path / "state" / "last-report.json"
+    textfile = tmp_path / "textfiles" / "npudoctor.prom"
+    result = run_hook(tmp_path, "healthcheck-npudoctor.sh", "unbound-device", NPUDOCTOR_LAST_REPORT=str(kept),
+                      NPUDOCTOR_TEXTFILE=str(textfile))
+    assert result.returncode == 0
+    assert "update NodeName=node07 State=DRAIN Reason=npudoctor: PCI002 0000:41:00.0" in calls(tmp_path)
+    assert json.loads(kept.read_text())["tool"]["scope"] == "node" and "npudoctor_chip_ok" in textfile.read_text()
+    # the node's one poller on Slurm: the prolog may read its report instead of running npu-smi again
+    prolog = cli_runner().invoke(main, ["check", "--last-report", str(kept), "--scope", "node", "--format", "npd"])
+    assert prolog.exit_code == 1 and "PCI002" in prolog.stdout
+
+
+@pytest.mark.parametrize(("scenario", "resume", "expected"), [
+    ("version-mismatch", "0", ""),  # the job's problem: never a drain
+    ("healthy", "1", "update NodeName=node07 State=RESUME"),  # drained by npudoctor, OK again: resumed
+    ("nonexistent", "1", "")])  # could not tell: nothing changes
+def test_healthcheck_leaves_a_healthy_node_alone_and_resumes_only_on_request(tmp_path, scenario, resume,
+                                                                             expected):
+    result = run_hook(tmp_path, "healthcheck-npudoctor.sh", scenario, NPUDOCTOR_RESUME=resume,
+                      NPUDOCTOR_LAST_REPORT=str(tmp_path / "none" / "r.json"))
+    assert result.returncode == 0
+    assert expected in calls(tmp_path) and "DRAIN" not in calls(tmp_path)
+
+
+def test_epilog_scans_the_jobs_plogs_and_drains_on_the_nodes_fail(tmp_path):
+    plogs = tmp_path / "home" / "ascend" / "log" / "run" / "plog"
+    plogs.mkdir(parents=True)
+    (plogs / "plog-10043_20210331185941176.log").write_bytes(
+        sample_path("plog_2021_model_execute_aicore_error.log").read_bytes())
+    result = run_hook(tmp_path, "epilog-npudoctor.sh", "unbound-device",
+                      NPUDOCTOR_PLOGS=str(tmp_path / "home" / "ascend" / "log"),
+                      NPUDOCTOR_JOBS_DIR=str(tmp_path / "jobs"))
+    assert result.returncode == 0, result.stderr
+    scan = json.loads((tmp_path / "jobs" / "job-4242.json").read_text())
+    assert scan["exit_code"] == 1 and "aicore-kernel-failed" in {f["rule"] for f in scan["findings"]}
+    assert "job 4242's logs have errors" in (tmp_path / "hook.log").read_text()
+    assert "State=DRAIN Reason=npudoctor: PCI002" in calls(tmp_path)

@@ -133,14 +133,18 @@ def test_the_dockerfile_installs_a_wheel_of_the_checkout_into_a_venv(tmp_path):
 
     def run(step: str) -> None:
         done = subprocess.run(["sh", "-c", step], cwd=tmp_path, capture_output=True, text=True, timeout=240,
-                              env={**os.environ, "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin"})
+                              env={**{k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
+                                   "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin"})
         assert done.returncode == 0, f"{step}: {done.stdout[-1500:]}{done.stderr[-1500:]}"
 
     run(steps[0].replace("python -m venv", f"{sys.executable} -m venv"))
+    install_step, *rest = steps[1:]
+    run(install_step.replace("pip install", "pip install --no-deps --no-index"))
+    # Only now, the dependencies: a pip that saw this environment's npudoctor would uninstall it first.
     site = Path(sysconfig.get_path("purelib", vars={"base": str(venv), "platbase": str(venv)}))
     (site / "_test_dependencies.pth").write_text(sysconfig.get_path("purelib") + "\n")
-    for step in steps[1:]:
-        run(step.replace("pip install", "pip install --no-deps --no-index"))
+    for step in rest:
+        run(step)
     assert not wheels.exists()
     npudoctor = venv / "bin" / "npudoctor"
     where = subprocess.run([str(venv / "bin" / "python"), "-c", "import npudoctor; print(npudoctor.__file__)"],

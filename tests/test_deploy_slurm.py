@@ -7,7 +7,9 @@ missing npudoctor is said in the prolog's log (or drains, by policy)."""
 
 from __future__ import annotations
 
+import json
 import shlex
+import subprocess
 import sys
 from pathlib import Path
 from typing import Iterator, Tuple
@@ -48,8 +50,9 @@ class Node:
 def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Node]:
     folder = tmp_path_factory.mktemp("slurm")
     shim = folder / "npudoctor"  # the real CLI, replaying the scenario the test chose instead of this machine
-    shim.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} -m npudoctor "$@" '
-                    f'--demo "$(cat {shlex.quote(str(folder / "scenario"))})"\n')
+    python = shlex.quote(sys.executable)
+    shim.write_text(f'#!/bin/sh\n[ "$1" = check ] || exec {python} -m npudoctor "$@"\n'
+                    f'exec {python} -m npudoctor "$@" --demo "$(cat {shlex.quote(str(folder / "scenario"))})"\n')
     shim.chmod(0o755)
     # What an operator puts in slurm.conf is the shipped prolog; the wrapper only points it at this cluster
     # (SLURM_CONF) and at the npudoctor the test chose, as NPUDOCTOR= in the prolog's environment would.
@@ -114,3 +117,14 @@ def test_a_missing_npudoctor_is_loud_and_drains_by_policy(fresh: Node):
     reason = wait_for("the node to be drained", fresh.slurm.drain_reason, logs=fresh.slurm.logs)
     assert reason == f"npudoctor: not installed at {missing}"
     assert not marker.exists() and fresh.slurm.job_state(job_id).startswith("PENDING")
+
+
+def test_the_sweep_runs_one_task_per_idle_node_and_reads_the_fleet(fresh: Node):
+    reports = fresh.folder / "sweep"
+    env = {**fresh.slurm.env, "NPUDOCTOR": str(fresh.shim)}
+    result = subprocess.run(["sh", str(DEPLOY / "sweep-npudoctor.sh"), str(reports), "debug", "2"], env=env,
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stdout + result.stderr
+    (report,) = reports.glob("*.json")
+    assert report.name == f"{fresh.slurm.node}.json" and json.loads(report.read_text())["tool"]["scope"] == "node"
+    assert "1 node" in result.stdout, result.stdout
