@@ -26,6 +26,7 @@ SHELL_STOP = {";", "&&", "||", "|", ">", ">>", "2>&1", "<", "2>/dev/null"}
 
 
 NPUDOCTOR_NAMES = {"npudoctor", "$NPUDOCTOR", "${NPUDOCTOR}"}  # scripts name it by path: slurmd gives no PATH
+SHELL_VARIABLE = re.compile(r"\$\{?\w+(?::-([^}]*))?\}?")
 COMMAND_KEYS = {"command", "args", "run", "script"}  # Kubernetes containers, GitHub steps, GitLab jobs
 
 
@@ -63,7 +64,8 @@ def npudoctor_commands(script: str) -> List[List[str]]:
                 for arg in tokens[index + 1:]:
                     if arg.rstrip(")") in SHELL_STOP or arg.startswith(">"):
                         break
-                    args.append(arg.rstrip(")"))
+                    variable = SHELL_VARIABLE.fullmatch(arg)  # "${X:-900}": its default; "$X": a stand-in
+                    args.append(variable.group(1) or "1" if variable else arg.rstrip(")"))
                 if args:  # a bare "npudoctor" is a label value or a name, not a command
                     found.append(args)
     return found
@@ -99,7 +101,7 @@ def commands_in(path: Path) -> List[List[str]]:
 
 # Files that run npudoctor (the alert rules and the dashboard only read its series: test_deploy_prometheus.py).
 MANIFESTS = sorted(p for p in DEPLOY.rglob("*") if p.suffix in (".yml", ".yaml", ".json", ".sh")
-                   and p.parent.name not in ("prometheus", "grafana"))
+                   and p.parent.name not in ("prometheus", "grafana", "mindcluster"))
 
 
 def test_every_deploy_file_is_covered():
@@ -173,6 +175,7 @@ def run_hook(tmp_path: Path, hook: str, scenario: str, **env: str) -> subprocess
     shim = tmp_path / "npudoctor"
     python = shlex.quote(sys.executable)
     shim.write_text(f'#!/bin/sh\n[ "$1" = check ] || exec {python} -m npudoctor "$@"\n'
+                    f'case " $* " in *" --last-report "*) exec {python} -m npudoctor "$@" ;; esac\n'
                     f'exec {python} -m npudoctor "$@" --demo {scenario}\n')
     shim.chmod(0o755)
     scontrol = tmp_path / "scontrol"
@@ -202,9 +205,15 @@ def test_healthcheck_drains_on_the_nodes_fail_and_keeps_the_report_and_textfile(
     assert result.returncode == 0
     assert "update NodeName=node07 State=DRAIN Reason=npudoctor: PCI002 0000:41:00.0" in calls(tmp_path)
     assert json.loads(kept.read_text())["tool"]["scope"] == "node" and "npudoctor_chip_ok" in textfile.read_text()
-    # the node's one poller on Slurm: the prolog may read its report instead of running npu-smi again
-    prolog = cli_runner().invoke(main, ["check", "--last-report", str(kept), "--scope", "node", "--format", "npd"])
-    assert prolog.exit_code == 1 and "PCI002" in prolog.stdout
+    # the node's one poller on Slurm: the prolog reads its report instead of running npu-smi again
+    (tmp_path / "scontrol.calls").unlink()
+    prolog = run_hook(tmp_path, "prolog-npudoctor.sh", "healthy", NPUDOCTOR_LAST_REPORT=str(kept))
+    assert prolog.returncode == 1 and "Reason=npudoctor: PCI002" in calls(tmp_path)  # the kept FAIL, not the demo
+    old = os.path.getmtime(kept) - 3600
+    os.utime(kept, (old, old))
+    (tmp_path / "scontrol.calls").unlink()
+    stale = run_hook(tmp_path, "prolog-npudoctor.sh", "healthy", NPUDOCTOR_LAST_REPORT=str(kept))
+    assert stale.returncode == 0 and calls(tmp_path) == "" and "last report 3600 s old" in stale.stderr
 
 
 @pytest.mark.parametrize(("scenario", "resume", "expected"), [

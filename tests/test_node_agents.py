@@ -187,3 +187,11 @@ def test_a_kept_report_reads_back_as_the_same_report(tmp_path):
     assert again.report.source == f"report:{kept}"
     assert prometheus.render(again.report) == prometheus.render(Report(
         findings=report.findings, inventory=report.inventory))
+
+
+def test_the_shipped_public_customization_lists_every_code_npudoctor_sends():
+    from pathlib import Path
+
+    shipped = Path(__file__).resolve().parents[1] / "deploy" / "mindcluster" / "publicCustomization-npudoctor.json"
+    assert json.loads(shipped.read_text()) == clusterd.customization([spec.id for spec in rulebook()]), \
+        "regenerate deploy/mindcluster/publicCustomization-npudoctor.json (deploy/README.md, MindCluster)"

@@ -17,7 +17,9 @@
 # Every line this prolog says also goes to NPUDOCTOR_LOG (default /var/log/npudoctor-prolog.log) and to
 # syslog (logger -t npudoctor) when there is one.
 # Variables (set them at the top of this file: slurmd passes the prolog no environment of its own):
-# NPUDOCTOR, NPUDOCTOR_PROFILE, NPUDOCTOR_TIMEOUT_S, NPUDOCTOR_MISSING, NPUDOCTOR_LOG, NPUDOCTOR_SCONTROL.
+# NPUDOCTOR, NPUDOCTOR_PROFILE, NPUDOCTOR_TIMEOUT_S, NPUDOCTOR_MISSING, NPUDOCTOR_LOG, NPUDOCTOR_SCONTROL,
+# NPUDOCTOR_LAST_REPORT (read the health check's kept report instead of running npu-smi again; older than
+# NPUDOCTOR_MAX_AGE_S, default 900: could not tell, the job runs).
 PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 export PATH
 NPUDOCTOR="${NPUDOCTOR:-/opt/npudoctor/bin/npudoctor}"
@@ -49,8 +51,14 @@ if [ ! -x "$NPUDOCTOR" ]; then
     exit 0
 fi
 
-message=$(timeout "$TIMEOUT_S" "$NPUDOCTOR" check --scope node --profile "$PROFILE" --format npd 2>/dev/null)
-status=$?
+if [ -n "${NPUDOCTOR_LAST_REPORT:-}" ]; then  # the health check is the node's poller: read its report
+    message=$(timeout "$TIMEOUT_S" "$NPUDOCTOR" check --last-report "$NPUDOCTOR_LAST_REPORT" \
+        --max-age "${NPUDOCTOR_MAX_AGE_S:-900}" --scope node --format npd 2>/dev/null)
+    status=$?
+else
+    message=$(timeout "$TIMEOUT_S" "$NPUDOCTOR" check --scope node --profile "$PROFILE" --format npd 2>/dev/null)
+    status=$?
+fi
 case "$status" in
   0) exit 0 ;;
   1) drain "npudoctor: ${message#NPU node problem: }"
