@@ -117,9 +117,11 @@ class Slurm:
 
 
 @contextlib.contextmanager
-def slurm_cluster(folder: Path, prolog: Path) -> Iterator[Slurm]:
-    """munged, slurmctld and slurmd on localhost ports, ``prolog`` as the Prolog, no cgroups
-    (proctrack/linuxproc, task/none); everything under ``folder``."""
+def slurm_cluster(folder: Path, prolog: Path, healthcheck: Optional[Path] = None,
+                  until: str = "idle") -> Iterator[Slurm]:
+    """munged, slurmctld and slurmd on localhost ports, ``prolog`` as the Prolog (``healthcheck`` as the
+    HealthCheckProgram, which slurmd runs as it starts), no cgroups (proctrack/linuxproc, task/none);
+    everything under ``folder``. Ready when the node's state reads ``until``."""
     paths = require("munged", "slurmctld", "slurmd", "scontrol", "sinfo", "sbatch", "squeue")
     node = socket.gethostname().split(".")[0]
     for sub in ("state", "spool", "munge"):
@@ -140,6 +142,7 @@ def slurm_cluster(folder: Path, prolog: Path) -> Iterator[Slurm]:
         "AccountingStorageType=accounting_storage/none", "SelectType=select/linear", "MpiDefault=none",
         "SchedulerType=sched/builtin", "ReturnToService=2", "SlurmctldParameters=enable_configless",
         f"Prolog={prolog}", "MessageTimeout=5",
+        *([f"HealthCheckProgram={healthcheck}", "HealthCheckInterval=3600"] if healthcheck else []),
         f"NodeName={node} NodeAddr=127.0.0.1 CPUs=1 State=UNKNOWN",
         f"PartitionName=debug Nodes={node} Default=YES MaxTime=5 State=UP", ""]))
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "SLURM_CONF": str(conf), "HOME": str(folder),
@@ -155,7 +158,7 @@ def slurm_cluster(folder: Path, prolog: Path) -> Iterator[Slurm]:
         processes.start([paths["slurmctld"], "-D", "-i", "-f", str(conf)], folder / "slurmctld.out", env)
         processes.start([paths["slurmd"], "-D", "-N", node, "-f", str(conf)], folder / "slurmd.out", env)
         cluster = Slurm(folder, node, env, logs)
-        wait_for("the node to register idle", lambda: cluster.node_state() == "idle", timeout_s=25, logs=logs)
+        wait_for(f"the node to register {until}", lambda: cluster.node_state() == until, timeout_s=25, logs=logs)
         yield cluster
     finally:
         processes.stop()

@@ -46,6 +46,25 @@ class Node:
         return self.slurm.job_state(job_id) == ""
 
 
+def test_the_health_check_drains_a_failing_node_as_slurmd_starts(tmp_path):
+    """HealthCheckProgram: slurmd runs it as it starts (and every HealthCheckInterval), with no PATH."""
+    shim = tmp_path / "npudoctor"
+    shim.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} -m npudoctor "$@" --demo unbound-device\n')
+    shim.chmod(0o755)
+    healthcheck = tmp_path / "healthcheck.sh"
+    healthcheck.write_text("#!/bin/sh\n"
+                           f"SLURM_CONF={shlex.quote(str(tmp_path / 'cluster' / 'slurm.conf'))}\n"
+                           f"NPUDOCTOR={shlex.quote(str(shim))}\n"
+                           f"NPUDOCTOR_LAST_REPORT={shlex.quote(str(tmp_path / 'state' / 'last-report.json'))}\n"
+                           f"NPUDOCTOR_LOG={shlex.quote(str(tmp_path / 'healthcheck.log'))}\n"
+                           "export SLURM_CONF NPUDOCTOR NPUDOCTOR_LAST_REPORT NPUDOCTOR_LOG\n"
+                           f"exec {shlex.quote(str(DEPLOY / 'healthcheck-npudoctor.sh'))}\n")
+    healthcheck.chmod(0o755)
+    with slurm_cluster(tmp_path / "cluster", Path("/bin/true"), healthcheck=healthcheck, until="drained") as slurm:
+        assert slurm.drain_reason() == "npudoctor: PCI002 0000:41:00.0 910B NPU is not bound to any driver"
+    assert json.loads((tmp_path / "state" / "last-report.json").read_text())["tool"]["scope"] == "node"
+
+
 @pytest.fixture(scope="module")
 def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Node]:
     folder = tmp_path_factory.mktemp("slurm")
