@@ -49,9 +49,11 @@ def test_a_node_agent_fails_only_on_the_nodes_problem(scenario, node_code, job_c
 
 def test_scope_runs_only_its_checks_and_says_so():
     node = run_json("--demo", "healthy", "--scope", "node")
-    assert {f["id"] for f in node["findings"]} <= NODE_CHECKS and node["tool"]["scope"] == "node"
+    node_ids = {f["id"] for f in node["findings"]}
+    assert node_ids >= NODE_CHECKS - {"HCCL010", "HCCL011", "HCCL012", "HCCL013"}  # no RoCE tool in the demo
+    assert all(i in NODE_CHECKS or i[:3] in ("PCI", "SMI") for i in node_ids) and node["tool"]["scope"] == "node"
     job = run_json("--demo", "healthy", "--scope", "job")
-    assert not {f["id"] for f in job["findings"]} & NODE_CHECKS
+    assert {f["id"] for f in job["findings"]} and not {f["id"] for f in job["findings"]} & node_ids
     result = cli_runner().invoke(main, ["check", "--demo", "healthy", "--scope", "node", "--only", "LIB001"])
     assert result.exit_code == 2 and "leaves no check of --scope node" in result.output
 
@@ -193,5 +195,8 @@ def test_the_shipped_public_customization_lists_every_code_npudoctor_sends():
     from pathlib import Path
 
     shipped = Path(__file__).resolve().parents[1] / "deploy" / "mindcluster" / "publicCustomization-npudoctor.json"
-    assert json.loads(shipped.read_text()) == clusterd.customization([spec.id for spec in rulebook()]), \
-        "regenerate deploy/mindcluster/publicCustomization-npudoctor.json (deploy/README.md, MindCluster)"
+    generated = clusterd.customization([spec.id for spec in rulebook()])
+    if os.environ.get("NPUDOCTOR_REGEN_GOLDEN"):  # a new node check: its codes join the shipped file
+        shipped.write_text(json.dumps(generated, indent=2) + "\n")
+    assert json.loads(shipped.read_text()) == generated, \
+        "a node check was added: NPUDOCTOR_REGEN_GOLDEN=1 python -m pytest tests/test_node_agents.py"
