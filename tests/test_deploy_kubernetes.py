@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -155,3 +156,33 @@ def test_the_dockerfile_installs_a_wheel_of_the_checkout_into_a_venv(tmp_path):
     demo = subprocess.run([str(npudoctor), "check", "--demo", "unbound-device", "--scope", "node", "--format",
                            "npd"], capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert demo.returncode == 1 and demo.stdout.startswith("NPU node problem: PCI002"), demo.stderr
+
+
+def host_path_of(pod: Dict[str, Any], container: Dict[str, Any], path: str) -> str:
+    """The node's path behind ``path`` inside ``container`` (through its volume mounts and hostPath volumes)."""
+    volumes = {v["name"]: v["hostPath"]["path"] for v in pod["volumes"] if "hostPath" in v}
+    for mount in container.get("volumeMounts", []):
+        if path == mount["mountPath"] or path.startswith(mount["mountPath"].rstrip("/") + "/"):
+            return volumes[mount["name"]].rstrip("/") + "/" + path[len(mount["mountPath"]):].lstrip("/")
+    return path
+
+
+def test_the_poller_writes_the_report_where_every_reader_reads_it():
+    (daemonset,) = yaml.safe_load_all((DEPLOY / "kubernetes/npudoctor-daemonset.yaml").read_text())
+    pod = daemonset["spec"]["template"]["spec"]
+    (poller,) = pod["containers"]
+    written = re.search(r"--save-report (\S+)", poller["args"][0])
+    assert written, poller["args"][0]
+    kept = host_path_of(pod, poller, written.group(1))
+    readers = []
+    for document in documents():
+        for obj in as_kubernetes_objects(document):
+            for container in obj["spec"].get("initContainers", []):
+                read = re.search(r"--last-report (\S+)", container["args"][0])
+                if read:
+                    readers.append(host_path_of(obj["spec"], container, read.group(1)))
+    npd = json.loads((DEPLOY / "npd/npudoctor-monitor.json").read_text())
+    readers += [rule["args"][rule["args"].index("--last-report") + 1] for rule in npd["rules"]]
+    healthcheck = (DEPLOY / "slurm/healthcheck-npudoctor.sh").read_text()
+    readers.append(re.search(r'LAST_REPORT="\$\{NPUDOCTOR_LAST_REPORT:-(\S+)\}"', healthcheck).group(1))
+    assert len(readers) >= 7 and set(readers) == {kept} == {"/var/lib/npudoctor/last-report.json"}
