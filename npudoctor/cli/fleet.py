@@ -8,7 +8,7 @@ from typing import Any, Optional, Sequence, Tuple
 
 import click
 
-from npudoctor.cli.common import PATH, emit_findings, fail_usage
+from npudoctor.cli.common import PATH, fail_usage
 from npudoctor.model.finding import Status, failing
 
 
@@ -240,6 +240,7 @@ def judge_last_report(path: str, max_age: int, only: Sequence[str], skip: Sequen
                       fmt: str, fail_on: str, verbose: bool, textfile: Optional[str]) -> int:
     """`check --last-report`: the node's kept report said in ``fmt``; the exit code (2: stale or unreadable,
     the reader could not tell)."""
+    from npudoctor.cli.common import emit_findings
     from npudoctor.fleet import lastreport
     from npudoctor.report import npd
 
@@ -252,14 +253,14 @@ def judge_last_report(path: str, max_age: int, only: Sequence[str], skip: Sequen
         if fmt != "npd":
             raise
         reason = str(exc).split(": ", 1)[-1]  # NPD keeps 80 characters: the reason, not the path before it
-        click.echo(npd.short(f"npudoctor could not tell: {reason}"))
+        click.echo(npd.could_not_tell(reason))
         return npd.UNKNOWN
     stale = last.age_s > max_age
     if textfile:
         write_textfile(textfile, report, fail_on, (last.age_s, max_age))
     if fmt == "npd":
-        code, line = (npd.UNKNOWN, lastreport.stale_line(last.age_s, max_age)) if stale else \
-            npd.verdict(report, fail_on)
+        code, line = (npd.UNKNOWN, npd.could_not_tell(lastreport.stale_reason(last.age_s, max_age))) if stale \
+            else npd.verdict(report, fail_on)
         click.echo(line)
         return code
     code = 2 if stale else report.exit_code(fail_on)

@@ -96,6 +96,6 @@ def select(report: Report, only: Sequence[str], skip: Sequence[str], scope: str 
                   inventory=report.inventory)
 
 
-def stale_line(age_s: float, max_age_s: float) -> str:
-    """What a reader says of a report older than it accepts (NPD's message: at most 80 characters)."""
-    return f"npudoctor could not tell: last report {age_s:.0f} s old (max {max_age_s:.0f} s)"
+def stale_reason(age_s: float, max_age_s: float) -> str:
+    """Why a reader cannot tell from a report older than it accepts."""
+    return f"last report {age_s:.0f} s old (max {max_age_s:.0f} s)"

@@ -28,9 +28,9 @@ def verdict(report: Report, fail_on: str = "fail") -> Tuple[int, str]:
     if errors:
         return UNKNOWN, _message("npudoctor could not tell", errors)
     if report.nothing_checked:
-        return UNKNOWN, short(f"npudoctor could not tell: nothing was checked ({len(report.findings)} skip)")
+        return UNKNOWN, _short(f"npudoctor could not tell: nothing was checked ({len(report.findings)} skip)")
     counts = report.summary.to_dict()
-    return OK, short(f"NPU node OK ({counts['pass']} pass, {counts['warn']} warn, {counts['skip']} skip)")
+    return OK, _short(f"NPU node OK ({counts['pass']} pass, {counts['warn']} warn, {counts['skip']} skip)")
 
 
 def render(report: Report, fail_on: str = "fail") -> str:
@@ -47,9 +47,14 @@ def _message(head: str, findings: List[Finding]) -> str:
     ids = list(dict.fromkeys(f.id for f in findings))
     more = f" (+{len(findings) - 1} more: {','.join(ids[1:4])})" if len(findings) > 1 else ""
     # the problem itself (the finding's detail), not the check's title: NPD shows this line as the condition
-    return short(f"{head}: {first.id}{where} {first.detail or first.title}{more}")
+    return _short(f"{head}: {first.id}{where} {first.detail or first.title}{more}")
 
 
-def short(text: str) -> str:
+def _short(text: str) -> str:
     text = " ".join(text.split())
     return text if len(text) <= MAX_MESSAGE else text[: MAX_MESSAGE - 3] + "..."
+
+
+def could_not_tell(reason: str) -> str:
+    """The Unknown line for what is no run's report (a kept report that is stale, missing or unreadable)."""
+    return _short(f"npudoctor could not tell: {reason}")
