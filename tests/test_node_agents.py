@@ -187,8 +187,9 @@ def test_a_kept_report_reads_back_as_the_same_report(tmp_path):
     again = lastreport.load(str(kept))
     assert {**again.report.to_dict(), "source": None} == report.to_dict() and 0 <= again.age_s < 60
     assert again.report.source == f"report:{kept}"
+    assert again.report.started == os.path.getmtime(kept)  # the textfile's npudoctor_last_run_timestamp_seconds
     assert prometheus.render(again.report) == prometheus.render(Report(
-        findings=report.findings, inventory=report.inventory))
+        findings=report.findings, inventory=report.inventory, started=os.path.getmtime(kept)))
 
 
 def test_the_shipped_public_customization_lists_every_code_npudoctor_sends():
@@ -200,3 +201,24 @@ def test_the_shipped_public_customization_lists_every_code_npudoctor_sends():
         shipped.write_text(json.dumps(generated, indent=2) + "\n")
     assert json.loads(shipped.read_text()) == generated, \
         "a node check was added: NPUDOCTOR_REGEN_GOLDEN=1 python -m pytest tests/test_node_agents.py"
+
+
+def test_clusterd_from_the_kept_report_recovers_what_healed_since_the_run_before(tmp_path):
+    kept = tmp_path / "last-report.json"
+    for scenario in ("unbound-device", "unbound-device"):
+        cli_runner().invoke(main, ["check", "--demo", scenario, "--format", "npd", "--save-report", str(kept)])
+    still = json.loads(cli_runner().invoke(main, ["check", "--last-report", str(kept), "--format",
+                                                  "clusterd"]).stdout)
+    assert [f["assertion"] for f in still["faults"]] == ["occur"]  # the same fault: raised, nothing healed
+    healed = report_with(finding("npu:0/chip:0"), host="atlas-unbound-device")
+    healed.findings[0] = Finding(id="SMI002", status=Status.PASS, title="t", subject="npu:0/chip:0",
+                                 stage="npu-smi")
+    lastreport.save(str(kept), healed)
+    assert (tmp_path / "last-report.json.previous").exists()
+    result = cli_runner().invoke(main, ["check", "--last-report", str(kept), "--format", "clusterd"])
+    assert result.exit_code == 0
+    doc = json.loads(result.stdout)
+    (recover,) = doc["faults"]
+    assert recover["assertion"] == "recover" and recover["faultId"] == still["faults"][0]["faultId"]
+    assert recover["faultTime"] == still["faults"][0]["faultTime"]  # when it occurred, as the API wants
+    assert clusterd.validate(doc) == []

@@ -271,6 +271,12 @@ def judge_last_report(path: str, max_age: int, only: Sequence[str], skip: Sequen
         from npudoctor.report import prometheus
 
         click.echo(prometheus.render(report, fail_on, (last.age_s, max_age)), nl=False)
+    elif fmt == "clusterd":  # the run before names what healed: ClusterD clears a fault only on its recover
+        from npudoctor.report import clusterd
+
+        previous = lastreport.load_previous(path)
+        previous = lastreport.select(previous, only, skip, scope or "", strict=False) if previous else None
+        click.echo(clusterd.render(report, fail_on, previous), nl=False)
     elif fmt == "text":
         from npudoctor.report import console
 

@@ -10,13 +10,14 @@ The report's age is its file's modification time (the poller replaces it after e
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
-from typing import Any, List, Mapping, NamedTuple, Sequence
+from typing import Any, List, Mapping, NamedTuple, Optional, Sequence
 
 from npudoctor.errors import InputError
 from npudoctor.fleet.reportdoc import MAX_REPORT_BYTES, ReportShapeError, check_report
-from npudoctor.fleet.textfile import write_atomically
+from npudoctor.fleet.textfile import check_target, write_atomically
 from npudoctor.model.finding import Finding, Report, Status
 from npudoctor.model.scope import scope_of
 from npudoctor.parsers import jsondoc
@@ -31,11 +32,27 @@ class LastReport(NamedTuple):
     age_s: float
 
 
+PREVIOUS = ".previous"  # the report before the last one, beside it: what healed since (ClusterD's recover)
+
+
 def save(path: str, report: Report) -> None:
-    """Keep ``report`` at ``path`` as its JSON document, replacing the last one in one step."""
+    """Keep ``report`` at ``path`` as its JSON document, replacing the last one in one step; the last one
+    becomes ``PATH.previous``."""
     from npudoctor.report import json_report
 
+    check_target(path)
+    if os.path.isfile(path) and not os.path.islink(path):
+        with contextlib.suppress(OSError):  # no previous report is only no recover event
+            os.replace(path, path + PREVIOUS)
     write_atomically(path, json_report.document_text(report.to_dict()))
+
+
+def load_previous(path: str) -> Optional[Report]:
+    """The report kept before the last one (None when there is none or it cannot be read)."""
+    try:
+        return load(path + PREVIOUS).report
+    except LastReportError:
+        return None
 
 
 def load(path: str, now: float = 0.0) -> LastReport:
@@ -58,7 +75,9 @@ def load(path: str, now: float = 0.0) -> LastReport:
     except (jsondoc.JsonDocumentError, ReportShapeError) as exc:
         raise LastReportError(f"--last-report {path}: {exc}") from None
     age = max(0.0, (now or time.time()) - stat.st_mtime)
-    return LastReport(from_document(document, f"report:{path}"), age)
+    report = from_document(document, f"report:{path}")
+    report.started = stat.st_mtime  # the run's end, as near its start as the document can say
+    return LastReport(report, age)
 
 
 def from_document(document: Mapping[str, Any], source: str) -> Report:
@@ -79,8 +98,9 @@ def from_document(document: Mapping[str, Any], source: str) -> Report:
                   source=source, inventory=dict(document.get("inventory") or {}))
 
 
-def select(report: Report, only: Sequence[str], skip: Sequence[str], scope: str = "") -> Report:
-    """The findings ``--only``/``--skip``/``--scope`` keep (an ID, an ID prefix or a stage, as for a run)."""
+def select(report: Report, only: Sequence[str], skip: Sequence[str], scope: str = "", strict: bool = True) -> Report:
+    """The findings ``--only``/``--skip``/``--scope`` keep (an ID, an ID prefix or a stage, as for a run);
+    ``strict``: none kept is an error."""
 
     def matches(finding: Finding, pattern: str) -> bool:
         wanted = pattern.lower()
@@ -89,11 +109,11 @@ def select(report: Report, only: Sequence[str], skip: Sequence[str], scope: str 
     kept = [f for f in report.findings
             if (not only or any(matches(f, p) for p in only)) and not any(matches(f, p) for p in skip)
             and (not scope or scope_of(f.id) == scope)]
-    if not kept:
+    if not kept and strict:
         raise LastReportError(f"{report.source}: no finding left by --only/--skip/--scope "
                               f"(the poller may run a narrower --scope)")
     return Report(findings=kept, tool=report.tool, host=report.host, source=report.source,
-                  inventory=report.inventory)
+                  inventory=report.inventory, started=report.started)
 
 
 def stale_reason(age_s: float, max_age_s: float) -> str:

@@ -207,12 +207,19 @@ def validate(doc: Mapping[str, Any]) -> List[str]:
     return problems
 
 
-def render(report: Report, fail_on: str = "fail") -> str:
+def render(report: Report, fail_on: str = "fail", previous: Optional[Report] = None) -> str:
     """The JSON text of :func:`document` (``fail_on`` is accepted like every writer's; WARNs are always sent,
-    at the SubHealth level that isolates nothing). Nothing to send: ``{}`` with no fault, which is not
-    written to the ConfigMap."""
+    at the SubHealth level that isolates nothing), plus a ``recover`` for each fault ``previous`` (the run
+    before) raised that this run no longer has. Nothing to send: ``{}``, which is not written to the
+    ConfigMap."""
     del fail_on
     doc = document(report)
+    if previous is not None:
+        try:
+            before = document(previous)
+        except ClusterdError:  # the run before cannot be said (another host name): nothing to recover
+            before = {"faults": []}
+        doc["faults"] = (doc["faults"] + recovered(before, doc))[:MAX_FAULTS]
     if not doc["faults"]:
         return "{}\n"
     problems = validate(doc)
