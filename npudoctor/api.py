@@ -190,7 +190,8 @@ def run_checks(
 
         specs = [spec for spec in specs if scope_of(spec.id) == scope]
         if not specs:
-            raise UsageError(f"--only {' '.join(only)} leaves no check of --scope {scope}")
+            chosen = f"--only {' '.join(only)}" if only else f"--skip {' '.join(skip)}"
+            raise UsageError(f"{chosen} leaves no check of --scope {scope}")
         if scope == "node":
             selection = type(selection)(specs, None)  # profiler output is the job's
     if not only and not any(v is not None for v in flatten(profile.get("inventory") or {}).values()):

@@ -213,7 +213,7 @@ def test_healthcheck_drains_on_the_nodes_fail_and_keeps_the_report_and_textfile(
     os.utime(kept, (old, old))
     (tmp_path / "scontrol.calls").unlink()
     stale = run_hook(tmp_path, "prolog-npudoctor.sh", "healthy", NPUDOCTOR_LAST_REPORT=str(kept))
-    assert stale.returncode == 0 and calls(tmp_path) == "" and "last report 3600 s old" in stale.stderr
+    assert stale.returncode == 0 and calls(tmp_path) == "" and re.search(r"last report 36\d\d s old", stale.stderr)
 
 
 @pytest.mark.parametrize(("scenario", "resume", "expected"), [

@@ -40,11 +40,11 @@ def save(path: str, report: Report) -> None:
     becomes ``PATH.previous``."""
     from npudoctor.report import json_report
 
-    check_target(path)
+    check_target(path, "--save-report")
     if os.path.isfile(path) and not os.path.islink(path):
         with contextlib.suppress(OSError):  # no previous report is only no recover event
             os.replace(path, path + PREVIOUS)
-    write_atomically(path, json_report.document_text(report.to_dict()))
+    write_atomically(path, json_report.document_text(report.to_dict()), "--save-report")
 
 
 def load_previous(path: str) -> Optional[Report]:
