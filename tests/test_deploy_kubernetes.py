@@ -23,7 +23,8 @@ from tests.clirunner import cli_runner
 ROOT = Path(__file__).resolve().parents[1]
 DEPLOY = ROOT / "deploy"
 KUBERNETES_VERSION = "1.29.0"  # the oldest release still supported upstream when this was written
-MANIFESTS = sorted([*DEPLOY.glob("kubernetes/*.yaml"), *DEPLOY.glob("volcano/*.yaml")])
+MANIFESTS = sorted([*DEPLOY.glob("kubernetes/*.yaml"), *DEPLOY.glob("volcano/*.yaml"),
+                    *DEPLOY.glob("mindcluster/*.yaml")])
 
 
 def documents() -> Iterator[Dict[str, Any]]:
@@ -58,7 +59,7 @@ def gate_scripts() -> List[str]:
     scripts = []
     for document in documents():
         for obj in as_kubernetes_objects(document):
-            scripts += [c["args"][0] for c in obj["spec"].get("initContainers", [])
+            scripts += [c["args"][0] for c in obj.get("spec", {}).get("initContainers", [])
                         if c["name"] == "npudoctor-node-gate"]
     return scripts
 
@@ -177,12 +178,39 @@ def test_the_poller_writes_the_report_where_every_reader_reads_it():
     readers = []
     for document in documents():
         for obj in as_kubernetes_objects(document):
-            for container in obj["spec"].get("initContainers", []):
-                read = re.search(r"--last-report (\S+)", container["args"][0])
+            spec = obj.get("spec", {}).get("template", {}).get("spec") or obj.get("spec") or {}
+            for container in [*spec.get("initContainers", []), *spec.get("containers", [])]:
+                read = re.search(r"--last-report (\S+)", " ".join(container.get("args", [])))
                 if read:
-                    readers.append(host_path_of(obj["spec"], container, read.group(1)))
+                    readers.append(host_path_of(spec, container, read.group(1)))
     npd = json.loads((DEPLOY / "npd/npudoctor-monitor.json").read_text())
     readers += [rule["args"][rule["args"].index("--last-report") + 1] for rule in npd["rules"]]
     healthcheck = (DEPLOY / "slurm/healthcheck-npudoctor.sh").read_text()
     readers.append(re.search(r'LAST_REPORT="\$\{NPUDOCTOR_LAST_REPORT:-(\S+)\}"', healthcheck).group(1))
-    assert len(readers) >= 7 and set(readers) == {kept} == {"/var/lib/npudoctor/last-report.json"}
+    assert len(readers) >= 8 and set(readers) == {kept} == {"/var/lib/npudoctor/last-report.json"}
+
+
+@pytest.mark.parametrize(("scenario", "age_s", "published"), [("unbound-device", 0, True),
+                                                              ("unbound-device", 3600, False)])
+def test_the_clusterd_publisher_renders_only_a_fresh_report(tmp_path, kept, scenario, age_s, published):
+    from npudoctor.report import clusterd
+
+    (publisher,) = [d for d in documents() if d["metadata"]["name"] == "npudoctor-clusterd-publisher"
+                    and d["kind"] == "DaemonSet"]
+    render = next(c for c in publisher["spec"]["template"]["spec"]["containers"] if c["name"] == "render")
+    once = re.search(r"^\s*(if .*?fi)$", render["args"][0], re.S | re.M)
+    assert once, render["args"][0]  # one round of the loop: render, keep only a fresh answer
+    report = tmp_path / "last-report.json"
+    report.write_bytes(kept[scenario].read_bytes())
+    os.utime(report, (os.path.getmtime(report) - age_s,) * 2)
+    (tmp_path / "out").mkdir()
+    npudoctor = tmp_path / "npudoctor"
+    npudoctor.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} -m npudoctor "$@"\n')
+    npudoctor.chmod(0o755)
+    script = once.group(1).replace("/npudoctor/last-report.json", str(report)).replace("/out/", f"{tmp_path}/out/")
+    subprocess.run(["sh", "-c", script], env={"PATH": f"{tmp_path}:/usr/bin:/bin"}, timeout=60, check=True)
+    written = tmp_path / "out" / "PublicFault"
+    assert written.exists() is published
+    if published:
+        doc = json.loads(written.read_text())
+        assert clusterd.validate(doc) == [] and doc["faults"][0]["faultCode"] == "830100201"
