@@ -222,3 +222,10 @@ def test_clusterd_from_the_kept_report_recovers_what_healed_since_the_run_before
     assert recover["assertion"] == "recover" and recover["faultId"] == still["faults"][0]["faultId"]
     assert recover["faultTime"] == still["faults"][0]["faultTime"]  # when it occurred, as the API wants
     assert clusterd.validate(doc) == []
+
+
+def test_save_report_that_can_never_be_written_is_said_before_the_run(tmp_path):
+    result = cli_runner().invoke(main, ["check", "--demo", "healthy", "--format", "npd",
+                                        "--save-report", str(tmp_path / "no-such-folder" / "r.json")])
+    assert result.exit_code == 2 and result.stdout == ""
+    assert f"--save-report {tmp_path / 'no-such-folder' / 'r.json'}: no such directory" in result.output

@@ -188,9 +188,10 @@ def check(level: Optional[int], profile_name: Optional[str], bundle: Optional[st
         python = None
     options = {"python": python, "logs_dirs": logs_dirs, "prof_dirs": prof_dirs}
     if save_report:  # a path that can never be written is said before the run, as for --textfile
-        from npudoctor.fleet.textfile import check_target
+        from npudoctor.fleet.lastreport import check_target, named_save_report
 
-        check_target(save_report, "--save-report")
+        with named_save_report():
+            check_target(save_report)
     if demo is not None or textfile:
         from npudoctor.cli.fleet import check_fleet_options
 

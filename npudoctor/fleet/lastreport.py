@@ -13,11 +13,11 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from typing import Any, List, Mapping, NamedTuple, Optional, Sequence
+from typing import Any, Iterator, List, Mapping, NamedTuple, Optional, Sequence
 
 from npudoctor.errors import InputError
 from npudoctor.fleet.reportdoc import MAX_REPORT_BYTES, ReportShapeError, check_report
-from npudoctor.fleet.textfile import check_target, write_atomically
+from npudoctor.fleet.textfile import TextfileError, check_target, write_atomically
 from npudoctor.model.finding import Finding, Report, Status
 from npudoctor.model.scope import scope_of
 from npudoctor.parsers import jsondoc
@@ -40,11 +40,23 @@ def save(path: str, report: Report) -> None:
     becomes ``PATH.previous``."""
     from npudoctor.report import json_report
 
-    check_target(path, "--save-report")
-    if os.path.isfile(path) and not os.path.islink(path):
-        with contextlib.suppress(OSError):  # no previous report is only no recover event
-            os.replace(path, path + PREVIOUS)
-    write_atomically(path, json_report.document_text(report.to_dict()), "--save-report")
+    with named_save_report():
+        check_target(path)
+        if os.path.isfile(path) and not os.path.islink(path):
+            with contextlib.suppress(OSError):  # no previous report is only no recover event
+                os.replace(path, path + PREVIOUS)
+        write_atomically(path, json_report.document_text(report.to_dict()))
+
+
+@contextlib.contextmanager
+def named_save_report() -> Iterator[None]:
+    """The textfile writer's errors name ``--textfile``; here the path is ``--save-report``'s."""
+    try:
+        yield
+    except TextfileError as exc:
+        text = str(exc)
+        raise TextfileError("--save-report" + text[len("--textfile"):] if text.startswith("--textfile") else text) \
+            from None
 
 
 def load_previous(path: str) -> Optional[Report]:

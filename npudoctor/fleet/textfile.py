@@ -20,19 +20,19 @@ class TextfileError(InputError):
     """The textfile cannot be written: one line for the user."""
 
 
-def check_target(path: str, option: str = "--textfile") -> None:
+def check_target(path: str) -> None:
     """Refuse a target that can never be written, before any work is done."""
     folder = os.path.dirname(os.path.abspath(path))
     if os.path.islink(os.path.dirname(path) or "."):
-        raise TextfileError(f"{option} {path}: its folder is a symbolic link (not followed; give the real "
+        raise TextfileError(f"--textfile {path}: its folder is a symbolic link (not followed; give the real "
                             f"folder)")
     if not os.path.isdir(folder):
-        raise TextfileError(f"{option} {path}: no such directory {folder}")
+        raise TextfileError(f"--textfile {path}: no such directory {folder}")
     if os.path.lexists(path) and (os.path.islink(path) or not os.path.isfile(path)):
-        raise TextfileError(f"{option} {path}: exists and is not a regular file (refusing to replace it)")
+        raise TextfileError(f"--textfile {path}: exists and is not a regular file (refusing to replace it)")
 
 
-def write_atomically(path: str, text: str, option: str = "--textfile") -> None:
+def write_atomically(path: str, text: str) -> None:
     """Replace ``path`` with ``text`` in one step (temp file in the same folder, fsync, rename, mode 0644).
 
     Replacing is the point here (the collector wants the newest run), unlike bundles and onboarding
@@ -41,7 +41,7 @@ def write_atomically(path: str, text: str, option: str = "--textfile") -> None:
     temporary file is created and renamed relative to that open folder (a link swapped in later is not
     followed either).
     """
-    check_target(path, option)
+    check_target(path)
     name = os.path.basename(path)
     folder = os.path.dirname(path) or "."
     flags = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
@@ -50,7 +50,7 @@ def write_atomically(path: str, text: str, option: str = "--textfile") -> None:
     except OSError as exc:
         reason = "its folder is a symbolic link (not followed)" if exc.errno in (errno.ELOOP, errno.ENOTDIR) else \
             f"cannot write: {exc.strerror or exc}"
-        raise TextfileError(f"{option} {path}: {reason}") from None
+        raise TextfileError(f"--textfile {path}: {reason}") from None
     tmp = ""
     try:
         fd, tmp = _create_temporary(folder_fd, name)
@@ -64,7 +64,7 @@ def write_atomically(path: str, text: str, option: str = "--textfile") -> None:
         if tmp:
             with contextlib.suppress(OSError):
                 os.unlink(tmp, dir_fd=folder_fd)
-        raise TextfileError(f"{option} {path}: cannot write: {exc.strerror or exc}") from None
+        raise TextfileError(f"--textfile {path}: cannot write: {exc.strerror or exc}") from None
     finally:
         os.close(folder_fd)
 
