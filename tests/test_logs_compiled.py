@@ -239,3 +239,32 @@ def test_plog_pass_finds_the_lines_holding_a_literal_whichever_search_it_takes(e
     firsts = {first for first, _, _, _, _ in groups}
     assert firsts <= set(holding) and min(firsts) == holding[0]
     assert max(last for _, last, _, _, _ in groups) == holding[-1]
+
+
+def test_line_groups_left_for_later_stay_bounded(monkeypatch):
+    """The compiled pass merges its line groups once per input; many distinct long messages are merged as
+    they come (their texts never hold more than a chunk's worth), with the findings of merging at once."""
+    from npudoctor.logs import scanner as scanner_module
+
+    lines = [b"[ERROR] GE(%d,python):2025-01-01-00:00:00.000.000 [a.cc:1] failed %d " % (n, n) + b"x" * 3000
+             for n in range(400)]
+    data = b"\n".join(lines) + b"\n"
+    seen = []
+    real = Scanner._merge_pending
+
+    def spy(self):
+        seen.append(self._pending_chars)
+        real(self)
+
+    monkeypatch.setattr(Scanner, "_merge_pending", spy)
+    monkeypatch.setattr(scanner_module, "CHUNK_BYTES", 100_000)
+
+    def scan() -> List[Any]:
+        scanner = Scanner()
+        scanner.scan_stream("plog-1.log", (data[at:at + 65536] for at in range(0, len(data), 65536)))
+        return [scanner.result()]
+
+    compiled_docs, pure_docs = _documents(monkeypatch, scan)
+    assert compiled_docs == pure_docs
+    assert compiled_docs[0]["findings"][0]["count"] == 400
+    assert max(seen) <= 100_000 + 65536 + 4000 and seen.count(0) < len(seen)  # a chunk beyond the bound

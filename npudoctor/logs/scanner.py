@@ -179,6 +179,7 @@ class Scanner:
         # [first line, last line, lines, text, analysis]): merged once per input, not once per chunk.
         self._pending: Dict[int, List[Any]] = {}
         self._pending_summary = FileSummary("")
+        self._pending_chars = 0  # the length of their texts (bounded like a chunk)
 
     @property
     def plog_markers(self) -> Tuple[bytes, ...]:
@@ -385,7 +386,7 @@ class Scanner:
         self._count_and_merge(summary, headers, records, examined,
                               [(first, last, times, text, analysis)
                                for first, last, times, text, analysis in groups.values()], True, self._pending)
-        if len(self._pending) > MAX_SHAPES:
+        if len(self._pending) > MAX_SHAPES or self._pending_chars > CHUNK_BYTES:
             self._merge_pending()  # bounded memory
         return line_base + newlines
 
@@ -394,7 +395,7 @@ class Scanner:
         findings are those of merging them chunk by chunk: a group adds its lines' count and last line, and
         what only the first merge sets, sample and first line, comes from its first line either way)."""
         if self._pending:
-            pending, self._pending = self._pending, {}
+            pending, self._pending, self._pending_chars = self._pending, {}, 0
             for first, last, times, text, (line_hits, _) in pending.values():
                 self._merge(self._pending_summary, text, first, line_hits, times, last)
 
@@ -426,6 +427,7 @@ class Scanner:
             known = pending.get(id(analysis))
             if known is None:
                 pending[id(analysis)] = [first_lineno, last_lineno, times, text, analysis]
+                self._pending_chars += len(text)
             else:
                 known[1] = max(known[1], last_lineno)
                 known[2] += times
