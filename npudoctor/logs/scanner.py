@@ -369,23 +369,13 @@ class Scanner:
             return None
         limit = MAX_MATCH_CHARS * 2
         texts = _decode_lines([data[start:min(stop, start + limit)] for _, _, _, start, stop in found])
-        groups: Dict[int, List[Any]] = {}  # id(analysis) -> [first line, last line, lines, text, analysis]
-        examined = 0
-        for (first, last, times, _, _), text, analysis in zip(found, texts, self._analyze_shapes(texts)):
-            examined += times
-            if analysis[0] or analysis[1]:
-                group = groups.get(id(analysis))
-                if group is None:
-                    groups[id(analysis)] = [first, last, times, text, analysis]
-                else:
-                    group[1] = max(group[1], last)
-                    group[2] += times
+        groups: List[LineGroup] = [(first, last, times, text, analysis) for (first, last, times, _, _), text, analysis
+                                   in zip(found, texts, self._analyze_shapes(texts)) if analysis[0] or analysis[1]]
         if summary is not self._pending_summary:
             self._merge_pending()
             self._pending_summary = summary
-        self._count_and_merge(summary, headers, records, examined,
-                              [(first, last, times, text, analysis)
-                               for first, last, times, text, analysis in groups.values()], True, self._pending)
+        self._count_and_merge(summary, headers, records, sum(group[2] for group in found), groups, True,
+                              self._pending)
         if len(self._pending) > MAX_SHAPES or self._pending_chars > CHUNK_BYTES:
             self._merge_pending()  # bounded memory
         return line_base + newlines
