@@ -451,7 +451,7 @@ typedef struct {
 } Table;
 
 static uint64_t hash_bytes(uint64_t h, const unsigned char *p, Py_ssize_t n) {
-    /* FNV-1a over 8-byte words (then bytes): fast enough and well spread for keys of log text. */
+    /* FNV-1a over 8-byte words: fast enough and well spread for keys of log text. */
     while (n >= 8) {
         uint64_t word;
         memcpy(&word, p, 8);
@@ -460,8 +460,11 @@ static uint64_t hash_bytes(uint64_t h, const unsigned char *p, Py_ssize_t n) {
         p += 8;
         n -= 8;
     }
-    while (n-- > 0) {
-        h = (h ^ *p++) * 0x100000001b3ULL;
+    if (n > 0) { /* the last bytes as one zero-padded word (the sizes are part of the key) */
+        uint64_t word = 0;
+        memcpy(&word, p, (size_t)n);
+        h = (h ^ word) * 0x100000001b3ULL;
+        h ^= h >> 29;
     }
     return h;
 }
