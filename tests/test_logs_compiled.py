@@ -268,3 +268,20 @@ def test_line_groups_left_for_later_stay_bounded(monkeypatch):
     assert compiled_docs == pure_docs
     assert compiled_docs[0]["findings"][0]["count"] == 400
     assert max(seen) <= 100_000 + 65536 + 4000 and seen.count(0) < len(seen)  # a chunk beyond the bound
+
+
+def test_the_grammar_the_compiled_pass_mirrors_is_the_one_it_was_written_for():
+    """_plogscan.c reads record headers (RECORD_FIRST_LINE: level words, module, `(`) and their varying
+    part (RECORD_VARYING) itself. A change to either pattern must be made in the C file too (then update
+    these pins): until then the two passes would count or group records differently."""
+    from npudoctor.logs import scanner as scanner_module
+
+    assert scanner_module.RECORD_FIRST_LINE.pattern == (
+        rb"\[((?:ERROR|WARNING|INFO|DEBUG|EVENT|TRACE|NULL|ERRO|ERR|WARN|error|warning|info|debug|event|\d{1,2})\] ?"
+        rb"(?:[A-Z][A-Z0-9_]*|\d+))\(")
+    assert scanner_module.RECORD_VARYING.pattern == (
+        r"\(-?\d+,[^)\n]*\): ?\d{4}-\d\d-\d\d[- ]\d\d:\d\d:\d\d(?:\.\d{3}\.\d{3})?")
+    source = SOURCE.read_text(encoding="utf-8")
+    for word in ("ERROR", "WARNING", "INFO", "DEBUG", "EVENT", "TRACE", "NULL", "ERRO", "ERR", "WARN",
+                 "error", "warning", "info", "debug", "event"):
+        assert f'"{word}"' in source
