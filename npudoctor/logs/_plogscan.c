@@ -305,41 +305,25 @@ static const unsigned char *literals_next(const Literals *lit, const unsigned ch
 static int is_digit(unsigned char c) { return c >= '0' && c <= '9'; }
 static int is_upper(unsigned char c) { return c >= 'A' && c <= 'Z'; }
 
-/* The level words of RECORD_FIRST_LINE, as 8-byte words (zero-padded) to compare in one step. */
-static const char LEVEL_WORDS[][8] = {
-    "ERROR", "WARNING", "INFO", "DEBUG", "EVENT", "TRACE", "NULL", "ERRO", "ERR", "WARN",
-    "error", "warning", "info", "debug", "event",
-};
+/* A level word as the header grammar could have it: letters and digits. Which words RECORD_FIRST_LINE takes is
+ * Python's to say (scanner._scan_plog_compiled drops the headers it does not take, once per distinct header):
+ * the level words are not written twice. */
+#define MAX_LEVEL_WORD 16
 
-static int level_word(const unsigned char *word, Py_ssize_t size) {
-    if (size >= 1 && size <= 2) {
-        return is_digit(word[0]) && (size == 1 || is_digit(word[1]));
-    }
-    uint64_t padded = 0, known;
-    memcpy(&padded, word, (size_t)size);
-    for (size_t i = 0; i < sizeof(LEVEL_WORDS) / sizeof(LEVEL_WORDS[0]); i++) {
-        memcpy(&known, LEVEL_WORDS[i], 8);
-        if (padded == known) {
-            return 1;
-        }
-    }
-    return 0;
-}
+static int is_alnum(unsigned char c) { return is_digit(c) || is_upper(c) || (c >= 'a' && c <= 'z'); }
 
-/* RECORD_FIRST_LINE at p (a line start): the end of its group 1 (`LEVEL] MODULE`, at the `(`), or NULL. */
+/* RECORD_FIRST_LINE at p (a line start), any level word: the end of its group 1 (`LEVEL] MODULE`, at the `(`),
+ * or NULL. */
 static const unsigned char *record_header(const unsigned char *p, const unsigned char *stop) {
     if (p >= stop || *p != '[') {
         return NULL;
     }
     const unsigned char *word = p + 1;
     const unsigned char *close = word;
-    while (close < stop && close - word < 8 && *close != ']') {
+    while (close < stop && close - word <= MAX_LEVEL_WORD && is_alnum(*close)) {
         close++;
     }
-    if (close >= stop || *close != ']') {
-        return NULL;
-    }
-    if (!level_word(word, close - word)) {
+    if (close == word || close >= stop || *close != ']') {
         return NULL;
     }
     const unsigned char *q = close + 1;
@@ -569,7 +553,8 @@ static Entry *table_get(Table *t, const unsigned char *head, Py_ssize_t head_siz
 PyDoc_STRVAR(plog_pass_doc,
              "plog_pass(data, begin, end, literals, line_base, search=0) -> (headers, records, newlines, groups)\n\n"
              "One pass over the complete lines data[begin:end] (ending with a newline). headers: {b'LEVEL] "
-             "MODULE': records} in the order RECORD_AT_LINE_START.findall and then RECORD_FIRST_LINE give; "
+             "MODULE': records} in the order RECORD_AT_LINE_START.findall and then RECORD_FIRST_LINE give, "
+             "any level word (letters and digits); "
              "records: their sum; newlines: the line count; groups: the lines holding one of literals "
              "(non-empty bytes), one group per message shape (the line with its record header's pid, "
              "process name and timestamp left out), in the order of their first lines: (first line number, "

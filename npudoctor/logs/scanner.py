@@ -143,6 +143,13 @@ def compiled_plog_pass() -> Optional[PlogPass]:
     return None if module is None else module.plog_pass
 
 
+@functools.lru_cache(maxsize=4096)
+def _is_record_header(header: bytes) -> bool:
+    """Whether a header the compiled pass found (``LEVEL] MODULE``, any level word) is one RECORD_FIRST_LINE
+    takes: the level words are said once, here."""
+    return RECORD_FIRST_LINE.fullmatch(b"[" + header + b"(") is not None
+
+
 # What one line says, worked out once per message shape: its hits, and (level, module) of records glued
 # after its first one.
 Analysis = Tuple[List[LineHit], Tuple[Tuple[str, str], ...]]
@@ -365,6 +372,8 @@ class Scanner:
         lines to examine found and grouped by message shape in C, so that Python works per shape, not per
         line; None (nothing counted) when the chunk is not plog."""
         headers, records, newlines, found = plog_pass(data, begin, end, self._plog_finds, line_base)
+        for header in [header for header in headers if not _is_record_header(header)]:
+            records -= headers.pop(header)  # a level word RECORD_FIRST_LINE does not take
         if not records or records < PLOG_SHARE * newlines:
             return None
         limit = MAX_MATCH_CHARS * 2
