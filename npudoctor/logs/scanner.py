@@ -183,7 +183,8 @@ class Scanner:
         self._shape_hits: Dict[str, Analysis] = {}
         self._raw_shape_hits: Dict[Tuple[bytes, ...], Analysis] = {}
         # Line groups of the compiled pass not merged yet, over the chunks of one input (id(analysis) ->
-        # [first line, last line, lines, text, analysis]): merged once per input, not once per chunk.
+        # [first line, last line, lines, text, analysis]): merged once per input, not once per chunk, at the
+        # latest when scan_stream returns (none are left outside it).
         self._pending: Dict[int, List[Any]] = {}
         self._pending_summary = FileSummary("")
         self._pending_chars = 0  # the length of their texts (bounded like a chunk)
@@ -275,7 +276,6 @@ class Scanner:
 
     def add_parts(self, parts: Sequence[ScanPart]) -> FileSummary:
         """Put the parts of one input, in file order, into this scan as if it had been scanned whole."""
-        self._merge_pending()
         summary = FileSummary(parts[0].summary.path)
         summary._binary = parts[0].summary._binary
         line_base = 0
@@ -711,7 +711,6 @@ class Scanner:
         return code if code in self.codes or len(self.codes) < MAX_SUBJECTS_PER_KIND else OTHER_SUBJECT
 
     def result(self) -> ScanResult:
-        self._merge_pending()
         merged: Iterable[LogFinding] = self._merged.values()
         if self.installed:
             merged = [_as_installed(f, self.installed) for f in merged]
