@@ -130,6 +130,14 @@ DENSE_RECORD_LINE = re.compile(
 # (level and module, message) of one of its matches (the unbound method: twice as fast as a methodcaller).
 _SHAPE_OF_MATCH = re.Match.groups
 
+# What one line says, worked out once per message shape: its hits, and (level, module) of records glued
+# after its first one.
+Analysis = Tuple[List[LineHit], Tuple[Tuple[str, str], ...]]
+# Lines of one shape in one chunk: (first line number, last line number, lines, first line's text, analysis).
+LineGroup = Tuple[int, int, int, str, Analysis]
+
+
+
 # The compiled pass over a plog chunk (npudoctor/logs/_plogscan.c): (data, begin, end, literals, line_base) ->
 # ({b"LEVEL] MODULE": records}, records, newlines, [(first line, last line, lines, start, stop) per shape]).
 PlogPass = Callable[[bytes, int, int, Tuple[bytes, ...], int],
@@ -148,13 +156,6 @@ def _is_record_header(header: bytes) -> bool:
     """Whether a header the compiled pass found (``LEVEL] MODULE``, any level word) is one RECORD_FIRST_LINE
     takes: the level words are said once, here."""
     return RECORD_FIRST_LINE.fullmatch(b"[" + header + b"(") is not None
-
-
-# What one line says, worked out once per message shape: its hits, and (level, module) of records glued
-# after its first one.
-Analysis = Tuple[List[LineHit], Tuple[Tuple[str, str], ...]]
-# Lines of one shape in one chunk: (first line number, last line number, lines, first line's text, analysis).
-LineGroup = Tuple[int, int, int, str, Analysis]
 
 
 class Scanner:
