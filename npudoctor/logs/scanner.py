@@ -137,7 +137,6 @@ Analysis = Tuple[List[LineHit], Tuple[Tuple[str, str], ...]]
 LineGroup = Tuple[int, int, int, str, Analysis]
 
 
-
 # The compiled pass over a plog chunk (npudoctor/logs/_plogscan.c): (data, begin, end, literals, line_base) ->
 # ({b"LEVEL] MODULE": records}, records, newlines, [(first line, last line, lines, start, stop) per shape]).
 PlogPass = Callable[[bytes, int, int, Tuple[bytes, ...], int],
