@@ -152,8 +152,8 @@ def _force_search(monkeypatch: pytest.MonkeyPatch, search: int) -> None:
         plog_pass = real()
         if plog_pass is None:
             return None
-        return lambda data, begin, end, literals, line_base: plog_pass(data, begin, end, literals, line_base,
-                                                                        search)
+        return lambda data, begin, end, literals, line_base, forms: plog_pass(data, begin, end, literals,
+                                                                               line_base, forms, search)
 
     monkeypatch.setattr(scanner_module, "compiled_plog_pass", forced)
 
@@ -234,7 +234,7 @@ def test_plog_pass_finds_the_lines_holding_a_literal_whichever_search_it_takes(e
              for line in p.read_bytes().splitlines()][:3000]
     data = b"\n".join(lines) + b"\n"
     literals = Scanner().plog_markers + extra
-    _, _, newlines, groups = plog_pass(data, 0, len(data), literals, 0, search)
+    _, _, newlines, groups = plog_pass(data, 0, len(data), literals, 0, 0, search)
     holding = [number for number, line in enumerate(lines, 1) if any(lit in line for lit in literals)]
     assert newlines == len(lines) and len(holding) > 50
     assert sum(times for _, _, times, _, _ in groups) == len(holding)
@@ -295,3 +295,12 @@ def test_the_compiled_pass_groups_no_coarser_than_the_record_grammar(monkeypatch
     assert compiled_docs == pure_docs
     assert compiled_docs[0]["summary"]["levels"].get("ERROR") == 3 * len(varying)
     assert "FOO" not in compiled_docs[0]["summary"]["levels"]
+    # MindSpore's forms (`(pid:tid,`, short fractions) are left out of the shape only as RECORD_VARYING says
+    plog_pass = compiled_plog_pass()
+    assert plog_pass is not None
+    data = (b"[ERROR] ME(1:2,p):2025-01-01-00:00:00.5.12 failed\n"
+            b"[ERROR] ME(3:4,p):2025-01-01-00:00:01.7.99 failed\n")
+    assert [len(plog_pass(data, 0, len(data), (b"[ERROR]",), 0, forms)[3]) for forms in range(4)] == [2, 2, 2, 1]
+    assert scanner_module.VARYING_FORMS == (
+        (scanner_module.RECORD_VARYING.fullmatch("(1:2,p):2025-01-01-00:00:00") is not None)
+        + 2 * (scanner_module.RECORD_VARYING.fullmatch("(1,p):2025-01-01-00:00:00.5.12") is not None))

@@ -363,7 +363,23 @@ static const unsigned char *literal_byte(const unsigned char *q, const unsigned 
 
 /* RECORD_VARYING at q (the `(` after a header's module): the end of the pid, process name and timestamp,
  * or NULL. `\(-?\d+,[^)\n]*\): ?\d{4}-\d\d-\d\d[- ]\d\d:\d\d:\d\d(?:\.\d{3}\.\d{3})?` */
-static const unsigned char *record_varying(const unsigned char *q, const unsigned char *stop) {
+/* Forms of the varying part beyond CANN's own, taken where RECORD_VARYING takes them (Python says which). */
+#define FORM_THREAD 1      /* `(pid:tid,process)` */
+#define FORM_SHORT_FRACTION 2 /* `.5.12`: fractions of 1-3 digits */
+
+/* 1-3 digits (as many as there are, greedy as the regex is), or exactly 3 without FORM_SHORT_FRACTION. */
+static const unsigned char *fraction_digits(const unsigned char *q, const unsigned char *stop, int forms) {
+    if (!(forms & FORM_SHORT_FRACTION)) {
+        return digits(q, stop, 3);
+    }
+    const unsigned char *start = q;
+    while (q < stop && q - start < 3 && is_digit(*q)) {
+        q++;
+    }
+    return q > start ? q : NULL;
+}
+
+static const unsigned char *record_varying(const unsigned char *q, const unsigned char *stop, int forms) {
     q = literal_byte(q, stop, '(');
     if (q == NULL) {
         return NULL;
@@ -377,6 +393,10 @@ static const unsigned char *record_varying(const unsigned char *q, const unsigne
     }
     if (q == pid) {
         return NULL;
+    }
+    if ((forms & FORM_THREAD) && q + 1 < stop && *q == ':' && is_digit(q[1])) {
+        for (q++; q < stop && is_digit(*q); q++) {
+        }
     }
     q = literal_byte(q, stop, ',');
     if (q == NULL) {
@@ -409,9 +429,9 @@ static const unsigned char *record_varying(const unsigned char *q, const unsigne
         return NULL;
     }
     const unsigned char *fraction = literal_byte(q, stop, '.');
-    fraction = fraction ? digits(fraction, stop, 3) : NULL;
+    fraction = fraction ? fraction_digits(fraction, stop, forms) : NULL;
     fraction = fraction ? literal_byte(fraction, stop, '.') : NULL;
-    fraction = fraction ? digits(fraction, stop, 3) : NULL;
+    fraction = fraction ? fraction_digits(fraction, stop, forms) : NULL;
     return fraction ? fraction : q;
 }
 
@@ -551,24 +571,26 @@ static Entry *table_get(Table *t, const unsigned char *head, Py_ssize_t head_siz
 #define MAX_SHAPE_LINE 16384
 
 PyDoc_STRVAR(plog_pass_doc,
-             "plog_pass(data, begin, end, literals, line_base, search=0) -> (headers, records, newlines, groups)\n\n"
+             "plog_pass(data, begin, end, literals, line_base, forms=0, search=0) -> (headers, records, newlines, "
+             "groups)\n\n"
              "One pass over the complete lines data[begin:end] (ending with a newline). headers: {b'LEVEL] "
              "MODULE': records} in the order RECORD_AT_LINE_START.findall and then RECORD_FIRST_LINE give, "
              "any level word (letters and digits); "
              "records: their sum; newlines: the line count; groups: the lines holding one of literals "
              "(non-empty bytes), one group per message shape (the line with its record header's pid, "
              "process name and timestamp left out), in the order of their first lines: (first line number, "
-             "last line number, lines, start, stop) with data[start:stop] the first line. search (for tests): 0 "
+             "last line number, lines, start, stop) with data[start:stop] the first line. forms: the varying "
+             "parts beyond CANN's taken too (1: `(pid:tid,`, 2: fractions of 1-3 digits). search (for tests): 0 "
              "the fastest search this machine has, 1 the 16-byte vector filter, 2 Wu-Manber.");
 
 static PyObject *plog_pass(PyObject *self, PyObject *args) {
     Py_buffer buffer;
     Py_ssize_t begin, end, line_base;
     PyObject *literal_tuple;
-    int search = 0;
+    int forms = 0, search = 0;
     (void)self;
-    if (!PyArg_ParseTuple(args, "y*nnO!n|i", &buffer, &begin, &end, &PyTuple_Type, &literal_tuple, &line_base,
-                          &search)) {
+    if (!PyArg_ParseTuple(args, "y*nnO!n|ii", &buffer, &begin, &end, &PyTuple_Type, &literal_tuple, &line_base,
+                          &forms, &search)) {
         return NULL;
     }
     PyObject *result = NULL;
@@ -635,7 +657,7 @@ static PyObject *plog_pass(PyObject *self, PyObject *args) {
         if (ahead < (newline ? newline + 1 : stop)) {
             const unsigned char *varying_end = NULL;
             if (head_end != NULL && line_end - p <= MAX_SHAPE_LINE) {
-                varying_end = record_varying(head_end, line_end);
+                varying_end = record_varying(head_end, line_end, forms);
             }
             Entry *e = varying_end ? table_get(&groups, p, head_end - p, varying_end, line_end - varying_end)
                                    : table_get(&groups, p, line_end - p, NULL, -1);
