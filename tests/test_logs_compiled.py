@@ -278,6 +278,16 @@ def test_the_compiled_pass_groups_no_coarser_than_the_record_grammar(monkeypatch
     shapes, whatever grammar the Python side grows)."""
     from npudoctor.logs import scanner as scanner_module
 
+    # MindSpore's forms (`(pid:tid,`, short fractions) are left out of the shape only as RECORD_VARYING says
+    plog_pass = compiled_plog_pass()
+    assert plog_pass is not None
+    data = (b"[ERROR] ME(1:2,p):2025-01-01-00:00:00.5.12 failed\n"
+            b"[ERROR] ME(3:4,p):2025-01-01-00:00:01.7.99 failed\n")
+    assert [len(plog_pass(data, 0, len(data), (b"[ERROR]",), 0, forms)[3]) for forms in range(4)] == [2, 2, 2, 1]
+    taken = ((scanner_module.RECORD_VARYING.fullmatch("(1:2,p):2025-01-01-00:00:00") is not None)
+             + 2 * (scanner_module.RECORD_VARYING.fullmatch("(1,p):2025-01-01-00:00:00.5.12") is not None))
+    assert scanner_module.VARYING_FORMS == taken
+
     varying = ["(1,python):2025-01-01-00:00:00.000.000", "(-1,null):1970-01-01-00:03:44.763.803",
                "(123, python):2024-07-04 13:26:26", "(9,a b):2024-07-04-13:26:26"]
     for part in varying:
@@ -295,12 +305,3 @@ def test_the_compiled_pass_groups_no_coarser_than_the_record_grammar(monkeypatch
     assert compiled_docs == pure_docs
     assert compiled_docs[0]["summary"]["levels"].get("ERROR") == 3 * len(varying)
     assert "FOO" not in compiled_docs[0]["summary"]["levels"]
-    # MindSpore's forms (`(pid:tid,`, short fractions) are left out of the shape only as RECORD_VARYING says
-    plog_pass = compiled_plog_pass()
-    assert plog_pass is not None
-    data = (b"[ERROR] ME(1:2,p):2025-01-01-00:00:00.5.12 failed\n"
-            b"[ERROR] ME(3:4,p):2025-01-01-00:00:01.7.99 failed\n")
-    assert [len(plog_pass(data, 0, len(data), (b"[ERROR]",), 0, forms)[3]) for forms in range(4)] == [2, 2, 2, 1]
-    assert scanner_module.VARYING_FORMS == (
-        (scanner_module.RECORD_VARYING.fullmatch("(1:2,p):2025-01-01-00:00:00") is not None)
-        + 2 * (scanner_module.RECORD_VARYING.fullmatch("(1,p):2025-01-01-00:00:00.5.12") is not None))
