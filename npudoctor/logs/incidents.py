@@ -687,9 +687,10 @@ def _verdict(root: Optional[Incident], incidents: Sequence[Incident], seen: int,
     if root is None and not consequences:
         return f"{len(incidents)} independent incident(s), none a consequence of another: {incidents[0].title}."
     if root is None:
+        detail = ", ".join(part for part in (codes_text(consequences) or consequences[0].label,
+                                             span_text(consequences)) if part)
         return (f"No root cause logged: {len({_key(i) for i in consequences})} rank(s) timed out waiting for a "
-                f"peer ({codes_text(consequences) or consequences[0].label}, {span_text(consequences)}) but no "
-                f"log says which failed first.")
+                f"peer ({detail}) but no log says which failed first.")
     codes = f" ({', '.join(root.codes[:4])})" if root.codes else ""
     when = f" at {shown_time(root.first_time)}" if root.first_time else ""
     if common:

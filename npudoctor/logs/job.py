@@ -3,7 +3,7 @@
 Layouts read (``JOB_DIR`` as given to ``logs scan``): a folder per node (as ascend-fd expects) when the job
 folder holds two or more folders that are not log folders themselves; CANN's ``plog/``, ``device-N/``;
 torchrun's ``--log-dir`` (``attempt_N/<local_rank>/stderr.log``); MindSpore's ``rank_N/``; file names such
-as ``rank3.log`` / ``worker_3.log``. A console that carries several ranks is split by its line prefixes:
+as ``rank3.log``; ascend-fd's ``worker-N/`` node folders. A console that carries several ranks is split by its line prefixes:
 torchrun's ``[rank3]:`` / ``[default3]:``, Ray's ``(RayWorkerWrapper pid=123, ip=10.0.0.1)``. The logs' own
 fields (``RankID``, ``chipId``, ``device_id``, ``remote rank``) fill in what the layout does not say
 (:mod:`npudoctor.logs.incidents`).
@@ -36,16 +36,16 @@ from npudoctor.logs.scanner import Scanner
 
 # Folder names of log layouts (not node names): CANN's, torchrun's, MindSpore's, the usual words.
 LAYOUT_FOLDER = re.compile(r"(?i)^(?:plog|debug|run|log|logs|ascend|ascend_log|device-\d+|attempt_\d+|\d+|"
-                           r"rank[_-]?\d+|worker[_-]?\d+|node[_-]?rank[_-]?\d+|npu[_-]?\d+|slog|event|security|"
+                           r"rank[_-]?\d+|node[_-]?rank[_-]?\d+|npu[_-]?\d+|slog|event|security|process_log|"
                            r"operate|trace|stdout|stderr|output|outputs|profiling)$")
 RANK_FOLDER = re.compile(r"(?i)^rank[_-]?(\d+)$")
 DEVICE_FOLDER = re.compile(r"^device-(\d+)$")
 ATTEMPT_FOLDER = re.compile(r"^attempt_\d+$")
-RANK_FILE = re.compile(r"(?i)(?:^|[_.-])(?:rank|worker)[_-]?(\d+)(?:[_.-]|$)")
+RANK_FILE = re.compile(r"(?i)(?:^|[_.-])rank[_-]?(\d+)(?:[_.-]|$)")
 PLOG_PID = re.compile(r"^plog-(\d+)_")
 # Console line prefixes that say whose line it is (at the start of a line, after Docker's `name  | `).
 PREFIX = re.compile(rb"^(?:[\w.-]+\s+\|\s)?(?:\[(rank|default)(\d+)\]:\s?|\((\w+) pid=(\d+)(?:, ip=([\w.:-]+))?\)\s?)")
-# A console is split when its first SNIFF_BYTES hold this many prefixed lines of two or more owners.
+# A console is split when its first SNIFF_BYTES hold this many prefixed lines (one owner: its rank is known).
 SNIFF_BYTES = 256 * 1024
 SNIFF_LINES = 3
 # What of a log's end is read for the time its log stopped.
@@ -240,7 +240,7 @@ def _sniff(item: LogInput) -> bool:
         if match:
             hits += 1
             owners.add(_owner(match))
-    return hits >= SNIFF_LINES and len(owners) >= 2
+    return hits >= SNIFF_LINES and bool(owners)
 
 
 Stream = Tuple["Owner", ScanPart, "array.array[int]", str]

@@ -128,7 +128,7 @@ def _folded_line(label: str, incidents: Sequence[Incident], symbols: Mapping[Sta
     text.append(symbols[Status.WARN], style=STYLE[Status.WARN])
     details = ", ".join(part for part in (codes_text(incidents), span_text(incidents)) if part)
     after = sorted({i.caused_by for i in incidents if i.caused_by})
-    text.append(f" {label} x{len(incidents)}: ", style="bold")
+    text.append(f" {label}: ", style="bold")
     text.append(ranks_text(incidents))
     if details:
         text.append(f" ({details})", style="dim")
