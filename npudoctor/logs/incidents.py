@@ -301,6 +301,13 @@ def incidents_of(findings: Sequence[LogFinding], unit: Unit,
                 incidents.append(_incident(consequences, unit))
         elif consequences:
             incidents.append(_incident(consequences + context, unit))
+        elif any(m.finding.kind == "error_code" for m in context):
+            # a failure only generic codes tell (507011 model execute failed): a cause, named by its code
+            lead = max((m for m in context if m.finding.kind == "error_code"), key=lambda m: m.finding.count)
+            code = lead.finding.code
+            label = f"error {lead.finding.subject}" + (f" ({code.title})" if code is not None and code.title else "")
+            lead.role = Role("cause", kinds.default.kind, kinds.default.specificity, label)
+            incidents.append(_incident(context, unit))
         else:
             left.extend(m.finding for m in context)
     return incidents, left
