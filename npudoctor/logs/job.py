@@ -48,6 +48,9 @@ PREFIX = re.compile(rb"^(?:[\w.-]+\s+\|\s)?(?:\[(rank|default)(\d+)\]:\s?|\((\w+
 # A console is split when its first SNIFF_BYTES hold this many prefixed lines (one owner: its rank is known).
 SNIFF_BYTES = 256 * 1024
 SNIFF_LINES = 3
+# Owners one console is split into at most (a hostile or huge console cannot open a file per line); the
+# lines of any further owner stay with the unprefixed lines.
+MAX_OWNERS = 4096
 # What of a log's end is read for the time its log stopped.
 TAIL_BYTES = 64 * 1024
 # A split stream stays in memory up to this size, then spills to a temporary file.
@@ -293,6 +296,8 @@ def _route(line: bytes, lineno: int, spools: Dict[Owner, Tuple[IO[bytes], array.
             owner = Owner(f"{owner.label}/{_owner(inner).label}", rank=int(inner.group(2)), pid=owner.pid,
                           node=owner.node)
             line = line[inner.end():]
+    if owner not in spools and len(spools) >= MAX_OWNERS:
+        owner = Owner("")
     if owner not in spools:
         spools[owner] = (tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES),  # noqa: SIM115 (closed when scanned)
                          array.array("I"))
