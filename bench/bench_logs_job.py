@@ -30,7 +30,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import List, Tuple
+from typing import List, Optional, Tuple
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLES = REPO / "tests" / "data" / "samples"
@@ -56,7 +56,7 @@ def build_node(folder: Path, node: int, ranks_per_node: int, rank_bytes: int) ->
         path.write_bytes(pad + tail)
 
 
-def timed(args: List[str], cwd: Path, out: Path = None) -> Tuple[float, int]:  # type: ignore[assignment]
+def timed(args: List[str], cwd: Path, out: Optional[Path] = None) -> Tuple[float, int]:
     """(wall seconds, peak RSS KiB) of a child process."""
     start = time.perf_counter()
     with open(out or os.devnull, "wb") as sink:
@@ -86,8 +86,7 @@ def main() -> None:
             # the scanner alone over the same files (one merged result, no units, incidents or diagnosis)
             plain.append(timed([sys.executable, "-c", "import sys; from npudoctor.logs import scan_paths; "
                                 "scan_paths(sys.argv[1:], jobs=1)", "job/node-0001"], work)[0])
-            wall, peak = timed(NPUDOCTOR + ["logs", "scan", "job/node-0001", "--node", "node-0001", "--format",
-                                            "json", "-j", "1"], work, work / "node-0001.json")
+            wall, peak = timed([*NPUDOCTOR, "logs", "scan", "job/node-0001", "--node", "node-0001", "--format", "json", "-j", "1"], work, work / "node-0001.json")
             scans.append(wall)
             rss = max(rss, peak)
             files = [str(p) for p in sorted((work / "job" / "node-0001").rglob("*.log"))]
@@ -95,7 +94,7 @@ def main() -> None:
             subprocess.run(["grep", "-c", "-F", "-e", "[ERROR]", "-e", "[WARNING]", *files], cwd=work,
                            stdout=subprocess.DEVNULL, env={**os.environ, "LC_ALL": "C"}, check=False)
             greps.append(time.perf_counter() - start)
-        timed(NPUDOCTOR + ["logs", "scan", "job/node-0000", "--node", "node-0000", "--format", "json", "-j", "1"],
+        timed([*NPUDOCTOR, "logs", "scan", "job/node-0000", "--node", "node-0000", "--format", "json", "-j", "1"],
               work, work / "node-0000.json")
         scan_s, grep_s = statistics.median(scans), statistics.median(greps)
         print(f"per-node scan (8 ranks, {node_bytes / 1e6:.1f} MB): npudoctor {scan_s:.2f} s "
@@ -113,8 +112,7 @@ def main() -> None:
             doc_bytes = sum(p.stat().st_size for p in docs.iterdir())
             walls, peak = [], 0
             for _ in range(args.repeat):
-                wall, rss_kib = timed(NPUDOCTOR + ["logs", "scan", *sorted(str(p.relative_to(work)) for p in
-                                                                             docs.iterdir()), "--format", "json"],
+                wall, rss_kib = timed([*NPUDOCTOR, "logs", "scan", *sorted(str(p.relative_to(work)) for p in docs.iterdir()), "--format", "json"],
                                       work, work / f"merged-{ranks}.json")
                 walls.append(wall)
                 peak = max(peak, rss_kib)

@@ -109,8 +109,8 @@ def newest_plogs(ctx: CheckContext) -> Iterable[Outcome]:
     bytes from the end of each: the evidence says when a file was cut), gives the diagnosis first (one
     incident per failure; the root cause, the consequences that followed it, as ``logs scan`` says it), then
     merges what they say per cause (one finding per kind of problem, with its subjects and line counts) and
-    explains error codes (EZ9999, EI0006, 507011, ...). It reports FAIL for errors (device exceptions, HCCL timeouts, error codes, ERROR
-    records) and WARN for warnings and operators that fall back from the AI Core. Only regular files inside
+    explains error codes (EZ9999, EI0006, 507011, ...). It reports FAIL for errors (device exceptions, HCCL
+    timeouts, error codes, ERROR records) and WARN for warnings and operators that fall back from the AI Core. Only regular files inside
     the directory are read (FIFOs, devices and links met in it are skipped).
 
     Fix: follow the fix printed with each finding; `npudoctor logs scan DIR` gives the full report, with

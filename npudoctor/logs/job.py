@@ -3,8 +3,8 @@
 Layouts read (``JOB_DIR`` as given to ``logs scan``): a folder per node (as ascend-fd expects) when the job
 folder holds two or more folders that are not log folders themselves; CANN's ``plog/``, ``device-N/``;
 torchrun's ``--log-dir`` (``attempt_N/<local_rank>/stderr.log``); MindSpore's ``rank_N/``; file names such
-as ``rank3.log``; ascend-fd's ``worker-N/`` node folders. A console that carries several ranks is split by its line prefixes:
-torchrun's ``[rank3]:`` / ``[default3]:``, Ray's ``(RayWorkerWrapper pid=123, ip=10.0.0.1)``. The logs' own
+as ``rank3.log``; ascend-fd's ``worker-N/`` node folders. A console that carries several ranks is split by
+its line prefixes: torchrun's ``[rank3]:`` / ``[default3]:``, Ray's ``(RayWorkerWrapper pid=123, ip=10.0.0.1)``. The logs' own
 fields (``RankID``, ``chipId``, ``device_id``, ``remote rank``) fill in what the layout does not say
 (:mod:`npudoctor.logs.incidents`).
 
