@@ -86,7 +86,8 @@ def main() -> None:
             # the scanner alone over the same files (one merged result, no units, incidents or diagnosis)
             plain.append(timed([sys.executable, "-c", "import sys; from npudoctor.logs import scan_paths; "
                                 "scan_paths(sys.argv[1:], jobs=1)", "job/node-0001"], work)[0])
-            wall, peak = timed([*NPUDOCTOR, "logs", "scan", "job/node-0001", "--node", "node-0001", "--format", "json", "-j", "1"], work, work / "node-0001.json")
+            wall, peak = timed([*NPUDOCTOR, "logs", "scan", "job/node-0001", "--node", "node-0001",
+                                "--format", "json", "-j", "1"], work, work / "node-0001.json")
             scans.append(wall)
             rss = max(rss, peak)
             files = [str(p) for p in sorted((work / "job" / "node-0001").rglob("*.log"))]
@@ -112,7 +113,8 @@ def main() -> None:
             doc_bytes = sum(p.stat().st_size for p in docs.iterdir())
             walls, peak = [], 0
             for _ in range(args.repeat):
-                wall, rss_kib = timed([*NPUDOCTOR, "logs", "scan", *sorted(str(p.relative_to(work)) for p in docs.iterdir()), "--format", "json"],
+                inputs = sorted(str(p.relative_to(work)) for p in docs.iterdir())
+                wall, rss_kib = timed([*NPUDOCTOR, "logs", "scan", *inputs, "--format", "json"],
                                       work, work / f"merged-{ranks}.json")
                 walls.append(wall)
                 peak = max(peak, rss_kib)

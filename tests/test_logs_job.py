@@ -97,7 +97,8 @@ def test_exception_on_one_rank_and_the_others_timeouts(tmp_path: Path) -> None:
     assert len(roles["consequence"]) == 7 and all(i.caused_by == root.id for i in roles["consequence"])
     assert {i.node for i in roles["consequence"]} == {"node-a", "node-b"}
     verdict = scan.diagnosis.verdict
-    assert verdict.startswith("Root cause: node-a NPU 0 AI Vector core exception") and "7 ranks then timed out" in verdict
+    assert verdict.startswith("Root cause: node-a NPU 0 AI Vector core exception")
+    assert "7 ranks then timed out" in verdict
     assert scan.diagnosis.failed == ["node-a NPU 0"] and len(scan.diagnosis.waiting) == 7
 
 

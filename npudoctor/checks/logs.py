@@ -103,15 +103,15 @@ MAX_SUBJECTS_SHOWN = 4
 def newest_plogs(ctx: CheckContext) -> Iterable[Outcome]:
     """Scan the newest CANN plogs for errors, device exceptions, HCCL timeouts and CPU fallbacks.
 
-    When a job dies, the reason is in ``~/ascend/log/{run,debug}/plog/plog-<pid>_<time>.log`` among
-    thousands of INFO lines. This check reads the newest plogs of each directory given with
-    ``npudoctor check --logs DIR`` (``logs.newest_files`` per directory, at most ``logs.max_bytes_per_file``
-    bytes from the end of each: the evidence says when a file was cut), gives the diagnosis first (one
-    incident per failure; the root cause, the consequences that followed it, as ``logs scan`` says it), then
-    merges what they say per cause (one finding per kind of problem, with its subjects and line counts) and
-    explains error codes (EZ9999, EI0006, 507011, ...). It reports FAIL for errors (device exceptions, HCCL
-    timeouts, error codes, ERROR records) and WARN for warnings and operators that fall back from the AI Core. Only regular files inside
-    the directory are read (FIFOs, devices and links met in it are skipped).
+    When a job dies, the reason is in ``~/ascend/log/{run,debug}/plog/plog-<pid>_<time>.log`` among thousands of
+    INFO lines. This check reads the newest plogs of each directory given with ``npudoctor check --logs DIR``
+    (``logs.newest_files`` per directory, at most ``logs.max_bytes_per_file`` bytes from the end of each: the
+    evidence says when a file was cut), gives the diagnosis first (one incident per failure; the root cause, the
+    consequences that followed it, as ``logs scan`` says it), then merges what they say per cause (one finding
+    per kind of problem, with its subjects and line counts) and explains error codes (EZ9999, EI0006, 507011,
+    ...). It reports FAIL for errors (device exceptions, HCCL timeouts, error codes, ERROR records) and WARN for
+    warnings and operators that fall back from the AI Core. Only regular files inside the directory are read
+    (FIFOs, devices and links met in it are skipped).
 
     Fix: follow the fix printed with each finding; `npudoctor logs scan DIR` gives the full report, with
     every file and line.

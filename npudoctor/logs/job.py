@@ -4,9 +4,9 @@ Layouts read (``JOB_DIR`` as given to ``logs scan``): a folder per node (as asce
 folder holds two or more folders that are not log folders themselves; CANN's ``plog/``, ``device-N/``;
 torchrun's ``--log-dir`` (``attempt_N/<local_rank>/stderr.log``); MindSpore's ``rank_N/``; file names such
 as ``rank3.log``; ascend-fd's ``worker-N/`` node folders. A console that carries several ranks is split by
-its line prefixes: torchrun's ``[rank3]:`` / ``[default3]:``, Ray's ``(RayWorkerWrapper pid=123, ip=10.0.0.1)``. The logs' own
-fields (``RankID``, ``chipId``, ``device_id``, ``remote rank``) fill in what the layout does not say
-(:mod:`npudoctor.logs.incidents`).
+its line prefixes: torchrun's ``[rank3]:`` / ``[default3]:``, Ray's ``(RayWorkerWrapper pid=123,
+ip=10.0.0.1)``. The logs' own fields (``RankID``, ``chipId``, ``device_id``, ``remote rank``) fill in
+what the layout does not say (:mod:`npudoctor.logs.incidents`).
 
 Each unit (a file, or one rank's lines of a shared console) is scanned on its own (the scanner as it is,
 :func:`npudoctor.logs.engine.scan_paths`), so that every rank keeps its own first lines and times; the
