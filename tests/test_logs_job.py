@@ -253,3 +253,29 @@ def test_diagnosis_does_not_depend_on_input_order() -> None:
     b = diagnose(list(reversed(make())), list(reversed(units)))
     assert [i.to_dict() for i in a[0]] == [i.to_dict() for i in b[0]] and a[1] == b[1]
     assert re.match(r"Root cause: rank 3 device_oom at 2025-01-01 10:00:00.000; 2 ranks then", a[1].verdict)
+
+
+def _paste(tmp_path: Path, relative: str) -> Path:
+    """A real paste as the user has it (the sample's source header left out)."""
+    path = tmp_path / "console.txt"
+    write(path, body(relative))
+    return path
+
+
+def test_real_paste_naming_the_remote_rank(tmp_path: Path) -> None:
+    """vllm-ascend#3413: rank 101 waited for `remote rank: [24]`; rank 24's logs are not among the inputs."""
+    scan = _scan(_paste(tmp_path, "logs/stdout_vllm_ascend_EI0002_remote_rank_24_RankID101_vllm-ascend-3413.txt"))
+    waiting = next(i for i in scan.incidents if i.role == "consequence")
+    assert (waiting.rank, waiting.remote_ranks, waiting.kind) == (101, [24], "hccl_timeout")
+    root = next(i for i in scan.incidents if i.role == "root")
+    assert root.kind == "named_rank" and root.rank == 24 and "left no log among the inputs" in root.title
+    assert waiting.caused_by == root.id
+
+
+def test_real_ray_actor_paste(tmp_path: Path) -> None:
+    """vllm-ascend#1443: `(train pid=8464)` lines; the rank comes from torch_npu's own `RankID:8`."""
+    scan = _scan(_paste(tmp_path, "logs/stdout_ray_train_pid_EI0002_507048_vllm-ascend-1443.txt"))
+    (incident,) = scan.incidents
+    assert (incident.rank, incident.kind, incident.role) == (8, "hccl_timeout", "consequence")
+    assert set(incident.codes) >= {"EI0002", "507048"} and incident.pid == 8464
+    assert scan.diagnosis.root_cause is None and scan.diagnosis.verdict.startswith("No root cause logged")

@@ -50,7 +50,8 @@ PID = re.compile(r"\[[A-Z]+\] ?[A-Z][A-Z0-9_]*\((\d+),|\[PID: ?(\d+)\]|\(PID: ?(
 DEVICE = re.compile(r"(?i)\b(?:device[_ ]?id|dev[_ ]?id|chip[_ ]?id|logic[_ ]?devid)\s*[=:\[(]\s*(\d+)"
                     r"|\(Device: ?(\d+)|\bdevice\((?:chipId:)?(\d+)|\bDevice ?(\d+)\b")
 RANK = re.compile(r"RankID: ?(\d+)|\[Rank (\d+)\]|\buserRank\s*[=:\[]\s*(\d+)|\brank[_ ]?id\s*[=:\[]\s*(\d+)")
-REMOTE_RANK = re.compile(r"(?i)remote[ _]?rank\s*(?:id)?\s*[=:\[(]?\s*(\d+)")
+# `remote rank [6]`, `remote rank: [24]`, `remote rank:[24]`, `remoteRank=6`, `remote_rank_id(6)`.
+REMOTE_RANK = re.compile(r"(?i)remote[ _]?rank(?:[ _]?id)?\s*[=:]?\s*[\[(]?\s*(\d+)")
 OP = re.compile(r"kernel[_ ]name\s*[=:]\s*([\w.-]+)|node_name:([\w.-]+)|op name is ([\w.-]+)"
                 r"|origin_op_name\s*[=:]\s*([\w.-]+)|OpType=(\w+)")
 # The details a rule (or the scanner, issue 31) reads out that name the operator or the device.
@@ -58,7 +59,7 @@ OP_DETAILS = ("op", "operator", "op_type", "node")
 DEVICE_DETAILS = ("device", "device_id")
 # Rules whose subject is the operator or kernel itself.
 OP_SUBJECT_RULES = ("aicore-kernel-failed", "ge-aicore-exception-dump", "op-compile-failed", "op-compile-failed-te",
-                    "ge-generate-task-failed", "op-binary-missing")
+                    "ge-generate-task-failed", "op-binary-missing", "npu-function-error")
 
 
 def first_match(pattern: re.Pattern[str], text: str) -> Optional[str]:
@@ -140,7 +141,7 @@ class Kinds:
                 return self.codes[finding.subject]
             if finding.subject in self.generic_codes or finding.severity != "error":
                 return self.kinds["error_code"]
-            return self.default
+            return Role(self.default.cls, self.default.kind, self.default.specificity, code_label(finding))
         if finding.kind in self.kinds:
             return self.kinds[finding.kind]
         # A kind the shipped table does not know (a site rule): an error is a failure of its own.
@@ -281,7 +282,8 @@ def incidents_of(findings: Sequence[LogFinding], unit: Unit,
         if role.cls == "none" or finding.severity != "error":
             left.append(finding)
             continue
-        pid = _int(first_match(PID, finding.sample)) or unit.pid
+        # the unit's pid (plog-PID_, a Ray actor's pid=) first: one process, whatever pid namespace it prints
+        pid = unit.pid if unit.pid is not None else _int(first_match(PID, finding.sample))
         members.append(_Member(finding, role, parse_time(finding.sample), pid))
     members.sort(key=lambda m: (m.finding.first.file, m.finding.first.line))
     events: List[List[_Member]] = []
@@ -304,13 +306,18 @@ def incidents_of(findings: Sequence[LogFinding], unit: Unit,
         elif any(m.finding.kind == "error_code" for m in context):
             # a failure only generic codes tell (507011 model execute failed): a cause, named by its code
             lead = max((m for m in context if m.finding.kind == "error_code"), key=lambda m: m.finding.count)
-            code = lead.finding.code
-            label = f"error {lead.finding.subject}" + (f" ({code.title})" if code is not None and code.title else "")
-            lead.role = Role("cause", kinds.default.kind, kinds.default.specificity, label)
+            lead.role = Role("cause", kinds.default.kind, kinds.default.specificity, code_label(lead.finding))
             incidents.append(_incident(context, unit))
+            incidents[-1].cls = "cause"
         else:
             left.extend(m.finding for m in context)
     return incidents, left
+
+
+def code_label(finding: LogFinding) -> str:
+    """How an incident that only a code names is called: the code's own name (ACL_ERROR_RT_MODEL_EXECUTE)."""
+    code = finding.code
+    return code.title if code is not None and code.title and code.exact else f"error {finding.subject}"
 
 
 def _same_event(previous: _Member, member: _Member) -> bool:
@@ -325,7 +332,9 @@ def _same_event(previous: _Member, member: _Member) -> bool:
 
 
 def _incident(members: List[_Member], unit: Unit) -> Incident:
-    lead = max(members, key=lambda m: (m.role.specificity, m.finding.count))
+    # kind, class and name from the most specific cause or consequence; context only explains it
+    deciding = [m for m in members if m.role.cls in ("cause", "consequence")] or members
+    lead = max(deciding, key=lambda m: (m.role.specificity, m.finding.count))
     samples = [m.finding.sample for m in sorted(members, key=lambda m: -m.role.specificity)]
     op = None
     for member in sorted(members, key=lambda m: -m.role.specificity):

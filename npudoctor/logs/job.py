@@ -41,10 +41,15 @@ LAYOUT_FOLDER = re.compile(r"(?i)^(?:plog|debug|run|log|logs|ascend|ascend_log|d
 RANK_FOLDER = re.compile(r"(?i)^rank[_-]?(\d+)$")
 DEVICE_FOLDER = re.compile(r"^device-(\d+)$")
 ATTEMPT_FOLDER = re.compile(r"^attempt_\d+$")
-RANK_FILE = re.compile(r"(?i)(?:^|[_.-])rank[_-]?(\d+)(?:[_.-]|$)")
+# `rank3.log`, `train_rank_3.txt`, `rank-3.out.1`: the rank right before the extension.
+RANK_FILE = re.compile(r"(?i)(?:^|[_.-])rank[_-]?(\d+)\.(?:log|txt|out|err)(?:\.\d+)?(?:\.gz)?$")
 PLOG_PID = re.compile(r"^plog-(\d+)_")
 # Console line prefixes that say whose line it is (at the start of a line, after Docker's `name  | `).
-PREFIX = re.compile(rb"^(?:[\w.-]+\s+\|\s)?(?:\[(rank|default)(\d+)\]:\s?|\((\w+) pid=(\d+)(?:, ip=([\w.:-]+))?\)\s?)")
+# Before them may stand Docker compose's `name  | `, a launcher's `host [stderr] ` or a timestamp.
+PREFIX = re.compile(rb"^(?:[\w.-]+\s+\|\s|\S+ \[std(?:out|err)\] |\s*\d{4}-\d\d-\d\d[ T][\d:.,]+\s+)?"
+                    rb"(?:\[(rank|default)(\d+)\]:\s?|\((\w+(?: [\w=]+)*?) pid=(\d+)(?:, ip=([\w.:-]+))?\)\s?)")
+# The rank an actor's name carries: vLLM's `VllmWorker rank=0`, `VllmWorker TP3`.
+ACTOR_RANK = re.compile(rb"\b(?:rank=|TP)(\d+)\b")
 # A console is split when its first SNIFF_BYTES hold this many prefixed lines (one owner: its rank is known).
 SNIFF_BYTES = 256 * 1024
 SNIFF_LINES = 3
@@ -226,7 +231,9 @@ def _owner(match: re.Match[bytes]) -> Owner:
     if number is not None:
         return Owner(f"{word.decode()}{int(number)}", rank=int(number))
     host = ip.decode("ascii", "replace") if ip else ""
-    return Owner(f"{actor.decode('ascii', 'replace')}-pid{int(pid)}" + (f"@{host}" if host else ""),
+    rank = ACTOR_RANK.search(actor)
+    name = actor.decode("ascii", "replace").replace(" ", "_")
+    return Owner(f"{name}-pid{int(pid)}" + (f"@{host}" if host else ""), rank=int(rank.group(1)) if rank else None,
                  pid=int(pid), node=host)
 
 
