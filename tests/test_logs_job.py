@@ -279,3 +279,33 @@ def test_real_ray_actor_paste(tmp_path: Path) -> None:
     assert (incident.rank, incident.kind, incident.role) == (8, "hccl_timeout", "consequence")
     assert set(incident.codes) >= {"EI0002", "507048"} and incident.pid == 8464
     assert scan.diagnosis.root_cause is None and scan.diagnosis.verdict.startswith("No root cause logged")
+
+
+def test_hostile_documents_are_one_line_errors(tmp_path: Path) -> None:
+    deep = tmp_path / "deep.json"
+    deep.write_text('{"schema": "npudoctor.logs/2", "x": ' + "[" * 100000 + "]" * 100000 + "}", encoding="utf-8")
+    bad_types = tmp_path / "types.json"
+    bad_types.write_text('{"schema": "npudoctor.logs/2", "units": [1], "incidents": []}', encoding="utf-8")
+    for path, words in ((deep, "nested too deeply"), (bad_types, "malformed")):
+        out = CliRunner().invoke(main, ["logs", "scan", str(path)])
+        assert out.exit_code == 2 and words in out.output and "Traceback" not in out.output
+
+
+def test_untrusted_node_names_reach_no_terminal(tmp_path: Path) -> None:
+    job = tmp_path / "job"
+    write(job / "evil\x1b[2Jnode" / "device-0" / "plog-155320_2025.log", body(AICORE))
+    write(job / "node-b" / "device-0" / "plog-1_2025.log", timeout_plog("2025-05-08-10:26:10"))
+    out = CliRunner().invoke(main, ["logs", "scan", str(job)])
+    assert out.exit_code == 1 and "\x1b" not in out.output and "Root cause: evil" in out.output
+
+
+def test_an_order_only_a_clock_offset_explains_is_said(tmp_path: Path) -> None:
+    """node-b's timeouts are stamped 6 minutes before node-a's exception (edited times): the exception is
+    still the root (the only failure of its own), the diagnosis says the clocks must differ."""
+    job = tmp_path / "job"
+    write(job / "node-a" / "device-0" / "plog-155320_2025.log", body(AICORE))
+    write(job / "node-b" / "device-0" / "plog-1_2025.log", timeout_plog("2025-05-08-09:50:10"))
+    scan = _scan(job)
+    root = next(i for i in scan.incidents if i.role == "root")
+    assert root.node == "node-a" and scan.diagnosis.confidence == "medium"
+    assert any("clock offset" in why for why in scan.diagnosis.why)

@@ -33,6 +33,7 @@ from npudoctor.logs.model import Evidence, FileSummary, LogFinding, ScanPart, Sc
 from npudoctor.logs.rules import RuleSet, load_rules
 from npudoctor.logs.safeio import open_input
 from npudoctor.logs.scanner import Scanner
+from npudoctor.untrusted import clean, clean_value
 
 # Folder names of log layouts (not node names): CANN's, torchrun's, MindSpore's, the usual words.
 LAYOUT_FOLDER = re.compile(r"(?i)^(?:plog|debug|run|log|logs|ascend|ascend_log|device-\d+|attempt_\d+|\d+|"
@@ -56,6 +57,8 @@ SNIFF_LINES = 3
 # Owners one console is split into at most (a hostile or huge console cannot open a file per line); the
 # lines of any further owner stay with the unprefixed lines.
 MAX_OWNERS = 4096
+# A split console's line is carried this far at most before it is routed as it is (memory stays bounded).
+MAX_LINE_BYTES = 1024 * 1024
 # What of a log's end is read for the time its log stopped.
 TAIL_BYTES = 64 * 1024
 # A split stream stays in memory up to this size, then spills to a temporary file.
@@ -94,7 +97,7 @@ def place_of(path: str, root: str, node: str = "", node_folders: bool = False) -
     parts = [p for p in relative.split(os.sep) if p not in ("", ".")]
     place = Place(node=node)
     if not node and node_folders and len(parts) >= 2:
-        place.node = parts[0]
+        place.node = clean(parts[0])  # a folder's name is someone else's text
     folders, name = parts[:-1], parts[-1] if parts else ""
     for index, folder in enumerate(folders):
         if RANK_FOLDER.match(folder):
@@ -274,7 +277,10 @@ def _split_console(item: LogInput, rules: RuleSet,
                 carry = data[cut:]
                 for line in data[:cut].split(b"\n")[:-1]:
                     lineno += 1
-                    lineno = _route(line, lineno, spools)
+                    _route(line, lineno, spools)
+                if len(carry) > MAX_LINE_BYTES:  # a line without end (binary junk): routed in pieces
+                    _route(carry, lineno + 1, spools)
+                    carry = b""
             if carry:
                 _route(carry, lineno + 1, spools)
     except OSError:
@@ -293,7 +299,7 @@ def _split_console(item: LogInput, rules: RuleSet,
     return sorted(out, key=lambda entry: (entry[0].rank is None, entry[0].rank or 0, entry[0].label))
 
 
-def _route(line: bytes, lineno: int, spools: Dict[Owner, Tuple[IO[bytes], array.array[int]]]) -> int:
+def _route(line: bytes, lineno: int, spools: Dict[Owner, Tuple[IO[bytes], array.array[int]]]) -> None:
     match = PREFIX.match(line)
     owner = _owner(match) if match else Owner("")
     if match:
@@ -311,7 +317,6 @@ def _route(line: bytes, lineno: int, spools: Dict[Owner, Tuple[IO[bytes], array.
     spool, lines = spools[owner]
     spool.write(line + b"\n")
     lines.append(lineno)
-    return lineno
 
 
 def _renumbered(part: ScanPart, name: str, lines: array.array[int]) -> ScanPart:
@@ -363,6 +368,8 @@ def load_document(path: str) -> Dict[str, Any]:
         raise DocumentError(f"{path}: over {MAX_DOCUMENT_BYTES >> 20} MiB: not a logs scan document")
     try:
         data = json.loads(raw.decode("utf-8"))
+    except RecursionError:
+        raise DocumentError(f"{path}: nested too deeply: not a logs scan document") from None
     except (UnicodeDecodeError, ValueError) as exc:
         raise DocumentError(f"{path}: not JSON ({str(exc).splitlines()[0][:80]})") from None
     if not isinstance(data, dict) or not str(data.get("schema", "")).startswith(SCHEMA_PREFIX):
@@ -375,7 +382,7 @@ def load_document(path: str) -> Dict[str, Any]:
 
 def _add_document(path: str, merged: Scanner, units: List[Unit], incidents: List[Incident],
                   leftover: List[LogFinding]) -> None:
-    data = load_document(path)
+    data = clean_value(load_document(path))  # another node's text: no secret, no control character
     try:
         units.extend(Unit.from_dict(u) for u in data["units"])
         incidents.extend(Incident.from_dict(i) for i in data["incidents"])

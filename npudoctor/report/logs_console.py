@@ -103,7 +103,7 @@ def _incident_lines(incident: Incident, symbols: Mapping[Status, str], explain: 
     text = Text("  ")
     text.append(symbols[Status.FAIL], style=STYLE[Status.FAIL])
     text.append(f" {incident.id} ", style="bold")
-    text.append(headline(incident))
+    text.append(clean(headline(incident)))
     facts = [f"at {shown_time(incident.first_time)}" if incident.first_time else "",
              f"codes {', '.join(incident.codes[:6])}" if incident.codes else "",
              f"pid {incident.pid}" if incident.pid is not None else "",
@@ -117,7 +117,7 @@ def _incident_lines(incident: Incident, symbols: Mapping[Status, str], explain: 
             text.append(f"\n      {code}: {explain[code]}")
     if incident.fix:
         text.append("\n      fix: ", style="bold")
-        text.append(incident.fix)
+        text.append(clean(incident.fix))
     return text
 
 
@@ -128,8 +128,8 @@ def _folded_line(label: str, incidents: Sequence[Incident], symbols: Mapping[Sta
     text.append(symbols[Status.WARN], style=STYLE[Status.WARN])
     details = ", ".join(part for part in (codes_text(incidents), span_text(incidents)) if part)
     after = sorted({i.caused_by for i in incidents if i.caused_by})
-    text.append(f" {label}: ", style="bold")
-    text.append(ranks_text(incidents))
+    text.append(f" {clean(label)}: ", style="bold")
+    text.append(clean(ranks_text(incidents)))
     if details:
         text.append(f" ({details})", style="dim")
     if after:
