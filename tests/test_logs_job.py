@@ -98,7 +98,7 @@ def test_exception_on_one_rank_and_the_others_timeouts(tmp_path: Path) -> None:
     assert {i.node for i in roles["consequence"]} == {"node-a", "node-b"}
     verdict = scan.diagnosis.verdict
     assert verdict.startswith("Root cause: node-a NPU 0 AI Vector core exception")
-    assert "7 ranks then timed out" in verdict
+    assert "7 ranks then timed out in HCCL waiting for it" in verdict
     assert scan.diagnosis.failed == ["node-a NPU 0"] and len(scan.diagnosis.waiting) == 7
 
 
@@ -127,6 +127,9 @@ def test_per_node_documents_merge_into_the_raw_verdict(tmp_path: Path) -> None:
     assert merged.diagnosis.to_dict() == raw.diagnosis.to_dict()
     assert {f.kind + f.subject: f.count for f in merged.result.findings} == {
         f.kind + f.subject: f.count for f in raw.result.findings}
+    # the command line: the documents in, the same JSON verdict out
+    out = CliRunner().invoke(main, ["logs", "scan", *map(str, documents), "--format", "json"])
+    assert out.exit_code == 1 and json.loads(out.output)["diagnosis"] == raw.diagnosis.to_dict()
 
 
 def test_a_document_that_is_not_one_is_one_line_exit_2(tmp_path: Path) -> None:

@@ -583,7 +583,12 @@ def _inferred_root(consequences: Sequence[Incident], silent: Sequence[str], unit
         unit = next((u for u in units if u.rank == rank), None)
         why.append(f"{votes} of {waiting} waiting rank(s) name rank {rank} as the remote rank they waited for")
         place = f"rank {rank}"
-        if unit is not None and unit.last_time:
+        first_wait = min((t for t in (from_iso(i.first_time) for i in consequences) if t is not None), default=None)
+        stopped = from_iso(unit.last_time) if unit is not None else None
+        if unit is not None and stopped is not None and first_wait is not None and stopped >= first_wait:
+            title = (f"rank {rank}, named by the waiting ranks, reported no error of its own and was still logging "
+                     f"at {shown_time(unit.last_time)}: it hung or fell behind (py-spy dump its process)")
+        elif unit is not None and unit.last_time:
             title = (f"rank {rank}, named by the waiting ranks, stopped logging at {shown_time(unit.last_time)} "
                      f"and reported no error of its own: it was probably killed; check dmesg / the OOM killer"
                      + (f" on {unit.node}" if unit.node else ""))
@@ -718,6 +723,7 @@ def _verdict(root: Optional[Incident], incidents: Sequence[Incident], seen: int,
     waiters = {_key(i) for i in consequences if _key(i) != _key(root)}
     if waiters:
         detail = ", ".join(part for part in (codes_text(consequences), span_text(consequences)) if part)
-        text = text[:-1] + (f"; {len(waiters)} rank{'s' if len(waiters) != 1 else ''} then timed out waiting for it"
+        how = "timed out in HCCL" if {i.kind for i in consequences} == {"hccl_timeout"} else "timed out"
+        text = text[:-1] + (f"; {len(waiters)} rank{'s' if len(waiters) != 1 else ''} then {how} waiting for it"
                             + (f" ({detail})" if detail else "") + ".")
     return text
