@@ -85,12 +85,13 @@ def parse_time(text: str) -> Optional[datetime.datetime]:
         return None
 
 
-def last_time(text: str) -> Optional[datetime.datetime]:
-    """The last timestamp in ``text`` (the tail of a log), or None."""
-    found = None
-    for match in TIME.finditer(text):
-        found = match
-    return parse_time(found.group()) if found else None
+def last_time(text: str, lines: int = 2000) -> Optional[datetime.datetime]:
+    """The last timestamp in ``text`` (the tail of a log) within its last ``lines`` lines, or None."""
+    for line in reversed(text.rsplit("\n", lines)):
+        moment = parse_time(line) if TIME.search(line) else None
+        if moment is not None:
+            return moment
+    return None
 
 
 def iso(moment: Optional[datetime.datetime]) -> Optional[str]:

@@ -49,10 +49,11 @@ PLOG_PID = re.compile(r"^plog-(\d+)_")
 # Before them may stand Docker compose's `name  | `, a launcher's `host [stderr] ` or a timestamp.
 PREFIX = re.compile(rb"^(?:[\w.-]+\s+\|\s|\S+ \[std(?:out|err)\] |\s*\d{4}-\d\d-\d\d[ T][\d:.,]+\s+)?"
                     rb"(?:\[(rank|default)(\d+)\]:\s?|\((\w+(?: [\w=]+)*?) pid=(\d+)(?:, ip=([\w.:-]+))?\)\s?)")
+PREFIX_AT_LINE_START = re.compile(b"(?m)" + PREFIX.pattern)
 # The rank an actor's name carries: vLLM's `VllmWorker rank=0`, `VllmWorker TP3`.
 ACTOR_RANK = re.compile(rb"\b(?:rank=|TP)(\d+)\b")
 # A console is split when its first SNIFF_BYTES hold this many prefixed lines (one owner: its rank is known).
-SNIFF_BYTES = 256 * 1024
+SNIFF_BYTES = 64 * 1024
 SNIFF_LINES = 3
 # Owners one console is split into at most (a hostile or huge console cannot open a file per line); the
 # lines of any further owner stay with the unprefixed lines.
@@ -246,14 +247,14 @@ def _sniff(item: LogInput) -> bool:
             head = handle.read(SNIFF_BYTES)
     except OSError:
         return False
-    owners = set()
+    if b"]:" not in head and b" pid=" not in head:  # no prefix of either kind: most logs end here
+        return False
     hits = 0
-    for line in head.split(b"\n"):
-        match = PREFIX.match(line)
-        if match:
-            hits += 1
-            owners.add(_owner(match))
-    return hits >= SNIFF_LINES and bool(owners)
+    for _match in PREFIX_AT_LINE_START.finditer(head):
+        hits += 1
+        if hits >= SNIFF_LINES:
+            return True
+    return False
 
 
 Stream = Tuple["Owner", ScanPart, "array.array[int]", str]
