@@ -312,3 +312,16 @@ def test_an_order_only_a_clock_offset_explains_is_said(tmp_path: Path) -> None:
     root = next(i for i in scan.incidents if i.role == "root")
     assert root.node == "node-a" and scan.diagnosis.confidence == "medium"
     assert any("clock offset" in why for why in scan.diagnosis.why)
+
+
+def test_junit_and_github_give_one_case_and_annotation_per_incident(tmp_path: Path) -> None:
+    import xml.etree.ElementTree as ET
+
+    job = exception_job(tmp_path)
+    junit = CliRunner().invoke(main, ["logs", "scan", str(job), "--format", "junit"])
+    names = [c.get("name") for c in ET.fromstring(junit.output).iter("testcase")
+             if str(c.get("classname")).startswith("npudoctor.logs.incident.")]
+    assert len(names) == len(set(names)) == 8 and "root aicore_exception" in names
+    github = CliRunner().invoke(main, ["logs", "scan", str(job), "--format", "github"])
+    incidents = [line for line in github.output.splitlines() if "title=I" in line]
+    assert len(incidents) == 8 and sum("root%3A" in line for line in incidents) == 1

@@ -249,9 +249,7 @@ def _sniff(item: LogInput) -> bool:
         return False
     if b"]:" not in head and b" pid=" not in head:  # no prefix of either kind: most logs end here
         return False
-    hits = 0
-    for _match in PREFIX_AT_LINE_START.finditer(head):
-        hits += 1
+    for hits, _match in enumerate(PREFIX_AT_LINE_START.finditer(head), 1):
         if hits >= SNIFF_LINES:
             return True
     return False

@@ -197,9 +197,12 @@ def scan_document(result: ScanResult, fail_on: Sequence[str] = ("error",), job: 
                                  text=clean("\n".join(sorted(f"{kind} {subject}" for kind, subject in keys))))
         cases.append(case)
     held = set()
+    seen: Dict[str, int] = {}
     for incident in job.incidents if job is not None else ():
         held.update(incident.findings)
-        case = Case(f"npudoctor.logs.incident.{incident.role}", f"{incident.role} {incident.kind}",
+        name = f"{incident.role} {incident.kind}"
+        seen[name] = seen.get(name, 0) + 1  # one case per incident: the second of a kind is "#2"
+        case = Case(f"npudoctor.logs.incident.{incident.role}", name + (f" #{seen[name]}" if seen[name] > 1 else ""),
                     text=clean(_incident_body(incident, job)))
         if any(key in {f"{k} {s}" for k, s in failing} for key in incident.findings):
             case = case._replace(outcome="failure", kind=incident.role, message=clean(
