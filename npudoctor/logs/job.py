@@ -18,6 +18,7 @@ A ``logs scan --format json`` document is itself an input: its units and inciden
 from __future__ import annotations
 
 import array
+import itertools
 import json
 import os
 import re
@@ -249,10 +250,8 @@ def _sniff(item: LogInput) -> bool:
         return False
     if b"]:" not in head and b" pid=" not in head:  # no prefix of either kind: most logs end here
         return False
-    for hits, _match in enumerate(PREFIX_AT_LINE_START.finditer(head), 1):
-        if hits >= SNIFF_LINES:
-            return True
-    return False
+    prefixed = PREFIX_AT_LINE_START.finditer(head)
+    return len(list(itertools.islice(prefixed, SNIFF_LINES))) >= SNIFF_LINES
 
 
 Stream = Tuple["Owner", ScanPart, "array.array[int]", str]
