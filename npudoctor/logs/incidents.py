@@ -507,12 +507,18 @@ def diagnose(incidents: List[Incident], units: Sequence[Unit]) -> Tuple[List[Inc
             root.id = f"I{len(incidents)}"
     if root is not None:
         root.role = "root"
+    by_key: Dict[str, List[Incident]] = collections.defaultdict(list)  # causes per rank, earliest first
+    by_rank: Dict[int, Incident] = {}
+    for cause in causes:
+        by_key[_key(cause)].append(cause)
+        if cause.rank is not None:
+            by_rank.setdefault(cause.rank, cause)
     for incident in incidents:
         if incident is root or incident.role == "root":
             continue
         if incident.cls == "consequence":
             incident.role = "consequence"
-            incident.caused_by = _cause_of(incident, causes, root)
+            incident.caused_by = _cause_of(incident, by_key, by_rank, root)
     if consequences and root is None:
         why.append(f"{len(waiting)} rank(s) timed out waiting for a peer, but no log names a failure of its "
                    f"own and no rank stopped logging early: look at the ranks whose logs are missing")
@@ -619,18 +625,18 @@ def _inferred_root(consequences: Sequence[Incident], silent: Sequence[str], unit
     return None
 
 
-def _cause_of(incident: Incident, causes: Sequence[Incident], root: Optional[Incident]) -> Optional[str]:
+def _cause_of(incident: Incident, by_key: Mapping[str, Sequence[Incident]], by_rank: Mapping[int, Incident],
+              root: Optional[Incident]) -> Optional[str]:
     """The cause a consequence follows: an earlier one on its own rank, else one on a rank it waits for,
-    else the job's root cause."""
+    else the job's root cause (causes indexed per rank: linear in the job's size)."""
     moment = from_iso(incident.first_time)
-    for cause in causes:
-        before = (from_iso(cause.first_time) is None or moment is None
-                  or from_iso(cause.first_time) <= moment)  # type: ignore[operator]
-        if _key(cause) == _key(incident) and before:
+    for cause in by_key.get(_key(incident), ()):
+        at = from_iso(cause.first_time)
+        if at is None or moment is None or at <= moment:
             return cause.id
-    for cause in causes:
-        if cause.rank is not None and cause.rank in incident.remote_ranks:
-            return cause.id
+    for rank in incident.remote_ranks:
+        if rank in by_rank:
+            return by_rank[rank].id
     return root.id if root is not None else None
 
 
