@@ -21,6 +21,7 @@ from npudoctor.logs.job import JobScan, place_of, scan_job
 from npudoctor.report import logs_json
 
 SAMPLES = Path(__file__).parent / "data" / "samples"
+FD = SAMPLES / "jobs" / "ascend-fd"  # real multi-node fixtures of ascend-fd (see jobs/README.md)
 
 
 def body(relative: str) -> str:
@@ -113,23 +114,53 @@ def test_cli_text_is_verdict_first_and_folds_consequences(tmp_path: Path) -> Non
     assert out.output.rstrip().splitlines()[-1].startswith("  ") or "exit 1" in out.output.splitlines()[-1]
 
 
-def test_per_node_documents_merge_into_the_raw_verdict(tmp_path: Path) -> None:
-    job = exception_job(tmp_path)
-    raw = _scan(job)
+def _documents(job: Path, where: Path) -> List[Path]:
+    """Each node folder of ``job`` scanned as its node would (``--node NAME --format json``)."""
     documents = []
-    for node in ("node-a", "node-b"):
-        scan = _scan(job / node, node=node)
-        path = tmp_path / f"{node}.json"
+    for node in sorted(p for p in job.iterdir() if p.is_dir()):
+        scan = _scan(node, node=node.name)
+        path = where / f"{node.name}.json"
         path.write_text(json.dumps(logs_json.to_dict(scan.result, job=scan)), encoding="utf-8")
         documents.append(path)
-    merged = _scan(*documents)
+    return documents
+
+
+def _assert_same_verdict(merged: JobScan, raw: JobScan) -> None:
     assert [i.to_dict() for i in merged.incidents] == [i.to_dict() for i in raw.incidents]
     assert merged.diagnosis.to_dict() == raw.diagnosis.to_dict()
     assert {f.kind + f.subject: f.count for f in merged.result.findings} == {
         f.kind + f.subject: f.count for f in raw.result.findings}
+
+
+def test_per_node_documents_merge_into_the_raw_verdict(tmp_path: Path) -> None:
+    job = exception_job(tmp_path)
+    raw = _scan(job)
+    documents = _documents(job, tmp_path)
+    _assert_same_verdict(_scan(*documents), raw)
     # the command line: the documents in, the same JSON verdict out
     out = CliRunner().invoke(main, ["logs", "scan", *map(str, documents), "--format", "json"])
     assert out.exit_code == 1 and json.loads(out.output)["diagnosis"] == raw.diagnosis.to_dict()
+
+
+@pytest.mark.parametrize("case", ["cqe", "healthy", "fd:st_aicpu_notify_testcase", "fd:st_event_timeout_testcase",
+                                  "fd:st_transport_timeout_testcase"])
+def test_every_node_folder_job_merges_from_its_documents(tmp_path: Path, case: str) -> None:
+    """The proof on every job case kept as a folder per node (the ascend-fd fixtures copied as they are)."""
+    if case.startswith("fd:"):
+        job = tmp_path / "job"
+        import shutil
+
+        shutil.copytree(FD / case[3:], job)
+    elif case == "cqe":
+        job = tmp_path / "job"
+        write(job / "node-a" / "device-6" / "plog-148_20240328.log", body(CQE))
+        write(job / "node-b" / "device-0" / "plog-2111667_20240328.log", timeout_plog("2024-03-28-10:55"))
+    else:
+        job = tmp_path / "job"
+        for node in ("node-a", "node-b"):
+            write(job / node / "device-0" / "plog-59420_2025.log", body(HEALTHY))
+    (tmp_path / "docs").mkdir()
+    _assert_same_verdict(_scan(*_documents(job, tmp_path / "docs")), _scan(job))
 
 
 def test_a_document_that_is_not_one_is_one_line_exit_2(tmp_path: Path) -> None:
@@ -325,3 +356,39 @@ def test_junit_and_github_give_one_case_and_annotation_per_incident(tmp_path: Pa
     github = CliRunner().invoke(main, ["logs", "scan", str(job), "--format", "github"])
     incidents = [line for line in github.output.splitlines() if "title=I" in line]
     assert len(incidents) == 8 and sum("root%3A" in line for line in incidents) == 1
+
+
+
+def test_ascend_fd_sdma_exceptions_on_two_nodes_half_an_hour_apart() -> None:
+    """Alike but 30 minutes apart: the first is the root, the second independent (not a common cause)."""
+    scan = _scan(FD / "st_aicpu_notify_testcase")
+    roles = _roles(scan)
+    (root,) = roles["root"]
+    assert (root.kind, root.node, root.device) == ("hccl_task_exception", "worker-0", 11)
+    assert [(i.node, i.device) for i in roles["independent"]] == [("worker-1", 3)] and not scan.diagnosis.common
+
+
+def test_ascend_fd_error_cqe_on_both_ends_of_a_link() -> None:
+    """ModelArts' per-rank layout (process_log/rank_N/): both ends of one link see the error CQE at once."""
+    scan = _scan(FD / "st_cqe_testcase")
+    assert sorted((i.kind, i.rank) for i in scan.incidents) == [("hccl_link", 76), ("hccl_link", 77)]
+    root = next(i for i in scan.incidents if i.role == "root")
+    assert root.rank == 77 and scan.diagnosis.common  # 22:15:59.592 before 22:15:59.773, 2 of 2 ranks alike
+
+
+def test_ascend_fd_transport_timeout_names_the_peer_of_the_link_table() -> None:
+    """The LINK_ERROR_INFO rows name rank 8 (`192.168.2.199(8) ... time out`); rank 8's plog reports no
+    error and goes on logging: it hung or fell behind."""
+    scan = _scan(FD / "st_transport_timeout_testcase")
+    root = next(i for i in scan.incidents if i.role == "root")
+    assert (root.kind, root.rank, root.node) == ("named_rank", 8, "worker-1") and "hung" in root.title
+    assert sorted(i.rank for i in scan.incidents if i.role == "consequence") == [2, 10, 11]
+
+
+def test_ascend_fd_event_timeout_has_no_root_and_says_why() -> None:
+    """Ranks 1 and 2 wait for rank 0, rank 0 (its rank from its run plog, same pid) waits for rank 1: a
+    circle of timeouts, no failure of its own in these logs."""
+    scan = _scan(FD / "st_event_timeout_testcase")
+    assert scan.diagnosis.root_cause is None and scan.diagnosis.confidence == "low"
+    assert sorted(i.rank for i in scan.incidents) == [0, 1, 2]
+    assert any("rank 0 itself only timed out" in why for why in scan.diagnosis.why)

@@ -32,6 +32,8 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from npudoctor.logs.model import LogFinding
 
+# Incidents the diagnosis makes for a rank no log shows failing (named by the others, or silent).
+INFERRED_KINDS = ("silent_rank", "named_rank")
 # Findings of one unit whose first lines lie this close in time (or, without times, in lines) are one event.
 WINDOW_S = 10.0
 LINE_GAP = 60
@@ -41,6 +43,8 @@ MAX_SOURCES = 12
 CLOCK_DOUBT_S = 5.0
 # At least this share of the ranks seen failing alike (and two or more) is a common cause, not one culprit.
 COMMON_SHARE = 0.5
+# ... all within this many seconds of each other (every rank failing at once: start-up, a bad env).
+COMMON_WINDOW_S = 120.0
 
 # -- what a line says about where it comes from ---------------------------------------------------------
 # Timestamps as CANN (`2025-05-08-09:56:18.526.761`), torch_npu (`2025-04-08-18:07:20`) and Python
@@ -49,9 +53,15 @@ TIME = re.compile(r"(?<!\d)(\d{4})-(\d\d)-(\d\d)[-T ](\d\d):(\d\d):(\d\d)(?:[.,]
 PID = re.compile(r"\[[A-Z]+\] ?[A-Z][A-Z0-9_]*\((\d+),|\[PID: ?(\d+)\]|\(PID: ?(\d+)|\bpid[=: ](\d+)")
 DEVICE = re.compile(r"(?i)\b(?:device[_ ]?id|dev[_ ]?id|chip[_ ]?id|logic[_ ]?devid)\s*[=:\[(]\s*(\d+)"
                     r"|\(Device: ?(\d+)|\bdevice\((?:chipId:)?(\d+)|\bDevice ?(\d+)\b")
-RANK = re.compile(r"RankID: ?(\d+)|\[Rank (\d+)\]|\buserRank\s*[=:\[]\s*(\d+)|\brank[_ ]?id\s*[=:\[]\s*(\d+)")
+# This process's own rank: torch_npu's `RankID:8`, the watchdog's `[Rank 1]`, HCCL's `userRank[3]`, `rank[10]`
+# (`role[1] rank[10]`, `hcom init ... rank[76]`; never a remote rank).
+RANK = re.compile(r"RankID: ?(\d+)|\[Rank (\d+)\]|\buserRank\s*[=:\[]\s*(\d+)|\brank[_ ]?id\s*[=:\[]\s*(\d+)"
+                  r"|(?<![Rr]emote )(?<![Rr]emote_)\brank\[(\d+)\]")
 # `remote rank [6]`, `remote rank: [24]`, `remote rank:[24]`, `remoteRank=6`, `remote_rank_id(6)`.
-REMOTE_RANK = re.compile(r"(?i)remote[ _]?rank(?:[ _]?id)?\s*[=:]?\s*[\[(]?\s*(\d+)")
+# HCCL's LINK_ERROR_INFO table names the peer a link waited for in its row: `|  192.168.2.199(8)  | 16666 |
+# 192.168.2.197(10) | 0 | client | time out |` (dest_ip(user_rank) first).
+REMOTE_RANK = re.compile(r"(?i)remote[ _]?rank(?:[ _]?id)?\s*[=:]?\s*[\[(]?\s*(\d+)"
+                         r"|\|\s*\d{1,3}(?:\.\d{1,3}){3}\((\d+)\)\s*\|[^\n]{0,200}?\|\s*(?:time out|no connect)\s*\|")
 OP = re.compile(r"kernel[_ ]name\s*[=:]\s*([\w.-]+)|node_name:([\w.-]+)|op name is ([\w.-]+)"
                 r"|origin_op_name\s*[=:]\s*([\w.-]+)|OpType=(\w+)")
 # The details a rule (or the scanner, issue 31) reads out that name the operator or the device.
@@ -83,6 +93,18 @@ def parse_time(text: str) -> Optional[datetime.datetime]:
         return datetime.datetime(int(year), int(month), int(day), int(hour), int(minute), int(second), us)
     except ValueError:
         return None
+
+
+def named_ranks(text: str) -> List[int]:
+    """The remote ranks ``text`` names (``remote rank: [24]``, ``remoteRank:2``), at most MAX_SOURCES."""
+    found: List[int] = []
+    for match in REMOTE_RANK.finditer(text):
+        rank = int(match.group(1) or match.group(2))
+        if rank not in found:
+            found.append(rank)
+            if len(found) >= MAX_SOURCES:
+                break
+    return found
 
 
 def last_time(text: str, lines: int = 2000) -> Optional[datetime.datetime]:
@@ -131,6 +153,7 @@ class Kinds:
     rules: Mapping[str, Role]
     codes: Mapping[str, Role]
     generic_codes: frozenset
+    generic_prefixes: Tuple[str, ...]
     default: Role
 
     def role(self, finding: LogFinding) -> Role:
@@ -140,7 +163,8 @@ class Kinds:
         if finding.kind == "error_code":
             if finding.subject in self.codes:
                 return self.codes[finding.subject]
-            if finding.subject in self.generic_codes or finding.severity != "error":
+            if finding.subject in self.generic_codes or finding.subject.startswith(self.generic_prefixes) \
+                    or finding.severity != "error":
                 return self.kinds["error_code"]
             return Role(self.default.cls, self.default.kind, self.default.specificity, code_label(finding))
         if finding.kind in self.kinds:
@@ -166,6 +190,7 @@ def load_kinds() -> Kinds:
                  rules={k: _role(v, "") for k, v in data.get("rules", {}).items()},
                  codes={str(k): _role(v, "") for k, v in data.get("codes", {}).items()},
                  generic_codes=frozenset(str(c) for c in data.get("generic_codes", ())),
+                 generic_prefixes=tuple(str(p) for p in data.get("generic_prefixes", ())),
                  default=_role(data["default"], "error"))
 
 
@@ -267,14 +292,16 @@ def _details(finding: LogFinding, names: Sequence[str]) -> Optional[str]:
     return None
 
 
-def incidents_of(findings: Sequence[LogFinding], unit: Unit,
-                 kinds: Optional[Kinds] = None) -> Tuple[List[Incident], List[LogFinding]]:
+def incidents_of(findings: Sequence[LogFinding], unit: Unit, kinds: Optional[Kinds] = None,
+                 named: Sequence[int] = ()) -> Tuple[List[Incident], List[LogFinding]]:
     """(incidents, findings left over) of one unit's findings.
 
     Members are ordered by their first line; a new event starts where the process changes, or the time
     (else the line) gap to the previous member is wider than :data:`WINDOW_S` (:data:`LINE_GAP`). In one
     event, the causes and their context make one incident and the consequences another (a stream timeout
-    right after an exception is its consequence); context alone makes none (left over)."""
+    right after an exception is its consequence); context alone makes none (left over). ``named``: the
+    remote ranks the unit's own lines name (read by the job layer from its end), given to its consequences
+    that name none in their first lines."""
     kinds = kinds or load_kinds()
     members: List[_Member] = []
     left: List[LogFinding] = []
@@ -312,6 +339,9 @@ def incidents_of(findings: Sequence[LogFinding], unit: Unit,
             incidents[-1].cls = "cause"
         else:
             left.extend(m.finding for m in context)
+    for incident in incidents:
+        if incident.cls == "consequence" and not incident.remote_ranks:
+            incident.remote_ranks = sorted(set(named))[:MAX_SOURCES]
     return incidents, left
 
 
@@ -400,14 +430,16 @@ class Diagnosis:
                 "confidence": self.confidence, "why": list(self.why), "common_cause": self.common}
 
 
-def rank_key(node: str, rank: Optional[int], device: Optional[int], source: str) -> str:
+def rank_key(node: str, rank: Optional[int], device: Optional[int], source: str, pid: Optional[int] = None) -> str:
     """How one rank is named: ``rank 3`` (``node-a rank 3`` for a node's local rank), ``node-a NPU 2``,
-    else the log it comes from."""
+    ``node-a pid 1234``, else the log it comes from."""
     where = f"{node} " if node else ""
     if rank is not None:
         return f"{where}rank {rank}"
     if device is not None:
         return f"{where}NPU {device}"
+    if node and pid is not None:
+        return f"{where}pid {pid}"
     return source
 
 
@@ -426,7 +458,9 @@ def who(incident: Incident) -> str:
 
 def headline(incident: Incident) -> str:
     """``rank 3 (node-a, NPU 3): AI Core exception in Add_718``: the place, then the title without the
-    device the place already names."""
+    device the place already names (a rank named for its silence is its title alone)."""
+    if incident.kind in INFERRED_KINDS:
+        return incident.title
     place = who(incident)
     title = incident.title
     suffix = f" on device {incident.device}"
@@ -440,16 +474,19 @@ def sources_text(sources: Sequence[str], shown: int = 6) -> str:
     by_file: Dict[str, List[str]] = {}
     for source in sources:
         path, _, line = source.rpartition(":")
+        if not line.isdigit():  # a whole log (a rank named for its silence), not a line of it
+            path, line = source, ""
         by_file.setdefault(path, []).append(line)
     parts = []
     for path, lines in by_file.items():
         more = f" (+{len(lines) - shown})" if len(lines) > shown else ""
-        parts.append(f"{path}:{','.join(lines[:shown])}{more}")
+        numbers = ",".join(line for line in lines[:shown] if line)
+        parts.append(f"{path}:{numbers}{more}" if numbers else path)
     return "; ".join(parts)
 
 
 def _key(incident: Incident) -> str:
-    return rank_key(incident.node, incident.rank, incident.device, incident.unit)
+    return rank_key(incident.node, incident.rank, incident.device, incident.unit, incident.pid)
 
 
 def _order(incident: Incident) -> Tuple[Any, ...]:
@@ -463,10 +500,11 @@ def diagnose(incidents: List[Incident], units: Sequence[Unit]) -> Tuple[List[Inc
 
     The same incidents and units give the same diagnosis in any order (per-node documents merged give
     what one scan of every log gives)."""
+    units = _unified(units, incidents)
     incidents = sorted(incidents, key=lambda i: (_order(i), i.sources))
     for number, incident in enumerate(incidents, 1):
         incident.id, incident.role, incident.caused_by = f"I{number}", "independent", None
-    unit_keys = {rank_key(u.node, u.rank, u.device, u.source) for u in units if u.rank is not None or
+    unit_keys = {rank_key(u.node, u.rank, u.device, u.source, u.pid) for u in units if u.rank is not None or
                  u.device is not None}
     causes = [i for i in incidents if i.cls == "cause"]
     consequences = [i for i in incidents if i.cls == "consequence"]
@@ -527,6 +565,35 @@ def diagnose(incidents: List[Incident], units: Sequence[Unit]) -> Tuple[List[Inc
     return incidents, diagnosis
 
 
+def _unified(units: Sequence[Unit], incidents: Sequence[Incident]) -> List[Unit]:
+    """One process, one rank: a rank one log of a process (node and pid) tells (the run plog's
+    ``rank[0]``) is the rank of its other logs (the debug plog) and of their incidents; the process's
+    log stopped when the last of its logs did."""
+    rank_of: Dict[Tuple[str, int], int] = {}
+    stopped: Dict[Tuple[str, int], str] = {}
+    for unit in units:
+        if unit.pid is None:
+            continue
+        process = (unit.node, unit.pid)
+        if unit.rank is not None:
+            rank_of.setdefault(process, unit.rank)
+        if unit.last_time and (process not in stopped or
+                               (from_iso(unit.last_time) or datetime.datetime.min)
+                               > (from_iso(stopped[process]) or datetime.datetime.min)):
+            stopped[process] = unit.last_time
+    out = []
+    for unit in units:
+        key = (unit.node, unit.pid) if unit.pid is not None else None
+        if key is not None and (key in rank_of or key in stopped):
+            unit = Unit(unit.source, unit.node, unit.rank if unit.rank is not None else rank_of.get(key),
+                        unit.device, unit.pid, stopped.get(key, unit.last_time))
+        out.append(unit)
+    for incident in incidents:
+        if incident.rank is None and incident.pid is not None:
+            incident.rank = rank_of.get((incident.node, incident.pid))
+    return out
+
+
 def _natural(key: str) -> Tuple[Any, ...]:
     return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", key))
 
@@ -547,6 +614,9 @@ def _common(causes: Sequence[Incident], seen: int) -> bool:
         by_rank.setdefault(_key(cause), cause)
     if len(by_rank) < 2 or len(by_rank) < COMMON_SHARE * seen:
         return False
+    times = sorted(t for t in (from_iso(c.first_time) for c in by_rank.values()) if t is not None)
+    if times and (times[-1] - times[0]).total_seconds() > COMMON_WINDOW_S:
+        return False  # alike but apart in time: one after the other, the first is the root
     return len({(c.kind, c.op, tuple(c.codes[:1])) for c in by_rank.values()}) == 1
 
 
@@ -570,7 +640,7 @@ def _silent(units: Sequence[Unit], consequences: Sequence[Incident], reporting: 
     for unit in units:
         if unit.rank is None and unit.device is None:
             continue
-        key = rank_key(unit.node, unit.rank, unit.device, unit.source)
+        key = rank_key(unit.node, unit.rank, unit.device, unit.source, unit.pid)
         if key in reporting:
             continue
         stopped, waited = from_iso(unit.last_time), first_wait.get(unit.node)
@@ -587,29 +657,16 @@ def _inferred_root(consequences: Sequence[Incident], silent: Sequence[str], unit
     named = _named_ranks(consequences)
     if named:
         rank, votes = named.most_common(1)[0]
-        unit = next((u for u in units if u.rank == rank), None)
         why.append(f"{votes} of {waiting} waiting rank(s) name rank {rank} as the remote rank they waited for")
-        place = f"rank {rank}"
-        first_wait = min((t for t in (from_iso(i.first_time) for i in consequences) if t is not None), default=None)
-        stopped = from_iso(unit.last_time) if unit is not None else None
-        if unit is not None and stopped is not None and first_wait is not None and stopped >= first_wait:
-            title = (f"rank {rank}, named by the waiting ranks, reported no error of its own and was still logging "
-                     f"at {shown_time(unit.last_time)}: it hung or fell behind (py-spy dump its process)")
-        elif unit is not None and unit.last_time:
-            title = (f"rank {rank}, named by the waiting ranks, stopped logging at {shown_time(unit.last_time)} "
-                     f"and reported no error of its own: it was probably killed; check dmesg / the OOM killer"
-                     + (f" on {unit.node}" if unit.node else ""))
-        elif unit is not None:
-            title = f"rank {rank}, named by the waiting ranks, logged no error of its own"
-        else:
-            title = f"rank {rank}, named by the waiting ranks, left no log among the inputs: read its node's logs"
-        return Incident(kind="named_rank", cls="cause", title=title, label=place, fix=(
-            "Read that rank's own logs (plog, stderr, dmesg on its node): it failed or was killed first."),
-            severity="error", node=unit.node if unit else "", rank=rank, device=unit.device if unit else None,
-            first_time=unit.last_time if unit else None, sources=[unit.source] if unit else [], unit=unit.source
-            if unit else "")
+        own = sorted((i for i in consequences if i.rank == rank), key=_order)
+        if not own:
+            return _named_root(rank, consequences, units)
+        # the named rank itself only waited: the first failure is further down the chain, not in these logs
+        further = sorted({r for i in own for r in i.remote_ranks} - {rank})
+        why.append(f"rank {rank} itself only timed out (first at {shown_time(own[0].first_time)}"
+                   + (f", waiting for rank {_range(further)}" if further else "") + ")")
     if len(silent) == 1:
-        unit = next(u for u in units if rank_key(u.node, u.rank, u.device, u.source) == silent[0])
+        unit = next(u for u in units if rank_key(u.node, u.rank, u.device, u.source, u.pid) == silent[0])
         where = f" on {unit.node}" if unit.node else ""
         when = f"stopped logging at {shown_time(unit.last_time)}" if unit.last_time else "stopped logging"
         title = (f"{silent[0]} {when} and never reported the timeout the other {waiting} rank(s) reported: "
@@ -623,6 +680,30 @@ def _inferred_root(consequences: Sequence[Incident], silent: Sequence[str], unit
         why.append(f"{len(silent)} ranks reported nothing while the others waited ({', '.join(silent[:8])}): "
                    f"one of them failed first")
     return None
+
+
+def _named_root(rank: int, consequences: Sequence[Incident], units: Sequence[Unit]) -> Incident:
+    """The rank the waiting ranks name, which logged no failure and no timeout of its own: what its log
+    says of it (still logging: it hung; stopped early: probably killed; absent: read its node's logs)."""
+    unit = next((u for u in units if u.rank == rank), None)
+    first_wait = min((t for t in (from_iso(i.first_time) for i in consequences) if t is not None), default=None)
+    stopped = from_iso(unit.last_time) if unit is not None else None
+    if unit is not None and stopped is not None and first_wait is not None and stopped >= first_wait:
+        title = (f"rank {rank}, named by the waiting ranks, reported no error of its own and was still logging "
+                 f"at {shown_time(unit.last_time)}: it hung or fell behind (py-spy dump its process)")
+    elif unit is not None and unit.last_time:
+        title = (f"rank {rank}, named by the waiting ranks, stopped logging at {shown_time(unit.last_time)} "
+                 f"and reported no error of its own: it was probably killed; check dmesg / the OOM killer"
+                 + (f" on {unit.node}" if unit.node else ""))
+    elif unit is not None:
+        title = f"rank {rank}, named by the waiting ranks, logged no error of its own"
+    else:
+        title = f"rank {rank}, named by the waiting ranks, left no log among the inputs: read its node's logs"
+    return Incident(kind="named_rank", cls="cause", title=title, label=f"rank {rank}", fix=(
+        "Read that rank's own logs (plog, stderr, dmesg on its node): it failed or was killed first."),
+        severity="error", node=unit.node if unit else "", rank=rank, device=unit.device if unit else None,
+        first_time=unit.last_time if unit else None, sources=[unit.source] if unit else [],
+        unit=unit.source if unit else "")
 
 
 def _cause_of(incident: Incident, by_key: Mapping[str, Sequence[Incident]], by_rank: Mapping[int, Incident],
@@ -678,7 +759,7 @@ def ranks_text(incidents: Sequence[Incident]) -> str:
         elif incident.rank is not None:
             loose.append(f"rank {incident.rank}")
         else:
-            loose.append(incident.unit)
+            loose.append(_key(incident))
     parts = [f"{node + ' ' if node else ''}NPU {_range(devices)}" for node, devices in sorted(by_node.items())]
     unique_loose = sorted(set(loose), key=_natural)
     parts += unique_loose[:4] + ([f"+{len(unique_loose) - 4} more"] if len(unique_loose) > 4 else [])
@@ -723,7 +804,7 @@ def _verdict(root: Optional[Incident], incidents: Sequence[Incident], seen: int,
     when = f" at {shown_time(root.first_time)}" if root.first_time else ""
     if common:
         text = f"Common cause: {len(failed)} ranks failed alike: {root.title}{when}{codes}; not one culprit."
-    elif root.kind in ("silent_rank", "named_rank"):
+    elif root.kind in INFERRED_KINDS:
         text = f"Root cause: {root.title}."
     else:
         text = f"Root cause: {headline(root)}{when}{codes}."

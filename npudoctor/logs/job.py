@@ -29,7 +29,19 @@ from typing import IO, Any, Dict, List, Optional, Sequence, Tuple
 from npudoctor.errors import InputError
 from npudoctor.logs import codes as codebase
 from npudoctor.logs.engine import LogInput, expand_paths, read_chunks, scan_paths
-from npudoctor.logs.incidents import Diagnosis, Incident, Unit, diagnose, incidents_of, iso, last_time
+from npudoctor.logs.incidents import (
+    INFERRED_KINDS,
+    RANK,
+    Diagnosis,
+    Incident,
+    Unit,
+    diagnose,
+    first_match,
+    incidents_of,
+    iso,
+    last_time,
+    named_ranks,
+)
 from npudoctor.logs.model import Evidence, FileSummary, LogFinding, ScanPart, ScanResult
 from npudoctor.logs.rules import RuleSet, load_rules
 from npudoctor.logs.safeio import open_input
@@ -204,8 +216,12 @@ def scan_job(paths: Sequence[str], *, rules: Optional[RuleSet] = None, rule_file
 def _add_unit(part: ScanPart, name: str, place: Place, tail: str, merged: Scanner, units: List[Unit],
               incidents: List[Incident], leftover: List[LogFinding]) -> None:
     merged.add_parts([part])
-    unit = Unit(name, place.node, place.rank, place.device, place.pid, iso(last_time(tail)) if tail else None)
-    found, left = incidents_of(part.findings, unit)
+    rank = place.rank
+    if rank is None and tail:  # the log's own words: `RankID:8`, `rank[76]` (its end: where a dying job writes)
+        own = first_match(RANK, tail)
+        rank = int(own) if own is not None else None
+    unit = Unit(name, place.node, rank, place.device, place.pid, iso(last_time(tail)) if tail else None)
+    found, left = incidents_of(part.findings, unit, named=named_ranks(tail) if tail else ())
     units.append(unit)
     incidents.extend(found)
     leftover.extend(left)
@@ -383,7 +399,8 @@ def _add_document(path: str, merged: Scanner, units: List[Unit], incidents: List
     data = clean_value(load_document(path))  # another node's text: no secret, no control character
     try:
         units.extend(Unit.from_dict(u) for u in data["units"])
-        incidents.extend(Incident.from_dict(i) for i in data["incidents"])
+        # what the logs said, not what one node's diagnosis concluded (a rank named for its silence there)
+        incidents.extend(Incident.from_dict(i) for i in data["incidents"] if i.get("kind") not in INFERRED_KINDS)
         findings = [finding_from_dict(f) for f in data.get("findings", ())]
         files = data.get("files", ())
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
