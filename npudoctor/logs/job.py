@@ -177,9 +177,16 @@ def scan_job(paths: Sequence[str], *, rules: Optional[RuleSet] = None, rule_file
             root = path if os.path.isdir(path) else os.path.dirname(path)
             inputs.extend((item, place_of(item.path, root, node, folders)) for item in found)
     total = len(inputs)
+    total_bytes = sum(item.size for item, _ in inputs)
+    done = 0
     for index, (item, place) in enumerate(inputs):
+        file_progress = None
         if progress is not None:
-            progress(index, total, index, total)
+            progress(done, max(total_bytes, done), index, total)
+
+            def file_progress(read: int, _total: int, _index: int, _files: int, done: int = done,
+                              index: int = index) -> None:
+                progress(done + read, max(total_bytes, done + read), index, total)
         if item.kind == "problem":
             merged.add_unreadable(item.name, item.problem)
             continue
@@ -194,19 +201,22 @@ def scan_job(paths: Sequence[str], *, rules: Optional[RuleSet] = None, rule_file
                 part = _renumbered(part, item.name, lines)
                 _add_unit(part, name, stream_place, tail, merged, units, incidents, leftover)
             _fold_split_summaries(merged, item.name)
+            done += item.size
             continue
         if opener is not None:
             result = scan_paths([item.path], rules=rules, opener=opener, installed=installed)
         else:
             result = scan_paths([item.path], rules=rules, rule_files=rule_files, jobs=jobs, stdin=stdin,
-                                follow_symlinks=True, cwd=cwd, installed=installed)
+                                follow_symlinks=follow_symlinks, cwd=cwd, installed=installed,
+                                progress=file_progress)
         summary = result.files[0]
         summary.path = item.name
         part = ScanPart(summary, result.levels, result.modules, result.codes, result.findings)
         tail = _tail_text(item) if opener is None else ""
         _add_unit(part, item.name, place, tail, merged, units, incidents, leftover)
+        done += max(item.size, summary.bytes)
     if progress is not None:
-        progress(total, total, total, total)
+        progress(done, max(total_bytes, done), total, total)
     result = merged.result()
     result.skipped = skipped
     incidents, diagnosis = diagnose(incidents, units)
