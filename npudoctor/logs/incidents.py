@@ -145,6 +145,7 @@ class Role:
     kind: str
     specificity: int
     label: str
+    named: bool = False  # the finding's subject completes the label (the missing module's name)
 
 
 @dataclass(frozen=True)
@@ -159,7 +160,7 @@ class Kinds:
     def role(self, finding: LogFinding) -> Role:
         if finding.rule and finding.rule in self.rules:
             role = self.rules[finding.rule]
-            return role if role.kind else Role(role.cls, finding.kind, role.specificity, role.label)
+            return role if role.kind else Role(role.cls, finding.kind, role.specificity, role.label, role.named)
         if finding.kind == "error_code":
             if finding.subject in self.codes:
                 return self.codes[finding.subject]
@@ -177,7 +178,7 @@ class Kinds:
 
 def _role(entry: Mapping[str, Any], kind: str) -> Role:
     return Role(str(entry["class"]), str(entry.get("kind", kind)), int(entry.get("specificity", 0)),
-                str(entry.get("label", kind.replace("_", " "))))
+                str(entry.get("label", kind.replace("_", " "))), bool(entry.get("named", False)))
 
 
 @functools.lru_cache(maxsize=1)
@@ -390,7 +391,7 @@ def _incident(members: List[_Member], unit: Unit) -> Incident:
                     | {int(v) for m in members for v in m.finding.details.get("remote_rank", ()) if v.isdigit()})
     first = min(members, key=lambda m: m.finding.first.line).finding
     sources = sorted({str(m.finding.first) for m in members}, key=_source_order)[:MAX_SOURCES]
-    label = lead.role.label
+    label = lead.role.label + (f": {lead.finding.subject}" if lead.role.named else "")
     title = label + (f" in {op}" if op else "") + (f" on device {device}" if device is not None else "")
     fix = next((m.finding.fix for m in sorted(members, key=lambda m: -m.role.specificity) if m.finding.fix), "")
     return Incident(kind=lead.role.kind, cls=lead.role.cls, title=title, label=label, fix=fix,
@@ -617,7 +618,7 @@ def _common(causes: Sequence[Incident], seen: int) -> bool:
     times = sorted(t for t in (from_iso(c.first_time) for c in by_rank.values()) if t is not None)
     if times and (times[-1] - times[0]).total_seconds() > COMMON_WINDOW_S:
         return False  # alike but apart in time: one after the other, the first is the root
-    return len({(c.kind, c.op, tuple(c.codes[:1])) for c in by_rank.values()}) == 1
+    return len({(c.kind, c.label, c.op, tuple(c.codes[:1])) for c in by_rank.values()}) == 1
 
 
 def _named_ranks(consequences: Sequence[Incident]) -> collections.Counter:

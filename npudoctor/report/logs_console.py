@@ -151,11 +151,20 @@ def _diagnosis(job: JobScan, console: Console, verbose: bool, symbols: Mapping[S
     roots = [i for i in job.incidents if i.role == "root"]
     consequences = [i for i in job.incidents if i.role == "consequence"]
     others = [i for i in job.incidents if i.role == "independent"]
+    alike: List[Incident] = []
+    if diagnosis.common and roots and not verbose:  # the same failure on the other ranks: one line
+        alike = [i for i in others if i.label == roots[0].label]
+        others = [i for i in others if i.label != roots[0].label]
     for heading, chosen in (("root cause", roots), ("consequences", consequences),
                             ("independent incidents", others)):
         if not chosen:
             continue
         console.print(Text(f"\n{heading}", style="bold underline"))
+        if heading == "root cause" and alike:
+            for incident in chosen:
+                _print_wrapped(console, _incident_lines(incident, symbols, explain))
+            _print_wrapped(console, _folded_line(f"the same on {len(alike)} more", alike, symbols))
+            continue
         if verbose or heading == "root cause" or (heading == "independent incidents" and len(chosen) <= 3):
             for incident in chosen:
                 _print_wrapped(console, _incident_lines(incident, symbols, explain))
