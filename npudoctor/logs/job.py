@@ -166,7 +166,7 @@ def scan_job(paths: Sequence[str], *, rules: Optional[RuleSet] = None, rule_file
         _add_document(document, merged, units, incidents, leftover)
     raw = [p for p in paths if p not in documents]
     if opener is not None:
-        inputs = [(LogInput(path, path, "opener"), Place(node=node)) for path in raw]
+        inputs = [(LogInput(path, path, "opener"), place_of(path, os.path.dirname(path), node)) for path in raw]
         skipped: List[Tuple[str, str]] = []
     else:
         inputs, skipped = [], []
