@@ -792,7 +792,7 @@ def _clock(moment: datetime.datetime) -> str:
 def _verdict(root: Optional[Incident], incidents: Sequence[Incident], seen: int, common: bool,
              failed: Sequence[str]) -> str:
     if not incidents:
-        return f"No failure found in {seen} log{'s' if seen != 1 else ''}: nothing that needs attention."
+        return f"No failure found in {seen} log{'s' if seen != 1 else ''} (no error that stops a job)."
     consequences = [i for i in incidents if i.role == "consequence"]
     if root is None and not consequences:
         return f"{len(incidents)} independent incident(s), none a consequence of another: {incidents[0].title}."
