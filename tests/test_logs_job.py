@@ -392,3 +392,11 @@ def test_ascend_fd_event_timeout_has_no_root_and_says_why() -> None:
     assert scan.diagnosis.root_cause is None and scan.diagnosis.confidence == "low"
     assert sorted(i.rank for i in scan.incidents) == [0, 1, 2]
     assert any("rank 0 itself only timed out" in why for why in scan.diagnosis.why)
+
+
+def test_node_folders_named_side_by_side_are_nodes(tmp_path: Path) -> None:
+    job = exception_job(tmp_path)
+    side_by_side = _scan(job / "node-a", job / "node-b")
+    assert [i.to_dict() for i in side_by_side.incidents] == [i.to_dict() for i in _scan(job).incidents]
+    layout = _scan(job / "node-a" / "device-0", job / "node-a" / "device-1")  # log folders, not nodes
+    assert {i.node for i in layout.incidents} == {""}

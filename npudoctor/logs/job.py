@@ -170,12 +170,17 @@ def scan_job(paths: Sequence[str], *, rules: Optional[RuleSet] = None, rule_file
         skipped: List[Tuple[str, str]] = []
     else:
         inputs, skipped = [], []
+        folders_named = [p for p in raw if os.path.isdir(p)]
         for path in raw:
             found, passed = expand_paths([path], follow_symlinks, cwd)
             skipped.extend(passed)
             folders = os.path.isdir(path) and node_folders(path)
             root = path if os.path.isdir(path) else os.path.dirname(path)
-            inputs.extend((item, place_of(item.path, root, node, folders)) for item in found)
+            # `logs scan node-a/ node-b/`: folders named side by side are nodes (not `debug/ run/`)
+            name = os.path.basename(os.path.normpath(path))
+            own_node = node or (clean(name) if len(folders_named) > 1 and path in folders_named and not folders
+                                and not LAYOUT_FOLDER.match(name) else "")
+            inputs.extend((item, place_of(item.path, root, own_node, folders)) for item in found)
     total = len(inputs)
     total_bytes = sum(item.size for item, _ in inputs)
     done = 0
