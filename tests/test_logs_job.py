@@ -320,6 +320,13 @@ def test_hostile_documents_are_one_line_errors(tmp_path: Path) -> None:
     deep.write_text('{"schema": "npudoctor.logs/2", "x": ' + "[" * 100000 + "]" * 100000 + "}", encoding="utf-8")
     bad_types = tmp_path / "types.json"
     bad_types.write_text('{"schema": "npudoctor.logs/2", "units": [1], "incidents": []}', encoding="utf-8")
+    odd = tmp_path / "odd.json"  # every field of the wrong type: read as nothing, never a traceback
+    odd.write_text('{"schema": "npudoctor.logs/2", "units": [{"source": "a", "rank": "x", "last_time": 5}], '
+                   '"incidents": [{"kind": "device_oom", "first_time": 7, "rank": [1], "node": 3}]}',
+                   encoding="utf-8")
+    out = CliRunner().invoke(main, ["logs", "scan", str(odd)])
+    assert isinstance(out.exception, SystemExit) and out.exit_code == 2, out.output  # no files: nothing readable
+    assert "nothing readable" in out.output
     for path, words in ((deep, "nested too deeply"), (bad_types, "malformed")):
         out = CliRunner().invoke(main, ["logs", "scan", str(path)])
         assert out.exit_code == 2 and words in out.output and "Traceback" not in out.output

@@ -121,7 +121,7 @@ def iso(moment: Optional[datetime.datetime]) -> Optional[str]:
 
 
 def from_iso(text: Optional[str]) -> Optional[datetime.datetime]:
-    if not text:
+    if not text or not isinstance(text, str):  # a document's field may hold anything
         return None
     try:
         return datetime.datetime.fromisoformat(text)
