@@ -13,7 +13,7 @@ that its peak RSS (``os.wait4``) is its own:
 1. one node's per-node scan (``logs scan NODE_DIR --node NAME --format json``) beside ``LC_ALL=C grep -c``
    over the same bytes (the literals the scanner searches in plog text: ``[ERROR]``, ``[WARNING]``);
 2. the merge: ``logs scan *.json`` over the job's documents, for 1,024 and 4,096 ranks (the timeout nodes'
-   documents are the scanned one with its node name and paths changed: merging is what is measured).
+   documents are the scanned one with its node name, paths and ranks changed: merging is what is measured).
 
 Checks that the merged verdict names node-0000 NPU 0 and that all other ranks are its consequences.
 """
@@ -46,7 +46,8 @@ def build_node(folder: Path, node: int, ranks_per_node: int, rank_bytes: int) ->
     filler = body("logs/plog_hccl_run_info_setupagent.log").replace(b"2025-01-24-11:10", b"2025-05-08-09:50")
     timeout = body("system/hccl_TaskExecStage_TaskRunFailed_Timeout_hccl-doc.txt")
     for device in range(ranks_per_node):
-        pad = filler * max(1, rank_bytes // len(filler))
+        rank = node * ranks_per_node + device  # each rank's setup line names its own rank (edited)
+        pad = filler.replace(b"rank[0]", b"rank[%d]" % rank) * max(1, rank_bytes // len(filler))
         if node == 0 and device == 0:
             tail = body("logs/plog_debug_aicore_error_2025.log")
         else:
@@ -54,6 +55,16 @@ def build_node(folder: Path, node: int, ranks_per_node: int, rank_bytes: int) ->
         path = folder / f"device-{device}" / f"plog-{1000 + device}_20250508.log"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(pad + tail)
+
+
+def node_document(template: str, name: str, node: int) -> str:
+    """node-0001's document as node ``node``'s: its name in paths and fields, its ranks 8..15 moved to
+    node * 8 .. node * 8 + 7 (what that node's own scan would say)."""
+    document = json.loads(template.replace("node-0001", name))
+    for entry in document["units"] + document["incidents"]:
+        if entry.get("rank") is not None:
+            entry["rank"] = entry["rank"] - 8 + node * 8
+    return json.dumps(document)
 
 
 def timed(args: List[str], cwd: Path, out: Optional[Path] = None) -> Tuple[float, int]:
@@ -109,7 +120,7 @@ def main() -> None:
             shutil.copy(work / "node-0000.json", docs / "node-0000.json")
             for node in range(1, ranks // 8):
                 name = f"node-{node:04d}"
-                (docs / f"{name}.json").write_text(template.replace("node-0001", name), encoding="utf-8")
+                (docs / f"{name}.json").write_text(node_document(template, name, node), encoding="utf-8")
             doc_bytes = sum(p.stat().st_size for p in docs.iterdir())
             walls, peak = [], 0
             for _ in range(args.repeat):
@@ -126,7 +137,8 @@ def main() -> None:
             diagnosis = merged["diagnosis"]
             root = next(i for i in merged["incidents"] if i["id"] == diagnosis["root_cause"])
             consequences = sum(1 for i in merged["incidents"] if i["role"] == "consequence")
-            assert (root["node"], root["device"], root["kind"]) == ("node-0000", 0, "aicore_exception"), root
+            assert (root["node"], root["device"], root["rank"], root["kind"]) == (
+                "node-0000", 0, 0, "aicore_exception"), root
             assert consequences == ranks - 1, consequences
             print(f"merge {ranks} ranks ({ranks // 8} documents, {doc_bytes / 1e6:.1f} MB): "
                   f"{statistics.median(walls):.2f} s (peak RSS {peak / 1024:.0f} MiB, with interpreter start); "

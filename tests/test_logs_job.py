@@ -407,3 +407,16 @@ def test_node_folders_named_side_by_side_are_nodes(tmp_path: Path) -> None:
     assert [i.to_dict() for i in side_by_side.incidents] == [i.to_dict() for i in _scan(job).incidents]
     layout = _scan(job / "node-a" / "device-0", job / "node-a" / "device-1")  # log folders, not nodes
     assert {i.node for i in layout.incidents} == {""}
+
+
+def test_bench_runs_small() -> None:
+    """bench/bench_logs_job.py end to end on a tiny job (it checks its own verdict: node-0000 NPU 0 the
+    root, every other rank its consequence)."""
+    import subprocess
+    import sys
+
+    bench = Path(__file__).resolve().parents[1] / "bench" / "bench_logs_job.py"
+    done = subprocess.run([sys.executable, str(bench), "--ranks", "32", "--rank-kib", "4", "--repeat", "1"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "merge 32 ranks (4 documents" in done.stdout and "Root cause: rank 0 (node-0000, NPU 0)" in done.stdout

@@ -95,6 +95,17 @@ def parse_time(text: str) -> Optional[datetime.datetime]:
         return None
 
 
+def own_rank(text: str) -> Optional[int]:
+    """The one rank ``text`` (a log's end) says it is, or None when it says none or several (a device
+    log that several processes write)."""
+    found = set()
+    for match in RANK.finditer(text):
+        found.add(int(next(group for group in match.groups() if group is not None)))
+        if len(found) > 1:
+            return None
+    return found.pop() if found else None
+
+
 def named_ranks(text: str) -> List[int]:
     """The remote ranks ``text`` names (``remote rank: [24]``, ``remoteRank:2``), at most MAX_SOURCES."""
     found: List[int] = []

@@ -31,16 +31,15 @@ from npudoctor.logs import codes as codebase
 from npudoctor.logs.engine import LogInput, expand_paths, read_chunks, scan_paths
 from npudoctor.logs.incidents import (
     INFERRED_KINDS,
-    RANK,
     Diagnosis,
     Incident,
     Unit,
     diagnose,
-    first_match,
     incidents_of,
     iso,
     last_time,
     named_ranks,
+    own_rank,
 )
 from npudoctor.logs.model import Evidence, FileSummary, LogFinding, ScanPart, ScanResult
 from npudoctor.logs.rules import RuleSet, load_rules
@@ -233,8 +232,7 @@ def _add_unit(part: ScanPart, name: str, place: Place, tail: str, merged: Scanne
     merged.add_parts([part])
     rank = place.rank
     if rank is None and tail:  # the log's own words: `RankID:8`, `rank[76]` (its end: where a dying job writes)
-        own = first_match(RANK, tail)
-        rank = int(own) if own is not None else None
+        rank = own_rank(tail)
     unit = Unit(name, place.node, rank, place.device, place.pid, iso(last_time(tail)) if tail else None)
     found, left = incidents_of(part.findings, unit, named=named_ranks(tail) if tail else ())
     units.append(unit)
