@@ -230,10 +230,11 @@ def test_healthy_job_exits_0(tmp_path: Path) -> None:
     assert document["diagnosis"]["root_cause"] is None and document["diagnosis"]["verdict"].startswith("No failure")
 
 
-def test_every_rank_failing_alike_is_a_common_cause(tmp_path: Path) -> None:
-    """One console of four ranks (`[rankN]:` prefixes, as torchrun's --tee writes), each printing the real
-    ModuleNotFoundError traceback of the torch_npu FAQ."""
-    lines = [f"[rank{rank}]:{line}" for rank in range(4) for line in body(IMPORT).splitlines()]
+@pytest.mark.parametrize("prefix", ["[rank{}]:", "[default{}]:"])
+def test_every_rank_failing_alike_is_a_common_cause(tmp_path: Path, prefix: str) -> None:
+    """One console of four ranks (`[rankN]:` prefixes as torch.distributed writes them, `[defaultN]:` as
+    torchrun's --tee does), each printing the real ModuleNotFoundError traceback of the torch_npu FAQ."""
+    lines = [prefix.format(rank) + line for rank in range(4) for line in body(IMPORT).splitlines()]
     write(tmp_path / "console.log", "\n".join(lines) + "\n")
     scan = _scan(tmp_path / "console.log")
     assert scan.diagnosis.common and scan.diagnosis.verdict.startswith("Common cause: 4 ranks failed alike")
