@@ -421,3 +421,12 @@ def test_bench_runs_small() -> None:
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "merge 32 ranks (4 documents" in done.stdout and "Root cause: rank 0 (node-0000, NPU 0)" in done.stdout
+
+
+def test_real_ray_taskrunner_paste_names_the_hccp_failure(tmp_path: Path) -> None:
+    """verl#332: `(TaskRunner pid=..)` lines; EJ0001 says why HCCL could not start, the wrapper codes
+    (ERR02200, the HcclResult 7) only explain it."""
+    scan = _scan(_paste(tmp_path, "logs/stdout_ray_taskrunner_EJ0001_hccp_init_ERR02200_verl-332.txt"))
+    (root,) = scan.incidents
+    assert (root.role, root.rank, root.codes[0]) == ("root", 2, "EJ0001")
+    assert root.title == "HCCP_Process_Initialization_Failure"

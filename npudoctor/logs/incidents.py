@@ -397,14 +397,15 @@ def _incident(members: List[_Member], unit: Unit) -> Incident:
         rank = rank if rank is not None and rank >= 0 else None
     times = [m.time for m in members if m.time is not None]
     codes = sorted({m.finding.subject for m in members if m.finding.kind == "error_code"},
-                   key=lambda c: (-_code_weight(c, members), c))
+                   key=lambda c: (_code_weight(c, members), c), reverse=True)
     remote = sorted({int(r) for r in (first_match(REMOTE_RANK, s) for s in samples) if r is not None}
                     | {int(v) for m in members for v in m.finding.details.get("remote_rank", ()) if v.isdigit()})
     first = min(members, key=lambda m: m.finding.first.line).finding
     sources = sorted({str(m.finding.first) for m in members}, key=_source_order)[:MAX_SOURCES]
     label = lead.role.label + (f": {lead.finding.subject}" if lead.role.named else "")
     title = label + (f" in {op}" if op else "") + (f" on device {device}" if device is not None else "")
-    fix = next((m.finding.fix for m in sorted(members, key=lambda m: -m.role.specificity) if m.finding.fix), "")
+    fix = lead.finding.fix or next(
+        (m.finding.fix for m in sorted(members, key=lambda m: -m.role.specificity) if m.finding.fix), "")
     return Incident(kind=lead.role.kind, cls=lead.role.cls, title=title, label=label, fix=fix,
                     severity="error", node=unit.node, rank=rank, device=device,
                     pid=lead.pid if lead.pid is not None else next((m.pid for m in members if m.pid), None),
@@ -414,8 +415,10 @@ def _incident(members: List[_Member], unit: Unit) -> Incident:
                     order=first.first.line)
 
 
-def _code_weight(code: str, members: Sequence[_Member]) -> int:
-    return max(m.role.specificity for m in members if m.finding.subject == code)
+def _code_weight(code: str, members: Sequence[_Member]) -> Tuple[bool, int]:
+    """Codes that decide the incident (a cause's, a consequence's) before those that only explain it."""
+    return max((m.role.cls in ("cause", "consequence"), m.role.specificity) for m in members
+               if m.finding.subject == code)
 
 
 def _source_order(source: str) -> Tuple[str, int]:
