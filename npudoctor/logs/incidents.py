@@ -165,7 +165,7 @@ class Kinds:
     rules: Mapping[str, Role]
     codes: Mapping[str, Role]
     generic_codes: frozenset
-    generic_prefixes: Tuple[str, ...]
+    hccl_results: Mapping[int, Role]
     default: Role
 
     def role(self, finding: LogFinding) -> Role:
@@ -175,8 +175,10 @@ class Kinds:
         if finding.kind == "error_code":
             if finding.subject in self.codes:
                 return self.codes[finding.subject]
-            if finding.subject in self.generic_codes or finding.subject.startswith(self.generic_prefixes) \
-                    or finding.severity != "error":
+            result = hccl_result(finding.subject)
+            if result is not None:  # an HCCL errNo or Hccl* result: timeouts wait, memory fails, the rest explain
+                return self.hccl_results.get(result, self.kinds["error_code"])
+            if finding.subject in self.generic_codes or finding.severity != "error":
                 return self.kinds["error_code"]
             return Role(self.default.cls, self.default.kind, self.default.specificity, code_label(finding))
         if finding.kind in self.kinds:
@@ -202,7 +204,7 @@ def load_kinds() -> Kinds:
                  rules={k: _role(v, "") for k, v in data.get("rules", {}).items()},
                  codes={str(k): _role(v, "") for k, v in data.get("codes", {}).items()},
                  generic_codes=frozenset(str(c) for c in data.get("generic_codes", ())),
-                 generic_prefixes=tuple(str(p) for p in data.get("generic_prefixes", ())),
+                 hccl_results={int(k): _role(v, "") for k, v in data.get("hccl_results", {}).items()},
                  default=_role(data["default"], "error"))
 
 
@@ -358,9 +360,29 @@ def incidents_of(findings: Sequence[LogFinding], unit: Unit, kinds: Optional[Kin
 
 
 def code_label(finding: LogFinding) -> str:
-    """How an incident that only a code names is called: the code's own name (ACL_ERROR_RT_MODEL_EXECUTE)."""
+    """How an incident that only a code names is called: the code's own name (ACL_ERROR_RT_MODEL_EXECUTE,
+    an HCCL errNo by its HcclResult: ``HCCL errNo 0x05000001 (HCCL_E_PARA)``)."""
     code = finding.code
-    return code.title if code is not None and code.title and code.exact else f"error {finding.subject}"
+    if code is not None and code.title and code.exact:
+        return code.title
+    result = hccl_result(finding.subject)
+    if result is not None:
+        from npudoctor.logs.codes import explain
+
+        named = explain(f"HCCL {result}")
+        return f"HCCL errNo {finding.subject}" + (f" ({named.title})" if named is not None and named.exact else "")
+    return f"error {finding.subject}"
+
+
+HCCL_ERRNO = re.compile(r"0x05[0-9a-fA-F]{2}([0-9a-fA-F]{4})$|HCCL (\d+)$")
+
+
+def hccl_result(code: str) -> Optional[int]:
+    """The HcclResult an HCCL errNo (0x05XXNNNN) or a failed Hccl* call's code (``HCCL 9``) carries."""
+    match = HCCL_ERRNO.match(code)
+    if match is None:
+        return None
+    return int(match.group(1), 16) if match.group(1) else int(match.group(2))
 
 
 def _same_event(previous: _Member, member: _Member) -> bool:
