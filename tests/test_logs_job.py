@@ -430,3 +430,16 @@ def test_real_ray_taskrunner_paste_names_the_hccp_failure(tmp_path: Path) -> Non
     (root,) = scan.incidents
     assert (root.role, root.rank, root.codes[0]) == ("root", 2, "EJ0001")
     assert root.title == "HCCP_Process_Initialization_Failure"
+
+
+def test_one_event_in_the_host_and_device_logs_of_one_process_is_one_incident(tmp_path: Path) -> None:
+    """CANN writes a process's host plog (plog/plog-PID_*.log) and its device log (device-N/device-PID_*.log);
+    the same AI Core exception seen in both (edited: the one real text laid in both places) is one
+    incident, on NPU 0 from the device log's folder."""
+    log = tmp_path / "log" / "debug"
+    write(log / "plog" / "plog-155320_20250508095600.log", body(AICORE))
+    write(log / "device-0" / "device-155320_20250508095600.log", body(AICORE))
+    scan = _scan(tmp_path / "log")
+    (incident,) = scan.incidents
+    assert (incident.kind, incident.pid, incident.device) == ("aicore_exception", 155320, 0)
+    assert {source.rsplit(":", 1)[0].rsplit("/", 2)[-2] for source in incident.sources} == {"plog", "device-0"}

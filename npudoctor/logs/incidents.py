@@ -538,7 +538,7 @@ def diagnose(incidents: List[Incident], units: Sequence[Unit]) -> Tuple[List[Inc
     The same incidents and units give the same diagnosis in any order (per-node documents merged give
     what one scan of every log gives)."""
     units = _unified(units, incidents)
-    incidents = sorted(incidents, key=lambda i: (_order(i), i.sources))
+    incidents = _coalesced(sorted(incidents, key=lambda i: (_order(i), i.sources)))
     for number, incident in enumerate(incidents, 1):
         incident.id, incident.role, incident.caused_by = f"I{number}", "independent", None
     unit_keys = {rank_key(u.node, u.rank, u.device, u.source, u.pid) for u in units if u.rank is not None or
@@ -607,6 +607,7 @@ def _unified(units: Sequence[Unit], incidents: Sequence[Incident]) -> List[Unit]
     ``rank[0]``) is the rank of its other logs (the debug plog) and of their incidents; the process's
     log stopped when the last of its logs did."""
     rank_of: Dict[Tuple[str, int], int] = {}
+    device_of: Dict[Tuple[str, int], int] = {}
     stopped: Dict[Tuple[str, int], str] = {}
     for unit in units:
         if unit.pid is None:
@@ -614,6 +615,8 @@ def _unified(units: Sequence[Unit], incidents: Sequence[Incident]) -> List[Unit]
         process = (unit.node, unit.pid)
         if unit.rank is not None:
             rank_of.setdefault(process, unit.rank)
+        if unit.device is not None:
+            device_of.setdefault(process, unit.device)
         if unit.last_time and (process not in stopped or
                                (from_iso(unit.last_time) or datetime.datetime.min)
                                > (from_iso(stopped[process]) or datetime.datetime.min)):
@@ -621,14 +624,54 @@ def _unified(units: Sequence[Unit], incidents: Sequence[Incident]) -> List[Unit]
     out = []
     for unit in units:
         key = (unit.node, unit.pid) if unit.pid is not None else None
-        if key is not None and (key in rank_of or key in stopped):
+        if key is not None and (key in rank_of or key in device_of or key in stopped):
             unit = Unit(unit.source, unit.node, unit.rank if unit.rank is not None else rank_of.get(key),
-                        unit.device, unit.pid, stopped.get(key, unit.last_time))
+                        unit.device if unit.device is not None else device_of.get(key), unit.pid,
+                        stopped.get(key, unit.last_time))
         out.append(unit)
     for incident in incidents:
-        if incident.rank is None and incident.pid is not None:
-            incident.rank = rank_of.get((incident.node, incident.pid))
+        if incident.pid is not None:
+            process = (incident.node, incident.pid)
+            if incident.rank is None:
+                incident.rank = rank_of.get(process)
+            if incident.device is None:
+                incident.device = device_of.get(process)
     return out
+
+
+def _coalesced(incidents: Sequence[Incident]) -> List[Incident]:
+    """One event seen in two logs of one process (the host plog and the device log of its pid): the same
+    kind within :data:`WINDOW_S` is one incident, its evidence joined (``incidents`` in order)."""
+    out: List[Incident] = []
+    open_events: Dict[Tuple[str, int, str, str], Incident] = {}
+    for incident in incidents:
+        moment = from_iso(incident.first_time)
+        key = (incident.node, incident.pid, incident.kind, incident.cls) if incident.pid is not None else None
+        kept = open_events.get(key) if key is not None else None
+        kept_at = from_iso(kept.first_time) if kept is not None else None
+        if kept is None or moment is None or kept_at is None or (moment - kept_at).total_seconds() > WINDOW_S \
+                or kept.unit == incident.unit or _apart(kept, incident):
+            out.append(incident)
+            if key is not None:
+                open_events[key] = incident
+            continue
+        kept.codes += [c for c in incident.codes if c not in kept.codes]
+        kept.sources = (kept.sources + [s for s in incident.sources if s not in kept.sources])[:MAX_SOURCES]
+        kept.findings += [f for f in incident.findings if f not in kept.findings]
+        kept.remote_ranks = sorted(set(kept.remote_ranks) | set(incident.remote_ranks))[:MAX_SOURCES]
+        kept.count += incident.count
+        if kept.op is None and incident.op is not None:
+            kept.op, kept.title = incident.op, incident.title
+        for name in ("rank", "device"):
+            if getattr(kept, name) is None:
+                setattr(kept, name, getattr(incident, name))
+    return out
+
+
+def _apart(one: Incident, other: Incident) -> bool:
+    """Two ranks or two NPUs for certain (a pid printed alike in two ranks' logs is no process)."""
+    return any(a is not None and b is not None and a != b
+               for a, b in ((one.rank, other.rank), (one.device, other.device)))
 
 
 def _natural(key: str) -> Tuple[Any, ...]:

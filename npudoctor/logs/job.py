@@ -57,6 +57,8 @@ ATTEMPT_FOLDER = re.compile(r"^attempt_\d+$")
 # `rank3.log`, `train_rank_3.txt`, `rank-3.out.1`: the rank right before the extension.
 RANK_FILE = re.compile(r"(?i)(?:^|[_.-])rank[_-]?(\d+)\.(?:log|txt|out|err)(?:\.\d+)?(?:\.gz)?$")
 PLOG_PID = re.compile(r"^plog-(\d+)_")
+# A device log, `device-N/device-<host pid>_<time>.log`: the host process it ran for (its plog's pid).
+DEVICE_LOG_PID = re.compile(r"^device-(\d+)_")
 # Console line prefixes that say whose line it is (at the start of a line, after Docker's `name  | `).
 # Before them may stand Docker compose's `name  | `, a launcher's `host [stderr] ` or a timestamp.
 PREFIX = re.compile(rb"^(?:[\w.-]+\s+\|\s|\S+ \[std(?:out|err)\] |\s*\d{4}-\d\d-\d\d[ T][\d:.,]+\s+)?"
@@ -122,7 +124,7 @@ def place_of(path: str, root: str, node: str = "", node_folders: bool = False) -
     rank = RANK_FILE.search(name)
     if rank and place.rank is None:
         place.rank = int(rank.group(1))
-    pid = PLOG_PID.match(name)
+    pid = PLOG_PID.match(name) or (DEVICE_LOG_PID.match(name) if place.device is not None else None)
     if pid:
         place.pid = int(pid.group(1))
     return place
