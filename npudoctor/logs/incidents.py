@@ -18,7 +18,7 @@ Pure: functions over findings and small records; the job layer (:mod:`npudoctor.
     ...     b"[ERROR] RUNTIME(7,python):2025-01-01-00:00:00.000.002 [a.cc:9]7 rtStreamSynchronize:ErrCode=507035\\n")
     >>> found, left = incidents_of(scanner.result().findings, Unit("plog-1.log"))
     >>> [(i.kind, i.codes, i.first_time) for i in found], left
-    [('aicore_exception', ['507035'], '2025-01-01T00:00:00.000001')], [])
+    ([('aicore_exception', ['507035'], '2025-01-01T00:00:00.000001')], [])
 """
 
 from __future__ import annotations
