@@ -4,5 +4,6 @@ from typing import Dict, List, Tuple
 SOURCE_SHA256: str
 
 def plog_pass(
-    data: bytes, begin: int, end: int, literals: Tuple[bytes, ...], line_base: int, forms: int = 0, search: int = 0
+    data: bytes, begin: int, end: int, literals: Tuple[bytes, ...], line_base: int, forms: int = 0,
+    dense_order: int = 0, search: int = 0
 ) -> Tuple[Dict[bytes, int], int, int, List[Tuple[int, int, int, int, int]]]: ...

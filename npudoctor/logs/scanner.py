@@ -138,9 +138,9 @@ LineGroup = Tuple[int, int, int, str, Analysis]
 
 
 # The compiled pass over a plog chunk (npudoctor/logs/_plogscan.c): (data, begin, end, literals, line_base,
-# forms) -> ({b"LEVEL] MODULE": records}, records, newlines, [(first line, last line, lines, start, stop) per
-# shape]).
-PlogPass = Callable[[bytes, int, int, Tuple[bytes, ...], int, int],
+# forms, dense_order) -> ({b"LEVEL] MODULE": records}, records, newlines, [(first line, last line, lines, start,
+# stop) per shape]).
+PlogPass = Callable[[bytes, int, int, Tuple[bytes, ...], int, int, bool],
                     Tuple[Dict[bytes, int], int, int, List[Tuple[int, int, int, int, int]]]]
 # The forms of a header's varying part beyond CANN's `(pid,process):date time.ms.us` that RECORD_VARYING
 # takes, asked of it (the grammar is said once): the compiled pass leaves them out of a line's shape too.
@@ -376,7 +376,9 @@ class Scanner:
         """:meth:`scan_lines` of a plog chunk by the compiled pass (``_plogscan.plog_pass``): records counted,
         lines to examine found and grouped by message shape in C, so that Python works per shape, not per
         line; None (nothing counted) when the chunk is not plog."""
-        headers, records, newlines, found = plog_pass(data, begin, end, self._plog_finds, line_base, VARYING_FORMS)
+        # (headers in the order the pure-Python passes count them: the error-dense one has its own)
+        headers, records, newlines, found = plog_pass(data, begin, end, self._plog_finds, line_base, VARYING_FORMS,
+                                                      _looks_error_dense(data, begin, end))
         for header in [header for header in headers if not _is_record_header(header)]:
             records -= headers.pop(header)  # a level word RECORD_FIRST_LINE does not take
         if not records or records < PLOG_SHARE * newlines:
