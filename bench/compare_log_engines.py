@@ -6,7 +6,8 @@ compiled pass (``npudoctor/logs/_plogscan.c``) and this tree's pure-Python pass.
     python bench/compare_log_engines.py --ref main --no-big PATH...
 
 Each engine scans each input on its own (``logs scan --format json`` as a document, the tool version left
-out) in a child process; the documents must be equal. Inputs: every file in ../shared/samples/logs and
+out, with the ``--format junit`` document beside it) in a child process; the documents must be equal, the
+order of keys included. Inputs: every file in ../shared/samples/logs and
 tests/data (whatever its format: the scanner takes any bytes), each of those folders as one scan, the
 paths given, and (unless ``--no-big``) the quiet and error-dense plogs of bench/bench_logs_scan.py at
 ``--size``. The older commit's code is taken with ``git archive`` (its own rules file too: compare
@@ -32,10 +33,17 @@ CHILD = """
 import json, sys
 from npudoctor.logs.engine import scan_paths
 from npudoctor.report.logs_json import to_dict
+try:
+    from npudoctor.report.junit import scan_document
+except ImportError:
+    scan_document = None
 for line in sys.stdin:
     paths = json.loads(line)
-    doc = to_dict(scan_paths(paths, jobs=1))
+    result = scan_paths(paths, jobs=1)
+    doc = to_dict(result)
     doc.pop("tool", None)
+    if scan_document is not None:  # the JUnit document lists each file's causes in their order
+        doc["junit"] = scan_document(result, ("error", "warn"))
     print(json.dumps(doc, sort_keys=False))
 """
 
