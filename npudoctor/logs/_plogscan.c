@@ -7,10 +7,13 @@
  *
  * Why it exists: the Python pass pays a regex step per line to count records and a Python step per line to
  * examine; on an error-dense plog (a job looping on an error) that is most lines. Here each line costs a
- * memchr, a few byte compares for its header, and a Wu-Manber search (bigram shift table) for the literals;
- * a line to examine costs a hash of its bytes, and Python sees one group per distinct message shape.
+ * memchr and a few byte compares for its header; the literals are found by a search that runs ahead over
+ * the lines (Teddy, a 16-byte vector filter or Wu-Manber, below); a line to examine costs a hash of its
+ * bytes, and Python sees one group per distinct message shape. The grammar is Python's: any level word is
+ * taken here and Python keeps the ones RECORD_FIRST_LINE takes; the varying forms beyond CANN's are taken
+ * only where RECORD_VARYING takes them (``forms``).
  *
- * Nothing here can backtrack: every step moves forward over the chunk. Memory: two hash tables, at most
+ * Nothing here can backtrack: every step moves forward over the chunk. Memory: three hash tables, at most
  * one entry per line of the chunk, freed before returning.
  */
 #define PY_SSIZE_T_CLEAN
