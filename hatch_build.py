@@ -2,10 +2,10 @@
 the wheel.
 
 npudoctor is pure Python; the resolver makes ``npudoctor libs`` and the libraries checks about ten times faster
-on torch-sized load graphs (see bench/bench_libs.py), the plog pass makes ``logs scan`` 2.5-4x faster
-(bench/bench_logs_scan.py). When there is no C compiler or no
-Python headers, or when NPUDOCTOR_PURE_PYTHON_BUILD=1 is set, the build goes on without it (with a warning)
-and the same pure-Python code answers. An editable install (``pip install -e .``) puts the module next to
+on torch-sized load graphs (see bench/bench_libs.py), the plog pass makes ``logs scan`` 3-5x faster on plogs
+(bench/bench_logs_scan.py). When there is no C compiler or no Python headers, or when
+NPUDOCTOR_PURE_PYTHON_BUILD=1 is set, the build goes on without them (with a warning) and the same
+pure-Python code answers. An editable install (``pip install -e .``) puts the module next to
 its source; run that again after editing a C file (a test fails while a built module is stale).
 """
 
