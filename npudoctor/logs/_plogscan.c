@@ -32,7 +32,7 @@
  * 32 positions at once by Teddy instead, whose cost does not grow with the literals. Wu-Manber's step is at most the shortest literal less one (`[ERR]`: 4 bytes),
  * which keeps it near 1 GB/s; it is the fallback (other compilers, literals shorter than three bytes, too
  * many distinct starts). */
-#if defined(__GNUC__) || defined(__clang__)
+#if defined(__clang__) || (defined(__GNUC__) && __GNUC__ >= 5) /* (older GCC: Wu-Manber) */
 #define VECTOR_FILTER 1
 #define MAX_TRIPLES 24
 #define MAX_VECTOR 32
