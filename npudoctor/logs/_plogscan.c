@@ -29,9 +29,9 @@
 /* GCC's and clang's vector extensions: 16-byte vectors are SSE2 on x86-64 and NEON on aarch64, both always
  * there. The filter compares 16 positions at once with the first three bytes of every literal; only a
  * position that passes is compared in full. x86-64 machines with AVX2 (the CPU is asked at run time) take
- * 32 positions at once by Teddy instead, whose cost does not grow with the literals. Wu-Manber's step is at most the shortest literal less one (`[ERR]`: 4 bytes),
- * which keeps it near 1 GB/s; it is the fallback (other compilers, literals shorter than three bytes, too
- * many distinct starts). */
+ * 32 positions at once by Teddy instead, whose cost does not grow with the literals. Wu-Manber's step is at
+ * most the shortest literal less one (`[ERR]`: 4 bytes), which keeps it near 1 GB/s; it is the fallback
+ * (older compilers, literals shorter than three bytes, too many distinct starts). */
 #if defined(__clang__) || (defined(__GNUC__) && __GNUC__ >= 5) /* (older GCC: Wu-Manber) */
 #define VECTOR_FILTER 1
 #define MAX_TRIPLES 24
@@ -525,12 +525,10 @@ static int same_key(const Entry *e, uint64_t hash, const unsigned char *head, Py
 static int table_grow(Table *t) {
     Py_ssize_t slots = (t->mask + 1) * 2;
     if (slots > INT32_MAX) {
-        PyErr_NoMemory();
         return -1;
     }
     int32_t *fresh = malloc((size_t)slots * sizeof(int32_t));
     if (!fresh) {
-        PyErr_NoMemory();
         return -1;
     }
     memset(fresh, 0xff, (size_t)slots * sizeof(int32_t));
@@ -547,7 +545,8 @@ static int table_grow(Table *t) {
     return 0;
 }
 
-/* The entry for the key (a new one, count 0, when it is not there yet); NULL when out of memory. */
+/* The entry for the key (a new one, count 0, when it is not there yet); NULL when out of memory (no Python
+ * error is set: the pass runs without the interpreter lock). */
 static Entry *table_get(Table *t, const unsigned char *head, Py_ssize_t head_size, const unsigned char *tail,
                         Py_ssize_t tail_size) {
     uint64_t hash = hash_bytes(hash_bytes(0xcbf29ce484222325ULL ^ (uint64_t)head_size, head, head_size), tail,
@@ -565,7 +564,6 @@ static Entry *table_get(Table *t, const unsigned char *head, Py_ssize_t head_siz
     if (t->used == t->capacity) {
         Entry *more = realloc(t->entries, (size_t)t->capacity * 2 * sizeof(Entry));
         if (!more) {
-            PyErr_NoMemory();
             return NULL;
         }
         t->entries = more;
@@ -591,6 +589,87 @@ static Entry *table_get(Table *t, const unsigned char *head, Py_ssize_t head_siz
 /* Only this much of a line is put together with lines of the same shape (the rest of a longer line is
  * compared too: such a line is its own group unless another is byte for byte the same). */
 #define MAX_SHAPE_LINE 16384
+
+/* The pass itself, without the interpreter lock (no Python object is touched): counts into headers (and
+ * dense_headers), groups into groups; records and newlines out. -1 when out of memory. */
+static int scan_chunk(const unsigned char *data, Py_ssize_t begin, Py_ssize_t end, const Literals *lit, int forms,
+                      int dense_order, Py_ssize_t line_base, Table *headers, Table *groups, Table *dense_headers,
+                      Py_ssize_t *records_out, Py_ssize_t *newlines_out) {
+    const unsigned char *p = data + begin, *stop = data + end;
+    const unsigned char *first_head = NULL, *first_head_end = NULL; /* counted last, as the Python code does */
+    Py_ssize_t records = 0, lineno = line_base, newlines = 0;
+    const unsigned char *ahead = p; /* where the next literal starts */
+    int looked = 0;                 /* (not looked for yet) */
+    int first_line = 1;
+    while (p < stop) {
+        const unsigned char *newline = memchr(p, '\n', (size_t)(stop - p));
+        const unsigned char *line_end = newline ? newline : stop;
+        lineno++;
+        const unsigned char *head_end = record_header(p, line_end);
+        if (head_end != NULL) {
+            records++;
+            if (first_line) {
+                first_head = p + 1;
+                first_head_end = head_end;
+            } else {
+                Entry *e = table_get(dense_order && dense_line(p, head_end, line_end, forms) ? dense_headers : headers,
+                                     p + 1, head_end - p - 1, NULL, -1);
+                if (e == NULL) {
+                    return -1;
+                }
+                e->count++;
+            }
+        }
+        first_line = 0;
+        /* the next literal is looked for over the lines after this one too, until it is found */
+        if (!looked || ahead < p) {
+            ahead = literals_next(lit, p, stop);
+            looked = 1;
+        }
+        if (ahead < (newline ? newline + 1 : stop)) {
+            const unsigned char *varying_end = NULL;
+            if (head_end != NULL && line_end - p <= MAX_SHAPE_LINE) {
+                varying_end = record_varying(head_end, line_end, forms);
+            }
+            Entry *e = varying_end ? table_get(groups, p, head_end - p, varying_end, line_end - varying_end)
+                                   : table_get(groups, p, line_end - p, NULL, -1);
+            if (e == NULL) {
+                return -1;
+            }
+            if (e->count == 0) {
+                e->first_line = lineno;
+                e->start = p - data;
+                e->stop = line_end - data;
+            }
+            e->last_line = lineno;
+            e->count++;
+        }
+        if (!newline) {
+            break;
+        }
+        newlines++;
+        p = newline + 1;
+    }
+    if (first_head != NULL) {
+        Entry *e = table_get(headers, first_head, first_head_end - first_head, NULL, -1);
+        if (e == NULL) {
+            return -1;
+        }
+        e->count++;
+    }
+    for (Py_ssize_t i = 0; i < dense_headers->used; i++) { /* after the others, as the error-dense path has them */
+        Entry *dense = &dense_headers->entries[i];
+        Entry *e = table_get(headers, dense->head, dense->head_size, NULL, -1);
+        if (e == NULL) {
+            return -1;
+        }
+        e->count += dense->count;
+    }
+
+    *records_out = records;
+    *newlines_out = newlines;
+    return 0;
+}
 
 PyDoc_STRVAR(plog_pass_doc,
              "plog_pass(data, begin, end, literals, line_base, forms=0, dense_order=0, search=0) -> (headers, "
@@ -650,77 +729,15 @@ static PyObject *plog_pass(PyObject *self, PyObject *args) {
     }
     have_dense = 1;
 
-    const unsigned char *data = (const unsigned char *)buffer.buf;
-    const unsigned char *p = data + begin, *stop = data + end;
-    const unsigned char *first_head = NULL, *first_head_end = NULL; /* counted last, as the Python code does */
-    Py_ssize_t records = 0, lineno = line_base, newlines = 0;
-    const unsigned char *ahead = p; /* where the next literal starts */
-    int looked = 0;                 /* (not looked for yet) */
-    int first_line = 1;
-    while (p < stop) {
-        const unsigned char *newline = memchr(p, '\n', (size_t)(stop - p));
-        const unsigned char *line_end = newline ? newline : stop;
-        lineno++;
-        const unsigned char *head_end = record_header(p, line_end);
-        if (head_end != NULL) {
-            records++;
-            if (first_line) {
-                first_head = p + 1;
-                first_head_end = head_end;
-            } else {
-                Entry *e = table_get(dense_order && dense_line(p, head_end, line_end, forms) ? &dense_headers
-                                                                                               : &headers,
-                                     p + 1, head_end - p - 1, NULL, -1);
-                if (e == NULL) {
-                    goto done;
-                }
-                e->count++;
-            }
-        }
-        first_line = 0;
-        /* the next literal is looked for over the lines after this one too, until it is found */
-        if (!looked || ahead < p) {
-            ahead = literals_next(&lit, p, stop);
-            looked = 1;
-        }
-        if (ahead < (newline ? newline + 1 : stop)) {
-            const unsigned char *varying_end = NULL;
-            if (head_end != NULL && line_end - p <= MAX_SHAPE_LINE) {
-                varying_end = record_varying(head_end, line_end, forms);
-            }
-            Entry *e = varying_end ? table_get(&groups, p, head_end - p, varying_end, line_end - varying_end)
-                                   : table_get(&groups, p, line_end - p, NULL, -1);
-            if (e == NULL) {
-                goto done;
-            }
-            if (e->count == 0) {
-                e->first_line = lineno;
-                e->start = p - data;
-                e->stop = line_end - data;
-            }
-            e->last_line = lineno;
-            e->count++;
-        }
-        if (!newline) {
-            break;
-        }
-        newlines++;
-        p = newline + 1;
-    }
-    if (first_head != NULL) {
-        Entry *e = table_get(&headers, first_head, first_head_end - first_head, NULL, -1);
-        if (e == NULL) {
-            goto done;
-        }
-        e->count++;
-    }
-    for (Py_ssize_t i = 0; i < dense_headers.used; i++) { /* after the others, as the error-dense path has them */
-        Entry *dense = &dense_headers.entries[i];
-        Entry *e = table_get(&headers, dense->head, dense->head_size, NULL, -1);
-        if (e == NULL) {
-            goto done;
-        }
-        e->count += dense->count;
+    Py_ssize_t records = 0, newlines = 0;
+    int failed;
+    Py_BEGIN_ALLOW_THREADS /* the bytes cannot change (a bytes object, or a buffer the caller holds) */
+    failed = scan_chunk((const unsigned char *)buffer.buf, begin, end, &lit, forms, dense_order, line_base, &headers,
+                        &groups, &dense_headers, &records, &newlines);
+    Py_END_ALLOW_THREADS
+    if (failed) {
+        PyErr_NoMemory();
+        goto done;
     }
 
     PyObject *header_dict = PyDict_New();
