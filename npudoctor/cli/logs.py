@@ -71,6 +71,9 @@ def logs() -> None:
 @click.option("--fail-on", "fail_on", multiple=True, metavar="error|warn|fallback|KIND|CODE",
               help="Exit 1 when a finding matches (repeat or comma-separate; given criteria replace the "
                    "default, error). warn includes error; a CODE such as EZ3002 or 507011 matches that code.")
+@click.option("--expect-success", "expect_success", metavar="atc|TEXT",
+              help="A finished run's log holds this line (atc: \"ATC run success\"); each log without it "
+                   "is an unfinished_run error: the run was not found, crashed, was killed or stopped.")
 @click.option("--rules", "rule_files", type=PATH, multiple=True, metavar="FILE",
               help="Site rules file (same layout as checks/log_rules.yaml); adds or replaces rules by id.")
 @click.option("-j", "--jobs", type=click.IntRange(0, 256), default=0, show_default=True,
@@ -82,8 +85,9 @@ def logs() -> None:
 @click.option("--root", type=PATH, metavar="DIR", help="Explain codes in CANN's own texts from the install under DIR.")
 @click.option("-v", "--verbose", is_flag=True,
               help="Show every finding's sample line and explanation, and every file.")
-def scan(paths: Tuple[str, ...], fmt: str, fail_on: Tuple[str, ...], rule_files: Tuple[str, ...],
-         jobs: int, follow_symlinks: bool, bundle: Optional[str], root: Optional[str], verbose: bool) -> None:
+def scan(paths: Tuple[str, ...], fmt: str, fail_on: Tuple[str, ...], expect_success: Optional[str],
+         rule_files: Tuple[str, ...], jobs: int, follow_symlinks: bool, bundle: Optional[str], root: Optional[str],
+         verbose: bool) -> None:
     """Scan files, directories, .gz files or - (stdin) and report merged findings.
 
     Exit codes: 0 nothing matched --fail-on; 1 findings matched or a file could not be read; 2 usage error or
@@ -91,6 +95,7 @@ def scan(paths: Tuple[str, ...], fmt: str, fail_on: Tuple[str, ...], rule_files:
     """
     from npudoctor.logs.engine import default_jobs, scan_paths
     from npudoctor.logs.failon import matches_fail_on, parse_fail_on
+    from npudoctor.logs.finished import expectation, extra_rules, judge_finished
     from npudoctor.logs.rules import RulesError, known_kinds, load_rules
     from npudoctor.model import inputs
     from npudoctor.probes.cann_codes import texts_on_node
@@ -101,13 +106,14 @@ def scan(paths: Tuple[str, ...], fmt: str, fail_on: Tuple[str, ...], rule_files:
     try:
         rules = load_rules(rule_files)
         criteria = parse_fail_on(split_list(fail_on), known_kinds(rules))
+        expected = expectation(expect_success) if expect_success is not None else None
     except (RulesError, ValueError) as exc:
         raise fail_usage(str(exc)) from None
     progress = progress_for(sys.stderr)
     try:
         result = scan_paths(paths, rules=rules, rule_files=rule_files, jobs=jobs or default_jobs(),
                             progress=progress, stdin=sys.stdin.buffer, follow_symlinks=follow_symlinks,
-                            installed=installed)
+                            installed=installed, extra_rules=extra_rules(expected) if expected else ())
     finally:
         if progress is not None:
             progress.close()
@@ -116,6 +122,8 @@ def scan(paths: Tuple[str, ...], fmt: str, fail_on: Tuple[str, ...], rule_files:
         first = f": {unread[0].path}: {unread[0].error}" if unread else ""
         more = f" (and {len(unread) - 1} more)" if len(unread) > 1 else ""
         raise fail_usage(f"nothing readable to scan{first}{more}")
+    if expected is not None:
+        judge_finished(result, expected)
     for summary in result.files:
         if summary.status == "partial":
             click.echo(printable(f"npudoctor: warning: {summary.path}: {summary.error}; scanned what was read "
