@@ -338,12 +338,30 @@ def plural(count: int, word: str) -> str:
     return f"{count} {word}{'s' * (count != 1)}"
 
 
-def verdict(report: Report, scope: Optional[str] = None) -> str:
-    """One sentence: what is wrong where, or that nothing is; then warnings and what could not apply.
+# Most severe first: a check that failed, one that could not run, a warning.
+SEVERITY_ORDER = (Status.FAIL, Status.ERROR, Status.WARN)
+# The most severe finding is named in the verdict in at most this many characters.
+NAMED_CHARS = 72
 
-    "1 problem in 1 stage; 28 checks could not apply (17: not an Ascend node)",
-    "No problems found on 8x Ascend 910B3". Commands that judge one thing say what in ``scope``
-    ("on cpu", "in 2 ranks"): "1 problem on cpu", "No problems found in 2 ranks; 5 warnings".
+
+def named_finding(findings: Sequence[Finding]) -> str:
+    """The most severe of ``findings`` in a few words: "SMI002 npu:3/chip:0 910B3: health Warning"."""
+    worst = min(findings, key=lambda f: SEVERITY_ORDER.index(f.status) if f.status in SEVERITY_ORDER else 99)
+    words = " ".join(part for part in (worst.id, worst.subject, one_line(worst.detail or worst.title)) if part)
+    if len(words) <= NAMED_CHARS:
+        return words
+    cut = words[:NAMED_CHARS - 3]
+    return (cut.rsplit(" ", 1)[0] if " " in cut[NAMED_CHARS // 2:] else cut).rstrip(" ,;:") + "..."
+
+
+def verdict(report: Report, scope: Optional[str] = None) -> str:
+    """One sentence: what is wrong where, naming the most severe thing found, or that nothing is; then
+    warnings and what could not apply.
+
+    "1 problem in 1 stage: DRV001 driver not installed; 28 checks could not apply (17: not an Ascend node)",
+    "1 warning on 8x Ascend 910B3: SMI002 npu:3/chip:0 910B3: health Warning", "No problems found on 8x
+    Ascend 910B3". Commands that judge one thing say what in ``scope`` ("on cpu", "in 2 ranks"):
+    "1 problem on cpu: ...", "5 warnings in 2 ranks: PROF010 ...".
     """
     findings = report.findings
     problems = [f for f in findings if f.status in PROBLEM]
@@ -366,9 +384,13 @@ def verdict(report: Report, scope: Optional[str] = None) -> str:
         how_many = plural(len(problems), "problem")
         if parts:
             how_many = how_many.replace(" ", " other ", 1)
-        parts.append(f"{how_many} {where}")
+        parts.append(f"{how_many} {where}: {named_finding(problems)}")
     elif parts:
         pass  # not an Ascend node, and nothing else wrong
+    elif warnings:  # no problem, but something to look at: name it, never "No problems found"
+        parts.append(f"{plural(len(warnings), 'warning')} {scope or 'on ' + hardware(report)}: "
+                     f"{named_finding(warnings)}")
+        warnings = []
     elif findings and not ran:
         parts.append("Nothing was checked")
     elif findings and scope is None and len(ran) < len(skipped):
