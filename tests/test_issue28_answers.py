@@ -5,9 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from npudoctor.cli import main
 from tests import profdirs
 from tests.clirunner import cli_runner
+from tests.samples import sample_path
 
 
 def _verdict(output: str) -> str:
@@ -42,3 +45,45 @@ def test_prof_verdict_names_a_warning_for_a_step_half_communication(tmp_path: Pa
     result = cli_runner().invoke(main, ["prof", "analyze", str(tmp_path)])
     verdict = _verdict(result.stdout)
     assert "No problems found" not in verdict and verdict.startswith("5 warnings in 1 rank: PROF"), verdict
+
+
+@pytest.mark.parametrize("args", [
+    ["check", "--demo", "chip-warning"],
+    ["logs", "scan", str(sample_path("atc_success_W11001_constructed.txt"))],
+])
+@pytest.mark.parametrize("word, fails", [("fail", False), ("error", False), ("FAIL", False), ("warn", True)])
+def test_one_fail_on_vocabulary_for_check_and_logs_scan(args, word, fails):
+    """check took warn|fail, logs scan error|warn|... and refused fail: both take fail, error and warn now
+    (both demos hold warnings and no error)."""
+    result = cli_runner().invoke(main, [*args, "--fail-on", word])
+    assert result.exit_code == (1 if fails else 0), result.output
+
+
+@pytest.mark.parametrize("args", [["prof", "analyze", "x"], ["onboard"], ["ops", "audit", "--model", "tiny"]])
+def test_every_command_refuses_an_unknown_fail_on_word_naming_the_one_vocabulary(args):
+    result = cli_runner().invoke(main, [*args, "--fail-on", "bogus"])
+    assert result.exit_code == 2
+    assert result.stderr.startswith("npudoctor: error: Invalid value for '--fail-on': 'bogus': expected fail (or "
+                                    "error), warn")
+    assert result.stderr.count("\n") == 1
+
+
+def test_ops_audit_takes_the_common_words_beside_fallback():
+    from npudoctor.cli.common import FailOn
+
+    kind = FailOn(["fallback"])
+    assert [kind.convert(w, None, None) for w in ("fail", "Error", "warn", "fallback")] == [
+        "fail", "fail", "warn", "fallback"]
+
+
+@pytest.mark.parametrize("args, says", [
+    (["chek"], "No such command 'chek'"),
+    (["--bogus"], "No such option '--bogus'"),
+    (["check", "--level", "9"], "Invalid value for '--level'"),
+    (["logs", "scan"], "Missing argument 'PATH...'"),
+])
+def test_click_usage_errors_are_one_npudoctor_error_line(args, says):
+    result = cli_runner().invoke(main, args)
+    assert result.exit_code == 2 and result.stdout == ""
+    assert result.stderr.startswith(f"npudoctor: error: {says}") and result.stderr.count("\n") == 1
+    assert "--help)" in result.stderr

@@ -12,7 +12,16 @@ from typing import Any, Callable, ClassVar, Dict, List, Optional, Tuple, TypeVar
 import click
 
 from npudoctor import __version__
-from npudoctor.cli.common import EXIT_OK, PATH, emit_findings, fail_usage, quoted_topics, split_list
+from npudoctor.cli.common import (
+    EXIT_OK,
+    FAIL_ON_HELP,
+    PATH,
+    FailOn,
+    emit_findings,
+    fail_usage,
+    quoted_topics,
+    split_list,
+)
 from npudoctor.errors import InputError
 from npudoctor.report import terminal
 
@@ -44,6 +53,12 @@ def with_terminal_options(command: click.Command) -> click.Command:
     for sub in getattr(command, "commands", {}).values():
         with_terminal_options(sub)
     return command
+
+
+def usage_line(exc: click.UsageError) -> str:
+    """Click's usage error as the one line every npudoctor error is: the reason, then where help is."""
+    where = exc.ctx.command_path if exc.ctx is not None else "npudoctor"
+    return f"{exc.format_message().rstrip('.')} (see {where} --help)"
 
 
 class LazyGroup(click.Group):
@@ -89,9 +104,23 @@ class LazyGroup(click.Group):
             terminal.quiet_broken_pipe()
             sys.exit(EXIT_OK)
 
+    def parse_args(self, ctx: click.Context, args: List[str]) -> List[str]:
+        try:
+            return super().parse_args(ctx, args)
+        except click.UsageError as exc:  # `npudoctor --bogus`: the one-line error, as every other
+            raise fail_usage(usage_line(exc)) from None
+
+    def resolve_command(self, ctx: click.Context, args: List[str]) -> Any:
+        try:
+            return super().resolve_command(ctx, args)
+        except click.UsageError as exc:  # `npudoctor chek`
+            raise fail_usage(usage_line(exc)) from None
+
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
+        except click.UsageError as exc:  # a subcommand's bad option or value: one line, not click's three
+            raise fail_usage(usage_line(exc)) from None
         except InputError as exc:  # every command's user errors, printed the one way
             raise fail_usage(str(exc)) from None
         except ImportError as exc:
@@ -134,8 +163,7 @@ FORMATS = click.Choice(["text", "json", "junit", "github", "prometheus", "npd"])
 @click.option("--only", multiple=True, metavar="ID", help="Run only these checks (ID, ID prefix or stage).")
 @click.option("--skip", "skip_ids", multiple=True, metavar="ID", help="Skip these checks (ID, prefix or stage).")
 @click.option("--format", "fmt", type=FORMATS, default="text", show_default=True)
-@click.option("--fail-on", type=click.Choice(["warn", "fail"]), default="fail", show_default=True,
-              help="Exit 1 on FAIL/ERROR (default) or also on WARN.")
+@click.option("--fail-on", type=FailOn(), default="fail", show_default=True, help=FAIL_ON_HELP)
 @click.option("--python", "python", type=PATH, metavar="PATH",
               help="The interpreter training runs with (default: python3 on PATH).")
 @click.option("--logs", "logs_dirs", type=PATH, multiple=True, metavar="DIR",

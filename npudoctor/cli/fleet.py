@@ -8,7 +8,7 @@ from typing import Any, Optional, Tuple
 
 import click
 
-from npudoctor.cli.common import PATH, fail_usage
+from npudoctor.cli.common import FAIL_ON_HELP, PATH, FailOn, fail_usage
 from npudoctor.model.finding import Status, failing
 
 
@@ -168,7 +168,7 @@ def collective(backend: str, sizes: Optional[str], ops: str, fmt: str, nproc_per
 @click.option("--no-collective", is_flag=True, help="Do not run the collective probe.")
 @click.option("--memlog", type=PATH, metavar="FILE.jsonl",
               help="Plot memory over steps from this npudoctor.memlog/1 file.")
-@click.option("--fail-on", type=click.Choice(["warn", "fail"]), default="fail", show_default=True)
+@click.option("--fail-on", type=FailOn(), default="fail", show_default=True, help=FAIL_ON_HELP)
 def onboard(profile_name: str, output: str, python: Optional[str], root: Optional[str], collective_backend: str,
             nproc_per_node: Optional[int], sizes: Optional[str], no_collective: bool, memlog: Optional[str],
             fail_on: str) -> None:

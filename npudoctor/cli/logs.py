@@ -68,9 +68,10 @@ def logs() -> None:
 @click.argument("paths", nargs=-1, required=True, metavar="PATH...", type=PATH_OR_STDIN)
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "junit", "github"]), default="text",
               show_default=True)
-@click.option("--fail-on", "fail_on", multiple=True, metavar="error|warn|fallback|KIND|CODE",
+@click.option("--fail-on", "fail_on", multiple=True, metavar="fail|warn|fallback|KIND|CODE",
               help="Exit 1 when a finding matches (repeat or comma-separate; given criteria replace the "
-                   "default, error). warn includes error; a CODE such as EZ3002 or 507011 matches that code.")
+                   "default, fail). fail (or error): errors; warn includes them; a CODE such as EZ3002 or "
+                   "507011 matches that code.")
 @click.option("--expect-success", "expect_success", metavar="atc|TEXT",
               help="A finished run's log holds this line (atc: \"ATC run success\"); each log without it "
                    "is an unfinished_run error: the run was not found, crashed, was killed or stopped.")
