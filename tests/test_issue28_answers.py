@@ -87,3 +87,34 @@ def test_click_usage_errors_are_one_npudoctor_error_line(args, says):
     assert result.exit_code == 2 and result.stdout == ""
     assert result.stderr.startswith(f"npudoctor: error: {says}") and result.stderr.count("\n") == 1
     assert "--help)" in result.stderr
+
+
+@pytest.mark.parametrize("option", ["--logs", "--prof"])
+def test_check_demo_with_a_folder_of_this_machine_is_refused_in_one_line(tmp_path, option):
+    result = cli_runner().invoke(main, ["check", "--demo", "healthy", option, str(tmp_path)])
+    assert result.exit_code == 2 and result.stdout == ""
+    assert result.stderr.startswith(f"npudoctor: error: --demo replays a shipped scenario; {option}")
+    assert result.stderr.count("\n") == 1
+
+
+def test_check_from_a_report_says_it_is_a_report_not_a_bundle(tmp_path):
+    report = tmp_path / "report.json"
+    report.write_text(cli_runner().invoke(main, ["check", "--demo", "healthy", "--format", "json"]).stdout)
+    result = cli_runner().invoke(main, ["check", "--from", str(report)])
+    assert result.exit_code == 2 and "could not be opened" not in result.stderr
+    assert "a report (npudoctor.report/1), not a bundle" in result.stderr and "npudoctor fleet" in result.stderr
+
+
+def test_demo_list_and_banner_fit_80_columns():
+    listing = cli_runner().invoke(main, ["check", "--demo", "list"])
+    assert listing.exit_code == 0 and max(len(line) for line in listing.stdout.splitlines()) <= 80
+    assert "driver-not-reloaded" in listing.stdout
+    for name in ("driver-not-reloaded", "healthy", "setenv-not-sourced"):
+        banner = cli_runner().invoke(main, ["check", "--demo", name, "--only", "DRV"]).stderr
+        assert f"demo scenario {name}:" in banner and max(len(line) for line in banner.splitlines()) <= 80
+
+
+def test_a_node_whose_driver_passed_is_not_told_to_install_the_driver():
+    result = cli_runner().invoke(main, ["check", "--demo", "healthy"])
+    text = " ".join(result.stdout.split())
+    assert "install the NPU driver" not in text and "the driver is installed without its tools" in text

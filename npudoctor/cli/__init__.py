@@ -193,6 +193,11 @@ def check(level: Optional[int], profile_name: Optional[str], bundle: Optional[st
         click.echo(f"npudoctor: note: --python {python} is not used with --from: a bundle replays the "
                    "interpreter it recorded", err=True)
         python = None
+    if demo not in (None, "list") and (logs_dirs or prof_dirs):
+        # a scenario is a recorded node: it holds no folder of this machine's to read (LOG001 said "not-recorded")
+        given = "--logs" if logs_dirs else "--prof"
+        raise fail_usage(f"--demo replays a shipped scenario; {given} reads this machine's folders: run "
+                         f"`npudoctor {'logs scan' if logs_dirs else 'prof analyze'} DIR` for them")
     options = {"python": python, "logs_dirs": logs_dirs, "prof_dirs": prof_dirs}
     if demo is not None or textfile:
         from npudoctor.cli.fleet import check_fleet_options
