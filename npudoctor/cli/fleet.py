@@ -8,7 +8,7 @@ from typing import Any, Optional, Tuple
 
 import click
 
-from npudoctor.cli.common import FAIL_ON_HELP, PATH, FailOn, fail_usage
+from npudoctor.cli.common import EXIT_FINDINGS, FAIL_ON_HELP, PATH, FailOn, fail_usage
 from npudoctor.model.finding import Status, failing
 
 
@@ -66,23 +66,35 @@ def profile() -> None:
 @click.option("--base", type=PATH, metavar="NAME|PATH",
               help="Profile whose thresholds it keeps (default: the report's).")
 @click.option("--name", type=PATH, metavar="NAME", help="The profile's name (default: site-from-HOSTNAME).")
-def derive(source: str, output: str, base: Optional[str], name: Optional[str]) -> None:
+@click.option("--allow-failing", is_flag=True,
+              help="Derive from a node whose report has FAIL/ERROR findings (refused by default: exit 1).")
+def derive(source: str, output: str, base: Optional[str], name: Optional[str], allow_failing: bool) -> None:
     """Write a site profile pinning what SOURCE's node is: chips, link widths, versions, OS and kernel.
 
-    `npudoctor check --profile site.yaml` on another node then reports every difference (SITE001).
+    `npudoctor check --profile site.yaml` on another node then reports every difference (SITE001). A node
+    with FAIL/ERROR findings is not a reference: refused (exit 1) unless --allow-failing.
     """
     from npudoctor import api
     from npudoctor.fleet.derive import derive as derive_text
-    from npudoctor.fleet.derive import load_source, write_new
+    from npudoctor.fleet.derive import failing_findings, load_source, write_new
+    from npudoctor.untrusted import clean, one_line
 
     if base:
         api.load_profile(base)  # a bad base is a usage error now, not when the site profile is used
     document, described = load_source(source, base)
+    failing = failing_findings(document)
+    if failing and not allow_failing:  # pinning a broken node would make every other node "differ" from it
+        shown = ", ".join(failing[:5]) + (f" and {len(failing) - 5} more" if len(failing) > 5 else "")
+        click.echo(one_line(clean(f"npudoctor: error: {described}: the node is not accepted (FAIL/ERROR: "
+                                  f"{shown}); fix it and derive again, or pass --allow-failing")), err=True)
+        raise click.exceptions.Exit(EXIT_FINDINGS)
     text = derive_text(document, described, base=base, name=name)
     write_new(output, text)
     pins = sum(1 for line in text.splitlines() if line.startswith("  ") and not line.strip().startswith("#"))
-    click.echo(f"wrote {output}: {pins} pinned value(s) from {described}; "
-               f"check another node with: npudoctor check --profile {output}")
+    click.echo(f"wrote {output}: {pins} pinned value(s) from {described}")
+    if failing:
+        click.echo(f"npudoctor: warning: the node has FAIL/ERROR findings ({', '.join(failing[:5])})", err=True)
+    click.echo(f"check another node with: npudoctor check --profile {output}")
 
 
 @click.command()
