@@ -120,13 +120,13 @@ def test_a_node_whose_driver_passed_is_not_told_to_install_the_driver():
     assert "install the NPU driver" not in text and "the driver is installed without its tools" in text
 
 
-def test_profile_derive_refuses_a_node_that_is_not_accepted(tmp_path):
-    report = tmp_path / "node.json"
-    report.write_text(cli_runner().invoke(main, ["check", "--demo", "unbound-device", "--format", "json"]).stdout)
-    refused = cli_runner().invoke(main, ["profile", "derive", str(report), "-o", str(tmp_path / "site.yaml")])
-    assert refused.exit_code == 1 and not (tmp_path / "site.yaml").exists()
+def test_profile_derive_refuses_a_node_that_is_not_accepted(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the names as a user types them: the lines printed then fit 80 columns
+    Path("node.json").write_text(cli_runner().invoke(main, ["check", "--demo", "unbound-device", "--format",
+                                                            "json"]).stdout)
+    refused = cli_runner().invoke(main, ["profile", "derive", "node.json", "-o", "site.yaml"])
+    assert refused.exit_code == 1 and not Path("site.yaml").exists()
     assert "not accepted (FAIL/ERROR: PCI002)" in refused.stderr and refused.stderr.count("\n") == 1
-    forced = cli_runner().invoke(main, ["profile", "derive", str(report), "-o", str(tmp_path / "site.yaml"),
-                                        "--allow-failing"])
-    assert forced.exit_code == 0 and (tmp_path / "site.yaml").exists() and "PCI002" in forced.stderr
+    forced = cli_runner().invoke(main, ["profile", "derive", "node.json", "-o", "site.yaml", "--allow-failing"])
+    assert forced.exit_code == 0 and Path("site.yaml").exists() and "PCI002" in forced.stderr
     assert max(len(line) for line in forced.stdout.splitlines()) <= 80
