@@ -3,6 +3,7 @@ one ``--fail-on`` vocabulary, and the smaller points, each in a test that failed
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import pytest
@@ -130,3 +131,35 @@ def test_profile_derive_refuses_a_node_that_is_not_accepted(tmp_path, monkeypatc
     forced = cli_runner().invoke(main, ["profile", "derive", "node.json", "-o", "site.yaml", "--allow-failing"])
     assert forced.exit_code == 0 and Path("site.yaml").exists() and "PCI002" in forced.stderr
     assert max(len(line) for line in forced.stdout.splitlines()) <= 80
+
+
+def _audit_text(ops, release="2.1.0"):
+    from npudoctor.ops import oplist
+    from npudoctor.ops.judge import AuditResult
+    from npudoctor.report import ops_console
+    from npudoctor.report.console import make_console
+
+    result = AuditResult(ops, oplist.read_shipped(release), "2.13.0+cpu", 3, {}, [])
+    buffer = io.StringIO()
+    ops_console.render(result, make_console(buffer, color=False, width=80), what="train.py", run_line="ran")
+    return result, " ".join(buffer.getvalue().split())
+
+
+def test_ops_audit_says_one_operator_in_the_singular():
+    from npudoctor.ops.judge import JudgedOp
+
+    result, text = _audit_text([JudgedOp("aten::add.Tensor", "native", 3, "in the list")])
+    assert "All 1 operators" not in text
+    assert result.verdict_line() == "The one operator reached runs on the NPU with torch_npu 2.1.0"
+
+
+def test_ops_audit_fallback_names_the_release_that_runs_it_on_the_npu():
+    from npudoctor.ops import oplist
+    from npudoctor.ops.judge import JudgedOp
+
+    fallback = "no NPU kernel and no composite kernel: torch_npu runs it on the CPU"
+    _, text = _audit_text([JudgedOp("aten::isin.Tensor_Tensor_out", "fallback", 5, fallback),
+                           JudgedOp("aten::no_kernel_anywhere", "fallback", 1, fallback)])
+    assert "fix: torch_npu 2.1.0.post8 runs it on the NPU (shipped list)" in text
+    newest = oplist.shipped_releases()[-1]
+    assert f"fix: no shipped torch_npu list (up to {newest}) runs it on the NPU" in text
