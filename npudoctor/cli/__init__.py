@@ -154,7 +154,7 @@ FORMATS = click.Choice(["text", "json", "junit", "github", "prometheus", "npd"])
 @main.command()
 @click.option("--level", type=click.IntRange(1, 3), default=None,
               help="1 (default; with --from: the bundle's): static checks; 2: also import torch/torch_npu in a "
-                   "child process and run one op; 3: also train a tiny CLIP in a child process (TRN001-TRN005).")
+                   "child process and run one op; 3: also train a tiny CLIP in a child process (TRN001-TRN006).")
 @click.option("--profile", "profile_name", type=PATH, metavar="NAME|PATH",
               help="Node profile (expected chips, thresholds).")
 @click.option("--from", "bundle", type=PATH, metavar="BUNDLE", help="Replay a bundle made by `npudoctor collect`.")

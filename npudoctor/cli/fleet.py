@@ -179,7 +179,7 @@ def collective(backend: str, sizes: Optional[str], ops: str, fmt: str, nproc_per
 @click.option("--sizes", metavar="LIST", help="Collective message sizes (default 1K,1M,64M,1G).")
 @click.option("--no-collective", is_flag=True, help="Do not run the collective probe.")
 @click.option("--memlog", type=PATH, metavar="FILE.jsonl",
-              help="Plot memory over steps from this npudoctor.memlog/1 file.")
+              help="Plot memory over steps from this npudoctor.memlog/1 or /2 file, and judge it for leaks.")
 @click.option("--fail-on", type=FailOn(), default="fail", show_default=True, help=FAIL_ON_HELP)
 def onboard(profile_name: str, output: str, python: Optional[str], root: Optional[str], collective_backend: str,
             nproc_per_node: Optional[int], sizes: Optional[str], no_collective: bool, memlog: Optional[str],
