@@ -163,3 +163,20 @@ def test_ops_audit_fallback_names_the_release_that_runs_it_on_the_npu():
     assert "fix: torch_npu 2.1.0.post8 runs it on the NPU (shipped list)" in text
     newest = oplist.shipped_releases()[-1]
     assert f"fix: no shipped torch_npu list (up to {newest}) runs it on the NPU" in text
+
+
+@pytest.mark.parametrize("spread", [1, 1_000_000_007])
+def test_a_db_table_with_rowids_far_apart_is_read_in_windows_of_rows_not_of_rowids(tmp_path, monkeypatch, spread):
+    """The .db test that took 126 s: TASK rowids 10**9 apart were read one row per window (two queries a row)."""
+    from npudoctor.prof import database
+    from tests import profdb
+    from tests.test_prof_db import KERNELS, with_sql
+
+    path = profdb.write_profiler_db(tmp_path / "ascend_pytorch_profiler_0.db", KERNELS[1], extras=False,
+                                    rows_to=3000)
+    with_sql(path, f"UPDATE TASK SET rowid = rowid * {spread}")
+    monkeypatch.setattr(database, "CHUNK_ROWS", 500)
+    with database.ProfileDb(str(path)) as db:
+        windows = [ids for (ids,) in db.columns("task", [(db.col("task", "global_task_id", "t"), database.INT)])]
+    assert sum(len(ids) for ids in windows) == 3000
+    assert len(windows) <= 3000 // 500 + 2
