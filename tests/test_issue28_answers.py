@@ -180,3 +180,13 @@ def test_a_db_table_with_rowids_far_apart_is_read_in_windows_of_rows_not_of_rowi
         windows = [ids for (ids,) in db.columns("task", [(db.col("task", "global_task_id", "t"), database.INT)])]
     assert sum(len(ids) for ids in windows) == 3000
     assert len(windows) <= 3000 // 500 + 2
+
+
+def test_prof_analyze_folds_the_checks_that_could_not_apply_into_one_line_naming_each(tmp_path: Path):
+    profdirs.torch_npu_rank(tmp_path, rank=0)
+    text = cli_runner().invoke(main, ["prof", "analyze", str(tmp_path)]).stdout
+    skip_lines = [line for line in text.splitlines() if line.startswith("  - ")]
+    assert len(skip_lines) == 1 and skip_lines[0].startswith("  - 17 checks could not apply (PROF002, PROF003,")
+    assert "PROF031-PROF035): -v shows what each needs" in " ".join(text.split())
+    verbose = cli_runner().invoke(main, ["prof", "analyze", str(tmp_path), "-v"]).stdout
+    assert len([line for line in verbose.splitlines() if line.startswith("  - PROF")]) == 17
