@@ -4,6 +4,7 @@ one ``--fail-on`` vocabulary, and the smaller points, each in a test that failed
 from __future__ import annotations
 
 import io
+import re
 from pathlib import Path
 
 import pytest
@@ -190,3 +191,33 @@ def test_prof_analyze_folds_the_checks_that_could_not_apply_into_one_line_naming
     assert "PROF031-PROF035): -v shows what each needs" in " ".join(text.split())
     verbose = cli_runner().invoke(main, ["prof", "analyze", str(tmp_path), "-v"]).stdout
     assert len([line for line in verbose.splitlines() if line.startswith("  - PROF")]) == 17
+
+
+def test_onboard_memlog_is_judged_as_leak_analyze_judges_it(node, tmp_path):
+    """onboard --memlog drew the plot and judged nothing (Workload pass) where leak analyze failed TRN003."""
+    from npudoctor.fleet import onboard as engine
+    from tests.nodes import healthy_910b_node
+    from tests.samples import sample_data
+    from tests.test_commands_house_style import LEAK_LOG
+
+    log = tmp_path / "mem.jsonl"
+    log.write_bytes(sample_data(LEAK_LOG))
+    analyzed = cli_runner().invoke(main, ["leak", "analyze", str(log), "--format", "json"])
+    assert analyzed.exit_code == 1
+    healthy_910b_node(node)
+    result = engine.onboard(str(tmp_path / "accept"), "atlas800t-a2-8x910b", engine.CollectiveOptions(run=False),
+                            {"python": None, "logs_dirs": ()}, root=str(node.root), environ=node.env,
+                            memory=engine.read_memory(str(log)), memlog_path=str(log))
+    judged = [f for f in result.report.findings if f.id == "TRN003"]
+    assert [f.status.value for f in judged][-1:] == ["fail"] and "leak" in judged[-1].detail
+    assert result.report.exit_code() == 1
+
+
+def test_memory_plot_axis_spans_the_values_not_zero():
+    from npudoctor.report import html
+
+    series = {"rss": [(float(step), 4000.0 + step) for step in range(20)]}
+    chart = html.line_chart(series, "training step", "MiB", "Memory over training steps", from_zero=False)
+    y_labels = re.findall(r'text-anchor="end">([^<]*)<', chart)
+    assert y_labels == ["4019", "3999"]
+    assert re.findall(r'text-anchor="end">([^<]*)<', html.line_chart(series, "x", "y", "t")) == ["4019", "0"]

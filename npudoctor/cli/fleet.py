@@ -200,7 +200,7 @@ def onboard(profile_name: str, output: str, python: Optional[str], root: Optiona
             memory = engine.read_memory(memlog) if memlog else None
             result = engine.onboard(output, profile_name, collective_options, {"python": python, "logs_dirs": ()},
                                     root=root, memory=memory, listener=ProgressListener(progress),
-                                    stage=progress.update)
+                                    stage=progress.update, memlog_path=memlog)
         except (api.UsageError, CollectiveError) as exc:
             error = str(exc)
     if error is not None:

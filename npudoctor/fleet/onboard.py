@@ -103,9 +103,9 @@ def onboard(directory: str, profile_name: str, collective: CollectiveOptions,
             options: Optional[Mapping[str, Any]] = None, root: Optional[str] = None,
             memory: Optional[Sequence[Mapping[str, Any]]] = None,
             environ: Optional[Mapping[str, str]] = None, listener: Any = None,
-            stage: Optional[Callable[[str], None]] = None) -> OnboardResult:
+            stage: Optional[Callable[[str], None]] = None, memlog_path: Optional[str] = None) -> OnboardResult:
     """The acceptance run into ``directory``; ``listener`` hears the checks (a spinner), ``stage(label)`` the
-    steps after them."""
+    steps after them. ``memlog_path``: a training memory log judged as ``leak analyze`` judges it (TRN003)."""
     from npudoctor.report import html, json_report
 
     profile = api.load_profile(profile_name)
@@ -126,6 +126,8 @@ def onboard(directory: str, profile_name: str, collective: CollectiveOptions,
         stage("collective probe (torchrun)")
     results, found = run_collective(collective, report.inventory, profile)
     report.findings.extend(found)
+    if memlog_path:
+        report.findings.extend(judge_memlog(memlog_path, profile))
     document = report.to_dict()
     document["tool"]["command"] = "onboard"
     # An acceptance record says when it was made (check's JSON leaves times out so replays are byte-stable).
@@ -143,6 +145,18 @@ def onboard(directory: str, profile_name: str, collective: CollectiveOptions,
 def _write_new(path: str, text: str) -> None:
     with open(path, "x", encoding="utf-8") as handle:
         handle.write(text)
+
+
+def judge_memlog(path: str, profile: Any) -> List[Finding]:
+    """The TRN003 finding ``leak analyze`` gives ``path`` under ``profile``'s train.leak settings."""
+    from npudoctor.workload import leak, memlog
+    from npudoctor.workload.findings import leak_report
+
+    try:
+        verdict, _ = leak.analyze_file(path, leak.LeakSettings.from_mapping(profile.get("train.leak")))
+    except memlog.MemlogError as exc:
+        raise api.UsageError(f"--memlog {exc}") from None
+    return leak_report(verdict.to_dict(), verdict.device or "?", path).findings
 
 
 def read_memory(path: str) -> List[Mapping[str, Any]]:
