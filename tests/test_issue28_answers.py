@@ -4,6 +4,7 @@ one ``--fail-on`` vocabulary, and the smaller points, each in a test that failed
 from __future__ import annotations
 
 import io
+import json
 import re
 from pathlib import Path
 
@@ -221,3 +222,15 @@ def test_memory_plot_axis_spans_the_values_not_zero():
     y_labels = re.findall(r'text-anchor="end">([^<]*)<', chart)
     assert y_labels == ["4019", "3999"]
     assert re.findall(r'text-anchor="end">([^<]*)<', html.line_chart(series, "x", "y", "t")) == ["4019", "0"]
+
+
+def test_a_clean_memory_log_shows_no_sign_of_a_rise_not_half_a_confidence(tmp_path):
+    from npudoctor.workload import memlog
+
+    log = tmp_path / "flat.jsonl"
+    log.write_text("".join(json.dumps(memlog.make_record(step, "run1", allocated_bytes=400 * 2 ** 20 + (step % 3),
+                                                          reserved_bytes=512 * 2 ** 20)) + "\n"
+                           for step in range(60)))
+    result = cli_runner().invoke(main, ["leak", "analyze", str(log)])
+    assert result.exit_code == 0 and "confidence of a rise" not in result.stdout
+    assert "no sign of a rise in allocated_bytes (trend confidence " in result.stdout

@@ -12,7 +12,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from npudoctor.live.devices import DeviceReading, HostReading, Snapshot
 from npudoctor.live.history import History, sparkline
 from npudoctor.live.poller import PollState
-from npudoctor.model.units import confidence_percent, human_bytes, percent
+from npudoctor.model.units import confidence_percent, human_bytes, percent, rise_phrase
 
 # npu-smi's Health words -> (badge, style). Anything else (a new word) shows as itself, in the alarm style.
 HEALTH_BADGES: Dict[str, Tuple[str, str]] = {
@@ -164,7 +164,7 @@ def verdict_lines(verdict: Any, at_step: Optional[int], width: int = 80) -> List
                     f"confidence {confidence_percent(verdict.confidence)}{oom}", "bold white on red"))
     else:
         out.append((f"no leak: {human_bytes(verdict.slope_bytes_per_step)}/step "
-                    f"(confidence of a rise {confidence_percent(verdict.confidence)}) at step {at_step}", "green"))
+                    f"({rise_phrase(verdict.confidence)}) at step {at_step}", "green"))
     if verdict.reserved_growth:
         out.append(("reserved grows while allocated is flat: fragmentation or caching", "yellow"))
     if getattr(verdict, "host_fragmentation", False):
