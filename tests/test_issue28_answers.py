@@ -189,7 +189,7 @@ def test_prof_analyze_folds_the_checks_that_could_not_apply_into_one_line_naming
     text = cli_runner().invoke(main, ["prof", "analyze", str(tmp_path)]).stdout
     skip_lines = [line for line in text.splitlines() if line.startswith("  - ")]
     assert len(skip_lines) == 1 and skip_lines[0].startswith("  - 17 checks could not apply (PROF002, PROF003,")
-    assert "PROF031-PROF035): -v shows what each needs" in " ".join(text.split())
+    assert "PROF031, PROF032, PROF033, PROF034, PROF035): -v shows what each needs" in " ".join(text.split())
     verbose = cli_runner().invoke(main, ["prof", "analyze", str(tmp_path), "-v"]).stdout
     assert len([line for line in verbose.splitlines() if line.startswith("  - PROF")]) == 17
 
@@ -234,3 +234,18 @@ def test_a_clean_memory_log_shows_no_sign_of_a_rise_not_half_a_confidence(tmp_pa
     result = cli_runner().invoke(main, ["leak", "analyze", str(log)])
     assert result.exit_code == 0 and "confidence of a rise" not in result.stdout
     assert "no sign of a rise in allocated_bytes (trend confidence " in result.stdout
+
+
+def test_a_kernel_details_csv_under_another_name_is_known_by_its_columns(tmp_path):
+    from tests.samples import sample_text
+
+    mine = tmp_path / "my_kernels.csv"
+    mine.write_text(sample_text("prof_kernel_details_memory_metrics.csv"))
+    result = cli_runner().invoke(main, ["prof", "analyze", str(mine), "--format", "json"])
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["ranks"][0]["kernel_rows"] == 20
+    other = tmp_path / "people.csv"
+    other.write_text("name,age,town\nada,36,london\n")
+    refused = cli_runner().invoke(main, ["prof", "analyze", str(other)])
+    assert refused.exit_code == 2 and "neither its name nor its header row" in refused.stderr
+    assert len(refused.stderr.strip()) - len(str(other)) <= 160

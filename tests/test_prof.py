@@ -358,7 +358,7 @@ def test_single_operator_profiler_csv_is_not_taken_for_a_run(tmp_path: Path) -> 
     """`msprof op`'s per-block PipeUtilization.csv is another tool's output: refused with the reason."""
     path = profdirs.put(tmp_path, {"PipeUtilization.csv": "prof_msprof_op_PipeUtilization_per_block.csv"})
     out = run_cli("prof", "analyze", str(path / "PipeUtilization.csv"))
-    assert out.exit_code == 2 and "not a known profiling table" in out.stderr
+    assert out.exit_code == 2 and "neither its name nor its header row is a profiling table's" in out.stderr
 
 
 def test_thresholds_come_from_the_node_profile(tmp_path: Path) -> None:

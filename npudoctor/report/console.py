@@ -214,7 +214,8 @@ class CheckConsole:
             return self.finding_lines(first, detail="", subject=f"{len(group)} subjects pass")
         ids = list(dict.fromkeys(f.id for f in group))
         prefix = self._prefix(Status.SKIP, "")
-        body = f"{len(ids)} checks could not apply ({_id_list(ids)}): {reason or skip_reason(first)}"
+        listed = ", ".join(ids) if reason else _id_list(ids)  # checks with reasons of their own: each named
+        body = f"{len(ids)} checks could not apply ({listed}): {reason or skip_reason(first)}"
         lines = wrap(body, self.width, first=prefix, rest=" " * len(prefix))
         text = [self._styled_prefix(Status.SKIP, "") + Text(lines[0][len(prefix):])]
         text += [Text(line) for line in lines[1:]]
