@@ -249,3 +249,14 @@ def test_a_kernel_details_csv_under_another_name_is_known_by_its_columns(tmp_pat
     refused = cli_runner().invoke(main, ["prof", "analyze", str(other)])
     assert refused.exit_code == 2 and "neither its name nor its header row" in refused.stderr
     assert len(refused.stderr.strip()) - len(str(other)) <= 160
+
+
+@pytest.mark.parametrize("key", ["dcmi-8020_device", "partial-ellipsis"])
+def test_parse_npu_smi_failure_header_and_partial_note_fit_80_columns(tmp_path, key):
+    from tests.samples import smi
+
+    path = tmp_path / "paste.txt"
+    path.write_text(smi(key))
+    result = cli_runner().invoke(main, ["parse", "npu-smi", str(path)])
+    lines = (result.stdout + result.stderr).splitlines()
+    assert lines and max(len(line) for line in lines) <= 80
