@@ -74,10 +74,9 @@ def npu_smi(source: str, fmt: str) -> None:
             raise fail_usage(f"{name}: {exc}") from None
         _explain_failure(name, failure)
         raise click.exceptions.Exit(EXIT_FINDINGS) from None
-    from npudoctor.untrusted import clean, clean_value
-
     from npudoctor.report import terminal
     from npudoctor.report.console import wrap
+    from npudoctor.untrusted import clean, clean_value
 
     for note in table.notes:  # a note, like every line for people, fits the terminal (80 columns piped)
         for line in wrap(clean(note), terminal.width(), "npudoctor: note: ", "  "):
