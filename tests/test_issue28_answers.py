@@ -260,3 +260,28 @@ def test_parse_npu_smi_failure_header_and_partial_note_fit_80_columns(tmp_path, 
     result = cli_runner().invoke(main, ["parse", "npu-smi", str(path)])
     lines = (result.stdout + result.stderr).splitlines()
     assert lines and max(len(line) for line in lines) <= 80
+
+
+def test_onboard_console_has_the_house_header_fix_lines_and_the_verdict_last(node, tmp_path):
+    from tests.nodes import healthy_910b_node
+
+    healthy_910b_node(node)
+    node.setenv(HCCL_CONNECT_TIMEOUT="5")  # a FAIL with a fix: HCCL005
+    result = cli_runner().invoke(main, ["onboard", "--profile", "atlas800t-a2-8x910b", "-o", str(tmp_path / "o"),
+                                        "--root", str(node.root), "--no-collective"], env=node.env)
+    lines = result.stdout.splitlines()
+    assert re.match(r"npudoctor \S+ onboard on \S+, \d{4}-\d\d-\d\d \d\d:\d\d UTC$", lines[0]), lines[0]
+    assert "HCCL005" in result.stdout and "      fix: " in result.stdout
+    assert result.exit_code == 1 and _verdict(result.stdout).startswith("NOT ACCEPTED: ")
+    assert max(len(line) for line in lines) <= 80
+
+
+def test_collective_verdict_is_worded_as_every_command_words_it():
+    from npudoctor import api
+    from npudoctor.fleet import collective as probe
+    from tests.test_rulebook import _collective_document
+
+    document = _collective_document(False, True, 150)
+    text = probe.render_text(document, probe.findings(document, api.load_profile()))
+    assert text.startswith("npudoctor ") and " collective, " in text.splitlines()[0]
+    assert _verdict(text).startswith("1 warning in 8 ranks: COL003 rank:7 slowest rank 7")

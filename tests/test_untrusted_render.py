@@ -163,5 +163,5 @@ def test_parse_npu_smi_failure_line_is_shown_as_data(tmp_path):
     path.write_text(f"dcmi model initialized failed, because the device is used. ret is -8020{ESCAPES}"
                     " --password=pw1234x\n", encoding="utf-8")
     result = invoke(["parse", "npu-smi", path])
-    assert "ret is -8020" in result.stdout, result.output
+    assert "ret is -8020" in " ".join(result.stdout.split()), result.output  # wrapped to 80 columns
     assert not RAW.search(result.stdout) and "pw1234x" not in result.stdout

@@ -9,7 +9,6 @@ from typing import Any, Optional, Tuple
 import click
 
 from npudoctor.cli.common import EXIT_FINDINGS, FAIL_ON_HELP, PATH, FailOn, fail_usage
-from npudoctor.model.finding import Status, failing
 
 
 @click.command()
@@ -205,19 +204,10 @@ def onboard(profile_name: str, output: str, python: Optional[str], root: Optiona
             error = str(exc)
     if error is not None:
         raise fail_usage(error)
-    report = result.report
-    code = report.exit_code(fail_on)
-    counts = ", ".join(f"{v} {k}" for k, v in report.summary.to_dict().items())
-    from npudoctor.untrusted import clean, one_line
+    from npudoctor.report.console import make_console
 
-    host = one_line(clean(str(report.inventory.get("hostname") or "?")))  # the node's text, on its line
-    click.echo(f"{'ACCEPTED' if code == 0 else 'NOT ACCEPTED'}: {host} "
-               f"({counts})")
-    for finding in report.findings:
-        if finding.status in (Status.ERROR, *failing(fail_on)):
-            click.echo(f"  {finding.status.value.upper():<5} {finding.id:<8} {finding.subject}: {finding.detail}")
-    for path in result.paths.values():
-        click.echo(f"wrote {path}")
+    code = result.report.exit_code(fail_on)
+    engine.render_text(result, code, make_console())
     raise click.exceptions.Exit(code)
 
 

@@ -167,3 +167,30 @@ def read_memory(path: str) -> List[Mapping[str, Any]]:
         return list(memlog.last_run(memlog.read_records(path, memlog.TAIL_BYTES, max_records=MAX_PLOTTED_RECORDS)))
     except memlog.MemlogError as exc:
         raise api.UsageError(f"--memlog {exc}") from None
+
+
+def render_text(result: OnboardResult, code: int, console: Any) -> None:
+    """The run in the house style of ``check``: the title and what was judged, what is wrong with its fixes,
+    the files written, the summary line and the verdict last ("ACCEPTED: ..." or "NOT ACCEPTED: ...")."""
+    from rich.text import Text
+
+    from npudoctor import __version__
+    from npudoctor.report.console import CheckConsole, context_lines, summary, title_line, verdict, wrap
+    from npudoctor.untrusted import clean, one_line
+
+    report = result.report
+    out = CheckConsole(console)
+    host = one_line(clean(str(report.inventory.get("hostname") or "?")))  # the node's text, on its line
+    lines = [title_line("onboard", __version__, host, report.started or time.time()),
+             *context_lines(f"profile {report.tool.get('profile', '?')}, record in "
+                            f"{os.path.dirname(next(iter(result.paths.values()), '')) or '.'}", console.width)]
+    shown = [f for f in report.findings if f.status in (Status.FAIL, Status.ERROR, Status.WARN)]
+    if shown:
+        lines.append(Text(""))
+        for finding in shown:
+            lines += out.finding_lines(finding)
+    lines.append(Text(""))
+    lines += [Text(line) for path in result.paths.values() for line in wrap(f"wrote {path}", console.width, "", "  ")]
+    sentence = f"{'ACCEPTED' if code == 0 else 'NOT ACCEPTED'}: {verdict(report)}"
+    lines += [Text(""), summary(report), *[Text(line, style="bold") for line in wrap(sentence, console.width)]]
+    out.print(lines)
