@@ -127,7 +127,7 @@ def test_a_shell_line_of_a_run_that_never_finished_fails_the_default_gate(tmp_pa
 def test_expect_success_atc_fails_a_log_without_the_success_line(tmp_path, text):
     result = _scan(tmp_path, text, "--expect-success", "atc", "--format", "github")
     assert result.exit_code == 1
-    assert "unfinished_run" in result.output and "ATC run success" in result.output
+    assert "unfinished run" in result.output.replace("_", " ") and "ATC run success" in result.output
 
 
 def test_expect_success_passes_the_log_of_a_finished_run(tmp_path):
@@ -174,3 +174,9 @@ def test_an_error_record_no_rule_explains_still_says_what_to_do():
     scanner.scan_bytes("tsch.log", sample_data("device_2020_tsch_exception_print.log"))
     (record,) = [f for f in scanner.result().findings if f.kind == "error_record"]
     assert "read the first one" in record.fix and "--rules" in record.fix
+
+
+def test_the_diagnosis_names_the_unfinished_run_as_the_root_cause(tmp_path):
+    result = _scan(tmp_path, f"{START}\n", "--expect-success", "atc")
+    assert result.exit_code == 1 and "Root cause: unfinished run" in result.stdout
+    assert "No failure found" not in result.stdout

@@ -102,7 +102,7 @@ def scan(paths: Tuple[str, ...], fmt: str, fail_on: Tuple[str, ...], expect_succ
     """
     from npudoctor.logs.engine import default_jobs
     from npudoctor.logs.failon import matches_fail_on, parse_fail_on
-    from npudoctor.logs.finished import expectation, extra_rules, judge_finished
+    from npudoctor.logs.finished import expectation, extra_rules, judge_job_finished
     from npudoctor.logs.job import scan_job
     from npudoctor.logs.rules import RulesError, known_kinds, load_rules
     from npudoctor.model import inputs
@@ -133,7 +133,7 @@ def scan(paths: Tuple[str, ...], fmt: str, fail_on: Tuple[str, ...], expect_succ
         more = f" (and {len(unread) - 1} more)" if len(unread) > 1 else ""
         raise fail_usage(f"nothing readable to scan{first}{more}")
     if expected is not None:
-        judge_finished(result, expected)
+        judge_job_finished(job, expected)
     for summary in result.files:
         if summary.status == "partial":
             click.echo(printable(f"npudoctor: warning: {summary.path}: {summary.error}; scanned what was read "

@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Dict, List
+from typing import TYPE_CHECKING, Dict, List
 
 from npudoctor.logs.model import Evidence, LogFinding, ScanResult
 from npudoctor.logs.rules import Rule
+
+if TYPE_CHECKING:
+    from npudoctor.logs.job import JobScan
 
 # Tools whose success line is known, by name: the shipped rule that finds it (its kind and subject).
 KNOWN_TOOLS: Dict[str, str] = {"atc": "ATC run success"}
@@ -68,7 +71,30 @@ def judge_finished(result: ScanResult, expected: Expectation) -> List[LogFinding
             kind=UNFINISHED_KIND, subject=summary.path, severity="error",
             title=f"The run did not finish: no line says {expected.text!r}", count=1, first=where, last=where,
             sample="", rule="expect-success",
-            fix="The tool did not report success: read the log's last lines (not found, crashed, killed, "
-                "stopped), fix that and run it again; in CI keep the tool's own exit status too."))
+            fix=f"The tool did not report success (no {expected.text!r} line): read the log's last lines (not "
+                "found, crashed, killed, stopped), fix that and run it again; in CI keep the tool's own exit "
+                "status too."))
     result.findings.extend(missing)
+    return missing
+
+
+def judge_job_finished(job: JobScan, expected: Expectation) -> List[LogFinding]:
+    """:func:`judge_finished` on a job's scan (:class:`npudoctor.logs.job.JobScan`), its findings also made
+    incidents of their logs and the job diagnosed again: an unfinished run is what stopped the job."""
+    from npudoctor.logs.incidents import diagnose, incidents_of
+
+    missing = judge_finished(job.result, expected)
+    if not missing:
+        return missing
+    units = {unit.source: unit for unit in job.units}
+    found = []
+    for finding in missing:
+        unit = units.get(finding.subject)
+        if unit is None:
+            job.leftover.append(finding)
+            continue
+        made, left = incidents_of([finding], unit)
+        found += made
+        job.leftover.extend(left)
+    job.incidents, job.diagnosis = diagnose([*job.incidents, *found], job.units)
     return missing
