@@ -285,3 +285,20 @@ def test_collective_verdict_is_worded_as_every_command_words_it():
     text = probe.render_text(document, probe.findings(document, api.load_profile()))
     assert text.startswith("npudoctor ") and " collective, " in text.splitlines()[0]
     assert _verdict(text).startswith("1 warning in 8 ranks: COL003 rank:7 slowest rank 7")
+
+
+def test_dashboard_texts_say_each_thing_once_and_never_a_placeholder():
+    from types import SimpleNamespace
+
+    from npudoctor.live.history import History
+    from npudoctor.live.devices import DeviceReading
+    from npudoctor.tui import views
+
+    device = DeviceReading("npu:0", "NPU 0", "910B3", "OK", 90, 32768, 65536, 50, 300)
+    assert "health OK (OK)" not in views.detail_lines(device, History())[0]
+    view = SimpleNamespace(path="train.jsonl", status="following", last={"step": 3, "device": "cpu"},
+                           data_wait_share=None, allocated=[None, None], reserved=[None, None], loss=[1.0, 0.9],
+                           step_s=[0.1, 0.1], rss=[1.0, 2.0], verdict=None, verdict_at_step=None, cpu_fallbacks=[])
+    text = "\n".join(line for line, _ in views.training_lines(view))
+    assert text.splitlines()[0] == "following train.jsonl"
+    assert "allocated" not in text and "reserved" not in text and "host RSS" in text
