@@ -290,8 +290,8 @@ def test_collective_verdict_is_worded_as_every_command_words_it():
 def test_dashboard_texts_say_each_thing_once_and_never_a_placeholder():
     from types import SimpleNamespace
 
-    from npudoctor.live.history import History
     from npudoctor.live.devices import DeviceReading
+    from npudoctor.live.history import History
     from npudoctor.tui import views
 
     device = DeviceReading("npu:0", "NPU 0", "910B3", "OK", 90, 32768, 65536, 50, 300)
