@@ -5,7 +5,7 @@ follows and judges; :mod:`npudoctor.tui.views` turns that into text. This is the
 from __future__ import annotations
 
 import time
-from typing import Any, ClassVar, List, Optional, Tuple
+from typing import Any, ClassVar, FrozenSet, List, Optional, Tuple
 
 from rich.text import Text
 from textual import work
@@ -134,6 +134,8 @@ class DashboardApp(App[None]):
         self.check_state = "not run" if config.check else "no check for this source"
         self._row_keys: List[str] = []
         self._logs_busy = False
+        self.job_pids: FrozenSet[int] = frozenset()  # the followed job's processes (its memory log says)
+        self._checked_pids: FrozenSet[int] = frozenset()  # ... as the newest check was given them
 
     # -- layout ------------------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -216,6 +218,9 @@ class DashboardApp(App[None]):
         if self.follow is not None:
             view = self.follow.poll()
             self.query_one("#training-text", Static).update(_lines_text(views.training_lines(view)))
+            self.job_pids = view.job_pids
+            if self.check_state == "done" and self.job_pids != self._checked_pids:
+                self.action_recheck()  # the job's own processes are no leftovers: SMI004 says so once it knows
         if self.logtail is not None and not self._logs_busy:
             # One scan at a time: a slow scan (a burst of log lines) is never overlapped by the next tick's.
             self._logs_busy = True
@@ -277,7 +282,7 @@ class DashboardApp(App[None]):
         if self.config.check is None:
             self.notify("no check for this source", severity="warning")
             return
-        self.check_state = "running"
+        self.check_state, self._checked_pids = "running", self.job_pids
         self.query_one("#check-status", Static).update(Text("check: running in the background...", style="yellow"))
         self.run_check()
 
@@ -285,7 +290,7 @@ class DashboardApp(App[None]):
     def run_check(self) -> None:
         started = time.monotonic()
         try:
-            report = self.config.check() if self.config.check else None
+            report = self.config.check(self._checked_pids) if self.config.check else None
             error = None
         except Exception as exc:  # a usage error (unreadable bundle) or a crash: show it, keep running
             report, error = None, f"{exc.__class__.__name__}: {exc}"
