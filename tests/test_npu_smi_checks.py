@@ -233,7 +233,7 @@ def test_the_watched_jobs_own_processes_pass_as_the_followed_job(node):
     report = api.run_checks(node.runner(), only=("npu-smi",), options={"job_pids": frozenset({139667})})
     held = findings_by_id(report, "SMI004")
     assert [f.status for f in held] == [Status.PASS] + [Status.WARN] * 7
-    assert held[0].detail == "pid 139667 python, 30780 MiB device memory: the followed job"
+    assert held[0].detail == "the followed job: pid 139667 python, 30780 MiB device memory"
     assert held[0].evidence["job"] is True and "job" not in held[1].evidence
 
 

@@ -282,7 +282,7 @@ def other_processes(ctx: CheckContext) -> Iterable[Outcome]:
         memory = f", {process.memory_mib} MiB device memory" if process.memory_mib is not None else ""
         evidence = {"pid": process.pid, "name": process.name, "memory_mib": process.memory_mib}
         if process.pid in job_pids:
-            yield passed(subject, f"pid {process.pid} {name}{memory}: the followed job", {**evidence, "job": True})
+            yield passed(subject, f"the followed job: pid {process.pid} {name}{memory}", {**evidence, "job": True})
             continue
         yield warn(subject, f"pid {process.pid} {name}{memory}", evidence,
                    fix=f"ps -o pid,user,etime,cmd -p {process.pid}   # a leftover? then: kill {process.pid}")

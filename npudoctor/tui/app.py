@@ -13,6 +13,8 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
+from textual.scrollbar import ScrollBarRender
+from textual.widget import Widget
 from textual.widgets import DataTable, Footer, Static, TabbedContent, TabPane
 
 from npudoctor.live.devices import ReplaySampler, Snapshot
@@ -49,6 +51,21 @@ class PlainStatic(Static):
         super().update(_plain(content), layout=layout)
 
 
+class WholeCellScrollBar(ScrollBarRender):
+    """A scrollbar whose thumb is drawn in whole cells. Textual draws the thumb's ends as block glyphs (a
+    vertical thumb's top as ``▅``, a horizontal one's end as ``▏``) on the track's colour; a terminal that
+    loses that colour (tmux's 8-colour ``screen``, NO_COLOR) shows them as stray blocks beside the findings."""
+
+    VERTICAL_BARS: ClassVar[List[str]] = [" "] * 8
+    HORIZONTAL_BARS: ClassVar[List[str]] = [" "] * 8
+
+
+def whole_cell_scrollbars(widget: Widget) -> None:
+    # Per scrollbar, as textual documents it (its class attribute would change every app of the process).
+    widget.vertical_scrollbar.renderer = WholeCellScrollBar  # type: ignore[misc]
+    widget.horizontal_scrollbar.renderer = WholeCellScrollBar  # type: ignore[misc]
+
+
 def _lines_text(lines: List[Tuple[str, str]]) -> Text:
     text = Text()
     for index, (line, style) in enumerate(lines):
@@ -76,6 +93,9 @@ class TextScreen(ModalScreen[None]):
     def compose(self) -> ComposeResult:
         with VerticalScroll():
             yield PlainStatic(self.text, id=self.widget_id)
+
+    def on_mount(self) -> None:
+        whole_cell_scrollbars(self.query_one(VerticalScroll))
 
 
 class DeviceScreen(TextScreen):
@@ -161,8 +181,10 @@ class DashboardApp(App[None]):
         for name, width in views.DEVICE_COLUMNS.items():
             table.add_column(name, key=name, width=width)
         findings = self.query_one("#findings-table", DataTable)
-        for name in ("Status", "ID", "Subject", "Detail"):
+        for name in views.FINDING_COLUMNS:
             findings.add_column(name, key=name)
+        for scrolling in (table, findings):
+            whole_cell_scrollbars(scrolling)
         self.query_one("#source-note", Static).update(Text(self.config.note, style="dim"))
         if self.config.follow:
             from npudoctor.live.training import TrainingFollow
@@ -308,8 +330,7 @@ class DashboardApp(App[None]):
         status.update(Text(views.report_summary(report, took_s, self.config.clock()) + "  (r: run again)"))
         table = self.query_one("#findings-table", DataTable)
         table.clear()
-        for finding in views.ordered_findings(report.findings):
-            cells = list(views.finding_cells(finding))
+        for finding, cells in zip(views.ordered_findings(report.findings), views.finding_rows(report.findings)):
             style = STYLE.get(finding.status, "")  # the house status styles, as `check` prints them
             table.add_row(Text(cells[0], style=style), *map(_plain, cells[1:]))
 

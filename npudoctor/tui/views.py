@@ -66,9 +66,17 @@ def holders_cell(device: DeviceReading, width: int = 15) -> str:
         return "-"
     if len(device.holders) == 1:
         holder = device.holders[0]
-        text = f"{holder.pid} {holder.name or '?'}"
-        return text if len(text) <= width else text[:width - 1] + "~"  # cut, and said so ("python3.")
+        return cut(f"{holder.pid} {holder.name or '?'}", width)
     return f"{len(device.holders)} processes"
+
+
+def cut(text: str, width: int) -> str:
+    """``text`` in at most ``width`` columns, cut and said so with ``~`` ("python3." reads as a name).
+
+    >>> cut("120460 python3.10", 15), cut("npu-smi", 15)
+    ('120460 python3~', 'npu-smi')
+    """
+    return text if len(text) <= width else text[:width - 1] + "~"
 
 
 def _num(value: Optional[float], unit: str, digits: int = 0) -> str:
@@ -239,6 +247,27 @@ def finding_cells(finding: Any) -> Tuple[str, str, str, str]:
     """(status, id, subject, detail) of a check finding."""
     return finding.status.value.upper(), finding.id, finding.subject or "-", finding.detail.splitlines()[0][:200] \
         if finding.detail else ""
+
+
+#: The findings table's width: 80 columns less the vertical scrollbar (2).
+FINDINGS_WIDTH = 78
+SUBJECT_WIDTH = 16
+FINDING_COLUMNS = ("Status", "ID", "Subject", "Detail")
+
+
+def finding_rows(findings: Sequence[Any], width: int = FINDINGS_WIDTH) -> List[Tuple[str, str, str, str]]:
+    """The findings table's rows, worst first, the subject and detail cut (``~``) so a row fits ``width`` (each
+    of the 4 cells is padded by a space each side): a wider row gave the table a horizontal scrollbar, whose
+    thumb, like any scrollbar's, showed as stray block glyphs where the terminal lost its colours (Enter shows
+    the whole finding)."""
+    rows = [finding_cells(f) for f in ordered_findings(findings)]
+    if not rows:
+        return []
+    status, ident, subject = (max(len(FINDING_COLUMNS[column]), *(len(row[column]) for row in rows))
+                              for column in range(3))
+    subject = min(subject, SUBJECT_WIDTH)
+    detail = max(width - status - ident - subject - 2 * 4, 10)
+    return [(row[0], row[1], cut(row[2], subject), cut(row[3], detail)) for row in rows]
 
 
 def ordered_findings(findings: Sequence[Any]) -> List[Any]:
