@@ -73,7 +73,8 @@ def derive(source: str, output: str, base: Optional[str], name: Optional[str]) -
     """
     from npudoctor import api
     from npudoctor.fleet.derive import derive as derive_text
-    from npudoctor.fleet.derive import load_source, write_new
+    from npudoctor.fleet.derive import load_source
+    from npudoctor.fleet.textfile import write_new
 
     if base:
         api.load_profile(base)  # a bad base is a usage error now, not when the site profile is used

@@ -138,14 +138,3 @@ def _pin(key: str, value: Any, indent: int) -> str:
     if value is None:
         return f"{' ' * indent}# {leaf}: not known on the reference node ({ORIGIN.get(key, '')}): not pinned"
     return f"{' ' * indent}{leaf}: {_scalar(value)}  # {ORIGIN.get(key, 'seen on the reference node')}"
-
-
-def write_new(path: str, text: str) -> None:
-    """Write ``text`` to ``path``, which must not exist (nothing is ever overwritten)."""
-    try:
-        with open(path, "x", encoding="utf-8") as handle:
-            handle.write(text)
-    except FileExistsError:
-        raise DeriveError(f"{path} already exists; choose another name (nothing was overwritten)") from None
-    except OSError as exc:
-        raise DeriveError(f"cannot write {path}: {exc.strerror or exc}") from None
