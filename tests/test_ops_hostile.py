@@ -227,3 +227,19 @@ def test_the_child_asks_to_die_with_its_parent() -> None:
                           env={**os.environ, "PYTHONPATH": str(REPO)})
     pid = int(done.stdout.split()[-1])
     _wait_for(lambda: not proctree._alive(pid), 30, "the orphaned child to end")
+
+
+def test_ctrl_c_exits_130_in_every_command(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One rule after Ctrl-C (issue 33 point 4): 130 and one line, as `prof run` did; click said "Aborted!", 1."""
+    from npudoctor import api
+
+    def interrupted(*args: Any, **kwargs: Any) -> Any:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(api, "make_runner", interrupted)
+    result = _invoke(["--", "model.py"])  # ops audit: interrupted while it looks for the installed torch_npu
+    assert result.exit_code == 130 and result.stderr == "npudoctor: interrupted\n", result.stderr
+    from npudoctor.cli import main
+
+    check = cli_runner().invoke(main, ["check", "--root", "/"], env={"NO_COLOR": "1"})
+    assert check.exit_code == 130 and "interrupted" in check.stderr and "Traceback" not in check.stderr

@@ -38,6 +38,7 @@ NULL_INT = -(1 << 63)              # what an empty, text or blob cell of an inte
 INT, DIM, REAL = "int", "dim", "real"  # how :meth:`ProfileDb.columns` returns a value
 CHUNK_ROWS = 40_000                # rowids per query of :meth:`ProfileDb.columns`: 21 bytes a value stays < 1 MiB
 MAX_ROWID = (1 << 63) - 1
+MAX_REAL = 1e21                    # larger REAL cells (+-1e308, inf) are no measurement: read as unknown (NaN)
 
 
 class DbTable(NamedTuple):
@@ -245,7 +246,8 @@ class ProfileDb:
         text (group_concat) that numpy parses: no Python object per cell (a tuple per row was 5-10x slower).
         An empty cell reads as NULL_INT (INT, DIM) or NaN (REAL); a text cell as its leading number (INT) or
         empty (DIM, REAL). A window never holds more than CHUNK_ROWS rows (rowids are unique), so no text
-        passes the value limit; empty stretches of rowids are skipped by one seek. One deadline for the read.
+        passes the value limit; a window's rowids are those of its rows (empty stretches of ids cost nothing).
+        One deadline for the read.
         ``group_by``: the values are aggregates of the window's rows grouped on it (one row per group).
         """
         import warnings
@@ -265,20 +267,23 @@ class ProfileDb:
         else:
             joined = ", ".join(f"group_concat({wraps[kind].format(expression)})" for expression, kind in values)
             window = f"SELECT count(*), {joined} {rows}"
-        seek = f"SELECT min(rowid) FROM {name} WHERE rowid >= ?"
+        # The window's bounds follow the data, not the id space: the first and last rowid of the next CHUNK_ROWS
+        # rows (a walk of the rowid b-tree, linear in the rows), so rowids 2^40 apart cost what dense ones do
+        # (a seek per CHUNK_ROWS rowids of id space made that one query per row).
+        bounds = (f"SELECT min(rowid), max(rowid), count(*) FROM (SELECT rowid FROM {name} WHERE rowid >= ? "
+                  f"ORDER BY rowid LIMIT {CHUNK_ROWS})")
         kinds = [np.float64 if kind == REAL else np.int64 for _, kind in values]
         self._deadline = time.monotonic() + self.deadline_s
         cursor = NULL_INT
         while True:
             with self._reading():
-                found = self.conn.execute(seek, [cursor]).fetchone()
-                if found is None or not isinstance(found[0], int):
+                first, last, held = self.conn.execute(bounds, [cursor]).fetchone()
+                if not held or not isinstance(first, int) or not isinstance(last, int):
                     return
-                last = min(found[0] + CHUNK_ROWS - 1, MAX_ROWID)
-                row = self.conn.execute(window, [*params, found[0], last]).fetchone()
+                row = self.conn.execute(window, [*params, first, last]).fetchone()
             if row is not None and row[0]:
                 yield self._parsed(table, row, kinds, np, warnings)
-            if last == MAX_ROWID:
+            if held < CHUNK_ROWS or last == MAX_ROWID:
                 return
             cursor = last + 1
 
@@ -294,6 +299,10 @@ class ProfileDb:
                     array = None
             if array is None or len(array) != count:
                 raise self._fail(f"{self.tables[table].name}: a column did not read back as numbers")
+            if dtype is np.float64 and len(array):
+                # No measure of a profile comes near 1e21 (ns since 1970 are 1.7e18): a value beyond is no
+                # measurement (+-1e308, inf) and reads as unknown, before any product or sum overflows
+                array[~(np.abs(array) <= MAX_REAL)] = np.nan
             arrays.append(array)
         return arrays
 
@@ -420,10 +429,9 @@ class Tasks(NamedTuple):
 
 def _passes(db: ProfileDb) -> List[Tuple[int, int]]:
     """(modulus, remainder) of globalTaskId per pass; one pass (1, 0) unless TASK is bigger than a pass holds."""
-    bounds = [next(iter(db.rows(f"SELECT {end}(rowid) FROM {db.name('task')}")), (None,))[0]
-              for end in ("min", "max")]  # two queries: each one seek (together they scan the table)
-    span = bounds[1] - bounds[0] + 1 if all(isinstance(b, int) for b in bounds) else 0
-    count = min(MAX_PASSES, max(1, -(-span // TASKS_PER_PASS)))
+    # The rows, not the rowid span: rowids far apart are no more tasks (count(*) walks the table once, in C)
+    rows = next(iter(db.rows(f"SELECT count(*) FROM {db.name('task')}")), (0,))[0]
+    count = min(MAX_PASSES, max(1, -(-int(rows or 0) // TASKS_PER_PASS)))
     return [(count, remainder) for remainder in range(count)]
 
 
