@@ -177,7 +177,9 @@ def test_a_signal_to_npudoctor_leaves_nothing_running_and_no_folder(tmp_path: Pa
     temp.mkdir()
     env = {**os.environ, "PYTHONPATH": str(REPO), "TMPDIR": str(temp), "NO_COLOR": "1"}
     audit = subprocess.Popen([sys.executable, "-m", "npudoctor", "ops", "audit", "--torch-npu", "2.14.0", "--",
-                              str(script)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                              str(script)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             # a test run in the background (CI) inherits SIGINT ignored: back to its default
+                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         _wait_for(pids.exists, 240, "the script to start")
         started = [int(pid) for pid in pids.read_text().split()]
