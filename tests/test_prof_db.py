@@ -333,14 +333,14 @@ def test_null_and_odd_cells_give_valid_json(tmp_path: Path) -> None:
 
 def test_rowids_far_apart_cost_what_dense_ones_do(tmp_path: Path) -> None:
     """Issue 33: TASK rowids 2^40 apart made the window reader run two queries per row (10^5 rows: 108 s). The
-    windows follow the rows: the statements run are as many for sparse rowids as for dense ones."""
+    windows follow the rows: sparse rowids run about as many statements as dense ones."""
     path = profdb.write_profiler_db(tmp_path / "ascend_pytorch_profiler_0.db", KERNELS[1], extras=False,
                                     rows_to=3000)
     plain = kernel_groups_of(path)
     dense = _statements(path)
     with_sql(path, "UPDATE TASK SET rowid = rowid * (1 << 40)")
     assert kernel_groups_of(path) == plain
-    assert _statements(path) <= dense + 2
+    assert _statements(path) <= dense + 4  # a window or two more (where the spread is found), never one per row
 
 
 def _statements(path: Path) -> int:

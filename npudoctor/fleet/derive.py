@@ -138,3 +138,10 @@ def _pin(key: str, value: Any, indent: int) -> str:
     if value is None:
         return f"{' ' * indent}# {leaf}: not known on the reference node ({ORIGIN.get(key, '')}): not pinned"
     return f"{' ' * indent}{leaf}: {_scalar(value)}  # {ORIGIN.get(key, 'seen on the reference node')}"
+
+
+def failing_findings(document: Mapping[str, Any]) -> List[str]:
+    """The IDs of the FAIL/ERROR findings of the reference node's report (a node not accepted), in order."""
+    findings = document.get("findings") or []
+    return list(dict.fromkeys(str(f.get("id", "?")) for f in findings
+                              if isinstance(f, Mapping) and f.get("status") in ("fail", "error")))
