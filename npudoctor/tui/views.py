@@ -13,6 +13,7 @@ from npudoctor.live.devices import DeviceReading, HostReading, Snapshot
 from npudoctor.live.history import History, sparkline
 from npudoctor.live.poller import PollState
 from npudoctor.model.units import confidence_percent, human_bytes, percent, rise_phrase
+from npudoctor.untrusted import shorten
 
 # npu-smi's Health words -> (badge, style). Anything else (a new word) shows as itself, in the alarm style.
 HEALTH_BADGES: Dict[str, Tuple[str, str]] = {
@@ -66,17 +67,9 @@ def holders_cell(device: DeviceReading, width: int = 15) -> str:
         return "-"
     if len(device.holders) == 1:
         holder = device.holders[0]
-        return cut(f"{holder.pid} {holder.name or '?'}", width)
+        # cleaned before it is cut (a cut token no longer looks like one), and said so when cut ("python3.~")
+        return shorten(f"{holder.pid} {holder.name or '?'}", width, ellipsis="~")
     return f"{len(device.holders)} processes"
-
-
-def cut(text: str, width: int) -> str:
-    """``text`` in at most ``width`` columns, cut and said so with ``~`` ("python3." reads as a name).
-
-    >>> cut("120460 python3.10", 15), cut("npu-smi", 15)
-    ('120460 python3~', 'npu-smi')
-    """
-    return text if len(text) <= width else text[:width - 1] + "~"
 
 
 def _num(value: Optional[float], unit: str, digits: int = 0) -> str:
@@ -232,8 +225,8 @@ def fallback_lines(fallbacks: Sequence[Any], width: int = 80) -> List[Tuple[str,
         return []
     parts = [f"{f['op']} (from step {f['first_step']}" + (f", x{f['count']}" if f.get("count", 1) > 1 else "") + ")"
              for f in fallbacks]
-    text = "".join(c if c.isprintable() else "?" for c in "CPU fallback: " + ", ".join(parts))  # from a file
-    return [(text if len(text) <= width else text[: max(width - 3, 10)] + "...", "yellow")]
+    # operator names from a file: redacted before the line is cut (a cut token would no longer look like one)
+    return [(shorten("CPU fallback: " + ", ".join(parts), max(width, 13)), "yellow")]
 
 
 def _range(values: Sequence[Optional[float]]) -> Tuple[float, float]:
@@ -267,7 +260,8 @@ def finding_rows(findings: Sequence[Any], width: int = FINDINGS_WIDTH) -> List[T
                               for column in range(3))
     subject = min(subject, SUBJECT_WIDTH)
     detail = max(width - status - ident - subject - 2 * 4, 10)
-    return [(row[0], row[1], cut(row[2], subject), cut(row[3], detail)) for row in rows]
+    return [(row[0], row[1], shorten(row[2], subject, ellipsis="~"), shorten(row[3], detail, ellipsis="~"))
+            for row in rows]
 
 
 def ordered_findings(findings: Sequence[Any]) -> List[Any]:
