@@ -13,6 +13,7 @@ from npudoctor.live.devices import DeviceReading, HostReading, Snapshot
 from npudoctor.live.history import History, sparkline
 from npudoctor.live.poller import PollState
 from npudoctor.model.units import confidence_percent, human_bytes, percent, rise_phrase
+from npudoctor.untrusted import shorten
 
 # npu-smi's Health words -> (badge, style). Anything else (a new word) shows as itself, in the alarm style.
 HEALTH_BADGES: Dict[str, Tuple[str, str]] = {
@@ -66,8 +67,8 @@ def holders_cell(device: DeviceReading, width: int = 15) -> str:
         return "-"
     if len(device.holders) == 1:
         holder = device.holders[0]
-        text = f"{holder.pid} {holder.name or '?'}"
-        return text if len(text) <= width else text[:width - 1] + "~"  # cut, and said so ("python3.")
+        # cleaned before it is cut (a cut token no longer looks like one), and said so when cut ("python3.~")
+        return shorten(f"{holder.pid} {holder.name or '?'}", width, ellipsis="~")
     return f"{len(device.holders)} processes"
 
 
@@ -224,8 +225,8 @@ def fallback_lines(fallbacks: Sequence[Any], width: int = 80) -> List[Tuple[str,
         return []
     parts = [f"{f['op']} (from step {f['first_step']}" + (f", x{f['count']}" if f.get("count", 1) > 1 else "") + ")"
              for f in fallbacks]
-    text = "".join(c if c.isprintable() else "?" for c in "CPU fallback: " + ", ".join(parts))  # from a file
-    return [(text if len(text) <= width else text[: max(width - 3, 10)] + "...", "yellow")]
+    # operator names from a file: redacted before the line is cut (a cut token would no longer look like one)
+    return [(shorten("CPU fallback: " + ", ".join(parts), max(width, 13)), "yellow")]
 
 
 def _range(values: Sequence[Optional[float]]) -> Tuple[float, float]:
@@ -239,6 +240,28 @@ def finding_cells(finding: Any) -> Tuple[str, str, str, str]:
     """(status, id, subject, detail) of a check finding."""
     return finding.status.value.upper(), finding.id, finding.subject or "-", finding.detail.splitlines()[0][:200] \
         if finding.detail else ""
+
+
+#: The findings table's width: 80 columns less the vertical scrollbar (2).
+FINDINGS_WIDTH = 78
+SUBJECT_WIDTH = 16
+FINDING_COLUMNS = ("Status", "ID", "Subject", "Detail")
+
+
+def finding_rows(findings: Sequence[Any], width: int = FINDINGS_WIDTH) -> List[Tuple[str, str, str, str]]:
+    """The findings table's rows, worst first, the subject and detail cut (``~``) so a row fits ``width`` (each
+    of the 4 cells is padded by a space each side): a wider row gave the table a horizontal scrollbar, whose
+    thumb, like any scrollbar's, showed as stray block glyphs where the terminal lost its colours (Enter shows
+    the whole finding)."""
+    rows = [finding_cells(f) for f in ordered_findings(findings)]
+    if not rows:
+        return []
+    status, ident, subject = (max(len(FINDING_COLUMNS[column]), *(len(row[column]) for row in rows))
+                              for column in range(3))
+    subject = min(subject, SUBJECT_WIDTH)
+    detail = max(width - status - ident - subject - 2 * 4, 10)
+    return [(row[0], row[1], shorten(row[2], subject, ellipsis="~"), shorten(row[3], detail, ellipsis="~"))
+            for row in rows]
 
 
 def ordered_findings(findings: Sequence[Any]) -> List[Any]:
