@@ -20,9 +20,10 @@ LOGS_DIRS_OPTION = "logs_dirs"
 # or the plog folder itself.
 PLOG_SUBDIRS = ("", "plog", "run/plog", "debug/plog")
 PLOG_NAME = re.compile(r"^plog[-_](?:\d+_)?(\d{14,17})\.log$|^plog[-_].*\.log$")
-# A job tree (a folder per node, device-N, rank_N, attempt_N/<rank>) is walked this deep, for this many logs
-# at most (a hostile or mistaken --logs / cannot make LOG001 read a whole disk).
+# A job tree (a folder per node, device-N, rank_N, attempt_N/<rank>) is walked this deep, through this many
+# folders, for this many logs at most (a hostile or mistaken --logs / cannot make LOG001 read a whole disk).
 MAX_WALK_DEPTH = 12
+MAX_WALKED_FOLDERS = 20000
 MAX_WALKED_LOGS = 20000
 
 
@@ -73,10 +74,15 @@ class _JobTree:
         self.problems: List[str] = []
         self.subfolders: List[str] = []  # the root's own sub-folders (a folder per node?)
         self.nested = False  # whether a log lies below a sub-folder: a tree, not a folder of loose files
+        self._folders = 0
         self._ctx, self._newest, self._log_name = ctx, newest, LOG_FILE_NAME
         self._walk(root.rstrip("/") or "/", 0)
 
     def _walk(self, folder: str, depth: int) -> None:
+        self._folders += 1
+        if self._folders > MAX_WALKED_FOLDERS or len(self.files) >= MAX_WALKED_LOGS:
+            self.skipped.append((folder, f"not walked: over {MAX_WALKED_FOLDERS} folders or {MAX_WALKED_LOGS} logs"))
+            return
         listing = self._ctx.runner.list_dir(folder)
         if listing.error:
             self.problems.append(f"{folder}: {listing.error}")
@@ -91,8 +97,8 @@ class _JobTree:
                 folders.append(path)
             elif not self._log_name.search(name):
                 continue  # not logs (logs scan passes over them too)
-            elif _unsafe(self._ctx, path):
-                self.skipped.append((path, _unsafe(self._ctx, path)))
+            elif (reason := _unsafe(self._ctx, path)):
+                self.skipped.append((path, reason))
             elif PLOG_NAME.match(name):
                 plogs.append((PLOG_NAME.match(name).group(1) or "", path))  # type: ignore[union-attr]
             else:
@@ -170,6 +176,11 @@ def newest_plogs(ctx: CheckContext) -> Iterable[Outcome]:
     warnings and operators that fall back from the AI Core. Only regular files inside the directory are read
     (FIFOs, devices and links met in it are skipped).
 
+    A directory without plogs of its own that holds a whole job's logs (a folder per node, ``device-N/``,
+    ``rank_N/``, torchrun's ``attempt_N/<rank>/``), or several node folders given as repeated ``--logs``, is
+    read as ``npudoctor logs scan`` reads it: every log file of the tree (the newest ``logs.newest_files``
+    plogs of each folder), and the diagnosis names each failing rank by its node, rank and NPU.
+
     Fix: follow the fix printed with each finding; `npudoctor logs scan DIR` gives the full report, with
     every file and line.
     """
@@ -179,9 +190,8 @@ def newest_plogs(ctx: CheckContext) -> Iterable[Outcome]:
         return
     newest = int(setting(ctx, "logs.newest_files"))
     max_bytes = int(setting(ctx, "logs.max_bytes_per_file"))
-    from npudoctor.logs.job import scan_job  # only with --logs: the scanner's patterns cost start-up time
-
-    from npudoctor.logs.job import are_node_folders, input_node, place_of
+    # only with --logs: the scanner's patterns cost start-up time
+    from npudoctor.logs.job import are_node_folders, input_node, place_of, scan_job
 
     problems: List[str] = []
     cut: List[str] = []

@@ -24,7 +24,7 @@ import os
 import re
 import tempfile
 from dataclasses import dataclass, field
-from typing import IO, Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
+from typing import IO, Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from npudoctor.errors import InputError
 from npudoctor.logs import codes as codebase
@@ -218,10 +218,10 @@ def scan_job(paths: Sequence[str], *, rules: Optional[RuleSet] = None, rule_file
         if opener is not None:
             read = _Read(opener, item.path)
             if read.chunks:
-                streams = _split_console(item.name, b"".join(read.chunks)[:SNIFF_BYTES], lambda: iter(read.chunks),
-                                         rules, installed)
+                streams = _split_console(item.name, b"".join(read.chunks)[:SNIFF_BYTES], read.chunks, rules,
+                                         installed)
         elif item.kind == "file":
-            streams = _split_console(item.name, _head(item), lambda: _file_chunks(item), rules, installed)
+            streams = _split_console(item.name, _head(item), _file_chunks(item), rules, installed)
         if streams:
             for owner, part, lines, tail in streams:
                 stream_place = Place(place.node or owner.node, owner.rank if owner.rank is not None else place.rank,
@@ -347,7 +347,7 @@ def _sniff(head: bytes) -> bool:
 Stream = Tuple["Owner", ScanPart, "array.array[int]", str]
 
 
-def _split_console(name: str, head: bytes, chunks: Callable[[], Iterator[bytes]], rules: RuleSet,
+def _split_console(name: str, head: bytes, chunks: Iterable[bytes], rules: RuleSet,
                    installed: Optional[codebase.Installed]) -> Optional[List[Stream]]:
     """A shared console split per owner and each owner's lines scanned: [(owner, part, line numbers in the
     file, tail text)], or None when the file is not such a console (``head``: its first bytes). One pass over
@@ -359,7 +359,7 @@ def _split_console(name: str, head: bytes, chunks: Callable[[], Iterator[bytes]]
     lineno = 0
     carry = b""
     try:
-        for chunk in chunks():
+        for chunk in chunks:
             data = carry + chunk
             cut = data.rfind(b"\n") + 1
             carry = data[cut:]
