@@ -218,8 +218,7 @@ def scan_job(paths: Sequence[str], *, rules: Optional[RuleSet] = None, rule_file
         if opener is not None:
             read = _Read(opener, item.path)
             if read.chunks:
-                streams = _split_console(item.name, b"".join(read.chunks)[:SNIFF_BYTES], read.chunks, rules,
-                                         installed)
+                streams = _split_console(item.name, read.head(), read.chunks, rules, installed)
         elif item.kind == "file":
             streams = _split_console(item.name, _head(item), _file_chunks(item), rules, installed)
         if streams:
@@ -280,6 +279,17 @@ class _Read:
         if self.failure is not None:
             raise self.failure
         return self.chunks
+
+    def head(self) -> bytes:
+        """The first bytes, as much as :func:`_head` reads of a local file."""
+        kept: List[bytes] = []
+        size = 0
+        for chunk in self.chunks:
+            kept.append(chunk)
+            size += len(chunk)
+            if size >= SNIFF_BYTES:
+                break
+        return b"".join(kept)[:SNIFF_BYTES]
 
     def tail(self) -> str:
         """The end of the text (what :func:`_tail_text` reads of a local file)."""
