@@ -197,9 +197,9 @@ def test_probe_looks_beyond_path_and_uses_the_profile_timeout(tmp_path):
     site.write_text("name: site\ncommands:\n  npu_smi_timeout_s: 7\n", encoding="utf-8")
     runner = Answering()
     facts = npu_smi_facts(CheckContext(runner, api.load_profile(str(site))))
-    (command,) = runner.asked
-    assert command.argv == ("npu-smi", "info") and command.timeout_s == 7
-    assert command.extra_dirs == ("/usr/local/sbin", "/usr/local/bin")
+    assert [command.argv for command in runner.asked] == [("npu-smi", "info"), ("npu-smi", "info", "-m")]
+    for command in runner.asked:  # both with the profile's limit, both looked up beyond PATH
+        assert command.timeout_s == 7 and command.extra_dirs == ("/usr/local/sbin", "/usr/local/bin")
     assert facts.path == "/usr/local/sbin/npu-smi" and len(facts.table.chips) == 8
 
 

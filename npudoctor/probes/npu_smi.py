@@ -1,17 +1,34 @@
-"""Probes of the npu-smi stage: run ``npu-smi info`` (the Ascend ``nvidia-smi``) once, with a time limit."""
+"""Probes of the npu-smi stage: ``npu-smi info`` (the Ascend ``nvidia-smi``) and its per-chip sub-commands, each
+with a time limit.
+
+What each ``check --level`` asks npu-smi (each call takes up to seconds on a real node; a full per-chip report
+of 8x910B3 took 5.4 s in nvitop's Ascend backend), N the NPUs, U the chips whose Health is not OK:
+
+* level 1 (``npu_smi`` facts): ``npu-smi info`` and ``npu-smi info -m`` (started side by side), then for each
+  of at most ``npu_smi.health_detail_max_chips`` chips not OK ``npu-smi info -t health -i N -c C`` and
+  ``npu-smi info -t ecc -i N``: 2 + 2U calls, 2 on a healthy node;
+* level 2 (``npu_smi_detail`` facts, SMI005-SMI008) adds, for every NPU, ``npu-smi info -t board -i N``,
+  ``-t ecc -i N`` (unless level 1 read it) and ``-t common -i N``: up to 3N more (24 on an 8-NPU node).
+
+A call that times out is an ERROR finding; after one, the remaining per-chip calls are not started (a hung
+driver would hang each of them in turn).
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, Mapping, Optional
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from npudoctor.knowledge import setting
 from npudoctor.parsers.npu_smi import (
+    ChipIds,
+    NpuSmiDetail,
     NpuSmiFailure,
     NpuSmiParseError,
     NpuSmiTable,
-    parse_colon_sections,
+    parse_npu_smi_detail,
     parse_npu_smi_info,
+    parse_npu_smi_mapping,
     recognise_failure,
 )
 from npudoctor.probes import prefetches, provides
@@ -21,6 +38,37 @@ from npudoctor.probes.sources import Command
 NPU_SMI_DIRS = ("/usr/local/sbin", "/usr/local/bin")
 # How much of a failed run's output to keep as evidence.
 _HEAD_LINES = 6
+# The per-NPU sub-commands level 2 reads, in the order they are asked.
+LEVEL2_TOPICS = ("board", "ecc", "common")
+
+
+@dataclass(frozen=True)
+class DetailQuery:
+    """One ``npu-smi info -t <topic> -i N [-c C]`` call: what it said (``details``), or why nothing was read."""
+
+    topic: str
+    npu_id: int
+    chip_id: Optional[int]
+    argv: Tuple[str, ...]
+    details: Tuple[NpuSmiDetail, ...] = ()
+    error: Optional[str] = None  # "timeout", "not started: ...", "exit code 1: ...", a parse error
+    duration_s: float = 0.0
+
+    @property
+    def command(self) -> str:
+        return " ".join(self.argv)
+
+    @property
+    def timed_out(self) -> bool:
+        return self.error == "timeout"
+
+    def for_chip(self, chip_id: Optional[int]) -> Optional[NpuSmiDetail]:
+        """The block about ``chip_id`` (the NPU-level block, or the only block, where none names it)."""
+        named = [d for d in self.details if d.chip_id == chip_id]
+        if named:
+            return named[0]
+        unnamed = [d for d in self.details if d.chip_id is None]
+        return unnamed[0] if unnamed else (self.details[0] if len(self.details) == 1 else None)
 
 
 @dataclass(frozen=True)
@@ -42,17 +90,57 @@ class NpuSmiFacts:
     # For chips whose Health is not OK: chip subject -> `npu-smi info -t health` keys (Error Code, ...), or
     # {"query_error": why it could not be read}.
     health_details: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    # `npu-smi info -m`: NPU/chip -> logic id (what ASCEND_RT_VISIBLE_DEVICES and the device plugin count).
+    ids: Tuple[ChipIds, ...] = ()
+    ids_error: Optional[str] = None
+    # The per-chip calls level 1 made for chips not OK (health, ecc), in order.
+    queries: Tuple[DetailQuery, ...] = ()
+
+    def chip_ids(self, npu_id: int, chip_id: Optional[int]) -> Optional[ChipIds]:
+        return next((ids for ids in self.ids if ids.npu_id == npu_id and ids.chip_id == (chip_id or 0)), None)
+
+    def query(self, topic: str, npu_id: int) -> Optional[DetailQuery]:
+        return next((q for q in self.queries if q.topic == topic and q.npu_id == npu_id), None)
+
+
+@dataclass(frozen=True)
+class NpuSmiDetailFacts:
+    """Level 2: ``npu-smi info -t board|ecc|common -i N`` for every NPU (the ECC read at level 1 reused)."""
+
+    queries: Tuple[DetailQuery, ...]
+    stopped: Optional[str] = None  # why calls were not started (a timeout before them)
+
+    def query(self, topic: str, npu_id: int) -> Optional[DetailQuery]:
+        return next((q for q in self.queries if q.topic == topic and q.npu_id == npu_id), None)
+
+    def of_topic(self, topic: str) -> List[DetailQuery]:
+        return [q for q in self.queries if q.topic == topic]
+
+    @property
+    def calls(self) -> int:
+        return sum(1 for q in self.queries if not (q.error or "").startswith("not started"))
+
+
+def _command(ctx: Any, *args: str) -> Command:
+    timeout_s = float(setting(ctx.profile, "commands.npu_smi_timeout_s"))
+    return Command(("npu-smi", *args), timeout_s=timeout_s, extra_dirs=NPU_SMI_DIRS)
 
 
 @prefetches("npu-smi")
 def npu_smi_info_command(ctx: Any) -> Command:
-    timeout_s = float(setting(ctx.profile, "commands.npu_smi_timeout_s"))
-    return Command(("npu-smi", "info"), timeout_s=timeout_s, extra_dirs=NPU_SMI_DIRS)
+    return _command(ctx, "info")
+
+
+@prefetches("npu-smi")
+def npu_smi_ids_command(ctx: Any) -> Command:
+    return _command(ctx, "info", "-m")
 
 
 @provides("npu_smi")
 def npu_smi_facts(ctx: Any) -> NpuSmiFacts:
-    """Equivalent to ``timeout 15 npu-smi info`` (also looked up in /usr/local/sbin and /usr/local/bin)."""
+    """Equivalent to ``timeout 15 npu-smi info`` and ``timeout 15 npu-smi info -m`` (also looked up in
+    /usr/local/sbin and /usr/local/bin), then ``npu-smi info -t health -i N -c C`` and ``-t ecc -i N`` for each
+    chip not OK."""
     command = npu_smi_info_command(ctx)
     timeout_s = command.timeout_s
     result = ctx.runner.run(command)
@@ -66,26 +154,97 @@ def npu_smi_facts(ctx: Any) -> NpuSmiFacts:
         table = parse_npu_smi_info(result.stdout)
     except NpuSmiParseError as exc:
         return NpuSmiFacts(failure=recognise_failure(output), parse_error=str(exc), **common)
-    details = _health_details(ctx, table, timeout_s)
-    return NpuSmiFacts(table=table, health_details=details, **common)
+    ids, ids_error = _chip_ids(ctx)
+    details, queries = _unhealthy_chips(ctx, table)
+    return NpuSmiFacts(table=table, health_details=details, ids=ids, ids_error=ids_error, queries=queries,
+                       **common)
 
 
-def _health_details(ctx: Any, table: NpuSmiTable, timeout_s: float) -> Dict[str, Dict[str, str]]:
-    """Equivalent to ``npu-smi info -t health -i <npu> -c <chip>`` for each chip that is not OK (at most
-    ``npu_smi.health_detail_max_chips`` of them: each call can take seconds): its error codes say why."""
+def _chip_ids(ctx: Any) -> Tuple[Tuple[ChipIds, ...], Optional[str]]:
+    """``npu-smi info -m``: the logic id of each chip, or why it is not known."""
+    result = ctx.runner.run(npu_smi_ids_command(ctx))
+    if result.error is not None or result.rc:
+        return (), f"`npu-smi info -m`: {result.error or f'exit code {result.rc}'}"
+    try:
+        return tuple(parse_npu_smi_mapping(result.stdout)), None
+    except NpuSmiParseError as exc:
+        return (), f"`npu-smi info -m`: {exc}"
+
+
+def ask(ctx: Any, topic: str, npu_id: int, chip_id: Optional[int] = None) -> DetailQuery:
+    """Run ``npu-smi info -t <topic> -i <npu_id> [-c <chip_id>]`` and parse it by structure."""
+    args = ["info", "-t", topic, "-i", str(npu_id)] + ([] if chip_id is None else ["-c", str(chip_id)])
+    command = _command(ctx, *args)
+    result = ctx.runner.run(command)
+    base = {"topic": topic, "npu_id": npu_id, "chip_id": chip_id, "argv": command.argv,
+            "duration_s": round(result.duration_s, 3)}
+    if result.error is not None:
+        return DetailQuery(error=result.error, **base)
+    if result.rc:
+        first = (result.output.strip().splitlines() or ["(no output)"])[0]
+        return DetailQuery(error=f"exit code {result.rc}: {first[:200]}", **base)
+    try:
+        return DetailQuery(details=tuple(parse_npu_smi_detail(result.stdout, npu_id, chip_id)), **base)
+    except NpuSmiParseError as exc:
+        return DetailQuery(error=str(exc), **base)
+
+
+def not_started(topic: str, npu_id: int, chip_id: Optional[int], why: str) -> DetailQuery:
+    args = ("npu-smi", "info", "-t", topic, "-i", str(npu_id)) + (() if chip_id is None else ("-c", str(chip_id)))
+    return DetailQuery(topic, npu_id, chip_id, args, error=f"not started: {why}")
+
+
+def _unhealthy_chips(ctx: Any, table: NpuSmiTable) -> Tuple[Dict[str, Dict[str, str]], Tuple[DetailQuery, ...]]:
+    """``npu-smi info -t health -i <npu> -c <chip>`` and ``-t ecc -i <npu>`` for each chip that is not OK (at
+    most ``npu_smi.health_detail_max_chips`` of them: each call can take seconds): its error codes say why, its
+    memory counters whether HBM is failing."""
     limit = int(setting(ctx.profile, "npu_smi.health_detail_max_chips"))
     unhealthy = [chip for chip in table.chips if chip.health.strip().lower() != "ok"][:max(limit, 0)]
     details: Dict[str, Dict[str, str]] = {}
+    queries: List[DetailQuery] = []
+    stopped: Optional[str] = None
     for chip in unhealthy:
-        argv = ("npu-smi", "info", "-t", "health", "-i", str(chip.npu_id), "-c", str(chip.chip_id or 0))
-        result = ctx.runner.run(Command(argv, timeout_s=timeout_s, extra_dirs=NPU_SMI_DIRS))
-        sections = parse_colon_sections(result.stdout) if result.error is None else []
-        if result.error is not None or result.rc or not sections:
-            reason = result.error or f"exit code {result.rc}, {len(sections)} key/value lines"
-            details[chip.subject] = {"query_error": f"`{' '.join(argv)}`: {reason}"}
-            continue
-        merged: Dict[str, str] = {}
-        for section in sections:
-            merged.update(section)
-        details[chip.subject] = merged
-    return details
+        for topic, chip_id in (("health", chip.chip_id or 0), ("ecc", None)):
+            if topic == "ecc" and any(q.topic == "ecc" and q.npu_id == chip.npu_id for q in queries):
+                continue  # one ECC report per NPU covers its chips
+            query = not_started(topic, chip.npu_id, chip_id, stopped) if stopped else \
+                ask(ctx, topic, chip.npu_id, chip_id)
+            queries.append(query)
+            if query.timed_out:
+                stopped = f"`{query.command}` timed out before it"
+        health = next(q for q in queries if q.topic == "health" and q.npu_id == chip.npu_id
+                      and q.chip_id == (chip.chip_id or 0))
+        details[chip.subject] = _health_keys(health)
+    return details, tuple(queries)
+
+
+def _health_keys(query: DetailQuery) -> Dict[str, str]:
+    if query.error is not None or not query.details:
+        reason = "timeout" if query.timed_out else (query.error or "no key/value lines")
+        return {"query_error": f"`{query.command}`: {reason}"}
+    merged: Dict[str, str] = {}
+    for detail in query.details:
+        merged.update(dict(detail.fields))
+    return merged
+
+
+@provides("npu_smi_detail")
+def npu_smi_detail_facts(ctx: Any) -> NpuSmiDetailFacts:
+    """Level 2: equivalent to ``npu-smi info -t board -i N``, ``-t ecc -i N`` and ``-t common -i N`` for each NPU
+    of ``npu-smi info`` (the ECC report level 1 read for a chip not OK is reused)."""
+    smi = ctx.facts("npu_smi")
+    npu_ids: Sequence[int] = smi.table.npu_ids if smi.table is not None else ()
+    queries: List[DetailQuery] = []
+    stopped = next((f"`{q.command}` timed out" for q in smi.queries if q.timed_out), None)
+    for npu_id in npu_ids:
+        for topic in LEVEL2_TOPICS:
+            earlier = smi.query(topic, npu_id)
+            if earlier is not None:
+                queries.append(earlier)
+                continue
+            query = not_started(topic, npu_id, None, stopped) if stopped else ask(ctx, topic, npu_id)
+            queries.append(query)
+            if query.timed_out and not stopped:
+                stopped = f"`{query.command}` timed out"
+    return NpuSmiDetailFacts(tuple(queries), stopped)
+
