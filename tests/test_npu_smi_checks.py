@@ -224,7 +224,9 @@ def test_processes_holding_npus_warn_with_pid_name_memory(node):
     assert [f.status for f in held] == [Status.WARN] * 8
     assert held[0].subject == "npu:0/chip:0"
     assert held[0].detail == "pid 139667 python, 30780 MiB device memory"
-    assert held[0].evidence == {"pid": 139667, "name": "python", "memory_mib": 30780}
+    assert held[0].evidence == {"pid": 139667, "name": "python", "memory_mib": 30780,
+                                "chip": {"npu_id": 0, "chip_id": 0, "logic_id": None, "phy_id": None,
+                                         "bus_id": held[0].evidence["chip"]["bus_id"]}}
 
 
 def test_process_without_a_name_still_listed(node):

@@ -389,12 +389,14 @@ def other_processes(ctx: CheckContext) -> Iterable[Outcome]:
     if not table.processes:
         yield passed("npu-smi", f"no process on any of the {len(table.npu_ids)} NPU(s)")
         return
+    facts = ctx.facts("npu_smi")
     for process in table.processes:
         subject = f"npu:{process.npu_id}" + ("" if process.chip_id is None else f"/chip:{process.chip_id}")
         name = process.name or "(no name shown)"
         memory = f", {process.memory_mib} MiB device memory" if process.memory_mib is not None else ""
         yield warn(subject, f"pid {process.pid} {name}{memory}",
-                   {"pid": process.pid, "name": process.name, "memory_mib": process.memory_mib},
+                   {"pid": process.pid, "name": process.name, "memory_mib": process.memory_mib,
+                    "chip": chip_identity(facts, process.npu_id, process.chip_id)},
                    fix=f"ps -o pid,user,etime,cmd -p {process.pid}   # a leftover? then: kill {process.pid}")
 
 
@@ -403,16 +405,25 @@ def _chips_of(facts: Any, npu_id: int) -> List[NpuSmiChip]:
     return [chip for chip in facts.table.chips if chip.npu_id == npu_id]
 
 
+_HUNG = ("(a hung driver or a device that does not answer; raise commands.npu_smi_timeout_s in a site profile "
+         "if the node is just slow)")
+
+
+def _answered(queries: Sequence[Any]) -> Iterable[Outcome]:
+    """The calls not started after a hung one, as one ERROR (one per NPU would repeat the same cause)."""
+    idle = [q for q in queries if (q.error or "").startswith("not started")]
+    if idle:
+        yield error(f"{len(idle)} call(s) ({idle[0].command}, ...) {idle[0].error} {_HUNG}", "npu-smi",
+                    {"not_started": [q.command for q in idle]})
+
+
 def _unread(query: Any, chip: Optional[NpuSmiChip], facts: Any) -> Outcome:
-    """A per-NPU call that gave nothing: ERROR when npu-smi hung (or was not started after one that did), SKIP
-    with the reason otherwise."""
+    """A per-NPU call that gave nothing: ERROR when npu-smi hung, SKIP with the reason otherwise."""
     subject = chip.subject if chip is not None else f"npu:{query.npu_id}"
     evidence = {"command": query.command, "reason": query.error,
                 "chip": chip_identity(facts, query.npu_id, chip.chip_id if chip else None)}
-    if query.timed_out or (query.error or "").startswith("not started"):
-        why = "did not finish within its time limit" if query.timed_out else query.error
-        return error(f"`{query.command}` {why} (a hung driver or a device that does not answer; raise "
-                     "commands.npu_smi_timeout_s in a site profile if the node is just slow)", subject, evidence)
+    if query.timed_out:
+        return error(f"`{query.command}` did not finish within its time limit {_HUNG}", subject, evidence)
     return skip(f"`{query.command}` could not be read: {query.error}", subject, evidence)
 
 
@@ -439,7 +450,10 @@ def memory_errors(ctx: CheckContext) -> Iterable[Outcome]:
     facts = ctx.facts("npu_smi")
     detail = ctx.facts("npu_smi_detail")
     fine: List[str] = []
+    yield from _answered(detail.of_topic("ecc"))
     for query in detail.of_topic("ecc"):
+        if (query.error or "").startswith("not started"):
+            continue
         chips = _chips_of(facts, query.npu_id)
         if query.error is not None or not query.details:
             yield _unread(query, chips[0] if len(chips) == 1 else None, facts)
@@ -489,7 +503,10 @@ def same_firmware(ctx: CheckContext) -> Iterable[Outcome]:
     detail = ctx.facts("npu_smi_detail")
     firmware: Dict[int, str] = {}
     software: Dict[int, str] = {}
+    yield from _answered(detail.of_topic("board"))
     for query in detail.of_topic("board"):
+        if (query.error or "").startswith("not started"):
+            continue
         chips = _chips_of(facts, query.npu_id)
         block = query.for_chip(None) if query.error is None else None
         version = block.text("firmware version") if block is not None else None
@@ -595,7 +612,10 @@ def aicore_clock(ctx: CheckContext) -> Iterable[Outcome]:
     detail = ctx.facts("npu_smi_detail")
     minimum = float(setting(ctx, "npu_smi.aicore_clock_min_ratio"))
     fine: List[str] = []
+    yield from _answered(detail.of_topic("common"))
     for query in detail.of_topic("common"):
+        if (query.error or "").startswith("not started"):
+            continue
         chips = _chips_of(facts, query.npu_id)
         if query.error is not None or not query.details:
             yield _unread(query, chips[0] if len(chips) == 1 else None, facts)

@@ -81,6 +81,11 @@ def fault(code: str) -> Optional[FaultInfo]:
                      described=bool(described), source=source)
 
 
+def fault_level_rank(level: str) -> int:
+    """Where ``level`` stands from mild (0, NotHandleFault) to severe (SeparateNPU)."""
+    return int(_table()[1][level]["rank"])
+
+
 def known_codes() -> Tuple[str, ...]:
     """Every code of the shipped table (for `explain` coverage and the tests)."""
     return tuple(sorted(_table()[0]))
