@@ -541,6 +541,8 @@ NODE_CASES = {  # ID: (a case that makes it fire, a case where it must not)
     "PCI003": (_then(lambda node: node.file("/sys/bus/pci/devices/0000:41:00.0/current_link_width", "8\n")),
                _healthy),
     "PCI004": (_then(_unlink("/dev/hisi_hdc")), _healthy),
+    "PCI005": (_then(lambda node: node.file("/sys/bus/pci/devices/0000:41:00.0/aer_dev_fatal",
+                                            _sample("sysfs_aer_dev_fatal_CmpltTO_constructed.txt"))), _healthy),
     "SMI001": (_then(lambda node: node.command("npu-smi", stdout=_sample("npu-smi_fail_dcmi-8005_constructed.txt"),
                                                 rc=255)), _healthy),
     "SMI002": (_then(lambda node: node.command("npu-smi", stdout=_sample(
