@@ -76,6 +76,12 @@ def npu_smi_runs(ctx: CheckContext) -> Iterable[Outcome]:
     A hanging npu-smi is killed after ``commands.npu_smi_timeout_s`` (profile, default 15 s) and reported as
     ERROR.
 
+    What npu-smi is asked, per level (N NPUs; U chips not OK, at most ``npu_smi.health_detail_max_chips``):
+    level 1 `npu-smi info` and `npu-smi info -m` (logic ids), and for each chip not OK
+    `npu-smi info -t health -i N -c C` and `npu-smi info -t ecc -i N` (2 + 2U calls: 2 on a healthy 8-NPU
+    node); level 2 adds `-t board -i N`, `-t ecc -i N` and `-t common -i N` for every NPU (26 calls on 8 NPUs).
+    Each call has the same time limit; after one hangs, the per-chip calls left are not started.
+
     Fix: the one printed with the finding's code; the codes, causes and fixes are data in
     checks/npu_smi_errors.yaml.
     """
