@@ -260,3 +260,19 @@ def test_a_healthy_node_passes_every_chip_check_at_level_2(node):
         statuses = {f.status for f in findings_by_id(report, check_id)}
         assert statuses == {Status.PASS}, check_id
     assert findings_by_id(report, "SMI006")[0].detail == "8 NPU(s) on firmware 7.5.0.1.129"
+
+
+def test_a_hung_npu_smi_info_m_is_an_error_of_its_own(node, tmp_path):
+    node.npu_node(8)
+    table = sample_text(B3_8CARD)
+    node.script("npu-smi", f'case "$*" in "info") cat <<"EOF"\n{table}\nEOF\n;; *) sleep 30;; esac\n')
+    site = tmp_path / "site.yaml"
+    site.write_text("name: site\ncommands:\n  npu_smi_timeout_s: 1\n", encoding="utf-8")
+    report, calls = run(node, profile=api.load_profile(str(site)))
+    assert calls == ["npu-smi info", "npu-smi info -m"]
+    assert [f.status for f in findings_by_id(report, "SMI001")] == [Status.PASS]
+    (hung,) = [f for f in findings_by_id(report, "SMI002") if f.status is Status.ERROR]
+    assert hung.subject == "npu-smi" and "`npu-smi info -m`: timeout" in hung.detail
+    (chip,) = {tuple(f.evidence["chip"].items()) for f in findings_by_id(report, "SMI002")
+               if f.subject == "npu:0/chip:0"}
+    assert dict(chip)["logic_id"] is None  # not known without -m, and said so (null)

@@ -122,7 +122,7 @@ def npu_smi_runs(ctx: CheckContext) -> Iterable[Outcome]:
             detail += "; " + "; ".join(table.notes)
         yield passed("npu-smi", detail, {**evidence, "tool_version": table.tool_version,
                                          "driver_version": table.driver_version, "chips": len(table.chips),
-                                         "partial": table.partial})
+                                         "partial": table.partial, "ids_error": facts.ids_error})
         return
     if facts.failure is not None:
         explained = explain_failure(facts.failure)
@@ -168,6 +168,9 @@ def chip_health(ctx: CheckContext) -> Iterable[Outcome]:
     """
     levels = {word.lower(): level for word, level in knowledge.load("npu_smi_errors")["health"].items()}
     facts = ctx.facts("npu_smi")
+    if facts.ids_error and facts.ids_error.endswith(": timeout"):  # an ERROR here blocks no other check
+        yield error(f"{facts.ids_error}: it did not finish within {facts.timeout_s:g} s, so the chips' logic ids "
+                    f"are unknown {_HUNG}", subject="npu-smi", evidence={"timeout_s": facts.timeout_s})
     for chip in facts.table.chips:
         evidence = _chip_evidence(chip)
         evidence["chip"] = chip_identity(facts, chip.npu_id, chip.chip_id, chip.bus_id, chip.phy_id)
@@ -520,7 +523,7 @@ def same_firmware(ctx: CheckContext) -> Iterable[Outcome]:
             yield _unread(query, chips[0] if len(chips) == 1 else None, facts)
         elif version is None:
             yield skip(f"`{query.command}` prints no Firmware Version", f"npu:{query.npu_id}",
-                       {"command": query.command})
+                       {"command": query.command, "chip": chip_identity(facts, query.npu_id, None)})
         else:
             firmware[query.npu_id] = version
             software[query.npu_id] = block.text("software version") or ""
