@@ -91,6 +91,7 @@ ALARM_TABLE = "npu-smi-info_910B3_8card_NPU5-Alarm_constructed.txt"
 FIRMWARE_VERSION = "7.5.0.1.129"  # the firmware version.info of the demo node (FIRMWARE_24)
 OLD_FIRMWARE = "7.1.0.11.220"  # a real older one (firmware_version.info_7.1.0.11.220_mindcluster-fixture.txt)
 RATED_MHZ = 1800
+BUSY_PCT = 85  # the chips train: an idle chip lowers its clock, and SMI008 judges only busy ones
 LEVEL2_SAMPLES = [BOARD, COMMON, ECC]
 # What the import child prints when torch_npu imports and runs its op (LIB005 at --level 2 on the fake node).
 IMPORT_OK = ("NPUDOCTOR-STAGE import torch\nNPUDOCTOR-STAGE import torch_npu\nNPUDOCTOR-STAGE device op\n"
@@ -112,8 +113,8 @@ def npu_smi(node: FakeNode, table: str = B3_8CARD, answers: Optional[Dict[str, s
         by_args.setdefault(f"info -t ecc -i {npu}", ecc.replace("NPU ID                                   : 1",
                                                                 f"NPU ID                                   : {npu}"))
         by_args.setdefault(f"info -t common -i {npu}", sample_text(COMMON).format(
-            npu=npu, freq=RATED_MHZ, curfreq=(clock or {}).get(npu, RATED_MHZ), temp=f"{chip.temp_c:g}",
-            power=f"{chip.power_w:g}"))
+            npu=npu, usage=BUSY_PCT, freq=RATED_MHZ, curfreq=(clock or {}).get(npu, RATED_MHZ),
+            temp=f"{chip.temp_c:g}", power=f"{chip.power_w:g}"))
     node.command("npu-smi", stdout=sample_text(table), by_args=by_args)
 
 
@@ -192,7 +193,7 @@ SCENARIOS: Dict[str, Scenario] = {
                         _hbm_ecc, [ALARM_TABLE, HEALTH_ALARM, ECC_NPU5]),
     "old-firmware": Scenario("NPU 6 on firmware 7.1.0.11.220, its siblings on 7.5.0.1.129 (collected at --level 2)",
                              _old_firmware, LEVEL2_SAMPLES, level=2),
-    "throttled-chip": Scenario("NPU 2's AI Core at 800 of its rated 1800 MHz (collected at --level 2)",
+    "throttled-chip": Scenario("NPU 2's AI Core at 800 of its rated 1800 MHz while 85% busy (collected at --level 2)",
                                _throttled_chip, LEVEL2_SAMPLES, level=2),
     "version-mismatch": Scenario("torch 2.2.0 beside torch_npu 2.1.0.post10", _version_mismatch, []),
     "setenv-not-sourced": Scenario("CANN's set_env.sh not sourced: libascendcl.so and libhccl.so not found",

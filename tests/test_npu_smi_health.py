@@ -276,3 +276,33 @@ def test_a_hung_npu_smi_info_m_is_an_error_of_its_own(node, tmp_path):
     (chip,) = {tuple(f.evidence["chip"].items()) for f in findings_by_id(report, "SMI002")
                if f.subject == "npu:0/chip:0"}
     assert dict(chip)["logic_id"] is None  # not known without -m, and said so (null)
+
+
+BUSY_COMMON = "npu-smi-info_t-common_910B3_busy-1800MHz_mcu-block_github-note.txt"
+IDLE_COMMON = "npu-smi-info_t-common_1650MHz_idle-curFreq-100_npu-smi-reference.txt"
+
+
+def test_clock_is_judged_on_real_common_reports_only_under_load(node):
+    """Real `-t common` texts: busy 910B3s at their rated 1800 MHz (with the MCU's own block after the chip's),
+    and an idle chip at 100 of 1650 MHz, which is how idle chips run, not throttling."""
+    node.npu_node(8)
+    npu_smi(node, answers={"info -t common -i 1": sample_text(BUSY_COMMON).split("npu-smi info -t common -i 7")[0],
+                           "info -t common -i 7": sample_text(BUSY_COMMON).split("npu-smi info -t common -i 7")[1],
+                           "info -t common -i 0": sample_text(IDLE_COMMON)})
+    report, _ = run(node, level=2)
+    clock = findings_by_id(report, "SMI008")
+    assert [f.status for f in clock] == [Status.PASS, Status.SKIP]
+    assert clock[0].evidence["chips"] == [f"npu:{n}/chip:0" for n in range(1, 8)]
+    assert clock[1].evidence["chips"] == ["npu:0/chip:0"] and "idle" in clock[1].detail
+    # the same idle text from a chip under load would be throttling
+    busy = sample_text(IDLE_COMMON).replace("Aicore Usage Rate(%)           : 0", "Aicore Usage Rate(%)           : 90")
+    npu_smi(node, answers={"info -t common -i 0": busy})
+    report, _ = run(node, level=2)
+    (slow,) = [f for f in findings_by_id(report, "SMI008") if f.status is Status.WARN]
+    assert slow.subject == "npu:0/chip:0" and "100 of its rated 1650 MHz (6%) while 90% busy" in slow.detail
+
+
+def test_real_board_report_gives_the_firmware():
+    (board,) = parse_npu_smi_detail(sample_text("npu-smi-info_t-board_910B_IT21HMDC_Bin6x_ansible-docstring.txt"))
+    assert (board.npu_id, board.chip_id, board.text("firmware version"), board.text("serial number")) == (
+        0, None, "7.5.0.2.220", "1000000000")

@@ -95,6 +95,7 @@ PROFILE_SCHEMA: Dict[str, Field] = {
     "npu_smi.power_warn_w": Field("number", 0, 10000, nullable=True,
                                   doc="SMI007: chip power that WARNs (null: not judged)"),
     "npu_smi.aicore_clock_min_ratio": Field("number", 0, 1, doc="SMI008: AI Core clock over its rated clock"),
+    "npu_smi.aicore_clock_busy_pct": Field("number", 0, 100, doc="SMI008: AI Core use from which the clock is judged"),
     "libraries.set_env_timeout_s": Field("number", 0.1, 3600, doc="LIB002: bash sourcing set_env.sh"),
     "libraries.import_timeout_s": Field("number", 0.1, 36000, doc="LIB005 (--level 2): import and one op"),
     "logs.newest_files": Field("int", 1, 100000, doc="LOG001: newest plogs scanned per directory"),

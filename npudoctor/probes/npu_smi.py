@@ -63,12 +63,15 @@ class DetailQuery:
         return self.error == "timeout"
 
     def for_chip(self, chip_id: Optional[int]) -> Optional[NpuSmiDetail]:
-        """The block about ``chip_id`` (the NPU-level block, or the only block, where none names it)."""
-        named = [d for d in self.details if d.chip_id == chip_id]
+        """The block about ``chip_id`` of this NPU (the NPU-level block, or the only block, where none names it;
+        the MCU's own block, ``Chip Name : mcu``, is never a chip's)."""
+        mine = [d for d in self.details if d.npu_id in (None, self.npu_id)
+                and (d.text("chip name") or "").lower() != "mcu"]
+        named = [d for d in mine if d.chip_id == chip_id]
         if named:
             return named[0]
-        unnamed = [d for d in self.details if d.chip_id is None]
-        return unnamed[0] if unnamed else (self.details[0] if len(self.details) == 1 else None)
+        unnamed = [d for d in mine if d.chip_id is None]
+        return unnamed[0] if unnamed else (mine[0] if len(mine) == 1 else None)
 
 
 @dataclass(frozen=True)
