@@ -306,3 +306,23 @@ def test_real_board_report_gives_the_firmware():
     (board,) = parse_npu_smi_detail(sample_text("npu-smi-info_t-board_910B_IT21HMDC_Bin6x_ansible-docstring.txt"))
     assert (board.npu_id, board.chip_id, board.text("firmware version"), board.text("serial number")) == (
         0, None, "7.5.0.2.220", "1000000000")
+
+
+def test_inventory_per_chip_view_and_firmware_for_the_fleet(node):
+    node.npu_node(8)
+    npu_smi(node, WARNING_TABLE, {"info -t health -i 3 -c 0": sample_text(HEALTH_WARNING)},
+            firmware={6: "7.1.0.11.220"})
+    level1, _ = run(node)
+    chips = level1.inventory["chips"]
+    assert chips["npu_firmware"] is None  # level 1 never asks for the board reports
+    row = chips["devices"][3]
+    assert (row["npu"], row["logic_id"], row["health"], row["alarm"], row["firmware"]) == (
+        3, 3, "Warning", "80CB8009", None)
+    level2, _ = run(node, level=2)
+    chips = level2.inventory["chips"]
+    assert chips["npu_firmware"] == ["7.1.0.11.220", "7.5.0.1.129"]  # what fleet compares across nodes
+    assert [row["firmware"] for row in chips["devices"]].count("7.1.0.11.220") == 1
+    from npudoctor.report import html
+
+    page = html.render(level2.to_dict())
+    assert "<th>logic_id</th>" in page and "<td>80CB8009</td>" in page and "<td>7.1.0.11.220</td>" in page
