@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
 from npudoctor.errors import InputError
 from npudoctor.parsers.markdown import row_cells
@@ -311,19 +311,21 @@ def parse_npu_smi_detail(text: str, npu_id: Optional[int] = None,
     for block in blocks:
         ids: Dict[str, Optional[int]] = {}
         readings: List[Tuple[str, str]] = []
+        seen: Set[str] = set()  # the normalised keys of `readings` (a set: a hostile block of distinct keys stays linear)
         for key, value in block:
             normal = detail_key(key)
             name = _ID_KEYS.get(normal)
-            if (name and name in ids) or any(detail_key(k) == normal for k, _ in readings):
+            if (name and name in ids) or normal in seen:
                 # the next chip of a block printed without blank lines
                 if readings:
                     details.append(_detail(ids, readings, card, chip_id))
                     card = ids.get("npu_id", card)
-                ids, readings = {}, []
+                ids, readings, seen = {}, [], set()
             if name:
                 ids[name] = _integer(value)
             elif normal != "chip count":
                 readings.append((key, value))
+                seen.add(normal)
         if "npu_id" in ids:
             card = ids["npu_id"]
         if readings:
