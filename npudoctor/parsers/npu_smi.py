@@ -311,7 +311,7 @@ def parse_npu_smi_detail(text: str, npu_id: Optional[int] = None,
     for block in blocks:
         ids: Dict[str, Optional[int]] = {}
         readings: List[Tuple[str, str]] = []
-        seen: Set[str] = set()  # the normalised keys of `readings` (a set: a hostile block of distinct keys stays linear)
+        seen: Set[str] = set()  # normalised keys of `readings`: a set keeps a hostile block linear
         for key, value in block:
             normal = detail_key(key)
             name = _ID_KEYS.get(normal)
