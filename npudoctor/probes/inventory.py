@@ -85,9 +85,9 @@ def chips_inventory(npu_smi: Any, pci: Any, detail: Any = None) -> Dict[str, Any
         chips.update(count=len(devices), source="pci")
     elif pci is not None and not pci.error:
         chips.update(count=0, source="pci")  # the bus was read and holds no NPU
-    firmware = _firmware_by_npu(detail)
-    chips["npu_firmware"] = _one_or_list(firmware.values())
-    chips["devices"] = _device_rows(table, devices, npu_smi, firmware)
+    boards = _boards_by_npu(detail)
+    chips["npu_firmware"] = _one_or_list(board["firmware"] for board in boards.values())
+    chips["devices"] = _device_rows(table, devices, npu_smi, boards)
     if devices:
         chips["family"] = _one_or_list(d.family for d in devices)
         chips["bus_ids"] = chips["bus_ids"] or sorted(_short_bdf(d.bdf) for d in devices)
@@ -96,14 +96,15 @@ def chips_inventory(npu_smi: Any, pci: Any, detail: Any = None) -> Dict[str, Any
     return chips
 
 
-def _firmware_by_npu(detail: Any) -> Dict[int, str]:
-    firmware: Dict[int, str] = {}
+def _boards_by_npu(detail: Any) -> Dict[int, Dict[str, Optional[str]]]:
+    """Firmware version and serial number of each NPU, from `npu-smi info -t board -i N` (level 2)."""
+    boards: Dict[int, Dict[str, Optional[str]]] = {}
     for query in detail.of_topic("board") if detail is not None else ():
         block = query.for_chip(None) if query.error is None else None
-        version = block.text("firmware version") if block is not None else None
-        if version:
-            firmware[query.npu_id] = version
-    return firmware
+        if block is not None:
+            boards[query.npu_id] = {"firmware": block.text("firmware version"),
+                                    "serial": block.text("serial number")}
+    return boards
 
 
 def _alarm_codes(npu_smi: Any, subject: str) -> Optional[str]:
@@ -117,9 +118,9 @@ def _alarm_codes(npu_smi: Any, subject: str) -> Optional[str]:
 
 
 def _device_rows(table: Any, devices: List[Any], npu_smi: Any = None,
-                 firmware: Optional[Dict[int, str]] = None) -> List[Dict[str, Any]]:
-    """One row per chip (npu-smi), with its logic id, PCIe link from sysfs, firmware and alarm codes, for the
-    chip tables of reports; PCI functions alone when npu-smi gave no table."""
+                 boards: Optional[Dict[int, Dict[str, Optional[str]]]] = None) -> List[Dict[str, Any]]:
+    """One row per chip (npu-smi), with its logic id, PCIe link from sysfs, alarm codes, firmware and serial
+    number (level 2), for the chip tables of reports; PCI functions alone when npu-smi gave no table."""
     links = {_short_bdf(d.bdf): d for d in devices}
     rows: List[Dict[str, Any]] = []
     for chip in table.chips if table is not None else ():
@@ -131,12 +132,13 @@ def _device_rows(table: Any, devices: List[Any], npu_smi: Any = None,
                      "bus_id": bus, "hbm_mib": _memory_mib(chip), "temp_c": chip.temp_c, "power_w": chip.power_w,
                      "link_width": device.current_link_width if device else None,
                      "link_speed_gts": device.current_link_speed_gts if device else None,
-                     "firmware": (firmware or {}).get(chip.npu_id)})
+                     "firmware": (boards or {}).get(chip.npu_id, {}).get("firmware"),
+                     "serial": (boards or {}).get(chip.npu_id, {}).get("serial")})
     if not rows:
         rows = [{"npu": None, "chip": None, "logic_id": None, "name": d.family, "health": None, "alarm": None,
                  "bus_id": _short_bdf(d.bdf), "hbm_mib": None, "temp_c": None, "power_w": None,
                  "link_width": d.current_link_width, "link_speed_gts": d.current_link_speed_gts,
-                 "firmware": None} for d in devices]
+                 "firmware": None, "serial": None} for d in devices]
     return rows
 
 
