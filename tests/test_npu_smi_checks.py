@@ -53,7 +53,8 @@ def test_health_query_of_a_chip_that_is_not_ok_adds_its_error_code(node):
                  by_args={"info -t health -i 3 -c 0": smi("t-health_Warning")})
     (warning,) = [f for f in findings_by_id(run(node), "SMI002") if f.status is Status.WARN]
     assert warning.detail == ("910B3: health Warning (Error Code A1B2C3D4; "
-                              "Error Information placeholder text of a constructed sample)")
+                              "Error Information placeholder text of a constructed sample): "
+                              "A1B2C3D4 not in MindCluster's fault table")
     assert warning.evidence["health_query"]["Health Status"] == "Warning"
 
 

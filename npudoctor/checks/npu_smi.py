@@ -191,9 +191,14 @@ def chip_health(ctx: CheckContext) -> Iterable[Outcome]:
                      if key.lower().startswith("error") and value not in ("NA", "")]
             if codes:
                 detail += " (" + "; ".join(codes) + ")"
-            alarms = [fault_codes.fault(code) for key, value in health.items()
-                      if key.lower().startswith("error code") for code in smi_fault_codes(value)]
+            printed = [code for key, value in health.items() if key.lower().startswith("error code")
+                       for code in smi_fault_codes(value)]
+            alarms = [fault_codes.fault(code) for code in printed]
             known = sorted((a for a in alarms if a is not None), key=lambda a: -a.rank)
+            unknown = [code for code, alarm in zip(printed, alarms) if alarm is None]
+            if unknown:
+                evidence["unknown_codes"] = unknown
+                detail += f": {', '.join(unknown)} not in MindCluster's fault table"
             if known:
                 evidence["alarms"] = [{"code": a.code, "level": a.level, "action": a.action, "title": a.title}
                                       for a in known]
