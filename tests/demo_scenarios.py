@@ -84,6 +84,7 @@ IDS = "npu-smi-info-m_910B3_8card_constructed.txt"
 BOARD = "npu-smi-info_t-board_910B3_template_constructed.txt"
 COMMON = "npu-smi-info_t-common_910B3_template_constructed.txt"
 ECC = "npu-smi-info_t-ecc_mindcluster-doc.txt"
+PHYID = "npu-smi-info_t-phyid-remap_template_constructed.txt"
 HEALTH_WARNING = "npu-smi-info_t-health_80CB8009_Warning_constructed.txt"
 HEALTH_ALARM = "npu-smi-info_t-health_80E01801_Alarm_constructed.txt"
 ECC_NPU5 = "npu-smi-info_t-ecc_NPU5_HBM-double-bit_52-isolated_constructed.txt"
@@ -92,7 +93,7 @@ FIRMWARE_VERSION = "7.5.0.1.129"  # the firmware version.info of the demo node (
 OLD_FIRMWARE = "7.1.0.11.220"  # a real older one (firmware_version.info_7.1.0.11.220_mindcluster-fixture.txt)
 RATED_MHZ = 1800
 BUSY_PCT = 85  # the chips train: an idle chip lowers its clock, and SMI008 judges only busy ones
-LEVEL2_SAMPLES = [BOARD, COMMON, ECC]
+LEVEL2_SAMPLES = [BOARD, COMMON, ECC, PHYID]
 # What the import child prints when torch_npu imports and runs its op (LIB005 at --level 2 on the fake node).
 IMPORT_OK = ("NPUDOCTOR-STAGE import torch\nNPUDOCTOR-STAGE import torch_npu\nNPUDOCTOR-STAGE device op\n"
              "NPUDOCTOR-STAGE ok [2.0, 2.0]\n")
@@ -104,10 +105,12 @@ def npu_smi(node: FakeNode, table: str = B3_8CARD, answers: Optional[Dict[str, s
     unless ``firmware``/``clock`` say otherwise for an NPU); ``answers`` (arguments -> text) come first."""
     chips = parse_npu_smi_info(sample_text(table)).chips
     by_args = dict(answers or {})
-    by_args["info -m"] = sample_text(IDS)
+    by_args.setdefault("info -m", sample_text(IDS))
     ecc = sample_text(ECC)
     for chip in chips:
         npu = chip.npu_id
+        # /dev/davinci<npu> on the demo node: physical id = logic id = NPU id
+        by_args.setdefault(f"info -t phyid-remap -p {npu}", sample_text(PHYID).format(phy=npu, logic=npu, npu=npu))
         by_args.setdefault(f"info -t board -i {npu}", sample_text(BOARD).format(
             npu=npu, bus=chip.bus_id, firmware=(firmware or {}).get(npu, FIRMWARE_VERSION)))
         by_args.setdefault(f"info -t ecc -i {npu}", ecc.replace("NPU ID                                   : 1",
@@ -232,7 +235,7 @@ def build(name: str, work: Path, output: Path) -> None:
     manifest["demo"] = {
         "scenario": name,
         "description": scenario.description,
-        "assembled_from": sorted({*BASE_SAMPLES, IDS, *scenario.samples}),
+        "assembled_from": sorted({*BASE_SAMPLES, IDS, PHYID, *scenario.samples}),
         "note": "assembled from real captures (npu-smi tables, version files, CANN set_env.sh) on a simulated "
                 "node by tests/demo_scenarios.py, not recorded on one real machine",
     }

@@ -159,16 +159,23 @@ def test_npu_smi_calls_per_level_on_an_8_chip_node(node):
     assert calls == ["npu-smi info", "npu-smi info -m"]  # level 1 on a healthy node: the table and the ids
     assert report.exit_code() == 0
     _, calls = run(node, level=2)
-    assert len(calls) == 2 + 3 * 8
+    assert len(calls) == 2 + 3 * 8 + 8  # and each chip's physical id: this -m prints no Chip Phy-ID column
     assert sorted({" ".join(c.split()[:4]) for c in calls[2:]}) == [
-        "npu-smi info -t board", "npu-smi info -t common", "npu-smi info -t ecc"]
-    # a chip not OK costs its health and its NPU's ECC report at level 1, reused at level 2
+        "npu-smi info -t board", "npu-smi info -t common", "npu-smi info -t ecc", "npu-smi info -t phyid-remap"]
+    # a chip not OK costs its health, its NPU's ECC report and its physical id at level 1, reused at level 2
     npu_smi(node, WARNING_TABLE)
     _, calls = run(node)
     assert calls == ["npu-smi info", "npu-smi info -m", "npu-smi info -t health -i 3 -c 0",
-                     "npu-smi info -t ecc -i 3"]
+                     "npu-smi info -t ecc -i 3", "npu-smi info -t phyid-remap -p 3"]
     _, calls = run(node, level=2)
-    assert len(calls) == 4 + 3 * 8 - 1
+    assert len(calls) == 5 + (3 * 8 - 1) + (8 - 1)
+    # where -m prints the physical ids (newer drivers), no phyid-remap call at all
+    with_phy = "NPU ID    Chip ID    Chip Logic ID    Chip Phy-ID    Chip Name\n" + "".join(
+        f"{n}         0          {n}                {n}              Ascend 910B3\n" for n in range(8))
+    npu_smi(node, WARNING_TABLE, {"info -m": with_phy})
+    report, calls = run(node, level=2)
+    assert len(calls) == 4 + (3 * 8 - 1) and not [c for c in calls if "phyid-remap" in c]
+    assert {f.evidence["chip"]["phy_id"] for f in findings_by_id(report, "SMI002")} == set(range(8))
 
 
 def test_chip_in_warning_says_its_alarm_level_and_fix(node):
@@ -182,8 +189,8 @@ def test_chip_in_warning_says_its_alarm_level_and_fix(node):
     assert warning.evidence["alarms"] == [{"code": "80CB8009", "level": "RestartRequest",
                                            "action": "restart the request",
                                            "title": "AI Vector core bus access error"}]
-    assert warning.evidence["chip"] == {"npu_id": 3, "chip_id": 0, "logic_id": 3, "phy_id": None,
-                                        "bus_id": "0000:82:00.0"}
+    assert warning.evidence["chip"] == {"npu_id": 3, "chip_id": 0, "logic_id": 3, "phy_id": 3,
+                                        "bus_id": "0000:82:00.0"}  # phy id: `npu-smi info -t phyid-remap -p 3`
 
 
 def test_hbm_double_bit_with_isolated_pages_near_the_limit(node, tmp_path):

@@ -78,8 +78,10 @@ def npu_smi_runs(ctx: CheckContext) -> Iterable[Outcome]:
 
     What npu-smi is asked, per level (N NPUs; U chips not OK, at most ``npu_smi.health_detail_max_chips``):
     level 1 `npu-smi info` and `npu-smi info -m` (logic ids), and for each chip not OK
-    `npu-smi info -t health -i N -c C` and `npu-smi info -t ecc -i N` (2 + 2U calls: 2 on a healthy 8-NPU
-    node); level 2 adds `-t board -i N`, `-t ecc -i N` and `-t common -i N` for every NPU (26 calls on 8 NPUs).
+    `npu-smi info -t health -i N -c C`, `npu-smi info -t ecc -i N` and its physical id (2 + 3U calls: 2 on a
+    healthy 8-NPU node); level 2 adds `-t board -i N`, `-t ecc -i N` and `-t common -i N` for every NPU and
+    every chip's physical id (34 calls on 8 NPUs). The physical id comes from `npu-smi info -m` where it prints a
+    Chip Phy-ID column (then it costs nothing), else from `npu-smi info -t phyid-remap -p P` per /dev/davinci<P>.
     Each call has the same time limit; after one hangs, the per-chip calls left are not started.
 
     Fix: the one printed with the finding's code; the codes, causes and fixes are data in
@@ -225,7 +227,7 @@ def chip_health(ctx: CheckContext) -> Iterable[Outcome]:
 
 
 def chip_identity(facts: Any, npu_id: int, chip_id: Optional[int], bus_id: Optional[str] = None,
-                  phy_id: Optional[int] = None) -> Dict[str, Any]:
+                  phy_id: Optional[int] = None, detail: Any = None) -> Dict[str, Any]:
     """A chip as each consumer names it (the contract of every chip finding's ``evidence["chip"]``): npu-smi's
     NPU and chip id, the logic id of ``npu-smi info -m`` (``ASCEND_RT_VISIBLE_DEVICES``, the device plugin's
     ``Ascend910-<logic>``), the physical id where npu-smi prints one, the PCI bus id; None where not known."""
@@ -239,6 +241,9 @@ def chip_identity(facts: Any, npu_id: int, chip_id: Optional[int], bus_id: Optio
     ids = facts.chip_ids(npu_id, chip_id) if facts is not None else None
     if ids is not None and phy_id is None:
         phy_id = ids.phy_id
+    if phy_id is None:  # `npu-smi info -t phyid-remap`: level 1's for chips not OK, level 2's for every chip
+        for source in (facts, detail):
+            phy_id = (getattr(source, "phy_ids", None) or {}).get((npu_id, chip_id or 0), phy_id)
     return {"npu_id": npu_id, "chip_id": chip_id, "logic_id": ids.logic_id if ids else None, "phy_id": phy_id,
             "bus_id": bus_id}
 
@@ -431,11 +436,11 @@ def _answered(queries: Sequence[Any]) -> Iterable[Outcome]:
                     {"not_started": [q.command for q in idle]})
 
 
-def _unread(query: Any, chip: Optional[NpuSmiChip], facts: Any) -> Outcome:
+def _unread(query: Any, chip: Optional[NpuSmiChip], facts: Any, detail: Any) -> Outcome:
     """A per-NPU call that gave nothing: ERROR when npu-smi hung, SKIP with the reason otherwise."""
     subject = chip.subject if chip is not None else f"npu:{query.npu_id}"
     evidence = {"command": query.command, "reason": query.error,
-                "chip": chip_identity(facts, query.npu_id, chip.chip_id if chip else None)}
+                "chip": chip_identity(facts, query.npu_id, chip.chip_id if chip else None, detail=detail)}
     if query.timed_out:
         return error(f"`{query.command}` did not finish within its time limit {_HUNG}", subject, evidence)
     return skip(f"`{query.command}` could not be read: {query.error}", subject, evidence)
@@ -470,11 +475,11 @@ def memory_errors(ctx: CheckContext) -> Iterable[Outcome]:
             continue
         chips = _chips_of(facts, query.npu_id)
         if query.error is not None or not query.details:
-            yield _unread(query, chips[0] if len(chips) == 1 else None, facts)
+            yield _unread(query, chips[0] if len(chips) == 1 else None, facts, detail)
             continue
         for chip in chips:
             block = query.for_chip(chip.chip_id)
-            ids = chip_identity(facts, chip.npu_id, chip.chip_id, chip.bus_id, chip.phy_id)
+            ids = chip_identity(facts, chip.npu_id, chip.chip_id, chip.bus_id, chip.phy_id, detail)
             if block is None:
                 yield skip(f"`{query.command}` has no block for chip {chip.chip_id}", chip.subject, {"chip": ids})
                 continue
@@ -525,10 +530,10 @@ def same_firmware(ctx: CheckContext) -> Iterable[Outcome]:
         block = query.for_chip(None) if query.error is None else None
         version = block.text("firmware version") if block is not None else None
         if query.error is not None or block is None:
-            yield _unread(query, chips[0] if len(chips) == 1 else None, facts)
+            yield _unread(query, chips[0] if len(chips) == 1 else None, facts, detail)
         elif version is None:
             yield skip(f"`{query.command}` prints no Firmware Version", f"npu:{query.npu_id}",
-                       {"command": query.command, "chip": chip_identity(facts, query.npu_id, None)})
+                       {"command": query.command, "chip": chip_identity(facts, query.npu_id, None, detail=detail)})
         else:
             firmware[query.npu_id] = version
             software[query.npu_id] = block.text("software version") or ""
@@ -548,7 +553,7 @@ def same_firmware(ctx: CheckContext) -> Iterable[Outcome]:
         older = _version_key(version) < _version_key(reference)
         chips = _chips_of(facts, npu_id)
         chip = chips[0] if chips else None
-        ids = chip_identity(facts, npu_id, chip.chip_id if chip else None)
+        ids = chip_identity(facts, npu_id, chip.chip_id if chip else None, detail=detail)
         yield warn(chip.subject if chip is not None else f"npu:{npu_id}",
                    f"firmware {version}, {'older' if older else 'newer'} than the {reference} of its "
                    f"{counts[reference]} sibling(s)",
@@ -583,7 +588,8 @@ def heat_and_power(ctx: CheckContext) -> Iterable[Outcome]:
         return
     hot = 0
     for chip in readings:
-        ids = chip_identity(facts, chip.npu_id, chip.chip_id, chip.bus_id, chip.phy_id)
+        ids = chip_identity(facts, chip.npu_id, chip.chip_id, chip.bus_id, chip.phy_id,
+                            ctx.gathered("npu_smi_detail"))  # level 2's physical ids where SMI005 read them
         evidence = {"chip": ids, "temp_c": chip.temp_c, "power_w": chip.power_w}
         fix = ("check the cooling: fans and the BMC (`ipmitool sdr type Fan`), air inlets, rack inlet air, the "
                "liquid loop; a single hot chip among cool siblings goes to hardware support")
@@ -637,13 +643,13 @@ def aicore_clock(ctx: CheckContext) -> Iterable[Outcome]:
             continue
         chips = _chips_of(facts, query.npu_id)
         if query.error is not None or not query.details:
-            yield _unread(query, chips[0] if len(chips) == 1 else None, facts)
+            yield _unread(query, chips[0] if len(chips) == 1 else None, facts, detail)
             continue
         for chip in chips:
             block = query.for_chip(chip.chip_id)
             rated = block.number("aicore freq") if block is not None else None
             current = block.number("aicore curfreq") if block is not None else None
-            ids = chip_identity(facts, chip.npu_id, chip.chip_id, chip.bus_id, chip.phy_id)
+            ids = chip_identity(facts, chip.npu_id, chip.chip_id, chip.bus_id, chip.phy_id, detail)
             if block is None or not rated or current is None:
                 yield skip(f"`{query.command}` prints no Aicore Freq and curFreq for chip {chip.chip_id}",
                            chip.subject, {"chip": ids, "command": query.command})

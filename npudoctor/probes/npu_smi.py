@@ -8,7 +8,11 @@ of 8x910B3 took 5.4 s in nvitop's Ascend backend), N the NPUs, U the chips whose
   of at most ``npu_smi.health_detail_max_chips`` chips not OK ``npu-smi info -t health -i N -c C`` and
   ``npu-smi info -t ecc -i N``: 2 + 2U calls, 2 on a healthy node;
 * level 2 (``npu_smi_detail`` facts, SMI005-SMI008) adds, for every NPU, ``npu-smi info -t board -i N``,
-  ``-t ecc -i N`` (unless level 1 read it) and ``-t common -i N``: up to 3N more (24 on an 8-NPU node).
+  ``-t ecc -i N`` (unless level 1 read it) and ``-t common -i N``: up to 3N more (24 on an 8-NPU node);
+* the physical id of a chip (MindCluster's ``deviceIds``) comes from ``npu-smi info -m`` where it prints a
+  Chip Phy-ID column (newer drivers), else from ``npu-smi info -t phyid-remap -p P`` for the /dev/davinci<P>
+  of the node, asked for the chips not OK at level 1 and for every chip at level 2, stopping once they are
+  found: up to D more calls (D device nodes; none on a healthy node at level 1).
 
 A call that times out is an ERROR finding; after one, the remaining per-chip calls are not started (a hung
 driver would hang each of them in turn).
@@ -98,6 +102,9 @@ class NpuSmiFacts:
     ids_error: Optional[str] = None
     # The per-chip calls level 1 made for chips not OK (health, ecc), in order.
     queries: Tuple[DetailQuery, ...] = ()
+    # (npu id, chip id) -> physical id, from `npu-smi info -t phyid-remap -p N` for chips not OK (where -m
+    # prints no Chip Phy-ID column): what MindCluster's deviceIds name.
+    phy_ids: Mapping[Tuple[int, int], int] = field(default_factory=dict)
 
     def chip_ids(self, npu_id: int, chip_id: Optional[int]) -> Optional[ChipIds]:
         return next((ids for ids in self.ids if ids.npu_id == npu_id and ids.chip_id == (chip_id or 0)), None)
@@ -112,6 +119,7 @@ class NpuSmiDetailFacts:
 
     queries: Tuple[DetailQuery, ...]
     stopped: Optional[str] = None  # why calls were not started (a timeout before them)
+    phy_ids: Mapping[Tuple[int, int], int] = field(default_factory=dict)  # every chip's, as level 1's
 
     def query(self, topic: str, npu_id: int) -> Optional[DetailQuery]:
         return next((q for q in self.queries if q.topic == topic and q.npu_id == npu_id), None)
@@ -159,8 +167,49 @@ def npu_smi_facts(ctx: Any) -> NpuSmiFacts:
         return NpuSmiFacts(failure=recognise_failure(output), parse_error=str(exc), **common)
     ids, ids_error = _chip_ids(ctx)
     details, queries = _unhealthy_chips(ctx, table)
+    unhealthy = [(chip.npu_id, chip.chip_id or 0) for chip in table.chips if chip.subject in details]
+    phy_ids = {} if any(q.timed_out for q in queries) else resolve_phy_ids(ctx, ids, unhealthy, {})
     return NpuSmiFacts(table=table, health_details=details, ids=ids, ids_error=ids_error, queries=queries,
-                       **common)
+                       phy_ids=phy_ids, **common)
+
+
+def resolve_phy_ids(ctx: Any, ids: Sequence[ChipIds], wanted: Sequence[Tuple[int, int]],
+                    known: Mapping[Tuple[int, int], int]) -> Dict[Tuple[int, int], int]:
+    """The physical id of each ``wanted`` (npu, chip): from ``npu-smi info -m`` where it prints a Chip Phy-ID
+    column, else ``npu-smi info -t phyid-remap -p N`` for the /dev/davinci<N> of this node (N is a physical
+    id), stopping once every wanted chip is found or after a call that does not answer."""
+    found: Dict[Tuple[int, int], int] = dict(known)
+    found.update({(i.npu_id, i.chip_id): i.phy_id for i in ids if i.phy_id is not None})
+    missing = {key for key in wanted if key not in found}
+    if not missing:
+        return found
+    nodes = ctx.facts_or_none("device_nodes")
+    numbers = [int(node.path.rsplit("davinci", 1)[1]) for node in (nodes.chips if nodes is not None else ())]
+    # a chip's physical id is usually its logic id: ask those first, so one call per chip most often does
+    logic = {(i.npu_id, i.chip_id): i.logic_id for i in ids}
+    likely = [logic.get(key) for key in wanted]
+    numbers.sort(key=lambda number: (number not in likely, number))
+    taken = set(found.values())
+    for number in numbers:
+        if not missing:
+            break
+        if number in taken:
+            continue
+        result = ctx.runner.run(_command(ctx, "info", "-t", "phyid-remap", "-p", str(number)))
+        if result.error is not None:
+            break  # not found, a timeout: the next one would not answer either
+        try:
+            blocks = parse_npu_smi_detail(result.stdout) if not result.rc else []
+        except NpuSmiParseError:
+            blocks = []
+        block = blocks[0] if len(blocks) == 1 else None
+        phy = block.number("chip physical id", "chip phy-id", "chip phy id") if block is not None else None
+        if block is None or block.npu_id is None or phy is None or int(phy) != number:
+            continue
+        key = (block.npu_id, block.chip_id or 0)
+        found[key] = number
+        missing.discard(key)
+    return found
 
 
 def _chip_ids(ctx: Any) -> Tuple[Tuple[ChipIds, ...], Optional[str]]:
@@ -249,5 +298,9 @@ def npu_smi_detail_facts(ctx: Any) -> NpuSmiDetailFacts:
             queries.append(query)
             if query.timed_out and not stopped:
                 stopped = f"`{query.command}` timed out"
-    return NpuSmiDetailFacts(tuple(queries), stopped)
+    phy_ids = dict(smi.phy_ids)
+    if not stopped and smi.table is not None:
+        every = [(chip.npu_id, chip.chip_id or 0) for chip in smi.table.chips]
+        phy_ids = resolve_phy_ids(ctx, smi.ids, every, smi.phy_ids)
+    return NpuSmiDetailFacts(tuple(queries), stopped, phy_ids)
 
