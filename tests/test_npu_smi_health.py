@@ -334,3 +334,20 @@ def test_inventory_per_chip_view_and_firmware_for_the_fleet(node):
 
     page = html.render(level2.to_dict())
     assert "<th>logic_id</th>" in page and "<td>80CB8009</td>" in page and "<td>7.1.0.11.220</td>" in page
+
+
+def test_a_hung_phyid_remap_is_an_error_and_not_asked_again(node, tmp_path):
+    node.npu_node(8)
+    answers = {"info": sample_text(WARNING_TABLE), "info -m": sample_text("npu-smi-info-m_910B3_8card_constructed.txt"),
+               "info -t health -i 3 -c 0": sample_text(HEALTH_WARNING),
+               "info -t ecc -i 3": sample_text("npu-smi-info_t-ecc_mindcluster-doc.txt")}
+    cases = "".join(f'"{args}") cat <<"EOF"\n{text}\nEOF\n;; ' for args, text in answers.items())
+    node.script("npu-smi", f'case "$*" in {cases}*phyid-remap*) sleep 30;; *) exit 1;; esac\n')
+    site = tmp_path / "site.yaml"
+    site.write_text("name: site\ncommands:\n  npu_smi_timeout_s: 1\n", encoding="utf-8")
+    report, calls = run(node, profile=api.load_profile(str(site)))
+    assert calls[-1] == "npu-smi info -t phyid-remap -p 3" and len(calls) == 5
+    (hung,) = [f for f in findings_by_id(report, "SMI002") if f.status is Status.ERROR]
+    assert "`npu-smi info -t phyid-remap -p 3` did not finish within 1 s" in hung.detail
+    (warning,) = [f for f in findings_by_id(report, "SMI002") if f.status is Status.WARN]
+    assert warning.evidence["chip"]["phy_id"] is None and "80CB8009" in warning.detail

@@ -28,6 +28,7 @@ from npudoctor.checks.registry import (
 from npudoctor.logs import fault_codes
 from npudoctor.parsers.npu_smi import NpuSmiChip, NpuSmiDetail, NpuSmiFailure
 from npudoctor.parsers.npu_smi import fault_codes as smi_fault_codes
+from npudoctor.probes.npu_smi import TIMED_OUT
 
 NOT_FOUND_FIX = (
     "on the host npu-smi comes with the driver package (/usr/local/sbin/npu-smi): install the driver "
@@ -173,6 +174,11 @@ def chip_health(ctx: CheckContext) -> Iterable[Outcome]:
     if facts.ids_error and facts.ids_error.endswith(": timeout"):  # an ERROR here blocks no other check
         yield error(f"{facts.ids_error}: it did not finish within {facts.timeout_s:g} s, so the chips' logic ids "
                     f"are unknown {_HUNG}", subject="npu-smi", evidence={"timeout_s": facts.timeout_s})
+    hung = facts.phy_ids.get(TIMED_OUT)
+    if hung is not None:
+        yield error(f"`npu-smi info -t phyid-remap -p {hung}` did not finish within {facts.timeout_s:g} s, so the "
+                    f"physical ids of the chips not OK are unknown {_HUNG}", subject="npu-smi",
+                    evidence={"timeout_s": facts.timeout_s})
     for chip in facts.table.chips:
         evidence = _chip_evidence(chip)
         evidence["chip"] = chip_identity(facts, chip.npu_id, chip.chip_id, chip.bus_id, chip.phy_id)

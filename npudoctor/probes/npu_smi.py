@@ -173,6 +173,10 @@ def npu_smi_facts(ctx: Any) -> NpuSmiFacts:
                        phy_ids=phy_ids, **common)
 
 
+# The key under which resolve_phy_ids notes the physical id whose `phyid-remap` call timed out.
+TIMED_OUT = (-1, -1)
+
+
 def resolve_phy_ids(ctx: Any, ids: Sequence[ChipIds], wanted: Sequence[Tuple[int, int]],
                     known: Mapping[Tuple[int, int], int]) -> Dict[Tuple[int, int], int]:
     """The physical id of each ``wanted`` (npu, chip): from ``npu-smi info -m`` where it prints a Chip Phy-ID
@@ -181,7 +185,7 @@ def resolve_phy_ids(ctx: Any, ids: Sequence[ChipIds], wanted: Sequence[Tuple[int
     found: Dict[Tuple[int, int], int] = dict(known)
     found.update({(i.npu_id, i.chip_id): i.phy_id for i in ids if i.phy_id is not None})
     missing = {key for key in wanted if key not in found}
-    if not missing:
+    if not missing or TIMED_OUT in found:  # after a hung call the next would hang too
         return found
     nodes = ctx.facts_or_none("device_nodes")
     numbers = [int(node.path.rsplit("davinci", 1)[1]) for node in (nodes.chips if nodes is not None else ())]
@@ -196,8 +200,10 @@ def resolve_phy_ids(ctx: Any, ids: Sequence[ChipIds], wanted: Sequence[Tuple[int
         if number in taken:
             continue
         result = ctx.runner.run(_command(ctx, "info", "-t", "phyid-remap", "-p", str(number)))
-        if result.error is not None:
-            break  # not found, a timeout: the next one would not answer either
+        if result.error is not None:  # not found, a timeout: the next one would not answer either
+            if result.error == "timeout":
+                found[TIMED_OUT] = number
+            break
         try:
             blocks = parse_npu_smi_detail(result.stdout) if not result.rc else []
         except NpuSmiParseError:
