@@ -163,7 +163,7 @@ def chip_health(ctx: CheckContext) -> Iterable[Outcome]:
     "restart the job" and "reset the chip" to "isolate and replace the chip". The HBM/DDR error counters and
     isolated pages are judged like SMI005. Each finding names the chip as npu-smi does (subject
     ``npu:N/chip:C``) and, in ``evidence.chip``, by logic id (``npu-smi info -m``: what
-    ``ASCEND_RT_VISIBLE_DEVICES`` and the device plugin use), physical id and PCI bus id.
+    ``ASCEND_RT_VISIBLE_DEVICES`` counts), physical id (MindCluster's ``deviceIds``) and PCI bus id.
 
     Fix: the one printed for the chip's most severe code. Resetting a chip is
     `npu-smi set -t reset -i <npu> -c <chip>`, on an idle chip (printed, never run by npudoctor); if the state
@@ -235,8 +235,9 @@ def chip_health(ctx: CheckContext) -> Iterable[Outcome]:
 def chip_identity(facts: Any, npu_id: int, chip_id: Optional[int], bus_id: Optional[str] = None,
                   phy_id: Optional[int] = None, detail: Any = None) -> Dict[str, Any]:
     """A chip as each consumer names it (the contract of every chip finding's ``evidence["chip"]``): npu-smi's
-    NPU and chip id, the logic id of ``npu-smi info -m`` (``ASCEND_RT_VISIBLE_DEVICES``, the device plugin's
-    ``Ascend910-<logic>``), the physical id where npu-smi prints one, the PCI bus id; None where not known."""
+    NPU and chip id, the logic id of ``npu-smi info -m`` (what ``ASCEND_RT_VISIBLE_DEVICES`` counts), the physical
+    id (MindCluster's ``deviceIds``: ``-m``'s Chip Phy-ID or ``-t phyid-remap``), the PCI bus id; None where not
+    known (never guessed from another id)."""
     if bus_id is None or phy_id is None:
         table = getattr(facts, "table", None)
         row = next((c for c in (table.chips if table else ()) if c.npu_id == npu_id

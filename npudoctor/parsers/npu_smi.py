@@ -341,7 +341,7 @@ def _detail(ids: Mapping[str, Optional[int]], readings: Sequence[Tuple[str, str]
 @dataclass(frozen=True)
 class ChipIds:
     """One chip as ``npu-smi info -m`` names it: NPU id and chip id (npu-smi's), logic id (what
-    ``ASCEND_RT_VISIBLE_DEVICES`` and the device plugin count; None for an MCU row), physical id where printed."""
+    ``ASCEND_RT_VISIBLE_DEVICES`` counts; None for an MCU row), physical id where a Chip Phy-ID column is printed."""
 
     npu_id: int
     chip_id: int
