@@ -366,8 +366,17 @@ EXPECTED: Dict[str, Expected] = {
             ('error_code', 'ERR00100'),
             ('npu_call_failed', 'c10_npu::acl::AclrtSynchronizeStreamWithTimeout(co'),
         ]),
+    "shell_job_messages_bash5.2_dash0.5.12.txt":
+        ("text", [
+            ('command_not_found', 'atc'),
+            ('ended_by_signal', 'Aborted'),
+            ('ended_by_signal', 'Killed'),
+            ('ended_by_signal', 'Segmentation fault'),
+            ('tool_failed', 'atc'),
+        ]),
     "torch_npu_EH9999_init-env-failed_500001_Aborted_Ascend-pytorch-7.txt":
         ("cann-error", [
+            ('ended_by_signal', 'Aborted'),
             ('error_code', '500001'),
             ('error_code', 'EH9999'),
         ]),

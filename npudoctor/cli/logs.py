@@ -68,9 +68,13 @@ def logs() -> None:
 @click.argument("paths", nargs=-1, required=True, metavar="PATH...", type=PATH_OR_STDIN)
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "junit", "github"]), default="text",
               show_default=True)
-@click.option("--fail-on", "fail_on", multiple=True, metavar="error|warn|fallback|KIND|CODE",
+@click.option("--fail-on", "fail_on", multiple=True, metavar="fail|warn|fallback|KIND|CODE",
               help="Exit 1 when a finding matches (repeat or comma-separate; given criteria replace the "
-                   "default, error). warn includes error; a CODE such as EZ3002 or 507011 matches that code.")
+                   "default, fail). fail (or error): errors; warn includes them; a CODE such as EZ3002 or "
+                   "507011 matches that code.")
+@click.option("--expect-success", "expect_success", metavar="atc|TEXT",
+              help="A finished run's log holds this line (atc: \"ATC run success\"); each log without it "
+                   "is an unfinished_run error: the run was not found, crashed, was killed or stopped.")
 @click.option("--rules", "rule_files", type=PATH, multiple=True, metavar="FILE",
               help="Site rules file (same layout as checks/log_rules.yaml); adds or replaces rules by id.")
 @click.option("-j", "--jobs", type=click.IntRange(0, 256), default=0, show_default=True,
@@ -84,9 +88,9 @@ def logs() -> None:
               help="The node the scanned logs come from (names it in the diagnosis and the JSON document).")
 @click.option("-v", "--verbose", is_flag=True,
               help="Show every incident, every finding's sample line and explanation, and every file.")
-def scan(paths: Tuple[str, ...], fmt: str, fail_on: Tuple[str, ...], rule_files: Tuple[str, ...],
-         jobs: int, follow_symlinks: bool, bundle: Optional[str], root: Optional[str], node: str,
-         verbose: bool) -> None:
+def scan(paths: Tuple[str, ...], fmt: str, fail_on: Tuple[str, ...], expect_success: Optional[str],
+         rule_files: Tuple[str, ...], jobs: int, follow_symlinks: bool, bundle: Optional[str], root: Optional[str],
+         node: str, verbose: bool) -> None:
     """Scan files, directories, .gz files, - (stdin) or other nodes' --format json documents; report the
     diagnosis (root cause, consequences, independent incidents) and the merged findings.
 
@@ -98,6 +102,7 @@ def scan(paths: Tuple[str, ...], fmt: str, fail_on: Tuple[str, ...], rule_files:
     """
     from npudoctor.logs.engine import default_jobs
     from npudoctor.logs.failon import matches_fail_on, parse_fail_on
+    from npudoctor.logs.finished import expectation, extra_rules, judge_job_finished
     from npudoctor.logs.job import scan_job
     from npudoctor.logs.rules import RulesError, known_kinds, load_rules
     from npudoctor.model import inputs
@@ -109,13 +114,15 @@ def scan(paths: Tuple[str, ...], fmt: str, fail_on: Tuple[str, ...], rule_files:
     try:
         rules = load_rules(rule_files)
         criteria = parse_fail_on(split_list(fail_on), known_kinds(rules))
+        expected = expectation(expect_success) if expect_success is not None else None
     except (RulesError, ValueError) as exc:
         raise fail_usage(str(exc)) from None
     progress = progress_for(sys.stderr)
     try:
         job = scan_job(paths, rules=rules, rule_files=rule_files, jobs=jobs or default_jobs(),
                        progress=progress, stdin=sys.stdin.buffer, follow_symlinks=follow_symlinks,
-                       installed=installed, node=printable(node))
+                       installed=installed, node=printable(node),
+                       extra_rules=extra_rules(expected) if expected else ())
     finally:
         if progress is not None:
             progress.close()
@@ -125,6 +132,8 @@ def scan(paths: Tuple[str, ...], fmt: str, fail_on: Tuple[str, ...], rule_files:
         first = f": {unread[0].path}: {unread[0].error}" if unread else ""
         more = f" (and {len(unread) - 1} more)" if len(unread) > 1 else ""
         raise fail_usage(f"nothing readable to scan{first}{more}")
+    if expected is not None:
+        judge_job_finished(job, expected)
     for summary in result.files:
         if summary.status == "partial":
             click.echo(printable(f"npudoctor: warning: {summary.path}: {summary.error}; scanned what was read "

@@ -11,7 +11,7 @@ from typing import Optional, Tuple
 
 import click
 
-from npudoctor.cli.common import fail_usage
+from npudoctor.cli.common import FailOn, fail_usage
 
 
 @click.group()
@@ -33,8 +33,9 @@ def ops() -> None:
 @click.option("--root", metavar="DIR", help="Find the installed torch_npu under DIR (a mounted image).")
 @click.option("--from", "bundle", metavar="BUNDLE", help="Find the installed torch_npu in a collected bundle.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
-@click.option("--fail-on", type=click.Choice(["fallback"]), default=None,
-              help="Exit 1 when an operator falls back to the CPU (for CI).")
+@click.option("--fail-on", type=FailOn(["fallback"]), default=None,
+              help="Exit 1 when an operator falls back to the CPU (fallback; for CI). fail and warn are "
+                   "every command's words; an audit lists operators, none of them a FAIL or WARN.")
 @click.option("-v", "--verbose", is_flag=True, help="List every operator, with the reason of its verdict.")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="-- SCRIPT [ARGS...]")
 def audit(torch_npu: Optional[str], model: Optional[str], steps: int, python: Optional[str], timeout_s: float,

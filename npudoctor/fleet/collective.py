@@ -29,7 +29,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 from npudoctor.errors import InputError
 from npudoctor.knowledge import setting
 from npudoctor.model import rulebook
-from npudoctor.model.finding import Finding, Status
+from npudoctor.model.finding import Finding, Report, Status
 from npudoctor.parsers import jsondoc
 from npudoctor.untrusted import clean, clean_value
 
@@ -401,9 +401,14 @@ def header(document: Mapping[str, Any]) -> str:
 
 
 def render_text(document: Mapping[str, Any], found: Sequence[Finding], width: int = 80) -> str:
+    """The house style of `check`: the title line, what ran, the table, the findings with their fixes, the
+    summary line and the verdict sentence last."""
+    from npudoctor import __version__
+    from npudoctor.report.console import summary, title_line, verdict, wrap
     from npudoctor.report.symbols import SYMBOL
 
-    lines = [header(document)]
+    what = header(document).replace("npudoctor collective: ", "", 1)
+    lines = [title_line("collective", __version__, started=time.time()).plain, *wrap(what, width)]
     rows = document.get("results") or []
     if rows:
         lines.append(f"{'op':<11}{'size':>6}{'time us':>12}{'algbw GB/s':>12}{'busbw GB/s':>12}  check  slowest")
@@ -418,10 +423,10 @@ def render_text(document: Mapping[str, Any], found: Sequence[Finding], width: in
         if finding.fix and finding.status in (Status.FAIL, Status.WARN, Status.ERROR):
             lines += textwrap.wrap(finding.fix, width, initial_indent=" " * 12 + "fix: ",
                                    subsequent_indent=" " * 17, break_on_hyphens=False)
-    counts = {status: sum(1 for f in found if f.status is status) for status in Status}
-    problems = counts[Status.FAIL] + counts[Status.ERROR]
-    lines += ["", f"{len(found)} findings: " + ", ".join(f"{n} {s.value}" for s, n in counts.items() if n)
-              + ("; nothing failed" if not problems else f"; {problems} problem(s)")]
+    report = Report(findings=list(found))
+    ranks = document.get("world_size")
+    scope = f"in {ranks} rank{'s' * (ranks != 1)}" if isinstance(ranks, int) else "in the collective run"
+    lines += ["", summary(report).plain, *wrap(verdict(report, scope=scope), width)]
     return clean("\n".join(lines)) + "\n"  # host and device names come from the ranks: data, never escapes
 
 

@@ -148,3 +148,10 @@ def write_new(path: str, text: str) -> None:
         raise DeriveError(f"{path} already exists; choose another name (nothing was overwritten)") from None
     except OSError as exc:
         raise DeriveError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+def failing_findings(document: Mapping[str, Any]) -> List[str]:
+    """The IDs of the FAIL/ERROR findings of the reference node's report (a node not accepted), in order."""
+    findings = document.get("findings") or []
+    return list(dict.fromkeys(str(f.get("id", "?")) for f in findings
+                              if isinstance(f, Mapping) and f.get("status") in ("fail", "error")))

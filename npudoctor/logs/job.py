@@ -42,7 +42,7 @@ from npudoctor.logs.incidents import (
     own_rank,
 )
 from npudoctor.logs.model import Evidence, FileSummary, LogFinding, ScanPart, ScanResult
-from npudoctor.logs.rules import RuleSet, load_rules
+from npudoctor.logs.rules import Rule, RuleSet, load_rules, with_rules
 from npudoctor.logs.safeio import open_input
 from npudoctor.logs.scanner import Scanner
 from npudoctor.untrusted import clean, clean_value
@@ -155,9 +155,10 @@ def is_document(path: str) -> bool:
 def scan_job(paths: Sequence[str], *, rules: Optional[RuleSet] = None, rule_files: Sequence[str] = (),
              jobs: int = 1, progress: Any = None, stdin: Optional[IO[bytes]] = None, follow_symlinks: bool = False,
              cwd: Optional[str] = None, installed: Optional[codebase.Installed] = None, node: str = "",
-             opener: Any = None) -> JobScan:
-    """Scan ``paths`` (files, job folders, ``-``, ``logs scan`` JSON documents) unit by unit; diagnose."""
-    rules = rules if rules is not None else load_rules(rule_files)
+             opener: Any = None, extra_rules: Sequence[Rule] = ()) -> JobScan:
+    """Scan ``paths`` (files, job folders, ``-``, ``logs scan`` JSON documents) unit by unit; diagnose.
+    ``extra_rules``: rules made for this scan (``--expect-success``), in worker processes too."""
+    rules = with_rules(rules if rules is not None else load_rules(rule_files), extra_rules)
     merged = Scanner(rules, installed)
     units: List[Unit] = []
     incidents: List[Incident] = []
@@ -214,7 +215,7 @@ def scan_job(paths: Sequence[str], *, rules: Optional[RuleSet] = None, rule_file
         else:
             result = scan_paths([item.path], rules=rules, rule_files=rule_files, jobs=jobs, stdin=stdin,
                                 follow_symlinks=follow_symlinks, cwd=cwd, installed=installed,
-                                progress=file_progress)
+                                progress=file_progress, extra_rules=extra_rules)
         summary = result.files[0]
         summary.path = item.name
         part = ScanPart(summary, result.levels, result.modules, result.codes, result.findings)

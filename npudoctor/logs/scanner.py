@@ -852,6 +852,12 @@ def _as_installed(finding: LogFinding, installed: codebase.Installed) -> LogFind
                                severity=hit.severity)
 
 
+# What to do with records no rule and no code explains (they have no cause of their own to name).
+_RECORD_FIX = ("No rule knows these records: read the first one and the lines just before it (-v shows its "
+               "place), which usually name the call that failed; an error code there is explained by "
+               "`npudoctor explain CODE`. A cause found once can be taught to the scan with --rules FILE.")
+
+
 def _bare_record(text: str) -> Optional[LineHit]:
     """An ERROR/WARNING record that no rule and no code explained, reported per module."""
     record = RECORD.search(text)
@@ -863,9 +869,9 @@ def _bare_record(text: str) -> Optional[LineHit]:
             return None
         level, module = slogd.group("level"), "SLOGD"
     if level == "ERROR":
-        return LineHit("error_record", module, "error", f"ERROR records of {module}")
+        return LineHit("error_record", module, "error", f"ERROR records of {module}", fix=_RECORD_FIX)
     if level == "WARNING":
-        return LineHit("warning_record", module, "warn", f"WARNING records of {module}")
+        return LineHit("warning_record", module, "warn", f"WARNING records of {module}", fix=_RECORD_FIX)
     return None
 
 

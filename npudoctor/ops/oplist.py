@@ -25,7 +25,7 @@ import re
 import stat
 import zipfile
 from pathlib import Path
-from typing import Any, Dict, FrozenSet, List, NamedTuple, Optional, Tuple
+from typing import Any, Dict, FrozenSet, Iterable, List, NamedTuple, Optional, Tuple
 
 from npudoctor import knowledge
 from npudoctor.errors import InputError
@@ -318,3 +318,20 @@ def render_shipped(sections: Dict[str, List[str]], release: str, wheel: str, sha
             lines.append(f"  {section}:" + (" []" if not names else ""))
             lines.extend(f"  - {name}" for name in names)
     return "\n".join(lines) + "\n"
+
+
+def native_in_later_release(names: Iterable[str], release: Optional[str]) -> Dict[str, str]:
+    """For each of ``names`` that a newer shipped list runs on the NPU, the oldest such release after
+    ``release`` (every shipped one when ``release`` is not known): the upgrade that ends its fallback."""
+    wanted = set(names)
+    after = _release_key(normalize_release(release)) if release else None
+    found: Dict[str, str] = {}
+    for candidate in shipped_releases():
+        if not wanted:
+            break
+        if after is not None and _release_key(candidate) <= after:
+            continue
+        native = load_shipped_file(shipped_folder() / f"{candidate}.yaml").operators & wanted
+        found.update({name: candidate for name in native})
+        wanted -= native
+    return found
