@@ -134,6 +134,13 @@ class LazyGroup(click.Group):
             command = f"npudoctor {ctx.invoked_subcommand}" if ctx.invoked_subcommand else "npudoctor"
             raise fail_usage(f"{command} needs {exc.name}, which is not installed for {sys.executable}: "
                              f"{hint}") from None
+        except KeyboardInterrupt as exc:
+            # One rule for every command: Ctrl-C exits 130 (128 + SIGINT, as a shell reports it), SIGTERM and
+            # SIGHUP where a command turned them into an interruption (probes.proctree.stop_on_sigterm) 128 + it.
+            # A command that reports what ran until then raises Exit(EXIT_INTERRUPTED) itself.
+            signum = getattr(exc, "signum", 2)
+            click.echo(f"npudoctor: {'interrupted' if signum == 2 else f'stopped by signal {signum}'}", err=True)
+            raise click.exceptions.Exit(128 + signum) from None
         except BrokenPipeError:
             # The reader went away (`npudoctor list-checks | head -1`): what it wanted, it has. Click would
             # exit 1 here; a pipeline under `set -o pipefail` must not fail because head stopped reading.

@@ -75,7 +75,8 @@ def derive(source: str, output: str, base: Optional[str], name: Optional[str], a
     """
     from npudoctor import api
     from npudoctor.fleet.derive import derive as derive_text
-    from npudoctor.fleet.derive import failing_findings, load_source, write_new
+    from npudoctor.fleet.derive import failing_findings, load_source
+    from npudoctor.fleet.textfile import write_new
     from npudoctor.untrusted import clean, one_line
 
     if base:

@@ -43,6 +43,10 @@ def train_step(device_name: str, model: str, batch: int, steps: int, precision: 
     from npudoctor.workload import session
 
     install.require("numpy")  # beside torch (TorchMissing names both): without it torch warns, DataLoader fails
+    from npudoctor.model.inputs import NAMED_LINK, is_named_link
+
+    if weights and is_named_link(weights):  # the one link rule (npudoctor.model.inputs)
+        raise fail_usage(f"--weights {weights}: {NAMED_LINK}")
     if weights and not os.path.isfile(weights):
         raise fail_usage(f"--weights {weights}: not a regular file")
     if log_path:

@@ -442,27 +442,39 @@ def to_json(document: Mapping[str, Any], found: Sequence[Finding]) -> str:
 def launch(nproc: int, worker_args: Sequence[str], timeout_s: float) -> Dict[str, Any]:
     """Run ``python -m torch.distributed.run --standalone --nproc-per-node N -m npudoctor.collective ARGS`` and
     return rank 0's document, or ``{"error": reason, "output": text}`` when the run did not finish."""
+    import shutil
     import sys
-    import tempfile
 
-    with tempfile.TemporaryDirectory(prefix="npudoctor-collective-") as tmp:
-        result_file = os.path.join(tmp, "result.json")
-        argv = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}",
-                "-m", "npudoctor.collective", *worker_args, "--result-file", result_file]
-        env = dict(os.environ, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"))
-        returncode, output = run_group(argv, timeout_s, env)
-        if returncode is None:
-            return {"error": f"torchrun did not finish within {timeout_s:g} s and was stopped", "output": output}
-        if returncode != 0 or not os.path.exists(result_file):
-            # the ranks' own first error, not torchrun's last line (a row of "=" after ChildFailedError)
-            from npudoctor.parsers.child_output import first_error_line
+    from npudoctor.probes.proctree import private_folder, stop_on_sigterm
 
-            last = next((line for line in reversed(output.strip().splitlines()) if line.strip()), "")
-            said = first_error_line(output) or last[:200]
-            return {"error": f"torchrun exited with code {returncode}: {said}", "output": output}
-        with open(result_file, "rb") as handle:
-            document: Dict[str, Any] = jsondoc.loads(handle.read(), result_file)
-        return document
+    # SIGTERM stops the ranks as Ctrl-C does; a folder a SIGKILLed run left is removed by the next run
+    with stop_on_sigterm():
+        tmp = private_folder("collective")
+        try:
+            return _launch_into(tmp, nproc, worker_args, timeout_s, sys.executable)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _launch_into(tmp: str, nproc: int, worker_args: Sequence[str], timeout_s: float, python: str) -> Dict[str, Any]:
+    """:func:`launch` with its files in ``tmp``."""
+    result_file = os.path.join(tmp, "result.json")
+    argv = [python, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}",
+            "-m", "npudoctor.collective", *worker_args, "--result-file", result_file]
+    env = dict(os.environ, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"))
+    returncode, output = run_group(argv, timeout_s, env)
+    if returncode is None:
+        return {"error": f"torchrun did not finish within {timeout_s:g} s and was stopped", "output": output}
+    if returncode != 0 or not os.path.exists(result_file):
+        # the ranks' own first error, not torchrun's last line (a row of "=" after ChildFailedError)
+        from npudoctor.parsers.child_output import first_error_line
+
+        last = next((line for line in reversed(output.strip().splitlines()) if line.strip()), "")
+        said = first_error_line(output) or last[:200]
+        return {"error": f"torchrun exited with code {returncode}: {said}", "output": output}
+    with open(result_file, "rb") as handle:
+        document: Dict[str, Any] = jsondoc.loads(handle.read(), result_file)
+    return document
 
 
 #: What is kept of torchrun's output (a rank may write GBs to stderr): the start, where the first error usually

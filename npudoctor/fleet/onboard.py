@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from npudoctor import api
+from npudoctor.fleet.textfile import write_new
 from npudoctor.model.finding import Finding, Report, Status
 
 OUTPUTS = ("report.json", "bundle.tar.gz", "report.html")
@@ -137,14 +138,11 @@ def onboard(directory: str, profile_name: str, collective: CollectiveOptions,
         document["collective"] = results
     # Both texts before either file: a page that cannot be drawn must not leave report.json without it.
     page = html.render(document, memory)
-    _write_new(paths["report.json"], json_report.dumps(document))
-    _write_new(paths["report.html"], page)
+    # prepare() found no output here; one that appeared since (another run into the same folder) is kept
+    advice = "it appeared while onboard ran (another run into the same folder?): use a new folder"
+    write_new(paths["report.json"], json_report.dumps(document), advice)
+    write_new(paths["report.html"], page, advice)
     return OnboardResult(report, document, paths)
-
-
-def _write_new(path: str, text: str) -> None:
-    with open(path, "x", encoding="utf-8") as handle:
-        handle.write(text)
 
 
 def judge_memlog(path: str, profile: Any) -> List[Finding]:

@@ -198,17 +198,29 @@ def read_folder(path: str) -> OpList:
     if os.path.basename(os.path.normpath(path)) == "torch_npu" and not os.path.isdir(os.path.join(path, "torch_npu")):
         site = os.path.dirname(os.path.normpath(path)) or "."
     target = os.path.join(site, CODEGEN_MEMBER)
+    from npudoctor.model.inputs import WALKED_LINK
     from npudoctor.probes.safe_open import UnsafeFile, read_file
 
+    # The one link rule (npudoctor.model.inputs): inside the folder named, no link is followed (a list file or
+    # a torch_npu/ linked to a credentials file or /proc/self/environ is not read).
+    inside = site
+    for part in CODEGEN_MEMBER.split("/"):
+        inside = os.path.join(inside, part)
+        if os.path.islink(inside):
+            raise OpListError(f"{path}: no torch_npu operator list here ({inside}: {WALKED_LINK})")
     try:
-        data = read_file(target, MAX_LIST_BYTES, whole=True).data
+        data = read_file(target, MAX_LIST_BYTES, whole=True, follow_symlinks=False).data
     except UnsafeFile as exc:
         raise OpListError(f"{path}: no torch_npu operator list here ({exc})") from None
     return _build(parse_codegen_yaml(_decode(data, target), target), _folder_release(site), "folder", target)
 
 
 def read_path(path: str) -> OpList:
-    """``--torch-npu PATH``: a wheel file or a folder."""
+    """``--torch-npu PATH``: a wheel file or a folder (not a link to one: :data:`model.inputs.NAMED_LINK`)."""
+    from npudoctor.model.inputs import NAMED_LINK, is_named_link
+
+    if is_named_link(path):
+        raise OpListError(f"{path}: {NAMED_LINK}")
     if os.path.isdir(path):
         return read_folder(path)
     return read_wheel(path)[0]

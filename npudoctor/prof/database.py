@@ -38,6 +38,7 @@ NULL_INT = -(1 << 63)              # what an empty, text or blob cell of an inte
 INT, DIM, REAL = "int", "dim", "real"  # how :meth:`ProfileDb.columns` returns a value
 CHUNK_ROWS = 40_000                # rowids per query of :meth:`ProfileDb.columns`: 21 bytes a value stays < 1 MiB
 MAX_ROWID = (1 << 63) - 1
+MAX_REAL = 1e21                    # larger REAL cells (+-1e308, inf) are no measurement: read as unknown (NaN)
 # CHUNK_ROWS rows that span more than SPREAD_FACTOR times as many rowids are spread out.
 SPREAD_FACTOR = 8
 
@@ -308,6 +309,10 @@ class ProfileDb:
                     array = None
             if array is None or len(array) != count:
                 raise self._fail(f"{self.tables[table].name}: a column did not read back as numbers")
+            if dtype is np.float64 and len(array):
+                # No measure of a profile comes near 1e21 (ns since 1970 are 1.7e18): a value beyond is no
+                # measurement (+-1e308, inf) and reads as unknown, before any product or sum overflows
+                array[~(np.abs(array) <= MAX_REAL)] = np.nan
             arrays.append(array)
         return arrays
 

@@ -35,7 +35,7 @@ from npudoctor.model.finding import STATUS_ORDER, Finding, Report, Status
 from npudoctor.report import terminal
 from npudoctor.report.symbols import STYLE
 from npudoctor.report.terminal import FIX_INDENT, FIX_LABEL, fix_lines
-from npudoctor.untrusted import clean, one_line, printable
+from npudoctor.untrusted import clean, one_line
 
 PROBLEM = (Status.FAIL, Status.ERROR)
 # Fixes are shown for these statuses (a passing finding needs none).
@@ -50,12 +50,14 @@ class _Console(Console):
         raise BrokenPipeError
 
     def _render_buffer(self, buffer: Iterable[Segment]) -> str:
-        """Every text segment loses control characters on its way out (rich's own styles and cursor moves
-        are added after this): whatever a renderer forgot to clean still cannot write to the clipboard,
-        retitle or clear the user's terminal."""
+        """Every text segment loses its secrets and control characters on its way out (rich's own styles and
+        cursor moves are added after this): whatever a renderer forgot to clean still shows no token or URL
+        password, and cannot write to the clipboard, retitle or clear the user's terminal. Redaction is a
+        property of the way out, not of each renderer (issue 33): ``clean`` is cached and skips a segment with
+        no secret's marker at once."""
         return super()._render_buffer(
-            segment if segment.control or segment.text.isprintable() else
-            Segment(printable(segment.text), segment.style, segment.control) for segment in buffer)
+            segment if segment.control else Segment(clean(segment.text), segment.style, segment.control)
+            for segment in buffer)
 
 
 def make_console(file: Optional[IO[str]] = None, color: Optional[bool] = None, width: Optional[int] = None) -> Console:

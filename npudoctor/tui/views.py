@@ -13,6 +13,7 @@ from npudoctor.live.devices import DeviceReading, HostReading, Snapshot
 from npudoctor.live.history import History, sparkline
 from npudoctor.live.poller import PollState
 from npudoctor.model.units import confidence_percent, human_bytes, percent, rise_phrase
+from npudoctor.untrusted import shorten
 
 # npu-smi's Health words -> (badge, style). Anything else (a new word) shows as itself, in the alarm style.
 HEALTH_BADGES: Dict[str, Tuple[str, str]] = {
@@ -66,8 +67,8 @@ def holders_cell(device: DeviceReading, width: int = 15) -> str:
         return "-"
     if len(device.holders) == 1:
         holder = device.holders[0]
-        text = f"{holder.pid} {holder.name or '?'}"
-        return text if len(text) <= width else text[:width - 1] + "~"  # cut, and said so ("python3.")
+        # cleaned before it is cut (a cut token no longer looks like one), and said so when cut ("python3.~")
+        return shorten(f"{holder.pid} {holder.name or '?'}", width, ellipsis="~")
     return f"{len(device.holders)} processes"
 
 
@@ -224,8 +225,8 @@ def fallback_lines(fallbacks: Sequence[Any], width: int = 80) -> List[Tuple[str,
         return []
     parts = [f"{f['op']} (from step {f['first_step']}" + (f", x{f['count']}" if f.get("count", 1) > 1 else "") + ")"
              for f in fallbacks]
-    text = "".join(c if c.isprintable() else "?" for c in "CPU fallback: " + ", ".join(parts))  # from a file
-    return [(text if len(text) <= width else text[: max(width - 3, 10)] + "...", "yellow")]
+    # operator names from a file: redacted before the line is cut (a cut token would no longer look like one)
+    return [(shorten("CPU fallback: " + ", ".join(parts), max(width, 13)), "yellow")]
 
 
 def _range(values: Sequence[Optional[float]]) -> Tuple[float, float]:
