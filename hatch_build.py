@@ -1,10 +1,12 @@
-"""Build hook: compile the optional resolver (``npudoctor/elf/_resolver.c``) into the wheel.
+"""Build hook: compile the optional C parts (``npudoctor/elf/_resolver.c``, ``npudoctor/logs/_plogscan.c``) into
+the wheel.
 
-npudoctor is pure Python; this one extension makes ``npudoctor libs`` and the libraries checks about ten
-times faster on torch-sized load graphs (see bench/bench_libs.py). When there is no C compiler or no
-Python headers, or when NPUDOCTOR_PURE_PYTHON_BUILD=1 is set, the build goes on without it (with a warning)
-and the same pure-Python code answers. An editable install (``pip install -e .``) puts the module next to
-its source; run that again after editing the C file (a test fails while the built module is stale).
+npudoctor is pure Python; the resolver makes ``npudoctor libs`` and the libraries checks about ten times faster
+on torch-sized load graphs (see bench/bench_libs.py), the plog pass makes ``logs scan`` 3-5x faster on plogs
+(bench/bench_logs_scan.py). When there is no C compiler or no Python headers, or when
+NPUDOCTOR_PURE_PYTHON_BUILD=1 is set, the build goes on without them (with a warning) and the same
+pure-Python code answers. An editable install (``pip install -e .``) puts the module next to
+its source; run that again after editing a C file (a test fails while a built module is stale).
 """
 
 from __future__ import annotations
@@ -21,8 +23,9 @@ from typing import Any, Dict, List, Optional
 
 from hatchling.builders.hooks.plugin.interface import BuildHookInterface
 
-SOURCE = Path("npudoctor/elf/_resolver.c")
-MODULE_DIR = "npudoctor/elf"
+# The compiled parts, each next to the Python code that gives the same answers without it: the ELF resolver
+# (``npudoctor libs``) and the log scanner's pass over plog chunks (``logs scan``).
+SOURCES = (Path("npudoctor/elf/_resolver.c"), Path("npudoctor/logs/_plogscan.c"))
 
 
 def source_digest(source: Path) -> str:
@@ -68,20 +71,20 @@ class CompiledResolverHook(BuildHookInterface):  # type: ignore[type-arg]
         if self.target_name != "wheel" or os.environ.get("NPUDOCTOR_PURE_PYTHON_BUILD"):
             return
         root = Path(self.root)
-        name = "_resolver" + (sysconfig.get_config_var("EXT_SUFFIX") or ".so")
-        if version == "editable":  # imported from the source tree
-            target = root / MODULE_DIR / name
-        else:
-            self._tmp = tempfile.TemporaryDirectory(prefix="npudoctor-build-")
-            target = Path(self._tmp.name) / name
-        why = build_extension(root / SOURCE, target)
-        if why is not None:
-            self.app.display_warning(f"npudoctor: compiled resolver not built ({why}); using pure Python")
-            return
-        if version != "editable":
-            build_data["force_include"][str(target)] = f"{MODULE_DIR}/{name}"
-        build_data["pure_python"] = False
-        build_data["infer_tag"] = True
+        self._tmp = tempfile.TemporaryDirectory(prefix="npudoctor-build-")
+        for source in SOURCES:
+            name = source.stem + (sysconfig.get_config_var("EXT_SUFFIX") or ".so")
+            module_path = (source.parent / name).as_posix()
+            # an editable install imports it from the source tree
+            target = root / module_path if version == "editable" else Path(self._tmp.name) / name
+            why = build_extension(root / source, target)
+            if why is not None:
+                self.app.display_warning(f"npudoctor: {module_path} not built ({why}); using pure Python")
+                continue
+            if version != "editable":
+                build_data["force_include"][str(target)] = module_path
+            build_data["pure_python"] = False
+            build_data["infer_tag"] = True
 
     def finalize(self, version: str, build_data: Dict[str, Any], artifact_path: str) -> None:
         tmp = getattr(self, "_tmp", None)

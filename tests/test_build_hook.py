@@ -20,6 +20,21 @@ SOURCE = Path(__file__).resolve().parents[1] / "npudoctor" / "elf" / "_resolver.
 
 
 @pytest.mark.skipif(shutil.which("gcc") is None and shutil.which("cc") is None, reason="needs a C compiler")
+def test_builds_the_plog_pass_too(tmp_path):
+    source = Path(__file__).resolve().parents[1] / "npudoctor" / "logs" / "_plogscan.c"
+    assert source in [Path(hatch_build.__file__).parent / path for path in hatch_build.SOURCES]
+    target = tmp_path / "_plogscan.so"
+    assert hatch_build.build_extension(source, target) is None
+    spec = importlib.util.spec_from_file_location("_plogscan", target)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert hashlib.sha256(source.read_bytes()).hexdigest() == module.SOURCE_SHA256
+    data = b"[ERROR] GE(1,p):2025-01-01-00:00:00.000.000 failed\n"
+    assert module.plog_pass(data, 0, len(data), (b"[ERROR]",), 0)[:3] == ({b"ERROR] GE": 1}, 1, 1)
+
+
+@pytest.mark.skipif(shutil.which("gcc") is None and shutil.which("cc") is None, reason="needs a C compiler")
 def test_builds_an_importable_module_stamped_with_its_source(tmp_path):
     target = tmp_path / "_resolver.so"
     assert hatch_build.build_extension(SOURCE, target) is None

@@ -19,5 +19,7 @@ def test_bench_runs_on_a_small_file() -> None:
     assert result.returncode == 0, result.stderr
     lines = {line.split(":")[0]: line for line in result.stdout.splitlines()}
     assert "MB/s" in lines["grep"] and "MB/s" in lines["npudoctor"] and "MB/s" in lines["npudoctor -j"]
-    assert "ratio" in lines["npudoctor"] and "peak RSS" in lines["npudoctor"]
+    assert "MB/s" in lines["pure Python"] and "peak RSS" in lines["npudoctor"] and "load average" in lines["workload"]
+    # each scan's ratios to grep (wall and CPU time), for both workloads
+    assert sum("ratio to grep" in line and "CPU time" in line for line in result.stdout.splitlines()) == 6
     assert "MISMATCH" not in result.stderr

@@ -328,8 +328,10 @@ def _dense_plog() -> bytes:
 def test_error_dense_plog_reads_exactly_like_line_by_line(monkeypatch, chunk: int) -> None:
     """The error-dense fast path (one pass keeps ERROR/WARNING lines by shape) finds what the line-by-line
     path finds: counts, first and last lines, samples, records per level and module, examined lines."""
+    from npudoctor.elf.compiled import PURE_PYTHON_VARIABLE
     from npudoctor.logs import scanner as scanner_module
 
+    monkeypatch.setenv(PURE_PYTHON_VARIABLE, "1")  # the pure-Python passes (tests/test_logs_compiled.py: C)
     data = _dense_plog()
     dense_chunks = []
     real_dense = Scanner._scan_dense_plog
@@ -355,9 +357,11 @@ def test_error_dense_plog_reads_exactly_like_line_by_line(monkeypatch, chunk: in
     assert fast.codes["507011"] == slow.codes["507011"] > 8
 
 
-def test_error_dense_shape_cache_keeps_no_long_message() -> None:
+def test_error_dense_shape_cache_keeps_no_long_message(monkeypatch) -> None:
+    from npudoctor.elf.compiled import PURE_PYTHON_VARIABLE
     from npudoctor.logs.scanner import MAX_KEPT_MESSAGE_BYTES
 
+    monkeypatch.setenv(PURE_PYTHON_VARIABLE, "1")  # the pure-Python error-dense pass keeps that cache
     scanner = Scanner()
     scanner.scan_bytes("f.log", _dense_plog())
     assert scanner._raw_shape_hits and all(len(message) <= MAX_KEPT_MESSAGE_BYTES

@@ -7,26 +7,31 @@ torch-sized load graph. NPUDOCTOR_PURE_PYTHON=1 ignores it (to compare the two, 
 
 from __future__ import annotations
 
+import importlib
 import os
 from types import ModuleType
-from typing import List, Optional
+from typing import Dict, Optional
 
 PURE_PYTHON_VARIABLE = "NPUDOCTOR_PURE_PYTHON"
 
 
-_imported: List[Optional[ModuleType]] = []  # the import's outcome, once tried (a failed import is not cached)
+_imported: Dict[str, Optional[ModuleType]] = {}  # each import's outcome, once tried
+
+
+def compiled_module(name: str) -> Optional[ModuleType]:
+    """The compiled module ``name`` (``npudoctor.elf._resolver``, ``npudoctor.logs._plogscan``), or None when
+    it is not built or NPUDOCTOR_PURE_PYTHON is set (read at every call: tests compare both paths in one
+    process)."""
+    if os.environ.get(PURE_PYTHON_VARIABLE):
+        return None
+    if name not in _imported:
+        try:
+            _imported[name] = importlib.import_module(name)
+        except ImportError:
+            _imported[name] = None
+    return _imported[name]
 
 
 def compiled_resolver() -> Optional[ModuleType]:
-    """``npudoctor.elf._resolver``, or None when it is not built or NPUDOCTOR_PURE_PYTHON is set (read at
-    every call: tests compare both paths in one process)."""
-    if os.environ.get(PURE_PYTHON_VARIABLE):
-        return None
-    if not _imported:
-        try:
-            from npudoctor.elf import _resolver
-        except ImportError:
-            _imported.append(None)
-        else:
-            _imported.append(_resolver)
-    return _imported[0]
+    """``npudoctor.elf._resolver``, or None (see :func:`compiled_module`)."""
+    return compiled_module("npudoctor.elf._resolver")

@@ -31,6 +31,7 @@ import re
 import zlib
 from typing import Any, Callable, Counter, Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple, Union
 
+from npudoctor.elf.compiled import compiled_module
 from npudoctor.logs import codes as codebase
 from npudoctor.logs.model import (
     SEVERITY_RANK,
@@ -136,6 +137,31 @@ Analysis = Tuple[List[LineHit], Tuple[Tuple[str, str], ...]]
 LineGroup = Tuple[int, int, int, str, Analysis]
 
 
+# The compiled pass over a plog chunk (npudoctor/logs/_plogscan.c): (data, begin, end, literals, line_base,
+# forms, dense_order) -> ({b"LEVEL] MODULE": records}, records, newlines, [(first line, last line, lines, start,
+# stop) per shape]).
+PlogPass = Callable[[bytes, int, int, Tuple[bytes, ...], int, int, bool],
+                    Tuple[Dict[bytes, int], int, int, List[Tuple[int, int, int, int, int]]]]
+# The forms of a header's varying part beyond CANN's `(pid,process):date time.ms.us` that RECORD_VARYING
+# takes, asked of it (the grammar is said once): the compiled pass leaves them out of a line's shape too.
+VARYING_FORMS = ((RECORD_VARYING.fullmatch("(1:2,p):2025-01-01-00:00:00") is not None)
+                 | (RECORD_VARYING.fullmatch("(1,p):2025-01-01-00:00:00.5.12") is not None) << 1)
+
+
+def compiled_plog_pass() -> Optional[PlogPass]:
+    """The compiled pass, or None where it is not built or NPUDOCTOR_PURE_PYTHON is set (read at every
+    call: tests compare both in one process); the pure-Python pass gives the same findings."""
+    module = compiled_module("npudoctor.logs._plogscan")
+    return None if module is None else module.plog_pass
+
+
+@functools.lru_cache(maxsize=4096)
+def _is_record_header(header: bytes) -> bool:
+    """Whether a header the compiled pass found (``LEVEL] MODULE``, any level word) is one RECORD_FIRST_LINE
+    takes: the level words are said once, here."""
+    return RECORD_FIRST_LINE.fullmatch(b"[" + header + b"(") is not None
+
+
 class Scanner:
     """Scan any number of inputs; findings merge across all of them (per kind and subject)."""
 
@@ -161,6 +187,12 @@ class Scanner:
         self._rule_format = {r.id: r.format for r in self.rules.rules if r.format}
         self._shape_hits: Dict[str, Analysis] = {}
         self._raw_shape_hits: Dict[Tuple[bytes, ...], Analysis] = {}
+        # Line groups of the compiled pass not merged yet, over the chunks of one input (id(analysis) ->
+        # [first line, last line, lines, text, analysis]): merged once per input, not once per chunk, at the
+        # latest when scan_stream returns (none are left outside it).
+        self._pending: Dict[int, List[Any]] = {}
+        self._pending_summary = FileSummary("")
+        self._pending_chars = 0  # the length of their texts (bounded like a chunk)
 
     @property
     def plog_markers(self) -> Tuple[bytes, ...]:
@@ -215,6 +247,7 @@ class Scanner:
             del chunk  # hold at most one chunk while the next one is read
         if carry:  # a last line without its newline (truncated file)
             line_base = self.scan_lines(summary, carry + b"\n", line_base)
+        self._merge_pending()
         summary.lines = line_base
         summary.format = _file_format(summary)
         return summary
@@ -243,6 +276,7 @@ class Scanner:
     def export_part(self) -> ScanPart:
         """This scanner's state after scanning exactly one input (a byte range of a file)."""
         (summary,) = self.files
+        self._merge_pending()
         return ScanPart(summary, self.levels, self.modules, self.codes, list(self._merged.values()))
 
     def add_parts(self, parts: Sequence[ScanPart]) -> FileSummary:
@@ -289,6 +323,13 @@ class Scanner:
         whose first line is line ``line_base + 1``; return the line count after them. With ``one_line``
         the "lines" are pieces of one over-long line: all of them are line ``line_base + 1``."""
         end = len(data) if end is None else end
+        if not one_line:
+            plog_pass = compiled_plog_pass()
+            if plog_pass is not None:
+                after = self._scan_plog_compiled(plog_pass, summary, data, begin, end, line_base)
+                if after is not None:
+                    return after
+        self._merge_pending()  # what comes before these lines is merged before them
         if not one_line and _looks_error_dense(data, begin, end):
             after = self._scan_dense_plog(summary, data, begin, end, line_base)
             if after is not None:
@@ -330,10 +371,46 @@ class Scanner:
                               self._line_groups(raws, linenos), plog_mode)
         return line_base + newlines
 
-    def _count_and_merge(self, summary: FileSummary, headers: Counter[bytes], records: int, examined: int,
-                         groups: List[LineGroup], plog_mode: bool) -> None:
+    def _scan_plog_compiled(self, plog_pass: PlogPass, summary: FileSummary, data: bytes, begin: int, end: int,
+                            line_base: int) -> Optional[int]:
+        """:meth:`scan_lines` of a plog chunk by the compiled pass (``_plogscan.plog_pass``): records counted,
+        lines to examine found and grouped by message shape in C, so that Python works per shape, not per
+        line; None (nothing counted) when the chunk is not plog."""
+        # (headers in the order the pure-Python passes count them: the error-dense one has its own)
+        headers, records, newlines, found = plog_pass(data, begin, end, self._plog_finds, line_base, VARYING_FORMS,
+                                                      _looks_error_dense(data, begin, end))
+        for header in [header for header in headers if not _is_record_header(header)]:
+            records -= headers.pop(header)  # a level word RECORD_FIRST_LINE does not take
+        if not records or records < PLOG_SHARE * newlines:
+            return None
+        limit = MAX_MATCH_CHARS * 2
+        texts = _decode_lines([data[start:min(stop, start + limit)] for _, _, _, start, stop in found])
+        groups: List[LineGroup] = [(first, last, times, text, analysis) for (first, last, times, _, _), text, analysis
+                                   in zip(found, texts, self._analyze_shapes(texts)) if analysis[0] or analysis[1]]
+        if summary is not self._pending_summary:
+            self._merge_pending()
+            self._pending_summary = summary
+        self._count_and_merge(summary, headers, records, sum(group[2] for group in found), groups, True,
+                              self._pending)
+        if len(self._pending) > MAX_SHAPES or self._pending_chars > CHUNK_BYTES:
+            self._merge_pending()  # bounded memory
+        return line_base + newlines
+
+    def _merge_pending(self) -> None:
+        """Merge the line groups the compiled pass left for later, in the order of their first lines (the
+        findings are those of merging them chunk by chunk: a group adds its lines' count and last line, and
+        what only the first merge sets, sample and first line, comes from its first line either way)."""
+        if self._pending:
+            pending, self._pending, self._pending_chars = self._pending, {}, 0
+            for first, last, times, text, (line_hits, _) in pending.values():
+                self._merge(self._pending_summary, text, first, line_hits, times, last)
+
+    def _count_and_merge(self, summary: FileSummary, headers: Dict[bytes, int], records: int, examined: int,
+                         groups: List[LineGroup], plog_mode: bool,
+                         pending: Optional[Dict[int, List[Any]]] = None) -> None:
         """Count a chunk's records per level and module (``headers``: ``LEVEL] MODULE`` -> records) and
-        merge its line groups, in the order of their first lines."""
+        merge its line groups, in the order of their first lines (into ``pending``, by analysis, when given:
+        see :meth:`_merge_pending`)."""
         for header, n in headers.items():
             level, _, module = header.partition(b"]")
             word = level.decode()
@@ -341,25 +418,32 @@ class Scanner:
             self.modules[module.strip().decode()] += n
         summary.records += records
         summary.examined_lines += examined
-        for first_lineno, last_lineno, times, text, (line_hits, glued) in groups:
+        for first_lineno, last_lineno, times, text, analysis in groups:
+            line_hits, glued = analysis
             if glued and plog_mode:  # records glued after the first were not counted yet
                 for glued_level, glued_module in glued:
                     self.levels[glued_level] += times
                     self.modules[glued_module] += times
                 summary.records += len(glued) * times
-            if line_hits:
+            if not line_hits:
+                continue
+            if pending is None:
                 self._merge(summary, text, first_lineno, line_hits, times, last_lineno)
+                continue
+            known = pending.get(id(analysis))
+            if known is None:
+                pending[id(analysis)] = [first_lineno, last_lineno, times, text, analysis]
+                self._pending_chars += len(text)
+            else:
+                known[1] = max(known[1], last_lineno)
+                known[2] += times
 
     def _line_groups(self, raws: List[bytes], linenos: List[int]) -> List[LineGroup]:
         """The lines ``raws`` (numbered ``linenos``) decoded, analysed and grouped by message shape, in the
         order of their first lines: lines of one shape share one analysis and are merged once."""
         if not raws:
             return []
-        try:  # one decode for the whole lot; a line that is not UTF-8 makes us decode line by line
-            decoded = b"\n".join(raws).decode("utf-8")
-            texts = [t[:MAX_MATCH_CHARS].rstrip("\r") for t in decoded.split("\n")]
-        except UnicodeDecodeError:
-            texts = [decode_text(raw)[:MAX_MATCH_CHARS].rstrip("\r\n") for raw in raws]
+        texts = _decode_lines(raws)
         groups: Dict[int, List[Any]] = {}  # id(analysis) -> [first line, last line, lines, text, analysis]
         for index, analysis in enumerate(self._analyze_shapes(texts)):
             if analysis[0] or analysis[1]:
@@ -747,7 +831,8 @@ def _rule_hit(rule: Rule, match: re.Match[str]) -> LineHit:
                    details=tuple(sorted(groups.items())))
 
 
-def _anchors(literals: Sequence[bytes], shortest: int = 4, longest: int = 8) -> Tuple[bytes, ...]:
+@functools.lru_cache(maxsize=8)  # ~30 ms per rule set: worked out once per process, not once per scanner
+def _anchors(literals: Tuple[bytes, ...], shortest: int = 4, longest: int = 8) -> Tuple[bytes, ...]:
     """A small set of substrings such that every literal contains one of them (greedy set cover).
 
     Free text is searched once per anchor instead of once per literal: about 30 passes instead of 80. A
@@ -799,6 +884,15 @@ def _shared_prefixes(hints: Sequence[bytes], least: int = 16) -> Tuple[bytes, ..
                 prefix = prefix[:-1]
         prefixes.append(prefix)
     return tuple(prefixes)
+
+
+def _decode_lines(raws: List[bytes]) -> List[str]:
+    """The lines ``raws`` as text, each cut to what is matched."""
+    try:  # one decode for the whole lot; a line that is not UTF-8 makes us decode line by line
+        decoded = b"\n".join(raws).decode("utf-8")
+        return [t[:MAX_MATCH_CHARS].rstrip("\r") for t in decoded.split("\n")]
+    except UnicodeDecodeError:
+        return [decode_text(raw)[:MAX_MATCH_CHARS].rstrip("\r\n") for raw in raws]
 
 
 def _line_start(data: bytes, begin: int, at: int) -> int:
