@@ -32,8 +32,10 @@ import zlib
 from typing import Any, Callable, Counter, Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple, Union
 
 from npudoctor.logs import codes as codebase
+from npudoctor.logs import reading
 from npudoctor.logs.model import (
     SEVERITY_RANK,
+    ErrorLine,
     Evidence,
     FileSummary,
     LineHit,
@@ -66,20 +68,25 @@ PLOG_SHARE = 0.9
 # group (LEVEL] MODULE): about twice as fast as the general pattern, which finds records anywhere in a line
 # (console output where another logger prefixes or indents them).
 # Level words as CANN writes them, and as other writers mangle them (`[ERRO]`, `[WARN]`, `[error]`): see LEVELS.
+# MindSpore writes the same grammar with its own levels (CRITICAL, EXCEPTION) and `(pid,tid,process)` or
+# `(pid:tid,process)` in the brackets: `[ERROR] ME(26748,7f6c73867fc0,benchmark):2023-10-26-09:51:54.833.573`.
 RECORD_FIRST_LINE = re.compile(
-    rb"\[((?:ERROR|WARNING|INFO|DEBUG|EVENT|TRACE|NULL|ERRO|ERR|WARN|error|warning|info|debug|event|\d{1,2})\] ?"
-    rb"(?:[A-Z][A-Z0-9_]*|\d+))\(")
+    rb"\[((?:ERROR|WARNING|INFO|DEBUG|EVENT|TRACE|CRITICAL|EXCEPTION|NULL|ERRO|ERR|WARN|error|warning|info|debug|"
+    rb"event|\d{1,2})\] ?(?:[A-Z][A-Z0-9_]*|\d+))\(")
 RECORD_AT_LINE_START = re.compile(b"\n" + RECORD_FIRST_LINE.pattern)
-RECORD_ANYWHERE = re.compile(RECORD_FIRST_LINE.pattern + rb"-?\d+,")
+RECORD_ANYWHERE = re.compile(RECORD_FIRST_LINE.pattern + rb"-?\d+(?::\d+)?,")
 # The opening bracket of a record header (replaced by a newline and itself: a literal replacement is C-fast).
 RECORD_BRACKET = re.compile(rb"\[(?=" + RECORD_ANYWHERE.pattern[2:] + rb")")
 # slogd's own log: `2025-05-07 19:54:54.608[INFO] log_path_mgr.c:123: msg`.
 SLOGD_FIRST_LINE = re.compile(rb"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}\[(ERROR|WARNING|INFO|DEBUG|EVENT)\] ")
 SLOGD_AT_LINE_START = re.compile(b"\n" + SLOGD_FIRST_LINE.pattern)
-PLOG_MARKERS: Tuple[bytes, ...] = (b"[ERROR]", b"[WARNING]", b"[ERRO]", b"[ERR]", b"[WARN]", b"[error]", b"[warning]")
+PLOG_MARKERS: Tuple[bytes, ...] = (b"[ERROR]", b"[WARNING]", b"[ERRO]", b"[ERR]", b"[WARN]", b"[error]", b"[warning]",
+                                   b"[CRITICAL]", b"[EXCEPTION]")
 # A level word as counted and reported: the mangled spellings RECORD_FIRST_LINE accepts, as CANN's own.
+# (MindSpore's CRITICAL and EXCEPTION are counted as they are; they are error-level: ERROR_LEVELS.)
 LEVELS = {"ERRO": "ERROR", "ERR": "ERROR", "WARN": "WARNING", "error": "ERROR", "warning": "WARNING",
           "info": "INFO", "debug": "DEBUG", "event": "EVENT"}
+ERROR_LEVELS = frozenset(("ERROR", "CRITICAL", "EXCEPTION"))
 # A plog chunk with more ERROR markers than this share of its lines is error-dense (measured: below it the
 # usual path, which pays per line examined, is the faster one; above it the shape pass).
 DENSE_SHARE = 0.12
@@ -88,8 +95,8 @@ DENSE_PROBE_BYTES = 512 * 1024
 
 # The same grammar on decoded text, with all fields.
 RECORD = re.compile(
-    r"\[(?P<level>[A-Za-z]+|\d{1,2})\] ?(?P<module>[A-Z][A-Z0-9_]*|\d+)\((?P<pid>-?\d+),(?P<pname>[^)]*)\): ?"
-    r"(?P<ts>\d{4}-\d\d-\d\d[- ]\d\d:\d\d:\d\d(?:\.\d{3}\.\d{3})?)")
+    r"\[(?P<level>[A-Za-z]+|\d{1,2})\] ?(?P<module>[A-Z][A-Z0-9_]*|\d+)\((?P<pid>-?\d+(?::\d+)?),(?P<pname>[^)]*)\): ?"
+    r"(?P<ts>\d{4}-\d\d-\d\d[- ]\d\d:\d\d:\d\d(?:\.\d{1,3}\.\d{1,3})?)")
 SLOGD_RECORD = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}\[(?P<level>[A-Z]+)\] ")
 # Error codes: CANN error-message codes (EZ9999, EI0006, E19010, W11001), torch_npu ERR codes, numeric
 # AscendCL/runtime results after the words that introduce them, HCCL errNo.
@@ -108,18 +115,20 @@ TEXT_MARKERS: Tuple[bytes, ...] = (
     b"RRCODE", b"RRORCODE", b"esult[", b"esult = ", b"rrorNo: ", b"errNo[",
     # the looser contexts of codes.find_codes (an application's `failed: 507034`, `(507035)`, `ret=`, ...)
     b"ailed: ", b"ailed, ", b"ode=", b"ode =", b"ode: ", b"ret=", b"ret =", b"ret: ", b"etCode=",
-    b"HCCL function error", b"(1", b"(2", b"(5", b"rror 1", b"rror 2", b"rror 5")
+    b"HCCL function error", b"(1", b"(2", b"(5", b"rror 1", b"rror 2", b"rror 5", b"ret[", b"ret is -",
+    # error lines in words (reading.ERROR_WORDS): a line holding none of these is no error line
+    *reading.ERROR_LINE_LITERALS)
 
 # What changes between repeats of one record: the pid, process name and timestamp of its header.
 # (A space may stand between the date and the time, and after the comma: `(123, python):2024-07-04 13:26:26`.)
-RECORD_VARYING = re.compile(r"\(-?\d+,[^)\n]*\): ?\d{4}-\d\d-\d\d[- ]\d\d:\d\d:\d\d(?:\.\d{3}\.\d{3})?")
+RECORD_VARYING = re.compile(r"\(-?\d+(?::\d+)?,[^)\n]*\): ?\d{4}-\d\d-\d\d[- ]\d\d:\d\d:\d\d(?:\.\d{1,3}\.\d{1,3})?")
 # Distinct message shapes whose analysis is kept (then the cache starts over).
 MAX_SHAPES = 8192
 # The error-dense path keeps the analysis of messages up to this long by their bytes (a few MiB at most).
 MAX_KEPT_MESSAGE_BYTES = 1024
 _ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
 # A second record glued onto a line by a concurrent writer that lost a newline: `...ret[9][ERROR] HCCL(...`.
-RECORD_HEADER = re.compile(r"\[(?:ERROR|WARNING|INFO|DEBUG|EVENT|TRACE)\] ?[A-Z][A-Z0-9_]*\(-?\d+,")
+RECORD_HEADER = re.compile(r"\[(?:ERROR|WARNING|INFO|DEBUG|EVENT|TRACE|CRITICAL|EXCEPTION)\] ?[A-Z][A-Z0-9_]*\(-?\d+(?::\d+)?,")
 
 # An error-dense plog chunk's record lines that start with a standard ERROR/WARNING header: (level and
 # module, message after the timestamp), the newline before the line included (RECORD_AT_LINE_START's trick).
@@ -260,6 +269,12 @@ class Scanner:
             summary.cut_lines += piece.cut_lines
             summary.examined_lines += piece.examined_lines
             summary._votes.update(piece._votes)
+            summary.unexplained_error_lines += piece.unexplained_error_lines
+            if piece.first_error_line is not None:
+                first = piece.first_error_line
+                summary.note_error_line(dataclasses.replace(
+                    first, line=first.line + line_base, last=piece.last_error_line + line_base,
+                    times=piece.error_lines))
             for (kind, subject), n in piece.causes.items():
                 summary.causes[self._capped_key(kind, subject)] += n
             self.levels.update(part.levels)
@@ -470,10 +485,12 @@ class Scanner:
             pieces: List[str] = []
             spans: List[Tuple[str, int, int, Tuple[Tuple[str, str], ...]]] = []
             for shape, index in missing.items():
-                text = texts[index]
+                lines = reading.paste_pieces(texts[index])  # typed slips mended, escaped newlines cut
+                text = lines[0]
                 cuts = [m.start() for m in RECORD_HEADER.finditer(text, 1)]
                 parts = [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)])] if cuts else [text]
                 glued = tuple(_level_module(part) for part in parts[1:])
+                parts.extend(lines[1:])
                 spans.append((shape, len(pieces), len(parts), glued))
                 pieces.extend(parts)
             analyzed = self.analyze_lines(pieces)
@@ -570,7 +587,7 @@ class Scanner:
 
         for index, line_hits in enumerate(hits):
             if not line_hits:
-                bare = _bare_record(texts[index])
+                bare = _fallback_hit(texts[index])
                 if bare is not None:
                     line_hits.append(bare)
         return hits
@@ -582,7 +599,15 @@ class Scanner:
         where = Evidence(summary.path, lineno)
         last = Evidence(summary.path, last_lineno) if times > 1 else where
         cleaned = ""
+        if not summary._votes["mindspore"] and MINDSPORE_HEADER.search(text):  # once per group until found
+            summary._votes["mindspore"] += 1
         for hit in line_hits:
+            if hit.kind in UNEXPLAINED_KINDS:
+                summary.unexplained_error_lines += times
+                if hit.kind == ERROR_LINE_KIND:  # quoted in result() if the file has no error finding
+                    summary.note_error_line(ErrorLine(lineno, last.line, times, hit.subject, hit.title,
+                                                      clean(text).strip()[:SAMPLE_CHARS]))
+                    continue
             if hit.kind == "error_code":
                 self.codes[self._capped_code(hit.subject)] += times
                 if hit.subject.startswith("ERR"):
@@ -625,6 +650,26 @@ class Scanner:
             add_values(merged.details.setdefault(name, set()), values)
         return key
 
+    def _error_line_findings(self) -> List[LogFinding]:
+        """The first error line of each file that holds error lines but no error finding: a log that holds an
+        error line never reads "nothing found". Files with one reading merge into one finding."""
+        found: Dict[str, LogFinding] = {}
+        for summary in self.files:
+            first = summary.first_error_line
+            if first is None or any(self._merged[key].severity == "error" for key in summary.causes
+                                    if key in self._merged):
+                continue
+            where, last = Evidence(summary.path, first.line), Evidence(summary.path, summary.last_error_line)
+            known = found.get(first.reading)
+            if known is None:
+                found[first.reading] = LogFinding(
+                    kind=ERROR_LINE_KIND, subject=first.reading, severity="error", title=first.title,
+                    count=summary.error_lines, first=where, last=last, sample=first.sample, fix=ERROR_LINE_FIX)
+            else:
+                known.count += summary.error_lines
+                known.last = _later(known.last, last)
+        return list(found.values())
+
     def _capped_key(self, kind: str, subject: str) -> Tuple[str, str]:
         if (kind, subject) in self._merged or self._subjects_per_kind[kind] < MAX_SUBJECTS_PER_KIND:
             return kind, subject
@@ -634,7 +679,7 @@ class Scanner:
         return code if code in self.codes or len(self.codes) < MAX_SUBJECTS_PER_KIND else OTHER_SUBJECT
 
     def result(self) -> ScanResult:
-        merged: Iterable[LogFinding] = self._merged.values()
+        merged: Iterable[LogFinding] = [*self._merged.values(), *self._error_line_findings()]
         if self.installed:
             merged = [_as_installed(f, self.installed) for f in merged]
         findings = sorted(merged, key=lambda f: (SEVERITY_RANK[f.severity], f.kind, -f.count, f.subject))
@@ -740,9 +785,12 @@ def _add_part_values(values: Set[str], new: Set[str]) -> None:
 
 
 def _rule_hit(rule: Rule, match: re.Match[str]) -> LineHit:
-    groups = {k: v.strip() for k, v in match.groupdict().items() if v}
+    # `name__2` is another place for `name` (alternatives of one pattern cannot share a group name)
+    groups = {k.partition("__")[0]: v.strip() for k, v in match.groupdict().items() if v}
     subject = groups.pop("subject", "") or rule.subject or rule.kind
     groups.pop("code", None)
+    if rule.subject_is:  # readers find the operator (or device) under its own name
+        groups.setdefault(rule.subject_is, subject)
     return LineHit(rule.kind, subject, rule.severity, rule.title, rule.fix, rule.id,
                    details=tuple(sorted(groups.items())))
 
@@ -840,6 +888,15 @@ def code_hit(code: str, installed: Optional[codebase.Installed] = None) -> LineH
 
 _code_hit = functools.lru_cache(maxsize=4096)(code_hit)  # the shipped texts, per code, for every line
 
+# An error line no rule, code or record header explains (see _fallback_hit).
+ERROR_LINE_KIND = "error_line"
+ERROR_LINE_FIX = ("No rule knows this message: read the lines around it (the first error of a run is usually "
+                  "the cause), and the framework's own log at a more detailed level.")
+# The hits that count as "no finding covers it": an error line, a bare ERROR record of a module.
+UNEXPLAINED_KINDS = frozenset((ERROR_LINE_KIND, "error_record"))
+# A MindSpore record header: `(pid,tid,process)` or `(pid:tid,process)` (CANN's plog has `(pid,process)`).
+MINDSPORE_HEADER = re.compile(r"\] ?[A-Z][A-Z0-9_]*\(\d+(?::\d+,|,\s*[0-9a-f]+,)[^)]*\): ?\d{4}-")
+
 
 def _as_installed(finding: LogFinding, installed: codebase.Installed) -> LogFinding:
     """A code finding in the text of the node's registry (its title, fix and entry); any other as it is."""
@@ -852,17 +909,24 @@ def _as_installed(finding: LogFinding, installed: codebase.Installed) -> LogFind
                                severity=hit.severity)
 
 
-def _bare_record(text: str) -> Optional[LineHit]:
-    """An ERROR/WARNING record that no rule and no code explained, reported per module."""
+def _fallback_hit(text: str) -> Optional[LineHit]:
+    """What a line no rule and no code explained says: an ERROR/WARNING record, reported per module; else an
+    error in words (:func:`npudoctor.logs.reading.is_error_line`), an ``error_line`` hit whose subject is
+    the best reading of it. Error lines are counted per file and quoted only where the file has no error
+    finding of its own (:meth:`Scanner.result`)."""
     record = RECORD.search(text)
     if record is not None:
         level, module = LEVELS.get(record.group("level"), record.group("level")), record.group("module")
     else:
         slogd = SLOGD_RECORD.match(text)
         if slogd is None:
-            return None
+            if not reading.is_error_line(text):
+                return None
+            line = clean(text.strip())[:SAMPLE_CHARS]
+            return LineHit(ERROR_LINE_KIND, reading.best_reading(text), "error", f"first error line: {line}",
+                           ERROR_LINE_FIX)
         level, module = slogd.group("level"), "SLOGD"
-    if level == "ERROR":
+    if level in ERROR_LEVELS:
         return LineHit("error_record", module, "error", f"ERROR records of {module}")
     if level == "WARNING":
         return LineHit("warning_record", module, "warn", f"WARNING records of {module}")
@@ -885,8 +949,8 @@ def _file_format(summary: FileSummary) -> str:
     if votes["slogd"] >= PLOG_SHARE * summary.lines / 2:
         return "slogd"
     if summary.records >= summary.lines / 2:
-        return "plog"
-    for name in ("atc", "torch_npu", "cann-error"):
+        return "mindspore" if votes["mindspore"] else "plog"
+    for name in ("atc", "torch_npu", "mindspore", "cann-error"):
         if votes[name]:
             return name
     return "text"
