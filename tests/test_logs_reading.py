@@ -176,12 +176,14 @@ def test_mindspore_records_are_records() -> None:
     """`[LEVEL] MODULE(pid,tid,process)` and `(pid:tid,process)` records are counted by level and module like
     plog's, CRITICAL and EXCEPTION are error levels, and a file of them reads as MindSpore."""
     scanner = Scanner()
-    summary = scanner.scan_bytes("ms.log", sample_data("mindspore_EE9999_task_failed_plog_interleaved_mindspore-docs.txt"))
+    interleaved = sample_data("mindspore_EE9999_task_failed_plog_interleaved_mindspore-docs.txt")
+    summary = scanner.scan_bytes("ms.log", interleaved)
     assert summary.format == "mindspore"
     assert scanner.levels == {"ERROR": 14, "CRITICAL": 2}
     assert scanner.modules == {"RUNTIME": 13, "GE": 1, "DEVICE": 2}
     scanner = Scanner()
-    summary = scanner.scan_bytes("ms.log", sample_data("mindspore_device_address_type_wrong_pid_tid_mindocr-faq.txt"))
+    pid_tid = sample_data("mindspore_device_address_type_wrong_pid_tid_mindocr-faq.txt")
+    summary = scanner.scan_bytes("ms.log", pid_tid)
     assert (summary.format, summary.records, dict(scanner.modules)) == ("mindspore", 3, {"ME": 3})
     (quoted,) = [f for f in scanner.result().findings if f.kind == "error_line"]
     assert quoted.sample.startswith("RuntimeError: The device address type is wrong")

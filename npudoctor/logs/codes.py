@@ -64,7 +64,8 @@ _DRV_SPELLING = re.compile(r"(?:DRV|DRVRETCODE|DRIVER)[ :=#]*(\d{1,3})")
 _HEX = re.compile(r"0X[0-9A-F]{1,16}")
 _DECIMAL = re.compile(r"[+-]?\d{1,10}")
 # Kept for callers that test a spelling (--fail-on): a code is what canonical() accepts.
-CODE_SHAPE = re.compile(r"^(?:[EW][0-9A-Z]\d{4}|ERR\d{5}|-?\d{1,10}|0x[0-9a-fA-F]{1,16}|HCCL \d{1,2}|DRV \d{1,3})$")
+CODE_SHAPE = re.compile(r"^(?:[EW][0-9A-Z]\d{4}|ERR\d{5}|-?\d{1,10}|0x[0-9a-fA-F]{1,16}|HCCL \d{1,2}"
+                        r"|DRV \d{1,3})$")
 # -1 printed unsigned (4294967295) or signed, and 0: a generic failure / success, never a code of its own.
 NOT_A_CODE = ("-1", "0")
 # The families of the numeric tables, in the order a 6-digit number is looked up.
@@ -76,7 +77,8 @@ FAMILY_NAMES = {"acl": "AscendCL", "runtime": "runtime", "ge": "GE", "hccl": "HC
 _REPORTER = {"acl": "AscendCL", "runtime": "The runtime", "ge": "GE", "hccl": "HCCL", "dcmi": "DCMI",
              "driver": "The driver"}
 # The words of a vendor name that say only which table it is in.
-_NAME_PREFIX = re.compile(r"^(?:ACL_ERROR_(?:RT_|GE_)?|ACLNN_|HCCL_E_|DCMI_ERR_CODE_|TS_ERROR_|TS_|ACL_|DRV_ERROR_|DEV_ERROR_)")
+_NAME_PREFIX = re.compile(r"^(?:ACL_ERROR_(?:RT_|GE_)?|ACLNN_|HCCL_E_|DCMI_ERR_CODE_|TS_ERROR_|TS_|ACL_|DRV_ERROR_"
+                          r"|DEV_ERROR_)")
 
 
 @dataclass(frozen=True)

@@ -51,7 +51,7 @@ OCR_LIB = re.compile(r"(?<![\w.])1ib(?=[A-Za-z_][\w.+-]*\.so\b)")
 ESCAPED_NEWLINES = 2
 
 # What an error line with no rule of its own most likely means, first match wins; else GENERIC_READING.
-READINGS: Tuple[Tuple[str, "re.Pattern[str]"], ...] = (
+READINGS: Tuple[Tuple[str, re.Pattern[str]], ...] = (
     ("device busy or held", re.compile(
         r"(?i)occupying|occupied|in use by|(?:device|resource) (?:or resource )?busy|held by another"
         r"|less than half of total")),

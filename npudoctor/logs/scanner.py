@@ -128,7 +128,8 @@ MAX_SHAPES = 8192
 MAX_KEPT_MESSAGE_BYTES = 1024
 _ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
 # A second record glued onto a line by a concurrent writer that lost a newline: `...ret[9][ERROR] HCCL(...`.
-RECORD_HEADER = re.compile(r"\[(?:ERROR|WARNING|INFO|DEBUG|EVENT|TRACE|CRITICAL|EXCEPTION)\] ?[A-Z][A-Z0-9_]*\(-?\d+(?::\d+)?,")
+RECORD_HEADER = re.compile(r"\[(?:ERROR|WARNING|INFO|DEBUG|EVENT|TRACE|CRITICAL|EXCEPTION)\] ?[A-Z][A-Z0-9_]*"
+                           r"\(-?\d+(?::\d+)?,")
 
 # An error-dense plog chunk's record lines that start with a standard ERROR/WARNING header: (level and
 # module, message after the timestamp), the newline before the line included (RECORD_AT_LINE_START's trick).
