@@ -470,6 +470,9 @@ EXPECTED: Dict[str, Expected] = {
         ("cann-error", [('device_open_failed', 'open device'), ('error_code', 'E39999'), ('error_code', '507033')]),
     "mindspore_undefined_symbol_no_space_mindocr-faq.txt":
         ("text", [('undefined_symbol', '_ZN9mindspore5tracel15GetDebugInfostrERKSt10shared')]),
+    "mindspore_device_address_type_wrong_pid_tid_mindocr-faq.txt": ("mindspore", [('error_line', 'error line')]),
+    "stdout_http500_json_escaped_EZ9999_constructed.txt":
+        ("cann-error", [('error_code', 'EZ9999'), ('error_code', '500002'), ('infershape_failed', 'BatchMatMul')]),
     "ais_bench_acl_open_device_0_failed_EL003_507033_faq.txt":
         ("cann-error", [('device_open_failed', 'open device'), ('error_code', '507017'), ('error_code', '507033'),
                         ('error_code', 'E39999')]),
