@@ -112,6 +112,10 @@ def test_open_device_failures_carry_the_device_and_the_runtime_code(name: str, d
     # operator compile failures
     ("atc_E20001_StridedSliceD_failed_to_compile_op_qwen-ascend-llm-11.txt", "op_compile_failed",
      "/model/layers.4/self_attn/Slice_ascend_mbatch_batch_5", "StridedSliceD"),
+    ("torch_npu_E60108_Conv3DTranspose_compile_op_failed_Ascend-pytorch-52.txt", "op_compile_failed",
+     "Conv3DTranspose1", "Conv3DTranspose"),
+    ("torch_npu_E90003_TransData_bf16_compile_op_failed_wrapped_Ascend-pytorch-148.txt", "op_compile_failed",
+     "trans_TransData_17", "TransData"),
     ("mindspore_EB0000_Transpose_TVMError_mindspore-docs.txt", "op_compile_failed",
      "Default/encode_image-EncodeImage/visual-ViT/body-Transformer/layers-SequentialCell/0-SequentialCell/"
      "0-ResidualCell/cell-SequentialCell/1-AttentionWithMask/Transpose-op662", "Transpose"),
@@ -128,6 +132,11 @@ def test_the_old_atc_wording_names_node_and_type() -> None:
     line = "E89999: op[Concat_243], type[ConcatD], InferShape failed.[FUNC:InferShapeAndType][FILE:x.cc][LINE:1]"
     (hit,) = [h for h in scanner.analyze_line(line) if h.kind == "infershape_failed"]
     assert hit.subject == "ConcatD" and dict(hit.details) == {"op": "Concat_243", "op_type": "ConcatD"}
+
+
+def test_torch_npu_names_the_operator_it_was_running() -> None:
+    found = _one("torch_npu_E60108_Conv3DTranspose_compile_op_failed_Ascend-pytorch-52.txt", "failing_operator")
+    assert found.subject == "Conv3DTranspose" and found.details == {"op_type": {"Conv3DTranspose"}}
 
 
 def test_tbe_check_failures_name_the_operator() -> None:

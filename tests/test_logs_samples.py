@@ -473,6 +473,12 @@ EXPECTED: Dict[str, Expected] = {
     "mindspore_device_address_type_wrong_pid_tid_mindocr-faq.txt": ("mindspore", [('error_line', 'error line')]),
     "stdout_http500_json_escaped_EZ9999_constructed.txt":
         ("cann-error", [('error_code', 'EZ9999'), ('error_code', '500002'), ('infershape_failed', 'BatchMatMul')]),
+    "torch_npu_E60108_Conv3DTranspose_compile_op_failed_Ascend-pytorch-52.txt":
+        ("torch_npu", [('error_code', 'E60108'), ('error_code', '500002'), ('error_code', 'ERR00100'),
+                       ('failing_operator', 'Conv3DTranspose'), ('op_compile_failed', 'Conv3DTranspose'),
+                       ('op_compile_failed', 'conv3d_backprop_input')]),
+    "torch_npu_E90003_TransData_bf16_compile_op_failed_wrapped_Ascend-pytorch-148.txt":
+        ("cann-error", [('error_code', 'E90003'), ('error_code', '500002'), ('op_compile_failed', 'TransData')]),
     "ais_bench_acl_open_device_0_failed_EL003_507033_faq.txt":
         ("cann-error", [('device_open_failed', 'open device'), ('error_code', '507017'), ('error_code', '507033'),
                         ('error_code', 'E39999')]),
