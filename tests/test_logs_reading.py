@@ -222,3 +222,23 @@ def test_byte_ranges_put_together_keep_the_error_lines() -> None:
 def test_constructed_samples_say_so() -> None:
     header = (CONSTRUCTED / "stdout_http500_json_escaped_EZ9999_constructed.txt").read_text(encoding="utf-8")
     assert header.startswith("# source: CONSTRUCTED") and "# note: CONSTRUCTED" in header
+
+
+def test_a_mindspore_job_folder_is_read_per_rank(tmp_path) -> None:
+    """MindSpore writes each rank's logs to rank_N/logs/ (mindspore.log.<stamp>, mindspore.ERROR): the walk
+    takes them, and every finding says which ranks showed it."""
+    from npudoctor.logs.engine import scan_paths
+
+    for rank, name, sample in (
+            ("0", "mindspore.log.20240101-120000", "mindspore_EE1001_rtSetDevice_ret107001_mindspore-docs.txt"),
+            ("1", "mindspore.ERROR", "mindspore_lite_benchmark_acl_open_device_failed_IERROR_mindocr-faq.txt")):
+        folder = tmp_path / f"rank_{rank}" / "logs"
+        folder.mkdir(parents=True)
+        (folder / name).write_bytes(sample_data(sample))
+    (tmp_path / "rank_0" / "notes.md").write_text("not a log\n", encoding="utf-8")
+    result = scan_paths([str(tmp_path)], cwd=str(tmp_path))
+    assert [f.path for f in result.files] == ["rank_0/logs/mindspore.log.20240101-120000",
+                                              "rank_1/logs/mindspore.ERROR"]
+    opened = next(f for f in result.findings if f.kind == "device_open_failed")
+    assert opened.details["rank"] == {"0", "1"} and opened.details["device"] == {"0", "8"}
+    assert result.skipped == [("rank_0/notes.md", "not logs")]

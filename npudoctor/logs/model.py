@@ -77,6 +77,7 @@ class FileSummary:
 
     path: str
     status: str = "ok"  # "ok", "unreadable", "partial" (a read error after some data)
+    rank: str = ""  # N of the rank_N folder the file lies in (its findings carry it as `rank`)
     error: Optional[str] = None
     format: str = "unknown"
     lines: int = 0

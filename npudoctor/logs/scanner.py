@@ -139,6 +139,9 @@ DENSE_RECORD_LINE = re.compile(
 # (level and module, message) of one of its matches (the unbound method: twice as fast as a methodcaller).
 _SHAPE_OF_MATCH = re.Match.groups
 
+# A folder of one rank's logs: `rank_0/logs/mindspore.log.1`, `log/rank.3/...`.
+RANK_FOLDER = re.compile(r"(?:^|[/\\])rank[_.-]?(\d{1,5})[/\\]")
+
 # What one line says, worked out once per message shape: its hits, and (level, module) of records glued
 # after its first one.
 Analysis = Tuple[List[LineHit], Tuple[Tuple[str, str], ...]]
@@ -187,7 +190,7 @@ class Scanner:
         A read error raised by ``chunks`` (OSError, EOFError of a cut .gz) marks the file "partial" or
         "unreadable" and the scan goes on with the next input.
         """
-        summary = FileSummary(name)
+        summary = FileSummary(name, rank=_rank_of(name))
         self.files.append(summary)
         carry = b""
         line_base = 0
@@ -257,7 +260,7 @@ class Scanner:
 
     def add_parts(self, parts: Sequence[ScanPart]) -> FileSummary:
         """Put the parts of one input, in file order, into this scan as if it had been scanned whole."""
-        summary = FileSummary(parts[0].summary.path)
+        summary = FileSummary(parts[0].summary.path, rank=parts[0].summary.rank)
         summary._binary = parts[0].summary._binary
         line_base = 0
         for part in parts:
@@ -602,6 +605,9 @@ class Scanner:
         cleaned = ""
         if not summary._votes["mindspore"] and MINDSPORE_HEADER.search(text):  # once per group until found
             summary._votes["mindspore"] += 1
+        if summary.rank:  # a file of a rank_N folder: every finding says which ranks showed it
+            line_hits = [dataclasses.replace(hit, details=(*hit.details, ("rank", summary.rank)))
+                         for hit in line_hits]
         for hit in line_hits:
             if hit.kind in UNEXPLAINED_KINDS:
                 summary.unexplained_error_lines += times
@@ -955,6 +961,13 @@ def _file_format(summary: FileSummary) -> str:
         if votes[name]:
             return name
     return "text"
+
+
+def _rank_of(path: str) -> str:
+    """The N of a ``rank_N`` (``rank.N``, ``rank-N``) folder the file lies in, as MindSpore and msrun lay
+    out a job's logs; "" when it lies in none."""
+    match = RANK_FOLDER.search(path)
+    return match.group(1) if match else ""
 
 
 def _one_line(exc: BaseException) -> str:
