@@ -139,6 +139,14 @@ def test_torch_npu_names_the_operator_it_was_running() -> None:
     assert found.subject == "Conv3DTranspose" and found.details == {"op_type": {"Conv3DTranspose"}}
 
 
+def test_mindspore_names_the_failed_task_its_device_and_its_node() -> None:
+    name = "mindspore_EZ9999_aicore_Add-op8_dump_node_mindspore-docs.txt"
+    task = _one(name, "device_task_failed")
+    assert task.details == {"device": {"0"}, "runtime_code": {"507011"}, "stream": {"14"}, "task": {"13"}}
+    assert _one(name, "failing_operator").details == {"op": {"Default/Add-op8"}}
+    assert _one(name, "aicore_exception").details == {"device": {"0"}}
+
+
 def test_tbe_check_failures_name_the_operator() -> None:
     findings = _findings("mindspore_E80000_StridedSliceGradD_tbe_compile_mindspore-docs.txt")
     ops = {f.subject: f.details["op"] for f in findings if f.kind == "op_compile_failed"}

@@ -460,8 +460,8 @@ EXPECTED: Dict[str, Expected] = {
                        ('error_code', '207001'), ('error_code', 'DRV 6'), ('error_code', 'EE9999'),
                        ('error_record', 'DEVICE')]),
     "mindspore_EE9999_task_failed_plog_interleaved_mindspore-docs.txt":
-        ("mindspore", [('error_code', '507011'), ('error_code', 'EE9999'), ('error_code', '0x91'),
-                       ('error_code', 'EE8888'), ('error_record', 'RUNTIME')]),
+        ("mindspore", [('device_task_failed', 'device task'), ('error_code', '507011'), ('error_code', 'EE9999'),
+                       ('error_code', '0x91'), ('error_code', 'EE8888'), ('error_record', 'RUNTIME')]),
     "mindspore_device_held_free_memory_less_than_half_mindspore-docs.txt":
         ("mindspore", [('device_busy', 'device held by another process'), ('error_record', 'DEVICE')]),
     "mindspore_lite_benchmark_acl_open_device_failed_IERROR_mindocr-faq.txt":
@@ -479,6 +479,10 @@ EXPECTED: Dict[str, Expected] = {
                        ('op_compile_failed', 'conv3d_backprop_input')]),
     "torch_npu_E90003_TransData_bf16_compile_op_failed_wrapped_Ascend-pytorch-148.txt":
         ("cann-error", [('error_code', 'E90003'), ('error_code', '500002'), ('op_compile_failed', 'TransData')]),
+    "mindspore_EZ9999_aicore_Add-op8_dump_node_mindspore-docs.txt":
+        ("mindspore", [('aicore_exception', 'add_13570952190744021808_0__kernel0'),
+                       ('device_task_failed', 'device task'), ('error_code', '507011'), ('error_code', 'EZ9999'),
+                       ('error_record', 'SESSION'), ('failing_operator', 'Default/Add-op8')]),
     "ais_bench_acl_open_device_0_failed_EL003_507033_faq.txt":
         ("cann-error", [('device_open_failed', 'open device'), ('error_code', '507017'), ('error_code', '507033'),
                         ('error_code', 'E39999')]),

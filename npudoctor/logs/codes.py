@@ -43,7 +43,8 @@ NUMERIC_CODE = re.compile(r"(?i:error ?code is:?|(?:err|error|ret)?code ?=|resul
 # ... in looser contexts (an application's check macro `failed: 507034`, `(507035)`, `ret=`, `(error N)`)
 # only numbers a vendor table defines (a size or a pid in brackets is not a code) ...
 # (In brackets only alone: `(507035)`, never a record's `(507011,python)` pid.)
-LOOSE_CODE = re.compile(r"(?i:failed[:,]? |error |\bret ?[=:]? ?|code ?: ?)([125]\d{5})(?!\.?\d)|\(([125]\d{5})\)")
+LOOSE_CODE = re.compile(r"(?i:failed[:,]? |error |\bret(?: is)? ?[=:]? ?|code ?: ?)([125]\d{5})(?!\.?\d)"
+                        r"|\(([125]\d{5})\)")
 # ... the task scheduler's hex codes of runtime lines (`retCode=0x31, [vector core exception]`) and of the
 # device's exception report (`Other info[0]:... error code=0x26`) ...
 # (`retcode=0x70 10006` is a longer code a paste split, not 0x70.)

@@ -27,7 +27,8 @@ from typing import List, Tuple
 # Literals one of which every error line holds (the scanner's prefilter looks for them in free text).
 ERROR_LINE_LITERALS: Tuple[bytes, ...] = (b"RROR", b"rror", b"ailed", b"AILED", b"xception", b"XCEPTION", b"CRITICAL",
                                           b"atal", b"ATAL", b"core dumped", b"Aborted", b"No such file",
-                                          b"ommand not found", b"ermission denied", b"egmentation fault")
+                                          b"ommand not found", b"ermission denied", b"egmentation fault",
+                                          b"[E ")
 # Words that make a line of free text an error line: a level word in capitals, a Python exception with its
 # message, a failure in words, a crash.
 ERROR_WORDS = re.compile(
@@ -35,7 +36,8 @@ ERROR_WORDS = re.compile(
     r"|\b[A-Z]\w*(?:Error|Exception)\s*[:\uff1a]"
     r"|(?<![A-Za-z_])(?:[Ff]ailed|FAILED|[Ff]atal)(?![A-Za-z_])"
     r"|core dumped|(?<![A-Za-z_])Aborted(?![A-Za-z_])"
-    r"|No such file or directory|command not found|Permission denied|Segmentation fault")
+    r"|No such file or directory|command not found|Permission denied|Segmentation fault"
+    r"|^\s*\[E [^\]\n]{1,80}\]")  # c10's error lines: `[E ProcessGroupHCCL.cpp:1021] ...`
 # A line that says it is no error: a record or a logger line of a lower level, a Python warning, a success.
 QUIET_LINE = re.compile(
     r"\s*(?:\[(?:WARNING|WARN|INFO|DEBUG|EVENT|TRACE|W|I|D)[\]\s]"
