@@ -126,12 +126,21 @@ def test_failures_name_the_operator(name: str, kind: str, op: str, op_type: str)
     assert found.to_dict()["evidence"]["op"] == [op]
 
 
-def test_the_old_atc_wording_names_node_and_type() -> None:
-    """`op[Concat_243], type[ConcatD] ... InferShape failed` (the wording issue 31 quotes from ATC)."""
+@pytest.mark.parametrize("line, op, op_type", [
+    # the wording issue 31 quotes from ATC, the words after the node or before it
+    ("E89999: op[Concat_243], type[ConcatD], InferShape failed.[FUNC:InferShapeAndType][FILE:x.cc][LINE:1]",
+     "Concat_243", "ConcatD"),
+    ("E89999: InferShape failed, op[Concat_243], type[ConcatD]", "Concat_243", "ConcatD"),
+    # GE's log twin of `Call InferShapeAndType for node:...` (infershape_pass.cc GELOGE)
+    ("[Call][InferShapeAndType] for node:Reshape_12(Reshape) failed", "Reshape_12", "Reshape"),
+    # MindSpore Lite's scheduler (`MS_LOG(ERROR) << "InferShape failed, name: " << ... << ", type: " << ...`)
+    ("ERROR [mindspore/lite/src/scheduler.cc:345] InferSubGraphShape] InferShape failed, name: Conv_1, "
+     "type: Conv2DFusion", "Conv_1", "Conv2DFusion"),
+])
+def test_every_infershape_wording_names_node_and_type(line: str, op: str, op_type: str) -> None:
     scanner = Scanner()
-    line = "E89999: op[Concat_243], type[ConcatD], InferShape failed.[FUNC:InferShapeAndType][FILE:x.cc][LINE:1]"
     (hit,) = [h for h in scanner.analyze_line(line) if h.kind == "infershape_failed"]
-    assert hit.subject == "ConcatD" and dict(hit.details) == {"op": "Concat_243", "op_type": "ConcatD"}
+    assert hit.subject == op_type and dict(hit.details) == {"op": op, "op_type": op_type}
 
 
 def test_torch_npu_names_the_operator_it_was_running() -> None:

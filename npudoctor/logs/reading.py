@@ -30,10 +30,11 @@ ERROR_LINE_LITERALS: Tuple[bytes, ...] = (b"RROR", b"rror", b"ailed", b"AILED", 
                                           b"ommand not found", b"ermission denied", b"egmentation fault",
                                           b"[E ")
 # Words that make a line of free text an error line: a level word in capitals used as one (`[ERROR]`,
-# `ERROR:`, `ERROR 03-20 ...`, `- ERROR -`, `| ERROR |`; not `3 ERROR级别` in a comment), a Python exception
+# `ERROR:`, `ERROR 03-20 ...`, `- ERROR -`, `| ERROR |`, MindSpore Lite's `ERROR [file:line] ...`; not
+# `3 ERROR级别` in a comment), a Python exception
 # with its message, a failure in words, a crash.
 ERROR_WORDS = re.compile(
-    r"(?<![A-Za-z_])(?:ERROR|ERR|CRITICAL|FATAL|EXCEPTION)(?=[\]):|]|\s+-|\s+\d|\s*\|)"
+    r"(?<![A-Za-z_])(?:ERROR|ERR|CRITICAL|FATAL|EXCEPTION)(?=[\]):|]|\s+-|\s+\d|\s*\||\s+\[)"
     r"|\b[A-Z]\w*(?:Error|Exception)\s*[:\uff1a]"
     r"|(?<![A-Za-z_])(?:[Ff]ailed|FAILED|[Ff]atal)(?![A-Za-z_])"
     r"|core dumped|(?<![A-Za-z_])Aborted(?![A-Za-z_])"
