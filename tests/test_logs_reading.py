@@ -259,3 +259,18 @@ def test_a_mindspore_job_folder_is_read_per_rank(tmp_path) -> None:
     opened = next(f for f in result.findings if f.kind == "device_open_failed")
     assert opened.details["rank"] == {"0", "1"} and opened.details["device"] == {"0", "8"}
     assert result.skipped == [("rank_0/notes.md", "not logs")]
+
+
+def test_codes_carry_the_device_their_line_names() -> None:
+    """torch_npu's `(PID:2731301, Device:0, RankID:-1) ERR00100` and the runtime's `device_id=0 ... retCode=0x91`:
+    the code findings say which device (and, where torch_npu knows it, which rank)."""
+    err = [f for f in _findings("torch_npu_E60108_Conv3DTranspose_compile_op_failed_Ascend-pytorch-52.txt")
+           if f.subject == "ERR00100"]
+    assert [f.details for f in err] == [{"device": {"0"}}]
+    ts = [f for f in _findings("mindspore_EE9999_task_failed_plog_interleaved_mindspore-docs.txt")
+          if f.subject == "0x91"]
+    assert [f.details for f in ts] == [{"device": {"0"}}]
+    scanner = Scanner()  # a vllm-ascend line (issue store), its Device:0 and RankID:-1 edited to a ranked job's
+    (hit,) = scanner.analyze_line("[ERROR] 2025-09-23-19:53:07 (PID:1782807, Device:3, RankID:3) ERR00100 PTA "
+                                  "call acl api failed.")
+    assert dict(hit.details) == {"device": "3", "rank": "3"}

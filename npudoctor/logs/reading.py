@@ -65,6 +65,25 @@ READINGS: Tuple[Tuple[str, re.Pattern[str]], ...] = (
 GENERIC_READING = "error line"
 
 
+# The device a line names, as torch_npu (`(PID:17481, Device:0, RankID:-1)`), the runtime (`device_id=0`,
+# `deviceId=6`) and MindSpore (`device_id: 0`) print it; torch_npu's RankID when it is one (not -1).
+DEVICE_OF_LINE = re.compile(
+    r"\(PID: ?\d+, Device: ?(?P<device>\d+), RankID: ?(?P<rank>\d+|-1)\)"
+    r"|\bdevice_?id(?:=| ?: ?)(?P<device__2>\d+)\b|\bdeviceId=(?P<device__3>\d+)\b")
+
+
+def device_of(text: str) -> Tuple[Tuple[str, str], ...]:
+    """(("device", N), and ("rank", R) where torch_npu names one) of the first device ``text`` names; ()."""
+    if "evice" not in text:
+        return ()
+    match = DEVICE_OF_LINE.search(text)
+    if match is None:
+        return ()
+    device = match.group("device") or match.group("device__2") or match.group("device__3")
+    rank = match.group("rank")
+    return (("device", device), ("rank", rank)) if rank and rank != "-1" else (("device", device),)
+
+
 def paste_pieces(text: str) -> List[str]:
     """``text`` as its writer meant it, as one or more lines (see the module's doc)."""
     if "ERROR]" in text or "WARNING]" in text or "INFO]" in text:

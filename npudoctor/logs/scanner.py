@@ -587,7 +587,11 @@ class Scanner:
                 code_lines.add(index)
                 at = lowered.find(guard, offsets[index + 1]) if index + 1 < len(offsets) else -1
         for index in sorted(code_lines):
-            hits[index].extend(_code_hit(code) for code in codebase.find_codes(texts[index]))
+            found = codebase.find_codes(texts[index])
+            if found:  # the device (and rank) the line names go with its codes
+                where = reading.device_of(texts[index])
+                hits[index].extend(dataclasses.replace(_code_hit(code), details=where) if where else _code_hit(code)
+                                   for code in found)
 
         for index, line_hits in enumerate(hits):
             if not line_hits:
