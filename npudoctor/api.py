@@ -164,6 +164,7 @@ def run_checks(
     level: Optional[int] = None,
     options: Optional[Mapping[str, Any]] = None,
     listener: Optional[RunListener] = None,
+    scope: Optional[str] = None,
 ) -> Report:
     """Run the selected checks in stage order and return the report; ``listener`` hears each stage as it ends.
     ``level`` and ``options`` not given come from the bundle being replayed (what ``collect`` was given), else
@@ -179,21 +180,30 @@ def run_checks(
     listener = listener or SilentListener()
     running = getattr(listener, "running", None)
     ctx = CheckContext(_Announcing(runner, running) if running else runner, profile, options)
-    if not only:
+    if not only and scope is None:
         # Slow commands start before the check modules load; narrowed runs start only their own.
         prefetch([stage for stage in STAGES if stage not in skip], ctx)
     selection = _selection(only, skip, level, level_given, bool(options.get("prof_dirs")))
     specs = selection.node
+    if scope is not None:  # a node agent judges only the node (npudoctor.model.scope); the job checks the job
+        from npudoctor.model.scope import scope_of
+
+        specs = [spec for spec in specs if scope_of(spec.id) == scope]
+        if not specs:
+            chosen = f"--only {' '.join(only)}" if only else f"--skip {' '.join(skip)}"
+            raise UsageError(f"{chosen} leaves no check of --scope {scope}")
+        if scope == "node":
+            selection = type(selection)(specs, None)  # profiler output is the job's
     if not only and not any(v is not None for v in flatten(profile.get("inventory") or {}).values()):
         # The site stage compares the node with a site profile's pins; like a level-2 check at level 1, it
         # is left out where there is nothing to compare (`--only site` still runs it and says so).
         specs = [spec for spec in specs if spec.stage != "site"]
-    if only:
+    if only or scope is not None:
         prefetch(dict.fromkeys(spec.stage for spec in specs), ctx)
     report = Report(
         findings=[],
         tool={"name": "npudoctor", "version": __version__, "python": ".".join(map(str, sys.version_info[:3])),
-              "profile": profile.name, "level": level},
+              "profile": profile.name, "level": level, **({"scope": scope} if scope else {})},
         host=_host(runner),
         source=runner.description,
         started=time.time(),

@@ -139,6 +139,7 @@ def test_every_format_cleans_the_nodes_text_alike(hostile_inputs, command, fmt):
     escapes would carry them as data: \\u001b is refused too), then the format's own escaping."""
     result = cli_runner().invoke(main, [*hostile_inputs[command], "--format", fmt])
     assert result.exit_code in (0, 1, 2), (result.exit_code, result.stderr[-500:])
-    assert fmt == "npd" or any(planted in result.stdout for planted in ("23.0.7", "Add_ee98c66280", "Cast"))
+    assert fmt in ("npd", "clusterd") or any(planted in result.stdout for planted in ("23.0.7", "Add_ee98c66280",
+                                                                     "Cast"))
     for unwanted in (SECRET, "\x1b", "\x07", "\\u001b", "\\u0007", "\\x1b", "52;c;"):
         assert unwanted not in result.stdout, (unwanted, result.stdout[:800])

@@ -119,7 +119,7 @@ def main() -> None:
     """Find, explain and fix what breaks training on Huawei Ascend NPU nodes."""
 
 
-FORMATS = click.Choice(["text", "json", "junit", "github", "prometheus", "npd"])
+FORMATS = click.Choice(["text", "json", "junit", "github", "prometheus", "npd", "clusterd"])
 
 
 @main.command()
@@ -133,6 +133,10 @@ FORMATS = click.Choice(["text", "json", "junit", "github", "prometheus", "npd"])
               help="Read system files (sysfs, /dev, /usr/local/Ascend, /etc) under DIR.")
 @click.option("--only", multiple=True, metavar="ID", help="Run only these checks (ID, ID prefix or stage).")
 @click.option("--skip", "skip_ids", multiple=True, metavar="ID", help="Skip these checks (ID, prefix or stage).")
+@click.option("--scope", type=click.Choice(["node", "job"]), default=None,
+              help="node: only what is the node's (PCI bus, device files, driver/firmware, npu-smi, chip health, "
+                   "RoCE ports), for node agents that drain or taint; job: only what is the job's (Python, "
+                   "torch_npu, CANN environment, HCCL variables), for the job itself. Default: both.")
 @click.option("--format", "fmt", type=FORMATS, default="text", show_default=True)
 @click.option("--fail-on", type=click.Choice(["warn", "fail"]), default="fail", show_default=True,
               help="Exit 1 on FAIL/ERROR (default) or also on WARN.")
@@ -147,16 +151,33 @@ FORMATS = click.Choice(["text", "json", "junit", "github", "prometheus", "npd"])
               help="Also write the Prometheus text (node_exporter textfile collector) to PATH, atomically.")
 @click.option("--demo", metavar="SCENARIO", is_flag=False, flag_value="healthy", default=None,
               help="Replay a scenario shipped with npudoctor (healthy, chip-warning, ...; `--demo list`).")
+@click.option("--save-report", type=PATH, metavar="PATH",
+              help="Also keep this run's JSON report at PATH, atomically (the node's one poller).")
+@click.option("--last-report", type=PATH, metavar="PATH",
+              help="Run nothing: judge the report the node's poller kept at PATH (--save-report).")
+@click.option("--max-age", type=click.IntRange(1, None), default=900, show_default=True, metavar="SECONDS",
+              help="With --last-report: older than this, the answer is 'could not tell' (exit 2).")
 def check(level: Optional[int], profile_name: Optional[str], bundle: Optional[str], root: Optional[str],
-          only: Tuple[str, ...], skip_ids: Tuple[str, ...], fmt: str, fail_on: str, python: Optional[str],
-          logs_dirs: Tuple[str, ...], prof_dirs: Tuple[str, ...], verbose: bool, textfile: Optional[str],
-          demo: Optional[str]) -> None:
+          only: Tuple[str, ...], skip_ids: Tuple[str, ...], scope: Optional[str], fmt: str, fail_on: str,
+          python: Optional[str], logs_dirs: Tuple[str, ...], prof_dirs: Tuple[str, ...], verbose: bool,
+          textfile: Optional[str], demo: Optional[str], save_report: Optional[str], last_report: Optional[str],
+          max_age: int) -> None:
     """Run the ordered node checks and say how to fix what is wrong."""
     from npudoctor import api
     from npudoctor.report.progress import Progress
 
     only = split_list(only)
     skip_ids = split_list(skip_ids)
+    if last_report:
+        from npudoctor.cli.fleet import judge_last_report
+
+        given = [name for name, value in (("--from", bundle), ("--root", root), ("--demo", demo),
+                                          ("--level", level), ("--python", python), ("--logs", logs_dirs),
+                                          ("--prof", prof_dirs), ("--save-report", save_report)) if value]
+        if given:
+            raise fail_usage(f"--last-report runs nothing: {given[0]} does not apply")
+        raise click.exceptions.Exit(judge_last_report(last_report, max_age, only, skip_ids, scope, fmt, fail_on,
+                                                      verbose, textfile))
     if prof_dirs:  # the profiling doctor reads with pandas: say so before the first stage is printed
         from npudoctor import install
 
@@ -166,6 +187,11 @@ def check(level: Optional[int], profile_name: Optional[str], bundle: Optional[st
                    "interpreter it recorded", err=True)
         python = None
     options = {"python": python, "logs_dirs": logs_dirs, "prof_dirs": prof_dirs}
+    if save_report:  # a path that can never be written is said before the run, as for --textfile
+        from npudoctor.fleet.lastreport import check_target, named_save_report
+
+        with named_save_report():
+            check_target(save_report)
     if demo is not None or textfile:
         from npudoctor.cli.fleet import check_fleet_options
 
@@ -176,11 +202,15 @@ def check(level: Optional[int], profile_name: Optional[str], bundle: Optional[st
         profile = api.load_profile(profile_name)
         listener = _listener(fmt, verbose, progress)
         report = api.run_checks(runner, profile, only=only, skip=skip_ids, level=level, options=options,
-                                listener=listener)
+                                listener=listener, scope=scope)
     if textfile:
         from npudoctor.cli.fleet import write_textfile
 
         write_textfile(textfile, report, fail_on)
+    if save_report:
+        from npudoctor.fleet import lastreport
+
+        lastreport.save(save_report, report)
     # A run that could check nothing (every check skipped: an empty --root, --only LOG001 without --logs) is
     # not "no problems": 2, the doctor could not tell.
     code = 2 if report.nothing_checked else report.exit_code(fail_on)

@@ -42,9 +42,9 @@ def emit_findings(fmt: str, report: Any, command: str, fail_on: str, code: int, 
 
         click.echo(github.report_document(report, command, code, scope), nl=False)
     else:
-        from npudoctor.report import npd, prometheus
+        from npudoctor.report import clusterd, npd, prometheus
 
-        click.echo({"prometheus": prometheus, "npd": npd}[fmt].render(report, fail_on), nl=False)
+        click.echo({"prometheus": prometheus, "npd": npd, "clusterd": clusterd}[fmt].render(report, fail_on), nl=False)
 
 
 class PathParam(click.ParamType):

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import json
-from typing import Any, Optional, Tuple
+from typing import Any, Optional, Sequence, Tuple
 
 import click
 
@@ -229,8 +229,62 @@ def check_fleet_options(demo: Optional[str], textfile: Optional[str], bundle: Op
     return bundle, profile_name
 
 
-def write_textfile(path: str, report: Any, fail_on: str) -> None:
+def write_textfile(path: str, report: Any, fail_on: str, age: Optional[Tuple[float, float]] = None) -> None:
     from npudoctor.fleet.textfile import write_atomically
     from npudoctor.report import prometheus
 
-    write_atomically(path, prometheus.render(report, fail_on))
+    write_atomically(path, prometheus.render(report, fail_on, age))
+
+
+def judge_last_report(path: str, max_age: int, only: Sequence[str], skip: Sequence[str], scope: Optional[str],
+                      fmt: str, fail_on: str, verbose: bool, textfile: Optional[str]) -> int:
+    """`check --last-report`: the node's kept report said in ``fmt``; the exit code (2: stale or unreadable,
+    the reader could not tell)."""
+    from npudoctor.cli.common import emit_findings
+    from npudoctor.fleet import lastreport
+    from npudoctor.report import npd
+
+    if textfile:
+        check_fleet_options(None, textfile, None, None, None, fmt)
+    try:
+        last = lastreport.load(path)
+        report = lastreport.select(last.report, only, skip, scope or "")
+    except lastreport.LastReportError as exc:
+        if fmt != "npd":
+            raise
+        reason = str(exc).split(": ", 1)[-1]  # NPD keeps 80 characters: the reason, not the path before it
+        click.echo(npd.could_not_tell(reason))
+        return npd.UNKNOWN
+    stale = last.age_s > max_age
+    if textfile:
+        write_textfile(textfile, report, fail_on, (last.age_s, max_age))
+    if fmt == "npd":
+        code, line = (npd.UNKNOWN, npd.could_not_tell(lastreport.stale_reason(last.age_s, max_age))) if stale \
+            else npd.verdict(report, fail_on)
+        click.echo(line)
+        return code
+    code = 2 if stale else report.exit_code(fail_on)
+    if stale:
+        click.echo(f"npudoctor: note: {path} is {last.age_s:.0f} s old (--max-age {max_age}): its verdict is "
+                   "stale, exit 2", err=True)
+    if fmt == "prometheus":
+        from npudoctor.report import prometheus
+
+        click.echo(prometheus.render(report, fail_on, (last.age_s, max_age)), nl=False)
+    elif fmt == "clusterd":  # the run before names what healed: ClusterD clears a fault only on its recover
+        from npudoctor.report import clusterd
+
+        previous = lastreport.load_previous(path)
+        previous = lastreport.select(previous, only, skip, scope or "", strict=False) if previous else None
+        click.echo(clusterd.render(report, fail_on, previous), nl=False)
+    elif fmt == "text":
+        from npudoctor.report import console
+
+        listener = console.CheckConsole(console.make_console(), verbose=verbose)
+        listener.started(report)
+        for stage in dict.fromkeys(f.stage for f in report.findings):
+            listener.stage_done(stage, [f for f in report.findings if f.stage == stage])
+        listener.finished(report)
+    else:
+        emit_findings(fmt, report, "npudoctor check", fail_on, code)
+    return code

@@ -53,3 +53,8 @@ def _message(head: str, findings: List[Finding]) -> str:
 def _short(text: str) -> str:
     text = " ".join(text.split())
     return text if len(text) <= MAX_MESSAGE else text[: MAX_MESSAGE - 3] + "..."
+
+
+def could_not_tell(reason: str) -> str:
+    """The Unknown line for what is no run's report (a kept report that is stale, missing or unreadable)."""
+    return _short(f"npudoctor could not tell: {reason}")

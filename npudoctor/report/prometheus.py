@@ -5,6 +5,8 @@ fall back to 0 instead of the series vanishing), the totals, an ``npudoctor_node
 are the inventory, and the run's start time and duration::
 
     npudoctor_check_findings{check="PCI002",stage="pcie",status="fail"} 1
+    npudoctor_chip_findings{npu_id="3",chip_id="0",bus_id="0000:82:00.0",check="SMI002",status="fail"} 1
+    npudoctor_chip_ok{npu_id="3",chip_id="0",bus_id="0000:82:00.0"} 0
     npudoctor_node_info{hostname="node-a2-01",chip_model="910B3",driver="23.0.7",...} 1
     npudoctor_last_run_timestamp_seconds 1.7648e+09
 """
@@ -13,7 +15,8 @@ from __future__ import annotations
 
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
-from npudoctor.model.finding import STATUS_ORDER, Report, Status
+from npudoctor.model.chip import Chip, chip_of, chips_by_bus
+from npudoctor.model.finding import STATUS_ORDER, Report, Status, failing
 from npudoctor.model.profile import flatten
 from npudoctor.untrusted import clean
 
@@ -47,7 +50,20 @@ def started_epoch(report: Report) -> Optional[float]:
     return float(report.started) if isinstance(report.started, (int, float)) else None
 
 
-def render(report: Report, fail_on: str = "fail") -> str:
+def chip_labels(chip: Chip) -> Tuple[Tuple[str, Any], ...]:
+    """The labels that name a chip in every per-chip series (an unknown value is the empty string)."""
+    return (("npu_id", chip.npu_id), ("chip_id", "" if chip.chip_id is None else chip.chip_id),
+            ("bus_id", chip.bus_id or ""))
+
+
+def _chip_order(item: Tuple[Chip, Any]) -> Tuple[int, int]:
+    chip = item[0]
+    return chip.npu_id, -1 if chip.chip_id is None else chip.chip_id
+
+
+def render(report: Report, fail_on: str = "fail", age: Optional[Tuple[float, float]] = None) -> str:
+    """The textfile for ``report``; ``age`` = (seconds since the report was written, the reader's maximum age)
+    when the text is rendered from a report kept on the node rather than from a run just made."""
     lines: List[str] = []
 
     def family(name: str, kind: str, help_text: str, samples: Iterable[Tuple[str, Any]]) -> None:
@@ -63,6 +79,23 @@ def render(report: Report, fail_on: str = "fail") -> str:
     family("check_findings", "gauge", "Findings of one check by status in the last run.",
            ((_labels((("check", check_id), ("stage", stage), ("status", status.value))), count)
             for (check_id, stage), counts in per_check.items() for status, count in counts.items()))
+    by_bus = chips_by_bus(report.findings)
+    per_chip: Dict[Chip, Dict[str, Dict[Status, int]]] = {}
+    for finding in report.findings:
+        chip = chip_of(finding, by_bus)
+        if chip is not None:
+            counts = per_chip.setdefault(chip, {}).setdefault(finding.id, dict.fromkeys(STATUS_ORDER, 0))
+            counts[finding.status] += 1
+    if per_chip:
+        family("chip_findings", "gauge", "Findings about one NPU chip by check and status in the last run.",
+               ((_labels((*chip_labels(chip), ("check", check_id), ("status", status.value))), count)
+                for chip, checks in sorted(per_chip.items(), key=_chip_order) for check_id, counts in checks.items()
+                for status, count in counts.items()))
+        bad = {Status.ERROR, *failing(fail_on)}
+        family("chip_ok", "gauge", "1 when no finding about this NPU chip failed in the last run, else 0.",
+               ((_labels(chip_labels(chip)),
+                 0 if any(counts[status] for counts in checks.values() for status in bad) else 1)
+                for chip, checks in sorted(per_chip.items(), key=_chip_order)))
     summary = report.summary.counts
     family("findings", "gauge", "Findings by status in the last run.",
            ((_labels((("status", status.value),)), summary.get(status, 0)) for status in STATUS_ORDER))
@@ -82,6 +115,12 @@ def render(report: Report, fail_on: str = "fail") -> str:
     duration = report.duration_s
     if isinstance(duration, (int, float)):
         family("last_run_duration_seconds", "gauge", "How long the last run took.", [("", duration)])
+    if age is not None:
+        age_s, max_age_s = age
+        family("report_age_seconds", "gauge", "How old the node's last report was when this text was written.",
+               [("", round(age_s, 3))])
+        family("report_stale", "gauge", "1 when the node's last report is older than the reader's maximum age.",
+               [("", 1 if age_s > max_age_s else 0)])
     return "\n".join(lines) + "\n"
 
 
