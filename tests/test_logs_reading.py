@@ -274,3 +274,14 @@ def test_codes_carry_the_device_their_line_names() -> None:
     (hit,) = scanner.analyze_line("[ERROR] 2025-09-23-19:53:07 (PID:1782807, Device:3, RankID:3) ERR00100 PTA "
                                   "call acl api failed.")
     assert dict(hit.details) == {"device": "3", "rank": "3"}
+
+
+def test_the_file_list_says_how_many_error_lines_no_rule_explains(tmp_path) -> None:
+    from npudoctor.cli import main
+    from tests.clirunner import cli_runner
+
+    log = tmp_path / "benchmark.txt"
+    log.write_bytes(sample_data("mindspore_lite_benchmark_acl_open_device_failed_IERROR_mindocr-faq.txt"))
+    result = cli_runner().invoke(main, ["logs", "scan", str(log), "-v"], env={"COLUMNS": "1000"})
+    assert result.exit_code == 1
+    assert "mindspore, 1 records, 30 lines, 9 error lines no rule explains" in result.stdout

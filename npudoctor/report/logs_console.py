@@ -115,6 +115,8 @@ def render(result: ScanResult, console: Console, verbose: bool = False, fail_on:
             line.append(symbols[status], style=STYLE[status])
             line.append(f" {clean(summary.path)}  ")
             line.append(f"{summary.format}, {summary.records:,} records, {summary.lines:,} lines", style="dim")
+            if summary.unexplained_error_lines:  # error lines only a generic finding (or none) covers
+                line.append(f", {summary.unexplained_error_lines:,} error lines no rule explains", style="dim")
             if summary.error:
                 line.append(f"  {summary.status}: {clean(summary.error)}", style=STYLE[status])
             _print_wrapped(console, line)
