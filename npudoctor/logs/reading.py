@@ -40,11 +40,13 @@ ERROR_WORDS = re.compile(
     r"|core dumped|(?<![A-Za-z_])Aborted(?![A-Za-z_])"
     r"|No such file or directory|command not found|Permission denied|Segmentation fault"
     r"|^\s*\[E [^\]\n]{1,80}\]")  # c10's error lines: `[E ProcessGroupHCCL.cpp:1021] ...`
-# A line that says it is no error: a record or a logger line of a lower level, a Python warning, a success.
+# A line that says it is no error: a record or a logger line of a lower level, a Python warning, a success,
+# a line of source code a traceback quotes (`    raise RuntimeError("init failed")`).
 QUIET_LINE = re.compile(
     r"\s*(?:\[(?:WARNING|WARN|INFO|DEBUG|EVENT|TRACE|W|I|D)[\]\s]"
     r"|(?:\(\w+ pid=\d+\)\s+)?(?:INFO|WARNING|WARN|DEBUG)\b"
-    r"|\S*Warning:|\d+ failed, \d+ passed|0 failed)")
+    r"|\S*Warning:|\d+ failed, \d+ passed|0 failed"
+    r"|(?:raise|return|if|elif|assert|except|print|logger\.\w+|logging\.\w+|log\.\w+|self\.\w+)\b[ (])")
 
 # Typed from a screenshot: `[` read as I, l, | or 1 before a level word; spaces put into the record header.
 OCR_RECORD_HEAD = re.compile(
