@@ -285,3 +285,24 @@ def test_the_file_list_says_how_many_error_lines_no_rule_explains(tmp_path) -> N
     result = cli_runner().invoke(main, ["logs", "scan", str(log), "-v"], env={"COLUMNS": "1000"})
     assert result.exit_code == 1
     assert "mindspore, 1 records, 30 lines, 9 error lines no rule explains" in result.stdout
+
+
+@pytest.mark.parametrize("chunk", [7, 4096])
+def test_chunking_never_changes_what_is_read(chunk: int) -> None:
+    """The readings of this issue (error lines, pastes, MindSpore records) do not depend on where chunks end."""
+    data = b"".join(sample_data(name) for name in (
+        "mindspore_lite_benchmark_acl_open_device_failed_IERROR_mindocr-faq.txt",
+        "stdout_http500_json_escaped_EZ9999_constructed.txt",
+        "torch_npu_to-int-device_Torch-not-compiled-with-CUDA_Ascend-pytorch-16.txt",
+        "mindspore_EE9999_task_failed_plog_interleaved_mindspore-docs.txt"))
+
+    def read(chunks):
+        scanner = Scanner()
+        summary = scanner.scan_stream("f.txt", chunks)
+        found = [(f.kind, f.subject, f.count, str(f.first), str(f.last), sorted(f.details.items()))
+                 for f in scanner.result().findings]
+        return found, summary.unexplained_error_lines, summary.first_error_line, dict(scanner.levels)
+
+    whole = read(iter((data,)))
+    assert read(data[i:i + chunk] for i in range(0, len(data), chunk)) == whole
+    assert whole[1] > 0 and whole[2] is not None
