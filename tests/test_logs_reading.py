@@ -156,11 +156,24 @@ def test_mindspore_names_the_failed_task_its_device_and_its_node() -> None:
     assert _one(name, "aicore_exception").details == {"device": {"0"}}
 
 
-def test_tbe_check_failures_name_the_operator() -> None:
-    findings = _findings("mindspore_E80000_StridedSliceGradD_tbe_compile_mindspore-docs.txt")
-    ops = {f.subject: f.details["op"] for f in findings if f.kind == "op_compile_failed"}
-    assert ops == {"strided_slice_grad_d": {"strided_slice_grad_d"},
-                   "strided_slice_grad_d_1157509189447431479_0": {"strided_slice_grad_d_1157509189447431479_0"}}
+def test_tbe_check_failures_name_the_operator_and_its_type() -> None:
+    """The TBE error manager and MindSpore name the implementation (`strided_slice_grad_d`, its kernel
+    `strided_slice_grad_d_1157509189447431479_0`): one finding of the type it stands for, both names as `op`."""
+    found = _one("mindspore_E80000_StridedSliceGradD_tbe_compile_mindspore-docs.txt", "op_compile_failed")
+    assert found.subject == "StridedSliceGradD" and found.count == 2
+    assert found.details == {"op": {"strided_slice_grad_d", "strided_slice_grad_d_1157509189447431479_0"},
+                             "op_type": {"StridedSliceGradD"}}
+
+
+@pytest.mark.parametrize("name, op_type", [
+    ("strided_slice_grad_d", "StridedSliceGradD"), ("transpose_d_4779120815397556904_6", "TransposeD"),
+    ("conv3d_backprop_input", "Conv3DBackpropInput"), ("reduce_sum_d", "ReduceSumD"), ("assign", "Assign"),
+    ("Transpose", ""), ("add_13570952190744021808_0__kernel0", ""),
+])
+def test_tbe_implementation_names_give_their_operator_type(name: str, op_type: str) -> None:
+    from npudoctor.logs.reading import tbe_op_type
+
+    assert tbe_op_type(name) == op_type
 
 
 @pytest.mark.parametrize("line, found", [

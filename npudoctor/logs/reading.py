@@ -86,6 +86,21 @@ def device_of(text: str) -> Tuple[Tuple[str, str], ...]:
     return (("device", device), ("rank", rank)) if rank and rank != "-1" else (("device", device),)
 
 
+# A TBE implementation's name (`strided_slice_grad_d`, a kernel `transpose_d_4779120815397556904_6`): the
+# operator type in snake case, a kernel hash after it.
+TBE_IMPL_NAME = re.compile(r"([a-z][a-z0-9]*(?:_[a-z][a-z0-9]*)*?)(?:_\d{6,}(?:_\d+)*)?")
+CONV_DIMENSION = re.compile(r"(\d)d$")
+
+
+def tbe_op_type(name: str) -> str:
+    """The operator type a TBE implementation name stands for, "" when ``name`` is no such name:
+    ``strided_slice_grad_d`` StridedSliceGradD, ``conv2d_backprop_input`` Conv2DBackpropInput."""
+    match = TBE_IMPL_NAME.fullmatch(name)
+    if match is None:
+        return ""
+    return "".join(CONV_DIMENSION.sub(r"\1D", part[:1].upper() + part[1:]) for part in match.group(1).split("_"))
+
+
 def paste_pieces(text: str) -> List[str]:
     """``text`` as its writer meant it, as one or more lines (see the module's doc)."""
     if "ERROR]" in text or "WARNING]" in text or "INFO]" in text:

@@ -800,7 +800,13 @@ def _rule_hit(rule: Rule, match: re.Match[str]) -> LineHit:
     groups = {k.partition("__")[0]: v.strip() for k, v in match.groupdict().items() if v}
     subject = groups.pop("subject", "") or rule.subject or rule.kind
     groups.pop("code", None)
-    if rule.subject_is:  # readers find the operator (or device) under its own name
+    if rule.subject_is == TBE_IMPL:  # a TBE implementation's name: the op as written, the type it stands for
+        groups.setdefault("op", subject)
+        op_type = reading.tbe_op_type(subject)
+        if op_type:  # merged with the other findings of that type
+            groups.setdefault("op_type", op_type)
+            subject = op_type
+    elif rule.subject_is:  # readers find the operator (or device) under its own name
         groups.setdefault(rule.subject_is, subject)
     return LineHit(rule.kind, subject, rule.severity, rule.title, rule.fix, rule.id,
                    details=tuple(sorted(groups.items())))
@@ -899,6 +905,9 @@ def code_hit(code: str, installed: Optional[codebase.Installed] = None) -> LineH
 
 _code_hit = functools.lru_cache(maxsize=4096)(code_hit)  # the shipped texts, per code, for every line
 
+# A rule's `subject_is` for a TBE implementation's name (`strided_slice_grad_d`): kept as `op`, and the operator
+# type it stands for (StridedSliceGradD) as `op_type`.
+TBE_IMPL = "tbe_impl"
 # An error line no rule, code or record header explains (see _fallback_hit).
 ERROR_LINE_KIND = "error_line"
 ERROR_LINE_FIX = ("No rule knows this message: read the lines around it (the first error of a run is usually "
