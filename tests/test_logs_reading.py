@@ -319,3 +319,18 @@ def test_chunking_never_changes_what_is_read(chunk: int) -> None:
     whole = read(iter((data,)))
     assert read(data[i:i + chunk] for i in range(0, len(data), chunk)) == whole
     assert whole[1] > 0 and whole[2] is not None
+
+
+def test_an_exception_between_plog_records_is_read() -> None:
+    """A chunk of records (read as plog) with a Python traceback in it: the exception line is an error line
+    (built in the test from real lines: INFO records of a CANN plog, then MindOCR's export failure)."""
+    info = [line for line in sample_data("plog_run_info_ge_tdt_2024.log").splitlines(keepends=True)
+            if line.startswith(b"[INFO]")]
+    failure = sample_data("mindspore_device_address_type_wrong_pid_tid_mindocr-faq.txt")
+    data = b"".join(info * (400 // len(info) + 1)) + failure
+    scanner = Scanner()
+    summary = scanner.scan_bytes("train.log", data)
+    assert summary.format == "mindspore" and summary.records >= 0.9 * summary.lines  # read as records
+    (quoted,) = [f for f in scanner.result().findings if f.kind == "error_line"]
+    assert quoted.sample.startswith("RuntimeError: The device address type is wrong")
+    assert quoted.first.line == data.count(b"\n") - 5  # the C++ Call Stack box follows it

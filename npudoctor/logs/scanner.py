@@ -139,6 +139,11 @@ DENSE_RECORD_LINE = re.compile(
 # (level and module, message) of one of its matches (the unbound method: twice as fast as a methodcaller).
 _SHAPE_OF_MATCH = re.Match.groups
 
+# A line of a plog chunk that is no record (it does not open with `[`) and holds an error word, the literals of
+# reading.ERROR_WORDS: a traceback's `RuntimeError: ...` between records.
+TEXT_ERROR_LINE = re.compile(rb"\n(?![\[\n])[^\n]{0,4096}?(?:Error:|Error\xef\xbc\x9a|Exception:|ERROR|CRITICAL|FATAL"
+                             rb"|[Ff]ailed|FAILED|Aborted|core dumped|No such file or directory)")
+
 # A folder of one rank's logs: `rank_0/logs/mindspore.log.1`, `log/rank.3/...`.
 RANK_FOLDER = re.compile(r"(?:^|[/\\])rank[_.-]?(\d{1,5})[/\\]")
 
@@ -321,9 +326,14 @@ class Scanner:
         if records:
             # Assume plog; the exact line count comes out of locating the candidates (one pass over the
             # newlines), and if fewer than PLOG_SHARE of the lines are records the chunk is redone as text.
-            located, newlines = _locate(data, begin, end, self._plog_candidates(data, begin, end), line_base)
+            candidates = self._plog_candidates(data, begin, end)
+            located, newlines = _locate(data, begin, end, candidates, line_base)
             plog_mode = records >= PLOG_SHARE * newlines
         if plog_mode:
+            if records < newlines:  # a few lines are no records (a traceback between them): their error lines
+                more = _text_error_lines(data, begin, end) - candidates
+                if more:
+                    located, newlines = _locate(data, begin, end, candidates | more, line_base)
             raws, linenos = _line_texts(data, end, located)
         else:
             # Not (only) plog records at line starts: console output, prefixed or indented records, slogd.
@@ -864,6 +874,15 @@ def _shared_prefixes(hints: Sequence[bytes], least: int = 16) -> Tuple[bytes, ..
                 prefix = prefix[:-1]
         prefixes.append(prefix)
     return tuple(prefixes)
+
+
+def _text_error_lines(data: bytes, begin: int, end: int) -> Set[int]:
+    """Starts of the lines of a plog chunk that are no record and hold an error word (one C-speed pass that
+    looks at each line's first byte; only for the few chunks that have such lines)."""
+    starts = {m.start() + 1 for m in TEXT_ERROR_LINE.finditer(data, max(begin - 1, 0), end)}
+    if begin == 0 and TEXT_ERROR_LINE.match(b"\n" + data[:MAX_MATCH_CHARS * 2].split(b"\n", 1)[0]):
+        starts.add(0)
+    return {start for start in starts if begin <= start < end}
 
 
 def _line_start(data: bytes, begin: int, at: int) -> int:
