@@ -72,6 +72,7 @@ def test_an_error_line_no_rule_knows_is_quoted_with_its_reading_and_counted() ->
     assert finding.title == "first error line: AssertionError: Torch not compiled with CUDA enabled"
     assert finding.first.line == 11 and finding.fix
     assert summary.unexplained_error_lines == 1 and summary.to_dict()["unexplained_error_lines"] == 1
+    assert summary.causes == {("error_line", "error line"): 1}
 
 
 def test_error_lines_are_only_counted_where_the_file_has_an_error_finding() -> None:

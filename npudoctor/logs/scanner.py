@@ -681,6 +681,7 @@ class Scanner:
                                     if key in self._merged):
                 continue
             where, last = Evidence(summary.path, first.line), Evidence(summary.path, summary.last_error_line)
+            summary.causes[ERROR_LINE_KIND, first.reading] = summary.error_lines  # the file shows this cause
             known = found.get(first.reading)
             if known is None:
                 found[first.reading] = LogFinding(
