@@ -31,8 +31,7 @@ ERROR_LINE_LITERALS: Tuple[bytes, ...] = (b"RROR", b"rror", b"ailed", b"AILED", 
                                           b"[E ")
 # Words that make a line of free text an error line: a level word in capitals used as one (`[ERROR]`,
 # `ERROR:`, `ERROR 03-20 ...`, `- ERROR -`, `| ERROR |`, MindSpore Lite's `ERROR [file:line] ...`; not
-# `3 ERROR级别` in a comment), a Python exception
-# with its message, a failure in words, a crash.
+# `3 ERROR级别` in a comment), a Python exception with its message, a failure in words, a crash.
 ERROR_WORDS = re.compile(
     r"(?<![A-Za-z_])(?:ERROR|ERR|CRITICAL|FATAL|EXCEPTION)(?=[\]):|]|\s+-|\s+\d|\s*\||\s+\[)"
     r"|\b[A-Z]\w*(?:Error|Exception)\s*[:\uff1a]"
