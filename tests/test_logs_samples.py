@@ -482,6 +482,7 @@ EXPECTED: Dict[str, Expected] = {
         ("mindspore", [('aicore_exception', 'add_13570952190744021808_0__kernel0'),
                        ('device_task_failed', 'device task'), ('error_code', '507011'), ('error_code', 'EZ9999'),
                        ('error_record', 'SESSION'), ('failing_operator', 'Default/Add-op8')]),
+    "mindspore_ValueError_For_MatMul_MindAct-986.txt": ("text", [('op_input_invalid', 'MatMul')]),
     "ais_bench_acl_open_device_0_failed_EL003_507033_faq.txt":
         ("cann-error", [('device_open_failed', 'open device'), ('error_code', '507017'), ('error_code', '507033'),
                         ('error_code', 'E39999')]),
