@@ -273,6 +273,7 @@ def test_a_mindspore_job_folder_is_read_per_rank(tmp_path) -> None:
     opened = next(f for f in result.findings if f.kind == "device_open_failed")
     assert opened.details["rank"] == {"0", "1"} and opened.details["device"] == {"0", "8"}
     assert result.skipped == [("rank_0/notes.md", "not logs")]
+    assert [f.to_dict().get("rank") for f in result.files] == ["0", "1"]
 
 
 def test_codes_carry_the_device_their_line_names() -> None:

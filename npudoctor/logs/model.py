@@ -105,6 +105,8 @@ class FileSummary:
             out["cut_lines"] = self.cut_lines
         out["examined_lines"] = self.examined_lines
         out["unexplained_error_lines"] = self.unexplained_error_lines
+        if self.rank:
+            out["rank"] = self.rank
         return out
 
     def note_error_line(self, error_line: ErrorLine) -> None:
