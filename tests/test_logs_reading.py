@@ -188,6 +188,9 @@ def test_tbe_implementation_names_give_their_operator_type(name: str, op_type: s
     ("E39999[PID: 52728] 2026-07-06-10:33:04.048.187 (E39999):  No TsdCloseEx symbol found", ["E39999"]),
     ("New device failed, retcode=0x70 10006[FUNC:SetDevice]", []),  # a code a paste split is no code
     ("dcmi model initialized failed, because the device is used. ret is -8020", ["-8020"]),
+    # codes by their vendor names (constructed lines: a check macro printing the enum name)
+    ("aclrtMalloc failed: ACL_ERROR_RT_MEMORY_ALLOCATION", ["207001"]),
+    ("halMemAlloc returned DRV_ERROR_OUT_OF_MEMORY", ["DRV 6"]),
 ])
 def test_runtime_and_driver_codes_in_the_company_of_cann_codes(line: str, found: List[str]) -> None:
     assert codes.find_codes(line) == found

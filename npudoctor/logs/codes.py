@@ -51,6 +51,8 @@ LOOSE_CODE = re.compile(r"(?i:failed[:,]? |error |\bret(?: is)? ?[=:]? ?|code ?:
 TS_CODE = re.compile(r"(?i:retCode=|error code=)(0x[0-9a-fA-F]{1,4})(?![0-9a-fA-F]| \d)")
 # ... DCMI's negative codes as npu-smi prints them (`dcmi module initialize failed. ret is -8020`) ...
 DCMI_CODE = re.compile(r"(?i:\bret(?: is|=|:)? ?)(-80\d\d)(?!\d)")
+# ... a code by its vendor name (`ACL_ERROR_RT_MEMORY_ALLOCATION`, `DRV_ERROR_OUT_OF_MEMORY`, `HCCL_E_TIMEOUT`) ...
+NAMED_CODE = re.compile(r"\b(?:ACL_ERROR_|DRV_ERROR_|HCCL_E_|DCMI_ERR_CODE_)[A-Z0-9_]+\b")
 # ... the driver's return codes, as the runtime prints them (`halMemAlloc failed ... drvRetCode=6`) ...
 DRV_CODE = re.compile(r"drvRetCode[=:] ?(\d{1,3})(?!\d)")
 # ... HCCL's return codes as torch_npu prints them (`HCCL function error: HcclAllReduce(...), error code is 7`)
@@ -137,6 +139,8 @@ def find_codes(text: str) -> List[str]:
     found += [(m.start(1), m.group(1)) for m in HCCL_ERRNO.finditer(text)]
     if "-80" in text:
         found += [(m.start(1), m.group(1)) for m in DCMI_CODE.finditer(text)]
+    if "_ERR" in text or "HCCL_E_" in text:
+        found += [(m.start(), code) for m in NAMED_CODE.finditer(text) if (code := _names().get(m.group()))]
     if "drvRetCode" in text:
         found += [(m.start(1), f"DRV {m.group(1)}") for m in DRV_CODE.finditer(text)]
     spelled = (canonical(code) for _position, code in sorted(found))

@@ -103,7 +103,7 @@ SLOGD_RECORD = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}\[(?P<level>[A-
 # (Each pattern starts with a literal or a small class so that the regex engine can skip ahead.)
 # How codes look in text (CODE, NUMERIC_CODE, HCCL_ERRNO) is defined once, in npudoctor.logs.codes.
 # Lower-cased literals in front of every NUMERIC_CODE and HCCL_ERRNO match.
-NUMERIC_CODE_GUARDS = ("ode is", "ode=", "esult", "rrorno", "errno[",
+NUMERIC_CODE_GUARDS = ("ode is", "ode=", "esult", "rrorno", "errno[", "_error_", "hccl_e_", "_err_code_",
                        # codes.LOOSE_CODE, TS_CODE, HCCL_RESULT: `failed: N`, `(N)`, `ret=N`, `code: N`, ...
                        "ailed", "rror ", "ret", "code", "hccl function error", "(1", "(2", "(5")
 # The bytes twin of codes.CODE, for the prefilter over raw chunks (which only needs where each match starts).
@@ -116,6 +116,7 @@ TEXT_MARKERS: Tuple[bytes, ...] = (
     # the looser contexts of codes.find_codes (an application's `failed: 507034`, `(507035)`, `ret=`, ...)
     b"ailed: ", b"ailed, ", b"ode=", b"ode =", b"ode: ", b"ret=", b"ret =", b"ret: ", b"etCode=",
     b"HCCL function error", b"(1", b"(2", b"(5", b"rror 1", b"rror 2", b"rror 5", b"ret[", b"ret is -",
+    b"HCCL_E_", b"ERR_CODE_",  # codes by their vendor names (ACL_ERROR_ and DRV_ERROR_ hold the error literals)
     # error lines in words (reading.ERROR_WORDS): a line holding none of these is no error line
     *reading.ERROR_LINE_LITERALS)
 
