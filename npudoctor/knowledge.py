@@ -99,6 +99,18 @@ def load_yaml_text(text: str, source: str) -> Any:
         raise _yaml_error(source, exc) from None
     except RecursionError:
         raise KnowledgeError(f"{source}: nested too deeply; refused") from None
+    except (ValueError, OverflowError) as exc:  # a scalar the YAML types cannot hold, built by PyYAML's constructor
+        raise KnowledgeError(f"{source}: {_value_problem(exc)}; refused") from None
+
+
+def _value_problem(exc: Exception) -> str:
+    """One line for a scalar PyYAML's constructor could not build: an integer over Python's digit limit
+    (``int()`` refuses 4,300 digits and more), a date that is none (``2024-13-45``)."""
+    message = str(exc)
+    if "digits" in message:
+        return "an integer with more digits than Python reads (4,300)"
+    first = message.strip().splitlines()[0][:120] if message.strip() else type(exc).__name__
+    return f"a value that cannot be read ({first})"
 
 
 def load_yaml_file(path: Path) -> Any:

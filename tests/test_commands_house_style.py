@@ -35,7 +35,7 @@ from tests.test_terminal_manners import ESC, npudoctor, run_in_pty, slow_node
 STARTED = 1796121600.0  # 2026-12-01 10:40 UTC
 LEAK_LOG = "memlog_tiny_cpu_inject_leak_1MiB_constructed.jsonl.txt"
 TRAIN_DOCUMENT = "train_step_tiny_cpu_20steps_constructed.json.txt"
-VERDICT = re.compile(r"^(No problems found|\d+ problems?) (in|on|training) ")
+VERDICT = re.compile(r"^(No problems found|\d+ problems?|\d+ warnings?) (in|on|training) ")
 
 
 def verdict_of(lines):
@@ -93,7 +93,7 @@ def test_leak_analyze_text_golden(workdir):
     text = buffer.getvalue()
     check_golden("leak_analyze.80.txt", text)
     assert "✗ TRN003" in text and "host memory leak" in text  # the finding, with check's symbol and fix
-    assert text.splitlines()[-1] == "1 problem in the memory log"
+    assert verdict_of(text.splitlines()).startswith("1 problem in the memory log: TRN003 cpu host memory leak")
 
 
 # -- the same manners for every new command ----------------------------------------------------------------------
@@ -233,7 +233,8 @@ def test_prof_github_annotations_end_with_the_verdict(workdir):
     scope = prof_console.verdict_scope(result)
     lines = github.report_document(result.as_report(), "npudoctor prof", 0, scope).splitlines()
     assert lines[0].startswith("::warning title=PROF001 Operators on the AI CPU / host CPU [Cast]::")
-    assert lines[-1] == ("::notice title=npudoctor prof::No problems found in 2 ranks; 5 warnings; 15 checks could "
+    assert lines[-1] == ("::notice title=npudoctor prof::5 warnings in 2 ranks: PROF001 Cast 4 task(s) of >= 20 us on "
+                         "the AI CPU, total 290.0 us...; 15 checks could "
                          "not apply; exit 0")
     assert all("\n" not in line and "%0A" in line for line in lines[:-1])  # the fix on its own line, escaped
 

@@ -31,7 +31,7 @@ def _device(**changes):
 
 def test_device_row_cells_fit_their_columns():
     cells = views.device_cells(_device())
-    assert cells == ("NPU 0", "OK", "93%", "████████░░ 50.2/64.0G", "52C", "334W", "120460 python3.")
+    assert cells == ("NPU 0", "OK", "93%", "████████░░ 50.2/64.0G", "52C", "334W", "120460 python3~")
     for cell, width in zip(cells, views.DEVICE_COLUMNS.values()):
         assert len(cell) <= width
     assert sum(views.DEVICE_COLUMNS.values()) + 2 * len(views.DEVICE_COLUMNS) <= 80
@@ -51,7 +51,7 @@ def test_devices_note_names_the_unhealthy_chips_and_the_no_device_reason():
     warning = TABLE.replace("| 3     xxx                | OK   ", "| 3     xxx                | Warning")
     snap = snapshot_from_npu_smi(CommandResult(("npu-smi", "info"), 0, warning), 0.0)
     assert views.devices_note(snap) == ("8 chips, 8 in use; NOT OK: NPU 3 Warning "
-                                        "(details: npu-smi info -t health -i N)")
+                                        "(details: npu-smi info -t health -i 3)")
     failed = snapshot_from_npu_smi(CommandResult(("npu-smi", "info"), None, error="timeout"), 0.0)
     assert views.devices_note(failed) == "no device readings: npu-smi info: timeout"
 

@@ -75,7 +75,7 @@ def test_textfile_in_a_folder_nobody_can_write_is_one_line_and_exit_2():
 
 @pytest.mark.parametrize(("name", "code", "start"), [
     ("healthy", npd.OK, "NPU node OK"),
-    ("chip-warning", npd.OK, "NPU node OK"),
+    ("chip-warning", npd.OK, "NPU node has 1 warning: SMI002 npu:3/chip:0"),
     ("unbound-device", npd.PROBLEM, "NPU node problem: PCI002 0000:41:00.0"),
     ("dcmi-8005", npd.PROBLEM, "NPU node problem: SMI001"),
 ])

@@ -313,6 +313,7 @@ def test_log_tail_reports_only_what_the_job_adds(tmp_path):
     found = tail.poll()
     assert found and all(f.first_seen == 50.0 for f in found)
     assert any(f.severity == "error" for f in found)
+    assert tail.verdict.startswith("Root cause: ")  # the dashboard shows logs scan's diagnosis (issue 27)
 
 
 def test_closing_the_sampler_kills_a_hung_npu_smi(node):

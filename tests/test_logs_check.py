@@ -85,3 +85,14 @@ def test_directory_without_plogs_is_skipped(node) -> None:
     node.file("/logs/readme.txt", "nothing here\n")
     (finding,) = log001(node, dirs=("/logs",))
     assert finding.status is Status.SKIP and "no plog" in finding.detail
+
+
+def test_the_diagnosis_comes_first(node) -> None:
+    """Issue 27: LOG001 says what `logs scan` says: the root cause first, the incidents in its evidence."""
+    node.file("/root/ascend/log/debug/plog/plog-155320_20250508095600000.log",
+              text_of("plog_debug_aicore_error_2025.log"))
+    findings = log001(node)
+    first = findings[0]
+    assert first.subject == "diagnosis" and first.status is Status.FAIL
+    assert first.detail.startswith("Root cause: NPU 0 AI Vector core exception in GatherV3_")
+    assert [i["role"] for i in first.evidence["incidents"]] == ["root"] and first.fix

@@ -83,8 +83,9 @@ def test_check_logs_skips_fifos_and_dev_zero(tmp_path) -> None:
                                               "--format", "json"])
     assert code == 1 and seconds < 10 and rss < 200, err
     doc = json.loads(out)
-    (finding,) = [f for f in doc["findings"] if f["id"] == "LOG001"]
-    assert finding["status"] == "fail" and "507011" in finding["detail"]
+    # the diagnosis first (issue 27), then the merged cause
+    finding, *_ = [f for f in doc["findings"] if f["id"] == "LOG001"]
+    assert finding["status"] == "fail" and "507011" in finding["detail"] and finding["subject"] == "diagnosis"
     scan = finding["evidence"]["scan"]
     assert scan["files_scanned"] == ["/logs/plog/plog-1_20250101000000000.log"]
     assert any("plog-2" in s and "not a regular file" in s for s in scan["skipped"])

@@ -57,7 +57,7 @@ def test_text_report_findings_first_then_files_then_verdict(workspace) -> None:
     assert result.exit_code == 1
     check_golden("logs_scan.txt", result.stdout)
     lines = result.stdout.splitlines()
-    assert lines[0] == "findings"
+    assert lines[0] == "diagnosis" and lines[1].startswith("  Root cause: ")
     assert "4 files skipped: not logs (logs/README.md, logs/config.yaml, logs/model.ckpt, +1 more)" in result.stdout
     assert lines[-1].startswith("summary: ")
     assert str(workspace) not in result.stdout  # paths below the current folder are shown relative to it
@@ -96,7 +96,8 @@ def test_junit_with_control_characters_is_valid_xml(tmp_path) -> None:
 
 
 @pytest.mark.parametrize("fail_on, failing", [
-    ("error", {"npudoctor.logs.file:logs/plog-7_20250101000000000.log", "error_code 507011"}),
+    # the 507011 finding is the job's one incident: its testcase is the incident's (named by role and kind)
+    ("error", {"npudoctor.logs.file:logs/plog-7_20250101000000000.log", "root error"}),
     ("fallback", {"npudoctor.logs.file:logs/train.out", "cpu_fallback aten::linalg_lstsq.out"}),
     ("info", set()),
 ])

@@ -274,6 +274,13 @@ EXPECTED: Dict[str, Expected] = {
             ('npu_call_failed', 'acl::AclQueryEventRecordedStatus(event_, &currStat'),
         ]),
     "stdout_vllm_ascend_EZ9999_tiling_check.txt": ("cann-error", [('error_code', 'EZ9999')]),
+    "stdout_ray_train_pid_EI0002_507048_vllm-ascend-1443.txt":
+        ("torch_npu", [('error_code', '507048'), ('error_code', 'EI0002'), ('error_code', 'ERR00100'),
+                       ('hccl_timeout', 'notify wait'), ('npu_call_failed', 'AclrtSynchronizeDeviceWithTimeout')]),
+    "stdout_ray_taskrunner_EJ0001_hccp_init_ERR02200_verl-332.txt":
+        ("torch_npu", [('error_code', 'EJ0001'), ('error_code', 'ERR02200'), ('error_code', 'HCCL 7')]),
+    "stdout_vllm_ascend_EI0002_remote_rank_24_RankID101_vllm-ascend-3413.txt":
+        ("torch_npu", [('error_code', 'EI0002'), ('error_code', 'ERR00100'), ('hccl_timeout', 'notify wait')]),
     "stdout_vllm_ascend_aclgraph_capture_207008.txt":
         ("torch_npu", [
             ('error_code', '207008'),
@@ -363,8 +370,17 @@ EXPECTED: Dict[str, Expected] = {
             ('error_code', 'ERR00100'),
             ('npu_call_failed', 'c10_npu::acl::AclrtSynchronizeStreamWithTimeout(co'),
         ]),
+    "shell_job_messages_bash5.2_dash0.5.12.txt":
+        ("text", [
+            ('command_not_found', 'atc'),
+            ('ended_by_signal', 'Aborted'),
+            ('ended_by_signal', 'Killed'),
+            ('ended_by_signal', 'Segmentation fault'),
+            ('tool_failed', 'atc'),
+        ]),
     "torch_npu_EH9999_init-env-failed_500001_Aborted_Ascend-pytorch-7.txt":
         ("cann-error", [
+            ('ended_by_signal', 'Aborted'),
             ('error_code', '500001'),
             ('error_code', 'EH9999'),
         ]),

@@ -98,8 +98,9 @@ def test_ranks_that_fail_are_quoted_by_their_own_first_error_and_the_fix_fits_it
     done = _npudoctor(["collective", "--backend", "gloo", "--nproc-per-node", "2", "--sizes", "1K", "--iters",
                        "1", "--warmup", "0"], _env(tmp_path, "numpy", ranks_only=True), tmp_path)
     assert done.returncode == 1, done.stdout + done.stderr
-    header = done.stdout.splitlines()[0]
-    assert header == "npudoctor collective: backend gloo, 2 rank(s) on this node asked for; the run did not finish"
+    title, header = done.stdout.splitlines()[:2]  # the house title line, then what ran
+    assert title.startswith("npudoctor ") and " collective, " in title
+    assert header == "backend gloo, 2 rank(s) on this node asked for; the run did not finish"
     assert "None" not in header and "0 node(s)" not in header
     text = " ".join(done.stdout.split())
     assert "torchrun exited with code 1: RuntimeError: Numpy is not available" in text, done.stdout

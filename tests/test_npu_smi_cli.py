@@ -100,7 +100,8 @@ def test_dcmi_failure_is_explained_as_check_does(tmp_path):
     text = smi("dcmi-8020_device")
     result = invoke(["parse", "npu-smi", write(tmp_path, "bad.txt", text.encode())])
     assert result.exit_code == 1 and result.stderr == ""
-    assert "npu-smi failed: dcmi model initialized failed, because the device is used. ret is -8020" in result.stdout
+    assert "npu-smi failed: dcmi model initialized failed, because the device is used. ret is -8020" in " ".join(
+        result.stdout.split())
     explained = explain_failure(recognise_failure(text))
     flat = " ".join(result.stdout.split())
     for label in ("meaning", "cause", "fix"):

@@ -133,3 +133,21 @@ def test_memlog_is_plotted_and_a_bad_one_is_a_usage_error(node, tmp_path):
                                      "--memlog", str(tmp_path / "missing.jsonl")])
     assert bad.exit_code == 2 and bad.stderr.startswith("npudoctor: error: --memlog")
     assert not (tmp_path / "o").exists()
+
+
+def test_a_record_that_appears_during_the_run_is_kept_and_said_in_one_line(node, tmp_path, monkeypatch):
+    """Issue 33: another run writing report.json into the same folder meanwhile was a FileExistsError traceback."""
+    healthy_910b_node(node)
+    out = tmp_path / "accept"
+    real = engine.run_collective
+
+    def meanwhile(*args, **kwargs):
+        (out / "report.json").write_text("the other run's\n")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(engine, "run_collective", meanwhile)
+    result = cli_runner().invoke(main, ["onboard", "--profile", "default", "-o", str(out), "--no-collective",
+                                        "--root", str(node.root)])
+    assert result.exit_code == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert "appeared while onboard ran" in result.stderr and "nothing was overwritten" in result.stderr
+    assert (out / "report.json").read_text() == "the other run's\n" and not (out / "report.html").exists()

@@ -7,6 +7,7 @@ of one config). The other .db files are built by tests/profdb.py from the real s
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sqlite3
@@ -20,6 +21,7 @@ from npudoctor.prof.engine import ProfInputError, analyze
 from npudoctor.prof.tables import TableError
 from tests import profdb, profdirs
 from tests.bounded import run_npudoctor
+from tests.clirunner import cli_runner
 from tests.samples import SAMPLES
 
 KERNELS = ["prof_kernel_details_memory_metrics.csv", "prof_kernel_details_pipeutil_matmul_bf16.csv"]
@@ -327,3 +329,47 @@ def test_null_and_odd_cells_give_valid_json(tmp_path: Path) -> None:
     outcome = run_npudoctor(["prof", "analyze", str(pt), "--format", "json"])
     assert outcome.rc in (0, 1), outcome.stderr[-2000:]
     json.loads(outcome.stdout, parse_constant=lambda name: pytest.fail(f"{name} in the JSON"))
+
+
+def test_rowids_far_apart_cost_what_dense_ones_do(tmp_path: Path) -> None:
+    """Issue 33: TASK rowids 2^40 apart made the window reader run two queries per row (10^5 rows: 108 s). The
+    windows follow the rows: sparse rowids run about as many statements as dense ones."""
+    path = profdb.write_profiler_db(tmp_path / "ascend_pytorch_profiler_0.db", KERNELS[1], extras=False,
+                                    rows_to=3000)
+    plain = kernel_groups_of(path)
+    dense = _statements(path)
+    with_sql(path, "UPDATE TASK SET rowid = rowid * (1 << 40)")
+    assert kernel_groups_of(path) == plain
+    assert _statements(path) <= dense + 4  # a window or two more (where the spread is found), never one per row
+
+
+def _statements(path: Path) -> int:
+    """SQL statements one read of TASK's columns runs."""
+    ran: List[str] = []
+    with database.ProfileDb(str(path)) as db:
+        db.conn.set_trace_callback(ran.append)
+        rows = sum(len(window[0]) for window in db.columns("task", [("t.rowid", database.INT)]))
+    assert rows == 3000
+    return len(ran)
+
+
+@pytest.mark.parametrize("value", ["1e308", "-1e308", "9e999"])
+def test_pmu_values_no_measurement_can_hold_read_as_unknown_without_numpy_warnings(tmp_path: Path, value: str,
+                                                                                   capfd: pytest.CaptureFixture[str]
+                                                                                   ) -> None:
+    """Issue 33: PMU values of +-1e308 in a .db printed numpy overflow warnings (with source lines) on stderr."""
+    import warnings
+
+    from npudoctor.cli import main
+
+    out = tmp_path / "rank"
+    out.mkdir()
+    path = profdb.write_profiler_db(out / "ascend_pytorch_profiler_0.db", KERNELS[1], extras=False)
+    with_sql(path, f"UPDATE TASK_PMU_INFO SET value = CASE WHEN rowid % 2 = 0 THEN {value} ELSE -({value}) END")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # any numpy RuntimeWarning fails the run
+        result = cli_runner().invoke(main, ["prof", "analyze", str(out), "--format", "json"])
+    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+    assert result.exit_code in (0, 1), result.stderr
+    assert "Warning" not in result.stderr + capfd.readouterr().err
+    json.loads(result.stdout)

@@ -46,7 +46,7 @@ def test_run_passes_output_and_exit_code_through_then_analyses(tmp_path: Path) -
     assert out.returncode == 3, out.stderr
     assert "epoch 1 loss 2.49" in out.stdout and "[INFO] Start profiling" in out.stdout
     assert "PROF004" in out.stdout and "npudoctor " in out.stdout and " prof run" in out.stdout
-    assert out.stdout.splitlines()[-1].startswith("No problems found in 1 rank")
+    assert "warnings in 1 rank: PROF" in " ".join(out.stdout.splitlines()[-3:])
     args = json.loads((tmp_path / "out" / "fake_msprof_args.json").read_text())
     assert "--aic-metrics=PipeUtilization" in args and any(a.startswith("--application=") for a in args)
     ok = npudoctor(["prof", "run", "-o", "out2", "--format", "json", "--", "true"], env, tmp_path)
@@ -114,4 +114,39 @@ def test_ctrl_c_stops_the_child_and_still_analyses(tmp_path: Path) -> None:
     process.send_signal(signal.SIGINT)
     stdout, stderr = process.communicate(timeout=600)  # the end of the process is the event; a hang guard
     assert process.returncode == 130, stderr
-    assert "interrupted" in stderr and " prof run" in stdout and "No problems found" in stdout
+    assert "interrupted" in stderr and " prof run" in stdout and "warnings in 1 rank: PROF" in stdout
+
+
+def test_sigterm_stops_the_whole_tree_then_exits_143(tmp_path: Path) -> None:
+    """Issue 33: a CI runner's timeout (SIGTERM) left the profiled command (its own session) and what it
+    detached running. The one mechanism (probes.proctree.stop_on_sigterm) stops the tree first."""
+    env = fake_env(tmp_path)
+    pids = tmp_path / "pids"
+    child = ("import os, pathlib, subprocess, sys, time\n"
+             "daemon = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'], "
+             "start_new_session=True)\n"
+             f"pathlib.Path({str(pids)!r} + '.tmp').write_text(f'{{os.getpid()}} {{daemon.pid}}')\n"
+             f"os.replace({str(pids)!r} + '.tmp', {str(pids)!r})\n"
+             "time.sleep(600)\n")
+    process = subprocess.Popen([sys.executable, "-m", "npudoctor", "prof", "run", "-o", "out", "--",
+                                sys.executable, "-c", child], env=env, cwd=tmp_path, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not pids.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        started = [int(pid) for pid in pids.read_text().split()]
+        process.send_signal(signal.SIGTERM)
+        _, stderr = process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    # (the profiled command's own KeyboardInterrupt tracebacks pass through, as its output does)
+    assert process.returncode == 143 and stderr.strip().splitlines()[-1] == "npudoctor: stopped by signal 15"
+    assert "npudoctor/" not in stderr, stderr
+    from npudoctor.probes import proctree
+
+    deadline = time.monotonic() + 30
+    while any(proctree._alive(pid) for pid in started) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(proctree._alive(pid) for pid in started)

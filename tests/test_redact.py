@@ -7,6 +7,7 @@ import os
 import stat
 import tarfile
 import time
+from typing import Optional
 
 import pytest
 
@@ -164,3 +165,21 @@ def test_set_env_output_and_command_output_are_redacted(node, tmp_path):
     assert b"plainvalue" not in blob
     assert stat.S_IMODE(folder.stat().st_mode) == 0o700 and stat.S_IMODE((folder / "raw").stat().st_mode) == 0o700
     assert {stat.S_IMODE(p.stat().st_mode) for p in folder.rglob("*") if p.is_file()} == {0o600}
+
+
+@pytest.mark.parametrize("text, kept, gone", [
+    ("/etc/passwd: Permission denied while reading the node", "Permission denied", None),
+    ("C:\\etc\\passwd: no such file", "no such file", None),
+    ("host node1-hf_abcdefghijklmnopqrstuvwxyz123456 up", "node1-", "hf_abcdefghijklmnopqrstuvwxyz123456"),
+    ("module_ghp_abcdefghijklmnopqrstuvwxyz0123456789 x", "module_", "ghp_abcdefghijklmnopqrstuvwxyz0123456789"),
+    ("run-sk-abcdefghijklmnopqrstuvwx1234", "run-", "sk-abcdefghijklmnopqrstuvwx1234"),
+])
+def test_a_path_ending_in_passwd_keeps_the_next_word_and_a_token_after_a_dash_goes(
+        text: str, kept: str, gone: Optional[str]) -> None:
+    """Issue 33: ``/etc/passwd: <redacted> ...`` hid the message; ``node1-hf_...`` kept its token."""
+    out = redact_text(text)
+    assert kept in out
+    if gone is not None:
+        assert gone not in out and REDACTED in out
+    else:
+        assert REDACTED not in out

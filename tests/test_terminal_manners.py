@@ -231,16 +231,19 @@ def test_ascii_terminal_explain_and_list_checks_never_trace():
 def test_ascii_terminal_gets_ascii_symbols_from_logs_scan(tmp_path):
     log = tmp_path / "plog-1_20210331185942000.log"
     log.write_bytes(sample_data("plog_2021_model_execute_aicore_error.log"))
-    for args in ([], ["-v"]):
+    texts = {}
+    for args in ((), ("-v",)):
         result = npudoctor("logs", "scan", *args, str(log), env={"PYTHONIOENCODING": "ascii"}, cwd=tmp_path)
         assert b"Traceback" not in result.stderr
-        text = result.stdout.decode("ascii")  # nothing but ASCII on an ASCII stream
-        assert "  x error_code 507011  4 lines  plog-1_20210331185942000.log:" in text
-        assert re.search(r"\.log:\d+ \.\.\. \d+", text)  # first ... last line, not a replaced "?"
+        text = texts[args] = result.stdout.decode("ascii")  # nothing but ASCII on an ASCII stream
+        assert "  x I1 NPU 0 AI Core exception" in text  # the incident first (issue 27)
         assert not re.search(r"^  \? ", text, re.MULTILINE)  # no status symbol replaced by "?"
         assert result.returncode == 1
-    assert "  + plog-1_20210331185942000.log  plog" in text  # -v: the files list
-    utf8 = npudoctor("logs", "scan", str(log), env={"PYTHONIOENCODING": "utf-8"}, cwd=tmp_path)
+    verbose = texts[("-v",)]  # -v: every finding, first ... last line (not a replaced "?"), every file
+    assert "  x error_code 507011  4 lines  plog-1_20210331185942000.log:" in verbose
+    assert re.search(r"\.log:\d+ \.\.\. \d+", verbose)
+    assert "  + plog-1_20210331185942000.log  plog" in verbose
+    utf8 = npudoctor("logs", "scan", "-v", str(log), env={"PYTHONIOENCODING": "utf-8"}, cwd=tmp_path)
     assert "  ✗ error_code 507011" in utf8.stdout.decode("utf-8") and " … " in utf8.stdout.decode("utf-8")
 
 

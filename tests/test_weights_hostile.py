@@ -163,6 +163,20 @@ def test_a_fifo_is_refused_without_blocking(tmp_path):
     result.assert_cheap()
 
 
+def test_a_link_to_pagemap_and_pagemap_itself_are_one_line(tmp_path):
+    """Issue 33 (a regression): /proc/self/pagemap is "regular" to stat but not readable like a file."""
+    import os
+
+    if not os.path.exists("/proc/self/pagemap"):
+        pytest.skip("no /proc/self/pagemap here")
+    link = tmp_path / "weights.pt"
+    link.symlink_to("/proc/self/pagemap")
+    train_step(link).assert_one_line_error("a symbolic link (not followed")
+    direct = train_step(Path("/proc/self/pagemap"))
+    direct.assert_one_line_error("/proc/self/pagemap")
+    direct.assert_cheap()
+
+
 class _RunsCode:
     """Pickled by torch.save as a call of print: what a hostile checkpoint's data.pkl carries."""
 

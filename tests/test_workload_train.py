@@ -100,7 +100,7 @@ def test_injected_leaks_are_found_within_50_steps(leak, tmp_path):
     assert {"confidence", "projected_oom_step", "reserved_growth"} <= set(data)
     text = cli_runner().invoke(main, ["leak", "analyze", str(log)])
     assert text.exit_code == 1 and "host memory leak" in text.stdout
-    assert text.stdout.splitlines()[-1] == "1 problem in the memory log"
+    assert " ".join(text.stdout.splitlines()[-2:]).startswith("1 problem in the memory log: TRN003 ")
 
 
 def test_no_leak_on_clean_runs_over_several_seeds(cpu):
@@ -317,7 +317,7 @@ def test_a_step_that_crashes_on_the_device_is_a_fail_finding_not_a_traceback(mon
     assert result.exit_code == 1 and not isinstance(result.exception, RuntimeError), result.output
     assert "✗ TRN001" in result.stdout
     assert "NPU out of memory. Tried to allocate 2.00 GiB (EL0004)" in " ".join(result.stdout.split())
-    assert result.stdout.splitlines()[-1].startswith("1 problem training on cpu")
+    assert "1 problem training on cpu: TRN001" in " ".join(result.stdout.splitlines()[-2:])
 
 
 def test_a_script_runs_the_whole_step_through_the_session_without_the_cli(tmp_path):

@@ -31,7 +31,10 @@ fi
 home=$(getent passwd "${SLURM_JOB_USER:-}" 2>/dev/null | cut -d: -f6)
 plogs="${NPUDOCTOR_PLOGS:-$home/ascend/log}"
 if [ -n "$home$NPUDOCTOR_PLOGS" ] && [ -d "$plogs" ] && mkdir -p "$JOBS_DIR" 2>/dev/null; then
-    timeout "$TIMEOUT_S" "$NPUDOCTOR" logs scan "$plogs" --format json > "$JOBS_DIR/job-$JOB.json" 2>/dev/null
+    # --node: each node's document names its node, so that the job's documents merge into one diagnosis
+    # (npudoctor logs scan */job-<id>.json, issue 27)
+    timeout "$TIMEOUT_S" "$NPUDOCTOR" logs scan "$plogs" --node "$NODE" --format json > "$JOBS_DIR/job-$JOB.json" \
+        2>/dev/null
     [ $? -eq 1 ] && say "npudoctor: job $JOB's logs have errors: $JOBS_DIR/job-$JOB.json"
 fi
 message=$(timeout "$TIMEOUT_S" "$NPUDOCTOR" check --scope node --profile "$PROFILE" --format npd 2>/dev/null)

@@ -393,11 +393,15 @@ def hccn_tool_present(ctx) -> Iterator[Outcome]:
     """
     facts = ctx.facts("hccl.hccn")
     if facts.tool is None:
+        # The driver check may have passed: then the driver is there and only its tools folder is not.
+        driver_installed = ctx.facts("ascend_driver").driver.present
         yield skip(
             f"{_tool_missing_reason(facts)}: the RoCE port checks (HCCL010-HCCL013) cannot run",
             "hccn_tool",
-            fix="install the NPU driver (it ships /usr/local/Ascend/driver/tools/hccn_tool), "
-            "or mount /usr/local/Ascend/driver into the container",
+            fix=("the driver is installed without its tools: mount /usr/local/Ascend/driver/tools (hccn_tool) "
+                 "into the container, or run npudoctor on the host" if driver_installed else
+                 "install the NPU driver (it ships /usr/local/Ascend/driver/tools/hccn_tool), "
+                 "or mount /usr/local/Ascend/driver into the container"),
         )
     else:
         yield passed("hccn_tool", f"found at {facts.tool}", {"path": facts.tool})

@@ -103,14 +103,15 @@ MAX_SUBJECTS_SHOWN = 4
 def newest_plogs(ctx: CheckContext) -> Iterable[Outcome]:
     """Scan the newest CANN plogs for errors, device exceptions, HCCL timeouts and CPU fallbacks.
 
-    When a job dies, the reason is in ``~/ascend/log/{run,debug}/plog/plog-<pid>_<time>.log`` among
-    thousands of INFO lines. This check reads the newest plogs of each directory given with
-    ``npudoctor check --logs DIR`` (``logs.newest_files`` per directory, at most ``logs.max_bytes_per_file``
-    bytes from the end of each: the evidence says when a file was cut), merges what they say per cause (one
-    finding per kind of problem, with its subjects and line counts) and explains error codes (EZ9999,
-    EI0006, 507011, ...). It reports FAIL for errors (device exceptions, HCCL timeouts, error codes, ERROR
-    records) and WARN for warnings and operators that fall back from the AI Core. Only regular files inside
-    the directory are read (FIFOs, devices and links met in it are skipped).
+    When a job dies, the reason is in ``~/ascend/log/{run,debug}/plog/plog-<pid>_<time>.log`` among thousands of
+    INFO lines. This check reads the newest plogs of each directory given with ``npudoctor check --logs DIR``
+    (``logs.newest_files`` per directory, at most ``logs.max_bytes_per_file`` bytes from the end of each: the
+    evidence says when a file was cut), gives the diagnosis first (one incident per failure; the root cause, the
+    consequences that followed it, as ``logs scan`` says it), then merges what they say per cause (one finding
+    per kind of problem, with its subjects and line counts) and explains error codes (EZ9999, EI0006, 507011,
+    ...). It reports FAIL for errors (device exceptions, HCCL timeouts, error codes, ERROR records) and WARN for
+    warnings and operators that fall back from the AI Core. Only regular files inside the directory are read
+    (FIFOs, devices and links met in it are skipped).
 
     Fix: follow the fix printed with each finding; `npudoctor logs scan DIR` gives the full report, with
     every file and line.
@@ -121,7 +122,7 @@ def newest_plogs(ctx: CheckContext) -> Iterable[Outcome]:
         return
     newest = int(setting(ctx, "logs.newest_files"))
     max_bytes = int(setting(ctx, "logs.max_bytes_per_file"))
-    from npudoctor.logs import scan_paths  # only with --logs: the scanner's patterns cost start-up time
+    from npudoctor.logs.job import scan_job  # only with --logs: the scanner's patterns cost start-up time
 
     problems: List[str] = []
     cut: List[str] = []
@@ -146,7 +147,8 @@ def newest_plogs(ctx: CheckContext) -> Iterable[Outcome]:
     from npudoctor.probes.cann_codes import read_installed_registry
 
     registry = read_installed_registry(ctx.runner)  # codes read as `explain` shows them on this node
-    result = scan_paths(chosen, opener=read_tail, installed=registry.codes if registry else None)
+    job = scan_job(chosen, opener=read_tail, installed=registry.codes if registry else None)
+    result = job.result
     scanned = [f.path for f in result.files if f.status == "ok"]
     evidence = {"files_scanned": scanned, "max_bytes_per_file": max_bytes, "files_cut_at_max_bytes": cut,
                 "problems": problems, "skipped": [f"{path}: {reason}" for path, reason in skipped]}
@@ -167,6 +169,11 @@ def newest_plogs(ctx: CheckContext) -> Iterable[Outcome]:
         yield passed(detail=f"{len(scanned)} plog(s), {records} records: no errors, warnings or fallbacks",
                      evidence=evidence)
         return
+    if job.incidents:  # the diagnosis first, as `logs scan` says it: the root cause, then what followed
+        root = next((i for i in job.incidents if i.id == job.diagnosis.root_cause), job.incidents[0])
+        outcomes.insert(0, Outcome(Status.FAIL, "diagnosis", job.diagnosis.verdict, {
+            "diagnosis": job.diagnosis.to_dict(), "incidents": [i.to_dict() for i in job.incidents[:50]]},
+            root.fix))
     first = outcomes[0]
     yield Outcome(first.status, first.subject, first.detail, {**first.evidence, "scan": evidence}, first.fix)
     yield from outcomes[1:]

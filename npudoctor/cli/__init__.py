@@ -12,7 +12,16 @@ from typing import Any, Callable, ClassVar, Dict, List, Optional, Tuple, TypeVar
 import click
 
 from npudoctor import __version__
-from npudoctor.cli.common import EXIT_OK, PATH, emit_findings, fail_usage, quoted_topics, split_list
+from npudoctor.cli.common import (
+    EXIT_OK,
+    FAIL_ON_HELP,
+    PATH,
+    FailOn,
+    emit_findings,
+    fail_usage,
+    quoted_topics,
+    split_list,
+)
 from npudoctor.errors import InputError
 from npudoctor.report import terminal
 
@@ -44,6 +53,12 @@ def with_terminal_options(command: click.Command) -> click.Command:
     for sub in getattr(command, "commands", {}).values():
         with_terminal_options(sub)
     return command
+
+
+def usage_line(exc: click.UsageError) -> str:
+    """Click's usage error as the one line every npudoctor error is: the reason, then where help is."""
+    where = exc.ctx.command_path if exc.ctx is not None else "npudoctor"
+    return f"{exc.format_message().rstrip('.')} (see {where} --help)"
 
 
 class LazyGroup(click.Group):
@@ -89,9 +104,23 @@ class LazyGroup(click.Group):
             terminal.quiet_broken_pipe()
             sys.exit(EXIT_OK)
 
+    def parse_args(self, ctx: click.Context, args: List[str]) -> List[str]:
+        try:
+            return super().parse_args(ctx, args)
+        except click.UsageError as exc:  # `npudoctor --bogus`: the one-line error, as every other
+            raise fail_usage(usage_line(exc)) from None
+
+    def resolve_command(self, ctx: click.Context, args: List[str]) -> Any:
+        try:
+            return super().resolve_command(ctx, args)
+        except click.UsageError as exc:  # `npudoctor chek`
+            raise fail_usage(usage_line(exc)) from None
+
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
+        except click.UsageError as exc:  # a subcommand's bad option or value: one line, not click's three
+            raise fail_usage(usage_line(exc)) from None
         except InputError as exc:  # every command's user errors, printed the one way
             raise fail_usage(str(exc)) from None
         except ImportError as exc:
@@ -105,6 +134,13 @@ class LazyGroup(click.Group):
             command = f"npudoctor {ctx.invoked_subcommand}" if ctx.invoked_subcommand else "npudoctor"
             raise fail_usage(f"{command} needs {exc.name}, which is not installed for {sys.executable}: "
                              f"{hint}") from None
+        except KeyboardInterrupt as exc:
+            # One rule for every command: Ctrl-C exits 130 (128 + SIGINT, as a shell reports it), SIGTERM and
+            # SIGHUP where a command turned them into an interruption (probes.proctree.stop_on_sigterm) 128 + it.
+            # A command that reports what ran until then raises Exit(EXIT_INTERRUPTED) itself.
+            signum = getattr(exc, "signum", 2)
+            click.echo(f"npudoctor: {'interrupted' if signum == 2 else f'stopped by signal {signum}'}", err=True)
+            raise click.exceptions.Exit(128 + signum) from None
         except BrokenPipeError:
             # The reader went away (`npudoctor list-checks | head -1`): what it wanted, it has. Click would
             # exit 1 here; a pipeline under `set -o pipefail` must not fail because head stopped reading.
@@ -125,7 +161,7 @@ FORMATS = click.Choice(["text", "json", "junit", "github", "prometheus", "npd", 
 @main.command()
 @click.option("--level", type=click.IntRange(1, 3), default=None,
               help="1 (default; with --from: the bundle's): static checks; 2: also import torch/torch_npu in a "
-                   "child process and run one op; 3: also train a tiny CLIP in a child process (TRN001-TRN005).")
+                   "child process and run one op; 3: also train a tiny CLIP in a child process (TRN001-TRN006).")
 @click.option("--profile", "profile_name", type=PATH, metavar="NAME|PATH",
               help="Node profile (expected chips, thresholds).")
 @click.option("--from", "bundle", type=PATH, metavar="BUNDLE", help="Replay a bundle made by `npudoctor collect`.")
@@ -138,8 +174,7 @@ FORMATS = click.Choice(["text", "json", "junit", "github", "prometheus", "npd", 
                    "RoCE ports), for node agents that drain or taint; job: only what is the job's (Python, "
                    "torch_npu, CANN environment, HCCL variables), for the job itself. Default: both.")
 @click.option("--format", "fmt", type=FORMATS, default="text", show_default=True)
-@click.option("--fail-on", type=click.Choice(["warn", "fail"]), default="fail", show_default=True,
-              help="Exit 1 on FAIL/ERROR (default) or also on WARN.")
+@click.option("--fail-on", type=FailOn(), default="fail", show_default=True, help=FAIL_ON_HELP)
 @click.option("--python", "python", type=PATH, metavar="PATH",
               help="The interpreter training runs with (default: python3 on PATH).")
 @click.option("--logs", "logs_dirs", type=PATH, multiple=True, metavar="DIR",
@@ -186,6 +221,11 @@ def check(level: Optional[int], profile_name: Optional[str], bundle: Optional[st
         click.echo(f"npudoctor: note: --python {python} is not used with --from: a bundle replays the "
                    "interpreter it recorded", err=True)
         python = None
+    if demo not in (None, "list") and (logs_dirs or prof_dirs):
+        # a scenario is a recorded node: it holds no folder of this machine's to read (LOG001 said "not-recorded")
+        folder_option = "--logs" if logs_dirs else "--prof"
+        raise fail_usage(f"--demo replays a shipped scenario; {folder_option} reads this machine's folders: run "
+                         f"`npudoctor {'logs scan' if logs_dirs else 'prof analyze'} DIR` for them")
     options = {"python": python, "logs_dirs": logs_dirs, "prof_dirs": prof_dirs}
     if save_report:  # a path that can never be written is said before the run, as for --textfile
         from npudoctor.fleet.lastreport import check_target, named_save_report

@@ -15,6 +15,40 @@ EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
 EXIT_INTERRUPTED = 130
 
 
+# One ``--fail-on`` vocabulary for every command (issue 28): ``fail`` (its alias ``error``) fails on what is
+# shown ✗, ``warn`` on what is shown ✗ or !; a command adds the kinds of its own (logs scan: fallback, info, a
+# finding kind, an error code; ops audit: fallback). Words are case-insensitive.
+FAIL_ON_SEVERITIES = {"fail": "fail", "error": "fail", "warn": "warn", "warning": "warn"}
+
+
+def fail_on_words(kinds: Sequence[str] = ()) -> str:
+    """The vocabulary in a sentence: "fail (or error), warn, fallback"."""
+    return ", ".join(["fail (or error)", "warn", *kinds])
+
+
+class FailOn(click.ParamType):
+    """``--fail-on``: a severity of the one vocabulary (as ``fail`` or ``warn``) or one of ``kinds``."""
+
+    name = "fail-on"
+
+    def __init__(self, kinds: Sequence[str] = ()) -> None:
+        self.kinds = tuple(kinds)
+
+    def get_metavar(self, param: Any, ctx: Any = None) -> str:  # click 8.0-8.1 pass no ctx
+        return "|".join(["fail", "warn", *self.kinds])
+
+    def convert(self, value: Any, param: Optional[click.Parameter], ctx: Optional[click.Context]) -> str:
+        word = str(value).strip().lower()
+        if word in FAIL_ON_SEVERITIES:
+            return FAIL_ON_SEVERITIES[word]
+        if word in self.kinds:
+            return word
+        self.fail(f"{value!r}: expected {fail_on_words(self.kinds)}", param, ctx)
+
+
+FAIL_ON_HELP = "Exit 1 on FAIL/ERROR (fail, or error; the default) or also on WARN (warn)."
+
+
 def fail_usage(message: str) -> click.exceptions.Exit:
     """Print a one-line error and leave with exit code 2. The message often quotes a path or a file's own
     text: it stays one line, without secrets or control characters (npudoctor.untrusted)."""

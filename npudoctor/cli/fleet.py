@@ -8,8 +8,7 @@ from typing import Any, Optional, Sequence, Tuple
 
 import click
 
-from npudoctor.cli.common import PATH, fail_usage
-from npudoctor.model.finding import Status, failing
+from npudoctor.cli.common import EXIT_FINDINGS, FAIL_ON_HELP, PATH, FailOn, fail_usage
 
 
 @click.command()
@@ -66,23 +65,36 @@ def profile() -> None:
 @click.option("--base", type=PATH, metavar="NAME|PATH",
               help="Profile whose thresholds it keeps (default: the report's).")
 @click.option("--name", type=PATH, metavar="NAME", help="The profile's name (default: site-from-HOSTNAME).")
-def derive(source: str, output: str, base: Optional[str], name: Optional[str]) -> None:
+@click.option("--allow-failing", is_flag=True,
+              help="Derive from a node whose report has FAIL/ERROR findings (refused by default: exit 1).")
+def derive(source: str, output: str, base: Optional[str], name: Optional[str], allow_failing: bool) -> None:
     """Write a site profile pinning what SOURCE's node is: chips, link widths, versions, OS and kernel.
 
-    `npudoctor check --profile site.yaml` on another node then reports every difference (SITE001).
+    `npudoctor check --profile site.yaml` on another node then reports every difference (SITE001). A node
+    with FAIL/ERROR findings is not a reference: refused (exit 1) unless --allow-failing.
     """
     from npudoctor import api
     from npudoctor.fleet.derive import derive as derive_text
-    from npudoctor.fleet.derive import load_source, write_new
+    from npudoctor.fleet.derive import failing_findings, load_source
+    from npudoctor.fleet.textfile import write_new
+    from npudoctor.untrusted import clean, one_line
 
     if base:
         api.load_profile(base)  # a bad base is a usage error now, not when the site profile is used
     document, described = load_source(source, base)
+    failing = failing_findings(document)
+    if failing and not allow_failing:  # pinning a broken node would make every other node "differ" from it
+        shown = ", ".join(failing[:5]) + (f" and {len(failing) - 5} more" if len(failing) > 5 else "")
+        click.echo(one_line(clean(f"npudoctor: error: {described}: the node is not accepted (FAIL/ERROR: "
+                                  f"{shown}); fix it and derive again, or pass --allow-failing")), err=True)
+        raise click.exceptions.Exit(EXIT_FINDINGS)
     text = derive_text(document, described, base=base, name=name)
     write_new(output, text)
     pins = sum(1 for line in text.splitlines() if line.startswith("  ") and not line.strip().startswith("#"))
-    click.echo(f"wrote {output}: {pins} pinned value(s) from {described}; "
-               f"check another node with: npudoctor check --profile {output}")
+    click.echo(f"wrote {output}: {pins} pinned value(s) from {described}")
+    if failing:
+        click.echo(f"npudoctor: warning: the node has FAIL/ERROR findings ({', '.join(failing[:5])})", err=True)
+    click.echo(f"check another node with: npudoctor check --profile {output}")
 
 
 @click.command()
@@ -167,8 +179,8 @@ def collective(backend: str, sizes: Optional[str], ops: str, fmt: str, nproc_per
 @click.option("--sizes", metavar="LIST", help="Collective message sizes (default 1K,1M,64M,1G).")
 @click.option("--no-collective", is_flag=True, help="Do not run the collective probe.")
 @click.option("--memlog", type=PATH, metavar="FILE.jsonl",
-              help="Plot memory over steps from this npudoctor.memlog/1 file.")
-@click.option("--fail-on", type=click.Choice(["warn", "fail"]), default="fail", show_default=True)
+              help="Plot memory over steps from this npudoctor.memlog/1 or /2 file, and judge it for leaks.")
+@click.option("--fail-on", type=FailOn(), default="fail", show_default=True, help=FAIL_ON_HELP)
 def onboard(profile_name: str, output: str, python: Optional[str], root: Optional[str], collective_backend: str,
             nproc_per_node: Optional[int], sizes: Optional[str], no_collective: bool, memlog: Optional[str],
             fail_on: str) -> None:
@@ -188,24 +200,15 @@ def onboard(profile_name: str, output: str, python: Optional[str], root: Optiona
             memory = engine.read_memory(memlog) if memlog else None
             result = engine.onboard(output, profile_name, collective_options, {"python": python, "logs_dirs": ()},
                                     root=root, memory=memory, listener=ProgressListener(progress),
-                                    stage=progress.update)
+                                    stage=progress.update, memlog_path=memlog)
         except (api.UsageError, CollectiveError) as exc:
             error = str(exc)
     if error is not None:
         raise fail_usage(error)
-    report = result.report
-    code = report.exit_code(fail_on)
-    counts = ", ".join(f"{v} {k}" for k, v in report.summary.to_dict().items())
-    from npudoctor.untrusted import clean, one_line
+    from npudoctor.report.console import make_console
 
-    host = one_line(clean(str(report.inventory.get("hostname") or "?")))  # the node's text, on its line
-    click.echo(f"{'ACCEPTED' if code == 0 else 'NOT ACCEPTED'}: {host} "
-               f"({counts})")
-    for finding in report.findings:
-        if finding.status in (Status.ERROR, *failing(fail_on)):
-            click.echo(f"  {finding.status.value.upper():<5} {finding.id:<8} {finding.subject}: {finding.detail}")
-    for path in result.paths.values():
-        click.echo(f"wrote {path}")
+    code = result.report.exit_code(fail_on)
+    engine.render_text(result, code, make_console())
     raise click.exceptions.Exit(code)
 
 

@@ -15,7 +15,7 @@ import click
 from npudoctor.cli.common import EXIT_FINDINGS, EXIT_OK, PATH, PATH_OR_STDIN, fail_usage, quoted_topics, split_list
 
 if TYPE_CHECKING:
-    from npudoctor.logs.model import ScanResult
+    from npudoctor.logs.job import JobScan
 
 
 class StderrProgress:
@@ -68,9 +68,13 @@ def logs() -> None:
 @click.argument("paths", nargs=-1, required=True, metavar="PATH...", type=PATH_OR_STDIN)
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "junit", "github"]), default="text",
               show_default=True)
-@click.option("--fail-on", "fail_on", multiple=True, metavar="error|warn|fallback|KIND|CODE",
+@click.option("--fail-on", "fail_on", multiple=True, metavar="fail|warn|fallback|KIND|CODE",
               help="Exit 1 when a finding matches (repeat or comma-separate; given criteria replace the "
-                   "default, error). warn includes error; a CODE such as EZ3002 or 507011 matches that code.")
+                   "default, fail). fail (or error): errors; warn includes them; a CODE such as EZ3002 or "
+                   "507011 matches that code.")
+@click.option("--expect-success", "expect_success", metavar="atc|TEXT",
+              help="A finished run's log holds this line (atc: \"ATC run success\"); each log without it "
+                   "is an unfinished_run error: the run was not found, crashed, was killed or stopped.")
 @click.option("--rules", "rule_files", type=PATH, multiple=True, metavar="FILE",
               help="Site rules file (same layout as checks/log_rules.yaml); adds or replaces rules by id.")
 @click.option("-j", "--jobs", type=click.IntRange(0, 256), default=0, show_default=True,
@@ -80,17 +84,26 @@ def logs() -> None:
 @click.option("--from", "bundle", type=PATH, metavar="BUNDLE",
               help="Explain codes in CANN's own texts from a bundle's node.")
 @click.option("--root", type=PATH, metavar="DIR", help="Explain codes in CANN's own texts from the install under DIR.")
+@click.option("--node", metavar="NAME", default="",
+              help="The node the scanned logs come from (names it in the diagnosis and the JSON document).")
 @click.option("-v", "--verbose", is_flag=True,
-              help="Show every finding's sample line and explanation, and every file.")
-def scan(paths: Tuple[str, ...], fmt: str, fail_on: Tuple[str, ...], rule_files: Tuple[str, ...],
-         jobs: int, follow_symlinks: bool, bundle: Optional[str], root: Optional[str], verbose: bool) -> None:
-    """Scan files, directories, .gz files or - (stdin) and report merged findings.
+              help="Show every incident, every finding's sample line and explanation, and every file.")
+def scan(paths: Tuple[str, ...], fmt: str, fail_on: Tuple[str, ...], expect_success: Optional[str],
+         rule_files: Tuple[str, ...], jobs: int, follow_symlinks: bool, bundle: Optional[str], root: Optional[str],
+         node: str, verbose: bool) -> None:
+    """Scan files, directories, .gz files, - (stdin) or other nodes' --format json documents; report the
+    diagnosis (root cause, consequences, independent incidents) and the merged findings.
+
+    A job folder is read as it is kept: a folder per node, plog/device-N, torchrun's attempt_N/<rank>/,
+    MindSpore's rank_N/, consoles with [rankN]: or Ray (RayWorkerWrapper pid=..) prefixes.
 
     Exit codes: 0 nothing matched --fail-on; 1 findings matched or a file could not be read; 2 usage error or
     nothing readable.
     """
-    from npudoctor.logs.engine import default_jobs, scan_paths
+    from npudoctor.logs.engine import default_jobs
     from npudoctor.logs.failon import matches_fail_on, parse_fail_on
+    from npudoctor.logs.finished import expectation, extra_rules, judge_job_finished
+    from npudoctor.logs.job import scan_job
     from npudoctor.logs.rules import RulesError, known_kinds, load_rules
     from npudoctor.model import inputs
     from npudoctor.probes.cann_codes import texts_on_node
@@ -101,21 +114,26 @@ def scan(paths: Tuple[str, ...], fmt: str, fail_on: Tuple[str, ...], rule_files:
     try:
         rules = load_rules(rule_files)
         criteria = parse_fail_on(split_list(fail_on), known_kinds(rules))
+        expected = expectation(expect_success) if expect_success is not None else None
     except (RulesError, ValueError) as exc:
         raise fail_usage(str(exc)) from None
     progress = progress_for(sys.stderr)
     try:
-        result = scan_paths(paths, rules=rules, rule_files=rule_files, jobs=jobs or default_jobs(),
-                            progress=progress, stdin=sys.stdin.buffer, follow_symlinks=follow_symlinks,
-                            installed=installed)
+        job = scan_job(paths, rules=rules, rule_files=rule_files, jobs=jobs or default_jobs(),
+                       progress=progress, stdin=sys.stdin.buffer, follow_symlinks=follow_symlinks,
+                       installed=installed, node=printable(node),
+                       extra_rules=extra_rules(expected) if expected else ())
     finally:
         if progress is not None:
             progress.close()
+    result = job.result
     if not result.readable_files:  # one line, as for every command that reads many inputs (model.inputs)
         unread = [s for s in result.files if s.status != "ok"]
         first = f": {unread[0].path}: {unread[0].error}" if unread else ""
         more = f" (and {len(unread) - 1} more)" if len(unread) > 1 else ""
         raise fail_usage(f"nothing readable to scan{first}{more}")
+    if expected is not None:
+        judge_job_finished(job, expected)
     for summary in result.files:
         if summary.status == "partial":
             click.echo(printable(f"npudoctor: warning: {summary.path}: {summary.error}; scanned what was read "
@@ -128,27 +146,29 @@ def scan(paths: Tuple[str, ...], fmt: str, fail_on: Tuple[str, ...], rule_files:
     code = inputs.exit_code(EXIT_FINDINGS if matches_fail_on(result, criteria) else EXIT_OK, len(unreadable))
     if unreadable:
         click.echo(printable(inputs.warning_line([(s.path, s.error or "unreadable") for s in unreadable])), err=True)
-    _emit(result, fmt, verbose, criteria, code)
+    _emit(job, fmt, verbose, criteria, code)
     raise click.exceptions.Exit(code)
 
 
-def _emit(result: ScanResult, fmt: str, verbose: bool, criteria: Sequence[str], code: int) -> None:
+def _emit(job: JobScan, fmt: str, verbose: bool, criteria: Sequence[str], code: int) -> None:
+    result = job.result
     if fmt == "json":
         from npudoctor.report import json_report, logs_json
 
-        json_report.emit(logs_json.to_dict(result, criteria, code))
+        json_report.emit(logs_json.to_dict(result, criteria, code, job))
     elif fmt == "junit":
         from npudoctor.report import junit
 
-        junit.emit(junit.scan_document(result, criteria))
+        junit.emit(junit.scan_document(result, criteria, job))
     elif fmt == "github":
         from npudoctor.report import github
 
-        click.echo(github.scan_document(result, criteria, code), nl=False)
+        click.echo(github.scan_document(result, criteria, code, job=job), nl=False)
     else:
         from npudoctor.report import console, logs_console
 
-        logs_console.render(result, console.make_console(), verbose=verbose, fail_on=criteria, exit_code=code)
+        logs_console.render(result, console.make_console(), verbose=verbose, fail_on=criteria, exit_code=code,
+                            job=job)
 
 
 @logs.command("explain", context_settings={"ignore_unknown_options": True})

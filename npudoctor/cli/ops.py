@@ -1,7 +1,8 @@
 """`npudoctor ops audit`: will this model run on the NPU? Which operators fall back to the CPU on a torch_npu release.
 
 Exit codes: 0 audited (and nothing falls back under ``--fail-on fallback``); 1 an operator falls back under
-``--fail-on fallback``; 2 usage error, unreadable operator list, or the audit could not run.
+``--fail-on fallback``; 2 usage error, unreadable operator list, or the audit could not run (the program failed on
+its own: raised, or exited non-zero); 130 after Ctrl-C (what ran until then is judged); 143 after SIGTERM.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from typing import Optional, Tuple
 
 import click
 
-from npudoctor.cli.common import fail_usage
+from npudoctor.cli.common import EXIT_INTERRUPTED, PATH, FailOn, fail_usage
 
 
 @click.group()
@@ -20,7 +21,7 @@ def ops() -> None:
 
 
 @ops.command("audit", context_settings={"ignore_unknown_options": True})
-@click.option("--torch-npu", "torch_npu", metavar="PATH|VERSION",
+@click.option("--torch-npu", "torch_npu", type=PATH, metavar="PATH|VERSION",
               help="The torch_npu release to judge against: a wheel, a folder holding torch_npu/, or a release "
                    "(shipped list). Default: the torch_npu installed beside --python, else the newest shipped.")
 @click.option("--model", type=click.Choice(["tiny", "vit-b-32"]), default=None,
@@ -33,8 +34,9 @@ def ops() -> None:
 @click.option("--root", metavar="DIR", help="Find the installed torch_npu under DIR (a mounted image).")
 @click.option("--from", "bundle", metavar="BUNDLE", help="Find the installed torch_npu in a collected bundle.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
-@click.option("--fail-on", type=click.Choice(["fallback"]), default=None,
-              help="Exit 1 when an operator falls back to the CPU (for CI).")
+@click.option("--fail-on", type=FailOn(["fallback"]), default=None,
+              help="Exit 1 when an operator falls back to the CPU (fallback; for CI). fail and warn are "
+                   "every command's words; an audit lists operators, none of them a FAIL or WARN.")
 @click.option("-v", "--verbose", is_flag=True, help="List every operator, with the reason of its verdict.")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="-- SCRIPT [ARGS...]")
 def audit(torch_npu: Optional[str], model: Optional[str], steps: int, python: Optional[str], timeout_s: float,
@@ -66,6 +68,9 @@ def audit(torch_npu: Optional[str], model: Optional[str], steps: int, python: Op
         what = command[0]
     if result.run.get("ended") == "no-recording":
         raise fail_usage(engine.run_line(result.run))
+    if engine.failed(result.run):  # what a failing program ran is no audit of it: its error, no verdict
+        raise fail_usage(f"{engine.run_line(result.run)}; the program failed, so the audit is incomplete "
+                         "(no verdict)")
     if fmt == "json":
         from npudoctor.report import json_report
 
@@ -76,4 +81,4 @@ def audit(torch_npu: Optional[str], model: Optional[str], steps: int, python: Op
 
         ops_console.render(result, make_console(), verbose=verbose, version=__version__, what=what,
                            started=started, run_line=engine.run_line(result.run))
-    raise click.exceptions.Exit(result.exit_code(fail_on))
+    raise click.exceptions.Exit(EXIT_INTERRUPTED if result.run.get("interrupted") else result.exit_code(fail_on))

@@ -74,10 +74,13 @@ def npu_smi(source: str, fmt: str) -> None:
             raise fail_usage(f"{name}: {exc}") from None
         _explain_failure(name, failure)
         raise click.exceptions.Exit(EXIT_FINDINGS) from None
+    from npudoctor.report import terminal
+    from npudoctor.report.console import wrap
     from npudoctor.untrusted import clean, clean_value
 
-    for note in table.notes:
-        click.echo(f"npudoctor: note: {clean(note)}", err=True)
+    for note in table.notes:  # a note, like every line for people, fits the terminal (80 columns piped)
+        for line in wrap(clean(note), terminal.width(), "npudoctor: note: ", "  "):
+            click.echo(line, err=True)
     if fmt == "json":  # process names are the node's text (arguments, secrets): cleaned as in every report
         from npudoctor.report import json_report
 
@@ -96,7 +99,9 @@ def _explain_failure(name: str, failure: Any) -> None:
     width = terminal.width()
     from npudoctor.untrusted import clean, one_line
 
-    click.echo(one_line(clean(f"{name}: npu-smi failed: {failure.line}")))  # the file's own text: data
+    # the file's own text is data: one line of it, cleaned, wrapped to the width like the rest
+    for line in wrap(one_line(clean(f"{name}: npu-smi failed: {failure.line}")), width, "", "  "):
+        click.echo(line)
     for label in ("meaning", "cause", "fix"):
         for index, part in enumerate(str(explained.get(label) or "").splitlines()):
             first = f"  {label}: " if index == 0 else "    "

@@ -12,7 +12,7 @@ from typing import Any, Optional, Tuple
 
 import click
 
-from npudoctor.cli.common import EXIT_INTERRUPTED, EXIT_USAGE, PATH, emit_findings, fail_usage
+from npudoctor.cli.common import EXIT_INTERRUPTED, EXIT_USAGE, FAIL_ON_HELP, PATH, FailOn, emit_findings, fail_usage
 from npudoctor.knowledge import setting
 
 FORMATS = click.Choice(["text", "json", "junit", "github"])
@@ -21,8 +21,7 @@ FORMATS = click.Choice(["text", "json", "junit", "github"])
 def _common(func: Any) -> Any:
     for option in reversed([
         click.option("--format", "fmt", type=FORMATS, default="text", show_default=True),
-        click.option("--fail-on", type=click.Choice(["warn", "fail"]), default="fail", show_default=True,
-                     help="Exit 1 on FAIL/ERROR (default) or also on WARN."),
+        click.option("--fail-on", type=FailOn(), default="fail", show_default=True, help=FAIL_ON_HELP),
         click.option("--steps", type=click.IntRange(0, None), default=0, metavar="N",
                      help="Analyse only the last N steps (tables with a Step Id / Step column); 0: all."),
         click.option("--profile", "profile_name", type=PATH, metavar="NAME|PATH",

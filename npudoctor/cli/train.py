@@ -43,6 +43,10 @@ def train_step(device_name: str, model: str, batch: int, steps: int, precision: 
     from npudoctor.workload import session
 
     install.require("numpy")  # beside torch (TorchMissing names both): without it torch warns, DataLoader fails
+    from npudoctor.model.inputs import NAMED_LINK, is_named_link
+
+    if weights and is_named_link(weights):  # the one link rule (npudoctor.model.inputs)
+        raise fail_usage(f"--weights {weights}: {NAMED_LINK}")
     if weights and not os.path.isfile(weights):
         raise fail_usage(f"--weights {weights}: not a regular file")
     if log_path:
@@ -119,15 +123,14 @@ def leak_analyze(path: str, fmt: str, warmup: Optional[int], profile_name: Optio
     """Leak verdict for a recorded log: exit 1 on a leak, 2 on unreadable input."""
     from npudoctor import api
     from npudoctor.workload import leak as leaks
-    from npudoctor.workload.memlog import TAIL_BYTES, last_run, read_columns
+    from npudoctor.workload.memlog import TAIL_BYTES, last_run
 
     try:
         profile = api.load_profile(profile_name)
         settings = leaks.LeakSettings.from_mapping(profile.get("train.leak"))
-        records = read_columns(path, leaks.VERDICT_FIELDS, max_bytes=TAIL_BYTES)  # the fields it judges only
     except (TypeError, ValueError) as exc:
         raise fail_usage(f"profile train.leak: {exc}") from None
-    verdict = leaks.analyze(records, settings, **({"warmup_steps": warmup} if warmup is not None else {}))
+    verdict, records = leaks.analyze_file(path, settings, **({"warmup_steps": warmup} if warmup is not None else {}))
     runs = len({r["run"] for r in records})
     if fmt == "json":
         from npudoctor.report import json_report

@@ -29,7 +29,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 from npudoctor.errors import InputError
 from npudoctor.knowledge import setting
 from npudoctor.model import rulebook
-from npudoctor.model.finding import Finding, Status
+from npudoctor.model.finding import Finding, Report, Status
 from npudoctor.parsers import jsondoc
 from npudoctor.untrusted import clean, clean_value
 
@@ -401,9 +401,14 @@ def header(document: Mapping[str, Any]) -> str:
 
 
 def render_text(document: Mapping[str, Any], found: Sequence[Finding], width: int = 80) -> str:
+    """The house style of `check`: the title line, what ran, the table, the findings with their fixes, the
+    summary line and the verdict sentence last."""
+    from npudoctor import __version__
+    from npudoctor.report.console import summary, title_line, verdict, wrap
     from npudoctor.report.symbols import SYMBOL
 
-    lines = [header(document)]
+    what = header(document).replace("npudoctor collective: ", "", 1)
+    lines = [title_line("collective", __version__, started=time.time()).plain, *wrap(what, width)]
     rows = document.get("results") or []
     if rows:
         lines.append(f"{'op':<11}{'size':>6}{'time us':>12}{'algbw GB/s':>12}{'busbw GB/s':>12}  check  slowest")
@@ -418,10 +423,10 @@ def render_text(document: Mapping[str, Any], found: Sequence[Finding], width: in
         if finding.fix and finding.status in (Status.FAIL, Status.WARN, Status.ERROR):
             lines += textwrap.wrap(finding.fix, width, initial_indent=" " * 12 + "fix: ",
                                    subsequent_indent=" " * 17, break_on_hyphens=False)
-    counts = {status: sum(1 for f in found if f.status is status) for status in Status}
-    problems = counts[Status.FAIL] + counts[Status.ERROR]
-    lines += ["", f"{len(found)} findings: " + ", ".join(f"{n} {s.value}" for s, n in counts.items() if n)
-              + ("; nothing failed" if not problems else f"; {problems} problem(s)")]
+    report = Report(findings=list(found))
+    ranks = document.get("world_size")
+    scope = f"in {ranks} rank{'s' * (ranks != 1)}" if isinstance(ranks, int) else "in the collective run"
+    lines += ["", summary(report).plain, *wrap(verdict(report, scope=scope), width)]
     return clean("\n".join(lines)) + "\n"  # host and device names come from the ranks: data, never escapes
 
 
@@ -437,27 +442,39 @@ def to_json(document: Mapping[str, Any], found: Sequence[Finding]) -> str:
 def launch(nproc: int, worker_args: Sequence[str], timeout_s: float) -> Dict[str, Any]:
     """Run ``python -m torch.distributed.run --standalone --nproc-per-node N -m npudoctor.collective ARGS`` and
     return rank 0's document, or ``{"error": reason, "output": text}`` when the run did not finish."""
+    import shutil
     import sys
-    import tempfile
 
-    with tempfile.TemporaryDirectory(prefix="npudoctor-collective-") as tmp:
-        result_file = os.path.join(tmp, "result.json")
-        argv = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}",
-                "-m", "npudoctor.collective", *worker_args, "--result-file", result_file]
-        env = dict(os.environ, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"))
-        returncode, output = run_group(argv, timeout_s, env)
-        if returncode is None:
-            return {"error": f"torchrun did not finish within {timeout_s:g} s and was stopped", "output": output}
-        if returncode != 0 or not os.path.exists(result_file):
-            # the ranks' own first error, not torchrun's last line (a row of "=" after ChildFailedError)
-            from npudoctor.parsers.child_output import first_error_line
+    from npudoctor.probes.proctree import private_folder, stop_on_sigterm
 
-            last = next((line for line in reversed(output.strip().splitlines()) if line.strip()), "")
-            said = first_error_line(output) or last[:200]
-            return {"error": f"torchrun exited with code {returncode}: {said}", "output": output}
-        with open(result_file, "rb") as handle:
-            document: Dict[str, Any] = jsondoc.loads(handle.read(), result_file)
-        return document
+    # SIGTERM stops the ranks as Ctrl-C does; a folder a SIGKILLed run left is removed by the next run
+    with stop_on_sigterm():
+        tmp = private_folder("collective")
+        try:
+            return _launch_into(tmp, nproc, worker_args, timeout_s, sys.executable)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _launch_into(tmp: str, nproc: int, worker_args: Sequence[str], timeout_s: float, python: str) -> Dict[str, Any]:
+    """:func:`launch` with its files in ``tmp``."""
+    result_file = os.path.join(tmp, "result.json")
+    argv = [python, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}",
+            "-m", "npudoctor.collective", *worker_args, "--result-file", result_file]
+    env = dict(os.environ, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"))
+    returncode, output = run_group(argv, timeout_s, env)
+    if returncode is None:
+        return {"error": f"torchrun did not finish within {timeout_s:g} s and was stopped", "output": output}
+    if returncode != 0 or not os.path.exists(result_file):
+        # the ranks' own first error, not torchrun's last line (a row of "=" after ChildFailedError)
+        from npudoctor.parsers.child_output import first_error_line
+
+        last = next((line for line in reversed(output.strip().splitlines()) if line.strip()), "")
+        said = first_error_line(output) or last[:200]
+        return {"error": f"torchrun exited with code {returncode}: {said}", "output": output}
+    with open(result_file, "rb") as handle:
+        document: Dict[str, Any] = jsondoc.loads(handle.read(), result_file)
+    return document
 
 
 #: What is kept of torchrun's output (a rank may write GBs to stderr): the start, where the first error usually

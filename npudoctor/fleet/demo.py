@@ -8,6 +8,7 @@ The bundles live in ``npudoctor/fleet/scenarios/<name>.tar.gz`` (ordinary bundle
 from __future__ import annotations
 
 import json
+import textwrap
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
@@ -36,16 +37,22 @@ def about(name: str) -> Dict[str, Any]:
     return dict(manifest.get("demo", {}))
 
 
+# Demo text is for people at a terminal: 80 columns, like every report.
+WIDTH = 80
+
+
 def describe() -> str:
     lines = ["Demo scenarios (npudoctor check --demo NAME), assembled from real captures:"]
-    lines += [f"  {name:<20} {about(name).get('description', '')}" for name in names()]
+    for name in names():
+        lines += textwrap.wrap(about(name).get("description", ""), WIDTH, initial_indent=f"  {name:<20} ",
+                               subsequent_indent=" " * 23)
     return "\n".join(lines)
 
 
 def banner(name: str) -> str:
-    """One line for people: this is a replayed demo, and what it was made from."""
-    return (f"demo scenario {name}: {about(name).get('description', '')} (assembled from real captures, "
-            "not this machine; `--demo list` shows all)")
+    """A few lines for people: this is a replayed demo, and what it was made from (80 columns)."""
+    return "\n".join(textwrap.wrap(f"demo scenario {name}: {about(name).get('description', '')} (assembled from "
+                                   "real captures, not this machine; `--demo list` shows all)", WIDTH))
 
 
 def scenario_path(name: str) -> str:

@@ -17,7 +17,7 @@ from npudoctor.fleet.reportdoc import MAX_REPORT_BYTES, ReportShapeError, check_
 from npudoctor.model.inventory import CHIP_FIELDS, SOFTWARE_FIELDS, SYSTEM_FIELDS
 from npudoctor.parsers import jsondoc
 from npudoctor.probes.safe_open import UnsafeFile, read_file
-from npudoctor.untrusted import clean, one_line, printable
+from npudoctor.untrusted import clean, one_line
 
 # Where each inventory value comes from on a node, for the comments of the derived profile.
 ORIGIN: Dict[str, str] = {
@@ -81,7 +81,9 @@ def _scalar(value: Any) -> str:
         return repr(value)
     if isinstance(value, list):
         return "[" + ", ".join(_scalar(v) for v in value) + "]"
-    return json.dumps(printable(str(value)), ensure_ascii=False)  # no C1 line break (NEL) either
+    # A value of the node's is pinned redacted (a token in a version string never reaches a site's repository);
+    # printable: no C1 line break (NEL) either
+    return json.dumps(clean(str(value)), ensure_ascii=False)
 
 
 def derive(document: Mapping[str, Any], source: str, base: Optional[str] = None, name: Optional[str] = None) -> str:
@@ -93,11 +95,11 @@ def derive(document: Mapping[str, Any], source: str, base: Optional[str] = None,
     # newline would otherwise add a real key to the profile).
     host = one_line(clean(str(inventory.get("hostname") or (document.get("host") or {}).get("hostname")
                                or "unknown-node")))
-    base = base or one_line(str(tool.get("profile") or "default"))
+    base = base or one_line(clean(str(tool.get("profile") or "default")))
     name = name or f"site-from-{host}"
     started = one_line(clean(str((document.get("run") or {}).get("started") or document.get("recorded")
                                  or "at an unknown time")))
-    source = one_line(source)
+    source = one_line(clean(source))
     summary = document.get("summary") or {}
     failing = int(summary.get("fail", 0) or 0) + int(summary.get("error", 0) or 0)
     lines: List[str] = [
@@ -138,12 +140,8 @@ def _pin(key: str, value: Any, indent: int) -> str:
     return f"{' ' * indent}{leaf}: {_scalar(value)}  # {ORIGIN.get(key, 'seen on the reference node')}"
 
 
-def write_new(path: str, text: str) -> None:
-    """Write ``text`` to ``path``, which must not exist (nothing is ever overwritten)."""
-    try:
-        with open(path, "x", encoding="utf-8") as handle:
-            handle.write(text)
-    except FileExistsError:
-        raise DeriveError(f"{path} already exists; choose another name (nothing was overwritten)") from None
-    except OSError as exc:
-        raise DeriveError(f"cannot write {path}: {exc.strerror or exc}") from None
+def failing_findings(document: Mapping[str, Any]) -> List[str]:
+    """The IDs of the FAIL/ERROR findings of the reference node's report (a node not accepted), in order."""
+    findings = document.get("findings") or []
+    return list(dict.fromkeys(str(f.get("id", "?")) for f in findings
+                              if isinstance(f, Mapping) and f.get("status") in ("fail", "error")))

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from npudoctor import api
+from npudoctor.fleet.textfile import write_new
 from npudoctor.model.finding import Finding, Report, Status
 
 OUTPUTS = ("report.json", "bundle.tar.gz", "report.html")
@@ -103,9 +104,9 @@ def onboard(directory: str, profile_name: str, collective: CollectiveOptions,
             options: Optional[Mapping[str, Any]] = None, root: Optional[str] = None,
             memory: Optional[Sequence[Mapping[str, Any]]] = None,
             environ: Optional[Mapping[str, str]] = None, listener: Any = None,
-            stage: Optional[Callable[[str], None]] = None) -> OnboardResult:
+            stage: Optional[Callable[[str], None]] = None, memlog_path: Optional[str] = None) -> OnboardResult:
     """The acceptance run into ``directory``; ``listener`` hears the checks (a spinner), ``stage(label)`` the
-    steps after them."""
+    steps after them. ``memlog_path``: a training memory log judged as ``leak analyze`` judges it (TRN003)."""
     from npudoctor.report import html, json_report
 
     profile = api.load_profile(profile_name)
@@ -126,6 +127,8 @@ def onboard(directory: str, profile_name: str, collective: CollectiveOptions,
         stage("collective probe (torchrun)")
     results, found = run_collective(collective, report.inventory, profile)
     report.findings.extend(found)
+    if memlog_path:
+        report.findings.extend(judge_memlog(memlog_path, profile))
     document = report.to_dict()
     document["tool"]["command"] = "onboard"
     # An acceptance record says when it was made (check's JSON leaves times out so replays are byte-stable).
@@ -135,14 +138,23 @@ def onboard(directory: str, profile_name: str, collective: CollectiveOptions,
         document["collective"] = results
     # Both texts before either file: a page that cannot be drawn must not leave report.json without it.
     page = html.render(document, memory)
-    _write_new(paths["report.json"], json_report.dumps(document))
-    _write_new(paths["report.html"], page)
+    # prepare() found no output here; one that appeared since (another run into the same folder) is kept
+    advice = "it appeared while onboard ran (another run into the same folder?): use a new folder"
+    write_new(paths["report.json"], json_report.dumps(document), advice)
+    write_new(paths["report.html"], page, advice)
     return OnboardResult(report, document, paths)
 
 
-def _write_new(path: str, text: str) -> None:
-    with open(path, "x", encoding="utf-8") as handle:
-        handle.write(text)
+def judge_memlog(path: str, profile: Any) -> List[Finding]:
+    """The TRN003 finding ``leak analyze`` gives ``path`` under ``profile``'s train.leak settings."""
+    from npudoctor.workload import leak, memlog
+    from npudoctor.workload.findings import leak_report
+
+    try:
+        verdict, _ = leak.analyze_file(path, leak.LeakSettings.from_mapping(profile.get("train.leak")))
+    except memlog.MemlogError as exc:
+        raise api.UsageError(f"--memlog {exc}") from None
+    return leak_report(verdict.to_dict(), verdict.device or "?", path).findings
 
 
 def read_memory(path: str) -> List[Mapping[str, Any]]:
@@ -153,3 +165,30 @@ def read_memory(path: str) -> List[Mapping[str, Any]]:
         return list(memlog.last_run(memlog.read_records(path, memlog.TAIL_BYTES, max_records=MAX_PLOTTED_RECORDS)))
     except memlog.MemlogError as exc:
         raise api.UsageError(f"--memlog {exc}") from None
+
+
+def render_text(result: OnboardResult, code: int, console: Any) -> None:
+    """The run in the house style of ``check``: the title and what was judged, what is wrong with its fixes,
+    the files written, the summary line and the verdict last ("ACCEPTED: ..." or "NOT ACCEPTED: ...")."""
+    from rich.text import Text
+
+    from npudoctor import __version__
+    from npudoctor.report.console import CheckConsole, context_lines, summary, title_line, verdict, wrap
+    from npudoctor.untrusted import clean, one_line
+
+    report = result.report
+    out = CheckConsole(console)
+    host = one_line(clean(str(report.inventory.get("hostname") or "?")))  # the node's text, on its line
+    lines = [title_line("onboard", __version__, host, report.started or time.time()),
+             *context_lines(f"profile {report.tool.get('profile', '?')}, record in "
+                            f"{os.path.dirname(next(iter(result.paths.values()), '')) or '.'}", console.width)]
+    shown = [f for f in report.findings if f.status in (Status.FAIL, Status.ERROR, Status.WARN)]
+    if shown:
+        lines.append(Text(""))
+        for finding in shown:
+            lines += out.finding_lines(finding)
+    lines.append(Text(""))
+    lines += [Text(line) for path in result.paths.values() for line in wrap(f"wrote {path}", console.width, "", "  ")]
+    sentence = f"{'ACCEPTED' if code == 0 else 'NOT ACCEPTED'}: {verdict(report)}"
+    lines += [Text(""), summary(report), *[Text(line, style="bold") for line in wrap(sentence, console.width)]]
+    out.print(lines)

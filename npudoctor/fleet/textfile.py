@@ -20,6 +20,19 @@ class TextfileError(InputError):
     """The textfile cannot be written: one line for the user."""
 
 
+def write_new(path: str, text: str, advice: str = "choose another name") -> None:
+    """Write ``text`` to a new file ``path``: never overwritten, never through a link (``open(..., "x")``
+    fails on any existing name, a link included). A file that exists, or appeared while the command ran
+    (another run writing into the same folder), is one line saying nothing was overwritten."""
+    try:
+        with open(path, "x", encoding="utf-8") as handle:
+            handle.write(text)
+    except FileExistsError:
+        raise TextfileError(f"{path} already exists; {advice} (nothing was overwritten)") from None
+    except OSError as exc:
+        raise TextfileError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
 def check_target(path: str) -> None:
     """Refuse a target that can never be written, before any work is done."""
     folder = os.path.dirname(os.path.abspath(path))

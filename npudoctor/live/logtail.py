@@ -74,6 +74,7 @@ class LogTail:
         self.first_seen: Dict[Tuple[str, str], float] = {}
         self.last_file: Dict[Tuple[str, str], str] = {}
         self.error: Optional[str] = None
+        self.verdict = ""  # the diagnosis of what was tailed (logs scan's verdict line)
         self.lines = 0
 
     def start(self) -> None:
@@ -103,7 +104,12 @@ class LogTail:
                     if before.get(key) != finding.count:
                         self.first_seen.setdefault(key, self.clock())
                         self.last_file[key] = path
-        return self.findings()
+        findings = self.findings()
+        if findings:  # the diagnosis `logs scan` gives, over what was tailed so far (issue 27)
+            from npudoctor.logs.job import diagnose_result
+
+            self.verdict = diagnose_result(self.scanner.result()).diagnosis.verdict
+        return findings
 
     def _merged(self) -> Dict[Tuple[str, str], LogFinding]:
         return {(f.kind, f.subject): f for f in self.scanner.result().findings}

@@ -20,7 +20,7 @@ from typing import IO, Any, Callable, Dict, Iterable, Iterator, List, Optional, 
 
 from npudoctor.logs.codes import Installed
 from npudoctor.logs.model import FileSummary, ScanResult
-from npudoctor.logs.rules import RuleSet, load_rules
+from npudoctor.logs.rules import Rule, RuleSet, load_rules, with_rules
 from npudoctor.logs.safeio import file_type, open_input
 from npudoctor.logs.scanner import CHUNK_BYTES, Scanner
 from npudoctor.model.inputs import NAMED_LINK, WALKED_LINK, is_named_link
@@ -42,7 +42,7 @@ Progress = Callable[[int, int, int, int], None]
 # Reads one input for callers that do not read local files (LOG001 reads through the node's runner).
 Opener = Callable[[str], Iterable[bytes]]
 
-_worker_rules: Dict[Tuple[str, ...], RuleSet] = {}
+_worker_rules: Dict[Tuple[Tuple[str, ...], Tuple[Rule, ...]], RuleSet] = {}
 
 
 @dataclass(frozen=True)
@@ -259,11 +259,13 @@ def _range_chunks(path: str, start: int, stop: int) -> Iterator[bytes]:
         yield from read_chunks(handle, limit=stop - start)
 
 
-def _scan_range(path: str, name: str, start: int, stop: int, rule_files: Tuple[str, ...]) -> Any:
+def _scan_range(path: str, name: str, start: int, stop: int, rule_files: Tuple[str, ...],
+                extra_rules: Tuple[Rule, ...] = ()) -> Any:
     """Worker process: scan bytes [start, stop) of ``path`` (cut at line starts) with the pure engine."""
-    if rule_files not in _worker_rules:
-        _worker_rules[rule_files] = load_rules(rule_files)
-    scanner = Scanner(_worker_rules[rule_files])
+    key = (rule_files, extra_rules)
+    if key not in _worker_rules:
+        _worker_rules[key] = with_rules(load_rules(rule_files), extra_rules)
+    scanner = Scanner(_worker_rules[key])
     scanner.scan_stream(name, _range_chunks(path, start, stop))
     return scanner.export_part()
 
@@ -282,15 +284,15 @@ def line_boundaries(path: str, size: int, parts: int) -> List[int]:
     return sorted(set(cuts))
 
 
-def _scan_parallel(scanner: Scanner, item: LogInput, jobs: int,
-                   rule_files: Tuple[str, ...]) -> Optional[FileSummary]:
+def _scan_parallel(scanner: Scanner, item: LogInput, jobs: int, rule_files: Tuple[str, ...],
+                   extra_rules: Tuple[Rule, ...]) -> Optional[FileSummary]:
     """Scan a big regular file in ``jobs`` worker processes; None when no worker could start."""
     import concurrent.futures
 
     try:
         cuts = line_boundaries(item.path, item.size, jobs)
         with concurrent.futures.ProcessPoolExecutor(max_workers=jobs) as pool:
-            futures = [pool.submit(_scan_range, item.path, item.name, a, b, rule_files)
+            futures = [pool.submit(_scan_range, item.path, item.name, a, b, rule_files, extra_rules)
                        for a, b in zip(cuts, cuts[1:])]
             parts = [f.result() for f in futures]
     except (OSError, concurrent.futures.process.BrokenProcessPool):
@@ -305,8 +307,8 @@ def default_jobs() -> int:
 def scan_paths(paths: Sequence[str], *, rules: Optional[RuleSet] = None, rule_files: Sequence[str] = (),
                jobs: int = 1, progress: Optional[Progress] = None, stdin: Optional[IO[bytes]] = None,
                follow_symlinks: bool = False, opener: Optional[Opener] = None,
-               cwd: Optional[str] = None, installed: Optional[Installed] = None
-               ) -> ScanResult:
+               cwd: Optional[str] = None, installed: Optional[Installed] = None,
+               extra_rules: Sequence[Rule] = ()) -> ScanResult:
     """Scan files, folders (walked for log files), ``.gz`` files and ``-`` (``stdin``); one merged result.
 
     ``rules`` default to the shipped ones plus ``rule_files`` (raises :class:`~npudoctor.logs.rules.RulesError`
@@ -315,10 +317,11 @@ def scan_paths(paths: Sequence[str], *, rules: Optional[RuleSet] = None, rule_fi
     LOG001 reads a node's plogs through its runner. Inputs that cannot be read become "unreadable" or
     "partial" files of the result, with the reason; ``result.skipped`` names what a walk passed over.
     ``installed``: CANN's registry texts read on the node (:func:`npudoctor.probes.cann_codes.texts_on_node`):
-    code findings then read as ``explain`` shows them there.
+    code findings then read as ``explain`` shows them there. ``extra_rules`` are made for this scan (the
+    success line of ``logs scan --expect``) and added to ``rules``, in worker processes too.
     """
-    rule_files = tuple(rule_files)
-    scanner = Scanner(rules if rules is not None else load_rules(rule_files), installed)
+    rule_files, extra = tuple(rule_files), tuple(extra_rules)
+    scanner = Scanner(with_rules(rules if rules is not None else load_rules(rule_files), extra), installed)
     if opener is not None:
         inputs = [LogInput(path, path, "opener") for path in paths]
         skipped: List[Tuple[str, str]] = []
@@ -334,7 +337,7 @@ def scan_paths(paths: Sequence[str], *, rules: Optional[RuleSet] = None, rule_fi
             continue
         summary: Optional[FileSummary] = None
         if jobs > 1 and item.kind == "file" and item.size >= PARALLEL_MIN_BYTES:
-            summary = _scan_parallel(scanner, item, jobs, rule_files)
+            summary = _scan_parallel(scanner, item, jobs, rule_files, extra)
         if summary is None:
             chunks = opener(item.path) if opener is not None else _local_chunks(item, stdin)
             summary = scanner.scan_stream(item.name, _counted(chunks, done, total, index, len(inputs), progress))

@@ -1,6 +1,7 @@
 """``--fail-on``: which findings fail a scan. One rule for the exit code, JUnit failures and LOG001.
 
-A criterion is a severity (``error``; ``warn`` includes error; ``fallback``; ``info``), a finding kind
+A criterion is a severity (``error``, or ``fail`` as every command says; ``warn`` includes error; ``fallback``;
+``info``), a finding kind
 (``cpu_fallback``) or an error code (``EZ9999``, ``507011``).
 """
 
@@ -15,6 +16,8 @@ if TYPE_CHECKING:
     from npudoctor.logs.model import LogFinding, ScanResult
 
 DEFAULT_FAIL_ON = ("error",)
+# The words every command takes (npudoctor.cli.common.FAIL_ON_SEVERITIES): fail is the log doctor's error.
+SEVERITY_ALIASES = {"fail": "error", "warning": "warn"}
 # The severities each severity criterion selects.
 _SELECTS = {"error": ("error",), "warn": ("error", "warn"), "fallback": ("fallback",), "info": ("info",)}
 
@@ -23,14 +26,15 @@ def parse_fail_on(items: Iterable[str], known_kinds: Sequence[str]) -> List[str]
     """Validated criteria (ValueError with a one-line reason for an unknown one); none given: error."""
     criteria = []
     for item in items:
-        if item.lower() in SEVERITIES:
-            criteria.append(item.lower())
+        word = SEVERITY_ALIASES.get(item.lower(), item.lower())
+        if word in SEVERITIES:
+            criteria.append(word)
         elif item in known_kinds:
             criteria.append(item)
         elif CODE_SHAPE.match(normalize(item)):
             criteria.append(normalize(item))
         else:
-            raise ValueError(f"--fail-on {item!r}: expected {', '.join(SEVERITIES)}, a finding kind "
+            raise ValueError(f"--fail-on {item!r}: expected fail (or error), warn, fallback, info, a finding kind "
                              f"({', '.join(sorted(known_kinds))}) or an error code such as EZ9999 or 507011")
     return criteria or list(DEFAULT_FAIL_ON)
 

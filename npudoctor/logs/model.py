@@ -19,8 +19,9 @@ SEVERITIES: Sequence[str] = ("error", "warn", "fallback", "info")
 SEVERITY_STATUS: Mapping[str, Status] = {
     "error": Status.FAIL, "warn": Status.WARN, "fallback": Status.WARN, "info": Status.PASS}
 SEVERITY_RANK = {name: rank for rank, name in enumerate(SEVERITIES)}  # error=0 is the worst
-# The finding kinds the scanner gives itself (see _code_hit, _bare_record); the rules give all the others.
-BUILTIN_KINDS: Tuple[str, ...] = ("error_code", "error_record", "warning_record")
+# The finding kinds the scanner gives itself (see _code_hit, _bare_record) and `--expect-success` adds
+# (npudoctor.logs.finished); the rules give all the others.
+BUILTIN_KINDS: Tuple[str, ...] = ("error_code", "error_record", "warning_record", "unfinished_run")
 
 
 @dataclass(frozen=True)

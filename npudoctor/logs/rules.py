@@ -234,6 +234,15 @@ def load_rules(extra_files: Iterable[str] = ()) -> RuleSet:
     return RuleSet(tuple(merged.values()))
 
 
+def with_rules(rules: RuleSet, extra: Sequence[Rule]) -> RuleSet:
+    """``rules`` and ``extra`` (an extra rule with an existing id replaces it)."""
+    if not extra:
+        return rules
+    merged: Dict[str, Rule] = {r.id: r for r in rules.rules}
+    merged.update({r.id: r for r in extra})
+    return RuleSet(tuple(merged.values()))
+
+
 def known_kinds(rules: RuleSet) -> List[str]:
     """Every finding kind a scan with ``rules`` can report (for ``--fail-on KIND``)."""
     return sorted({r.kind for r in rules.rules} | set(BUILTIN_KINDS))

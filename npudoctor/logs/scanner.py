@@ -950,6 +950,12 @@ def _as_installed(finding: LogFinding, installed: codebase.Installed) -> LogFind
                                severity=hit.severity)
 
 
+# What to do with records no rule and no code explains (they have no cause of their own to name).
+_RECORD_FIX = ("No rule knows these records: read the first one and the lines just before it (-v shows its "
+               "place), which usually name the call that failed; an error code there is explained by "
+               "`npudoctor explain CODE`. A cause found once can be taught to the scan with --rules FILE.")
+
+
 def _fallback_hit(text: str) -> Optional[LineHit]:
     """What a line no rule and no code explained says: an ERROR/WARNING record, reported per module; else an
     error in words (:func:`npudoctor.logs.reading.is_error_line`), an ``error_line`` hit whose subject is
@@ -968,9 +974,9 @@ def _fallback_hit(text: str) -> Optional[LineHit]:
                            ERROR_LINE_FIX)
         level, module = slogd.group("level"), "SLOGD"
     if level in ERROR_LEVELS:
-        return LineHit("error_record", module, "error", f"ERROR records of {module}")
+        return LineHit("error_record", module, "error", f"ERROR records of {module}", fix=_RECORD_FIX)
     if level == "WARNING":
-        return LineHit("warning_record", module, "warn", f"WARNING records of {module}")
+        return LineHit("warning_record", module, "warn", f"WARNING records of {module}", fix=_RECORD_FIX)
     return None
 
 

@@ -48,6 +48,19 @@ def confidence_percent(probability: float) -> str:
     return ">99.9%" if probability >= 0.9995 else percent(probability)
 
 
+# Below this confidence a trend test has seen no rise at all: "48% confidence of a rise" reads as half a leak.
+RISE_SEEN = 0.75
+
+
+def rise_phrase(probability: float, series: str = "") -> str:
+    """A trend test's confidence of a rise in words a person reads right: "no sign of a rise in X (trend
+    confidence 48.2%)" where it saw none, else "confidence of a rise in X: 97.0%"."""
+    where = f" in {series}" if series else ""
+    if probability < RISE_SEEN:
+        return f"no sign of a rise{where} (trend confidence {percent(probability)})"
+    return f"confidence of a rise{where}: {confidence_percent(probability)}"
+
+
 def duration_us(us: float) -> str:
     """A duration given in microseconds: ``12.3 us`` below a millisecond, else ``1.23 ms``."""
     return f"{us / 1000:.2f} ms" if us >= 1000 else f"{us:.1f} us"

@@ -4,6 +4,10 @@ Like ``python -m cProfile SCRIPT``: ``sys.argv`` is the script's, its folder com
 runs as ``__main__``. Whatever way it ends (returns, raises, ``sys.exit``, SIGTERM from the parent's timeout) the
 recording is written to RECORDING with how it ended; a snapshot is also written every few seconds, so a script
 that hangs in C code or calls ``os._exit`` still leaves what was recorded until then. A forked child never writes.
+
+The child dies with npudoctor (:func:`npudoctor.probes.proctree.die_with_parent`: SIGTERM when npudoctor is gone,
+even by SIGKILL); then nobody reads the recording, so the child stops what the script started and removes the
+recording's folder itself.
 """
 
 from __future__ import annotations
@@ -16,10 +20,23 @@ import sys
 import threading
 import time
 import traceback
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 SNAPSHOT_EVERY_S = 2.0
 _OWNER_PID = os.getpid()
+
+
+def orphaned(parent: Optional[int]) -> bool:
+    return parent is not None and os.getppid() != parent
+
+
+def leave_nothing(tree: Any, recording_path: str) -> None:
+    """npudoctor is gone: stop every process the script started (``tree``, made before it ran) and remove the
+    recording's folder."""
+    import shutil
+
+    tree.stop(grace_s=2.0)
+    shutil.rmtree(os.path.dirname(os.path.abspath(recording_path)), ignore_errors=True)
 
 
 class _Stopped(BaseException):
@@ -49,6 +66,14 @@ def main(argv: List[str]) -> int:
         print("usage: python -m npudoctor.ops.child RECORDING SCRIPT [ARGS...]", file=sys.stderr)
         return 2
     recording_path, script = argv[0], os.path.abspath(argv[1])
+    from npudoctor.probes.proctree import guard_parent
+
+    parent = guard_parent()  # SIGTERM when npudoctor dies, even by SIGKILL
+    tree = None
+    if parent is not None:
+        from npudoctor.probes.proctree import ProcessTree
+
+        tree = ProcessTree()  # a subreaper: what the script detaches stays below, to be stopped if npudoctor dies
     try:
         import torch  # noqa: F401  (the audit records torch's dispatcher: without torch there is nothing to do)
     except ImportError:
@@ -108,6 +133,9 @@ def main(argv: List[str]) -> int:
         if snapshotter.is_alive():
             snapshotter.join(timeout=10)  # a snapshot being written must not land after the final recording
     state["exit_code"] = code
+    if tree is not None and orphaned(parent):
+        leave_nothing(tree, recording_path)
+        return code
     write_recording(recording_path, snapshot())
     return code
 

@@ -3,7 +3,7 @@
 The program runs in a child interpreter (``python -m npudoctor.ops.child``: the target interpreter, with
 npudoctor's directory appended to ``PYTHONPATH`` so its own torch wins) in its own process group, bounded in time:
 at the timeout it gets SIGTERM (it writes what it recorded), then SIGKILL. The recording comes back through a
-file in a private temporary folder, read bounded.
+file in a private temporary folder, read bounded and validated field by field (:mod:`npudoctor.ops.recording`).
 """
 
 from __future__ import annotations
@@ -12,15 +12,14 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from typing import Any, Dict, List, Optional, Sequence
 
 from npudoctor.errors import InputError
-from npudoctor.ops import oplist
+from npudoctor.ops import oplist, recording
 from npudoctor.ops.judge import AuditResult, judge
 from npudoctor.parsers import jsondoc
-from npudoctor.probes.proctree import ProcessTree
+from npudoctor.probes.proctree import PARENT_VARIABLE, ProcessTree, Terminated, private_folder, stop_on_sigterm
 
 MAX_RECORDING_BYTES = 64 * 1024 * 1024
 GRACE_S = 5.0
@@ -96,10 +95,13 @@ def _child_env(environ: Optional[Dict[str, str]]) -> Dict[str, str]:
     env = dict(os.environ if environ is None else environ)
     existing = env.get("PYTHONPATH", "")
     env["PYTHONPATH"] = os.pathsep.join(p for p in (existing, _PACKAGE_PARENT) if p)
+    env[PARENT_VARIABLE] = str(os.getpid())  # the child dies with this process (proctree.guard_parent)
     return env
 
 
 def _read_recording(path: str) -> Optional[Dict[str, Any]]:
+    """The recording, validated field by field (:mod:`npudoctor.ops.recording`; the program could rewrite it);
+    None when there is none. A recording that is no JSON object is one line (OpsError)."""
     try:
         with open(path, "rb") as handle:
             data = handle.read(MAX_RECORDING_BYTES + 1)
@@ -109,9 +111,16 @@ def _read_recording(path: str) -> Optional[Dict[str, Any]]:
         raise OpsError(f"the audit's recording is larger than {MAX_RECORDING_BYTES} bytes; refused")
     try:
         document = jsondoc.loads(data, "the audit's recording")
-    except jsondoc.JsonDocumentError:
-        return None
-    return document if isinstance(document, dict) else None
+    except jsondoc.JsonDocumentError as exc:
+        raise OpsError(f"{exc} (the audited program may have rewritten it); nothing judged") from None
+    if not isinstance(document, dict):
+        raise OpsError(f"the audit's recording is a JSON {jsondoc.type_name(document)}, not an object (the "
+                       "audited program may have rewritten it); nothing judged")
+    checked, dropped = recording.validate(document)
+    note = recording.damage_note(dropped)
+    if note:
+        checked["damage"] = note
+    return checked
 
 
 def _wait(process: subprocess.Popen, recording_path: str, timeout_s: float) -> Optional[int]:
@@ -135,55 +144,72 @@ def run_script(script: str, args: Sequence[str], python: Optional[str] = None, t
                environ: Optional[Dict[str, str]] = None, stdout_to_stderr: bool = False,
                grace_s: float = GRACE_S, module: str = "npudoctor.ops.child") -> Dict[str, Any]:
     """Run ``script args`` under the audit; the recording with its ``run`` block (how it ended). ``module``:
-    the child entry (``npudoctor.workload.opaudit`` runs the reference CLIP step, ``script`` then empty)."""
+    the child entry (``npudoctor.workload.opaudit`` runs the reference CLIP step, ``script`` then empty).
+
+    Nothing is left behind however this ends (:mod:`npudoctor.probes.proctree`): the program's whole tree is
+    stopped and the private folder removed after a normal exit, a timeout, Ctrl-C or SIGTERM (raised again as
+    :class:`~npudoctor.probes.proctree.Terminated` once cleaned up); after a SIGKILL of npudoctor the child
+    gets SIGTERM from the kernel and cleans up itself, and the next run removes a folder left over.
+    """
     if module == "npudoctor.ops.child" and not os.path.isfile(script):
         raise OpsError(f"{script}: no such script")
-    folder = tempfile.mkdtemp(prefix="npudoctor-ops-")
-    recording_path = os.path.join(folder, "recording.json")
-    target = [script] if script else []
-    argv = [python or sys.executable, "-m", module, recording_path, *target, *args]
     started = time.monotonic()
     timed_out = interrupted = False
-    tree = ProcessTree()
-    try:
+    with stop_on_sigterm():
+        folder = private_folder("ops")
         try:
-            process = subprocess.Popen(argv, env=_child_env(environ), start_new_session=True,
-                                       stdout=2 if stdout_to_stderr else None, stdin=subprocess.DEVNULL)
-        except OSError as exc:
-            raise OpsError(f"cannot run {argv[0]}: {exc.strerror or exc}") from None
-        tree.watch(process.pid)
-        try:
-            code = _wait(process, recording_path, timeout_s)
-            if code is None:
-                timed_out = True
-                code = 124
-        except KeyboardInterrupt:
-            interrupted = True
-            code = 130
+            recording_path = os.path.join(folder, "recording.json")
+            target = [script] if script else []
+            argv = [python or sys.executable, "-m", module, recording_path, *target, *args]
+            tree = ProcessTree()
+            try:
+                try:
+                    process = subprocess.Popen(argv, env=_child_env(environ), start_new_session=True,
+                                               stdout=2 if stdout_to_stderr else None, stdin=subprocess.DEVNULL)
+                except OSError as exc:
+                    raise OpsError(f"cannot run {argv[0]}: {exc.strerror or exc}") from None
+                tree.watch(process.pid)
+                code = _wait(process, recording_path, timeout_s)
+                if code is None:
+                    timed_out = True
+                    code = 124
+            except Terminated:
+                raise
+            except KeyboardInterrupt:
+                interrupted = True
+                code = 130
+            finally:
+                # The script and whatever it started (a fork, a server, a setsid daemon) go with it, also after
+                # a normal exit: SIGTERM, then SIGKILL after grace_s.
+                tree.stop(grace_s=grace_s)
+            found = _read_recording(recording_path)
         finally:
-            # The script and whatever it started (a fork, a server, a setsid daemon) go with it, also after
-            # a normal exit: SIGTERM, then SIGKILL after grace_s.
-            tree.stop(grace_s=grace_s)
-        recording = _read_recording(recording_path)
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
+            shutil.rmtree(folder, ignore_errors=True)
     seconds = round(time.monotonic() - started, 3)
-    if recording is None:
-        recording = {"ops": {}, "calls": 0, "torch": None}
+    if found is None:
+        found = {"ops": {}, "calls": 0, "torch": None}
         run: Dict[str, Any] = {"ended": "no-recording", "error": (
             f"{argv[0]} cannot import torch; the audit runs the script with torch there (pip install "
             "'npudoctor[train]' in that environment)" if code == 3 else
             f"{argv[0]} exited {code} before the audit started (its own error is above)")}
     else:
-        run = dict(recording.get("run") or {})
+        run = dict(found.get("run") or {})
     run.pop("started", None)
     run.update({"exit_code": code, "seconds": seconds, "timed_out": timed_out, "interrupted": interrupted,
                 "script": script or module, "args": list(args), "python": argv[0]})
     if timed_out:
         run["ended"] = "timed-out"
         run["error"] = f"stopped after the {timeout_s:g} s timeout; what ran until then is judged"
-    recording["run"] = run
-    return recording
+    found["run"] = run
+    return found
+
+
+def failed(run: Dict[str, Any]) -> bool:
+    """The program failed on its own (raised, or exited non-zero): what it ran is no audit of the model."""
+    if run.get("timed_out") or run.get("interrupted"):
+        return False
+    return run.get("ended") == "raised" or (run.get("ended") == "exited" and run.get("exit_code") != 0) or (
+        run.get("ended") == "returned" and run.get("exit_code") not in (0, None))
 
 
 def run_line(run: Dict[str, Any]) -> str:
@@ -214,20 +240,22 @@ def audit_script(script: str, args: Sequence[str], op_list: oplist.OpList, pytho
                  timeout_s: float = 600.0, environ: Optional[Dict[str, str]] = None,
                  stdout_to_stderr: bool = False) -> AuditResult:
     """Run ``script`` under the audit and judge what it dispatched against ``op_list``."""
-    recording = run_script(script, args, python, timeout_s, environ, stdout_to_stderr)
-    notes = list_notes(op_list, recording.get("torch"))
-    return judge(recording, op_list, run=recording.get("run"), notes=notes)
+    found = run_script(script, args, python, timeout_s, environ, stdout_to_stderr)
+    return judge(found, op_list, run=found.get("run"), notes=_notes(found, op_list))
+
+
+def _notes(found: Dict[str, Any], op_list: oplist.OpList) -> List[str]:
+    return list_notes(op_list, found.get("torch")) + ([found["damage"]] if found.get("damage") else [])
 
 
 def audit_reference(model: str, steps: int, op_list: oplist.OpList, python: Optional[str] = None,
                     timeout_s: float = 600.0, environ: Optional[Dict[str, str]] = None,
                     stdout_to_stderr: bool = True) -> AuditResult:
     """The reference CLIP training step (``train-step --model MODEL``) audited like a script."""
-    recording = run_script("", ["--model", model, "--steps", str(steps)], python, timeout_s, environ,
-                           stdout_to_stderr, module="npudoctor.workload.opaudit")
-    run = dict(recording.get("run") or {})
+    found = run_script("", ["--model", model, "--steps", str(steps)], python, timeout_s, environ,
+                       stdout_to_stderr, module="npudoctor.workload.opaudit")
+    run = dict(found.get("run") or {})
     run["script"] = f"{model} CLIP step"
-    if isinstance(recording.get("timing"), dict):
-        run["timing"] = recording["timing"]
-    notes = list_notes(op_list, recording.get("torch"))
-    return judge(recording, op_list, run=run, notes=notes)
+    if isinstance(found.get("timing"), dict):
+        run["timing"] = found["timing"]
+    return judge(found, op_list, run=run, notes=_notes(found, op_list))

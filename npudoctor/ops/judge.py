@@ -71,7 +71,8 @@ class AuditResult(NamedTuple):
         fallbacks = self.fallbacks
         unknown = self.by_verdict("unknown")
         if not fallbacks:
-            line = f"All {reached} operators run on the NPU with {release}"
+            line = (f"All {reached} operators run on the NPU with {release}" if reached > 1 else
+                    f"The one operator reached runs on the NPU with {release}")
             if unknown:
                 line = (f"No operator of {reached} falls back to the CPU on {release}; {len(unknown)} "
                         f"{'is' if len(unknown) == 1 else 'are'} not covered by its list: "

@@ -25,7 +25,7 @@ import re
 import stat
 import zipfile
 from pathlib import Path
-from typing import Any, Dict, FrozenSet, List, NamedTuple, Optional, Tuple
+from typing import Any, Dict, FrozenSet, Iterable, List, NamedTuple, Optional, Tuple
 
 from npudoctor import knowledge
 from npudoctor.errors import InputError
@@ -198,17 +198,29 @@ def read_folder(path: str) -> OpList:
     if os.path.basename(os.path.normpath(path)) == "torch_npu" and not os.path.isdir(os.path.join(path, "torch_npu")):
         site = os.path.dirname(os.path.normpath(path)) or "."
     target = os.path.join(site, CODEGEN_MEMBER)
+    from npudoctor.model.inputs import WALKED_LINK
     from npudoctor.probes.safe_open import UnsafeFile, read_file
 
+    # The one link rule (npudoctor.model.inputs): inside the folder named, no link is followed (a list file or
+    # a torch_npu/ linked to a credentials file or /proc/self/environ is not read).
+    inside = site
+    for part in CODEGEN_MEMBER.split("/"):
+        inside = os.path.join(inside, part)
+        if os.path.islink(inside):
+            raise OpListError(f"{path}: no torch_npu operator list here ({inside}: {WALKED_LINK})")
     try:
-        data = read_file(target, MAX_LIST_BYTES, whole=True).data
+        data = read_file(target, MAX_LIST_BYTES, whole=True, follow_symlinks=False).data
     except UnsafeFile as exc:
         raise OpListError(f"{path}: no torch_npu operator list here ({exc})") from None
     return _build(parse_codegen_yaml(_decode(data, target), target), _folder_release(site), "folder", target)
 
 
 def read_path(path: str) -> OpList:
-    """``--torch-npu PATH``: a wheel file or a folder."""
+    """``--torch-npu PATH``: a wheel file or a folder (not a link to one: :data:`model.inputs.NAMED_LINK`)."""
+    from npudoctor.model.inputs import NAMED_LINK, is_named_link
+
+    if is_named_link(path):
+        raise OpListError(f"{path}: {NAMED_LINK}")
     if os.path.isdir(path):
         return read_folder(path)
     return read_wheel(path)[0]
@@ -318,3 +330,20 @@ def render_shipped(sections: Dict[str, List[str]], release: str, wheel: str, sha
             lines.append(f"  {section}:" + (" []" if not names else ""))
             lines.extend(f"  - {name}" for name in names)
     return "\n".join(lines) + "\n"
+
+
+def native_in_later_release(names: Iterable[str], release: Optional[str]) -> Dict[str, str]:
+    """For each of ``names`` that a newer shipped list runs on the NPU, the oldest such release after
+    ``release`` (every shipped one when ``release`` is not known): the upgrade that ends its fallback."""
+    wanted = set(names)
+    after = _release_key(normalize_release(release)) if release else None
+    found: Dict[str, str] = {}
+    for candidate in shipped_releases():
+        if not wanted:
+            break
+        if after is not None and _release_key(candidate) <= after:
+            continue
+        native = load_shipped_file(shipped_folder() / f"{candidate}.yaml").operators & wanted
+        found.update({name: candidate for name in native})
+        wanted -= native
+    return found

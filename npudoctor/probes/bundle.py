@@ -293,6 +293,17 @@ def iter_archive(path: str) -> Iterator[Tuple[str, tarfile.TarInfo, tarfile.TarF
             yield _member_name(info.name), info, tar
 
 
+def _report_schema(path: str) -> str:
+    """The schema name of an npudoctor JSON document at ``path`` ("npudoctor.report/1"), else ""."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(512)
+    except OSError:
+        return ""
+    match = re.match(rb'\s*\{\s*"schema"\s*:\s*"(npudoctor\.[\w.]+/\d+)"', head)
+    return match.group(1).decode() if match else ""
+
+
 def _read_archive(path: str) -> Dict[str, bytes]:
     members: Dict[str, bytes] = {}
     referenced: Optional[set] = None
@@ -320,6 +331,10 @@ def _read_archive(path: str) -> Dict[str, bytes]:
     except BundleError:
         raise
     except (tarfile.TarError, EOFError, OSError, ValueError, zlib.error) as exc:
+        report = _report_schema(path)
+        if report:  # `check --format json > report.json`, then `check --from report.json`: say what it is
+            raise BundleError(f"{path}: a report ({report}), not a bundle: --from replays a bundle made by "
+                              f"`npudoctor collect`; `npudoctor fleet {path}` shows a report") from None
         reason = str(exc).splitlines()[0].rstrip(" :") if str(exc) else exc.__class__.__name__
         raise BundleError(f"{path}: not a readable bundle archive (.tar.gz or folder): {reason}") from None
     if MANIFEST not in members:

@@ -16,6 +16,7 @@ from typing import Any, Dict, List, Mapping, NamedTuple, Optional
 
 from npudoctor.errors import InputError
 from npudoctor.probes.ascend_layout import ASCEND, HOME_VARIABLES, INFO_FILES
+from npudoctor.untrusted import clean, one_line
 
 REGISTRY = "conf/error_manager/error_code.json"
 HOMES = (f"{ASCEND}/ascend-toolkit/latest", f"{ASCEND}/cann", f"{ASCEND}/nnae/latest")
@@ -51,7 +52,7 @@ def _version(runner: Any, home: str) -> str:
             for line in (content.text or "").splitlines():
                 key, _, value = line.partition("=")
                 if key.strip() == "version" and value.strip():
-                    return value.strip()
+                    return one_line(clean(value.strip()))[:200]
     return ""
 
 
@@ -72,9 +73,11 @@ def parse_registry(text: str, path: str) -> Dict[str, Dict[str, str]]:
         suggestion: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
 
         def text_of(value: Any) -> str:
-            return " ".join(str(value).split())[:TEXT_FIELDS] if isinstance(value, str) else ""
+            # The node's text, redacted where it enters: every format of explain, logs explain, logs scan and
+            # check shows it as read here (issue 33)
+            return clean(" ".join(value.split())[:TEXT_FIELDS]) if isinstance(value, str) else ""
 
-        codes[entry["ErrCode"].strip().upper()] = {
+        codes[one_line(clean(entry["ErrCode"].strip().upper()))] = {
             "title": text_of(entry.get("errTitle")), "message": text_of(entry.get("ErrMessage")),
             "cause": text_of(suggestion.get("Possible Cause")), "solution": text_of(suggestion.get("Solution")),
             "source": path}

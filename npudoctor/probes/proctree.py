@@ -7,16 +7,29 @@ through ``/proc`` (each process's parent), and on Linux npudoctor becomes a *chi
 in the tree however it detaches. :meth:`ProcessTree.stop` signals every process of the tree once (through the
 group where it is in a root's group), waits for them to be gone (``grace_s`` per signal), and ends with SIGKILL;
 adopted orphans are reaped.
+
+The same module holds the rest of "nothing left behind" for every command that starts a program:
+
+* :func:`die_with_parent`: the child asks the kernel for a signal when npudoctor dies (``PR_SET_PDEATHSIG``), so a
+  SIGKILL of npudoctor (nothing of it runs then) still ends what it started;
+* :func:`stop_on_sigterm`: SIGTERM and SIGHUP (a CI runner's timeout, ``timeout(1)``, a closed terminal) become a
+  :class:`Terminated` exception, a ``KeyboardInterrupt``, so the same ``finally`` blocks stop the tree and clean up;
+* :func:`private_folder`: a temporary folder under one parent that each run cleans of the folders of runs whose
+  process is gone (one killed by SIGKILL could not remove its own).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
+import stat
+import tempfile
 import time
-from typing import Dict, Iterable, List, Optional, Sequence, Set
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Set
 
+PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
 _POLL_S = 0.05
 _subreaper: Optional[bool] = None
@@ -26,16 +39,122 @@ def become_subreaper() -> bool:
     """Make this process the reaper of its orphaned descendants (Linux); whether that worked."""
     global _subreaper
     if _subreaper is None:
-        _subreaper = False
-        if os.path.isdir("/proc/self"):
-            try:
-                import ctypes
-
-                libc = ctypes.CDLL(None, use_errno=True)
-                _subreaper = libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
-            except (OSError, AttributeError):
-                _subreaper = False
+        _subreaper = _prctl(PR_SET_CHILD_SUBREAPER, 1)
     return _subreaper
+
+
+def _prctl(option: int, value: int) -> bool:
+    if not os.path.isdir("/proc/self"):
+        return False
+    try:
+        import ctypes
+
+        return bool(ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0) == 0)
+    except (OSError, AttributeError):
+        return False
+
+
+def die_with_parent(sig: int = signal.SIGTERM, parent: Optional[int] = None) -> bool:
+    """Ask for ``sig`` when the parent process dies (Linux ``PR_SET_PDEATHSIG``); whether that holds. Called in
+    the child, early: when the parent (``parent``, its pid as the parent knew it) is already gone, the signal
+    is sent at once (the kernel would never send it)."""
+    if not _prctl(PR_SET_PDEATHSIG, int(sig)):
+        return False
+    if parent is not None and os.getppid() != parent:
+        os.kill(os.getpid(), sig)
+    return True
+
+
+#: Set by npudoctor in the environment of a Python child it starts: npudoctor's pid (see :func:`guard_parent`).
+PARENT_VARIABLE = "NPUDOCTOR_PARENT_PID"
+
+
+def guard_parent(sig: int = signal.SIGTERM) -> Optional[int]:
+    """In a Python child npudoctor started with :data:`PARENT_VARIABLE` set: ``sig`` when npudoctor dies;
+    npudoctor's pid (None when not started so). The variable is removed (the program's environment is its own)."""
+    parent = os.environ.pop(PARENT_VARIABLE, "")
+    if not parent.isdigit():
+        return None
+    die_with_parent(sig, int(parent))
+    return int(parent)
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP arrived: stop as after Ctrl-C (``signum`` says which; the exit code is 128 + it)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+@contextlib.contextmanager
+def stop_on_sigterm() -> Iterator[None]:
+    """SIGTERM and SIGHUP raise :class:`Terminated` in the main thread while the block runs (the handlers
+    before it come back after). Elsewhere than the main thread, nothing changes."""
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def raise_terminated(signum: int, frame: Any) -> None:
+        for each in (signal.SIGTERM, signal.SIGHUP):  # once: the cleanup must not be cut short by a second
+            signal.signal(each, signal.SIG_IGN)
+        raise Terminated(signum)
+
+    before = {each: signal.signal(each, raise_terminated) for each in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for each, handler in before.items():
+            signal.signal(each, handler)
+
+
+def private_folder(prefix: str) -> str:
+    """A new private folder ``<tmp>/npudoctor-<uid>/<prefix>-<pid>-XXXX``; the folders of earlier runs whose
+    process is gone are removed first. The parent is this user's, mode 0700, not a link (else the folder is
+    made directly in the temporary directory, and only this run's own cleanup removes it)."""
+    parent = os.path.join(tempfile.gettempdir(), f"npudoctor-{os.getuid()}")
+    try:
+        os.mkdir(parent, 0o700)
+    except FileExistsError:
+        pass
+    except OSError:
+        return tempfile.mkdtemp(prefix=f"{prefix}-")
+    try:
+        info = os.lstat(parent)
+        usable = stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid() and not info.st_mode & 0o077
+    except OSError:
+        usable = False
+    if not usable:
+        return tempfile.mkdtemp(prefix=f"{prefix}-")
+    _remove_orphaned(parent)
+    return tempfile.mkdtemp(prefix=f"{prefix}-{os.getpid()}-", dir=parent)
+
+
+def _remove_orphaned(parent: str) -> None:
+    """Folders ``<name>-<pid>-XXXX`` under ``parent`` whose pid runs no more."""
+    try:
+        names = os.listdir(parent)
+    except OSError:
+        return
+    for name in names:
+        parts = name.rsplit("-", 2)
+        if len(parts) != 3 or not parts[1].isdigit() or int(parts[1]) == os.getpid():
+            continue
+        if _exists(int(parts[1])):
+            continue
+        shutil.rmtree(os.path.join(parent, name), ignore_errors=True)
+
+
+def _exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OSError):
+        return True
+    return True
 
 
 def _parents() -> Dict[int, int]:

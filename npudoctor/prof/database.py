@@ -38,6 +38,9 @@ NULL_INT = -(1 << 63)              # what an empty, text or blob cell of an inte
 INT, DIM, REAL = "int", "dim", "real"  # how :meth:`ProfileDb.columns` returns a value
 CHUNK_ROWS = 40_000                # rowids per query of :meth:`ProfileDb.columns`: 21 bytes a value stays < 1 MiB
 MAX_ROWID = (1 << 63) - 1
+MAX_REAL = 1e21                    # larger REAL cells (+-1e308, inf) are no measurement: read as unknown (NaN)
+# CHUNK_ROWS rows that span more than SPREAD_FACTOR times as many rowids are spread out.
+SPREAD_FACTOR = 8
 
 
 class DbTable(NamedTuple):
@@ -245,7 +248,8 @@ class ProfileDb:
         text (group_concat) that numpy parses: no Python object per cell (a tuple per row was 5-10x slower).
         An empty cell reads as NULL_INT (INT, DIM) or NaN (REAL); a text cell as its leading number (INT) or
         empty (DIM, REAL). A window never holds more than CHUNK_ROWS rows (rowids are unique), so no text
-        passes the value limit; empty stretches of rowids are skipped by one seek. One deadline for the read.
+        passes the value limit; a window ends CHUNK_ROWS rows on, however far apart their rowids. One deadline
+        for the read.
         ``group_by``: the values are aggregates of the window's rows grouped on it (one row per group).
         """
         import warnings
@@ -266,16 +270,27 @@ class ProfileDb:
             joined = ", ".join(f"group_concat({wraps[kind].format(expression)})" for expression, kind in values)
             window = f"SELECT count(*), {joined} {rows}"
         seek = f"SELECT min(rowid) FROM {name} WHERE rowid >= ?"
+        # Where rowids lie far apart (rows deleted), a window of CHUNK_ROWS rowids holds a row or two: once a
+        # seek skips an empty stretch, a window ends CHUNK_ROWS rows on instead, found by a walk of the rowid
+        # b-tree (a window per row took minutes). Dense rowids keep the plain window and its one seek.
+        spread_end = f"SELECT max(r) FROM (SELECT rowid AS r FROM {name} WHERE rowid >= ? ORDER BY rowid " \
+                     f"LIMIT {CHUNK_ROWS})"
+        spread = False
         kinds = [np.float64 if kind == REAL else np.int64 for _, kind in values]
         self._deadline = time.monotonic() + self.deadline_s
         cursor = NULL_INT
         while True:
             with self._reading():
-                found = self.conn.execute(seek, [cursor]).fetchone()
+                found = self.conn.execute(spread_end if spread else seek, [cursor]).fetchone()
                 if found is None or not isinstance(found[0], int):
                     return
-                last = min(found[0] + CHUNK_ROWS - 1, MAX_ROWID)
-                row = self.conn.execute(window, [*params, found[0], last]).fetchone()
+                if spread:
+                    first, last = cursor, found[0]
+                    spread = last - first >= SPREAD_FACTOR * CHUNK_ROWS  # back to plain windows where dense
+                else:
+                    first, last = found[0], min(found[0] + CHUNK_ROWS - 1, MAX_ROWID)
+                    spread = cursor != NULL_INT and first - cursor >= CHUNK_ROWS
+                row = self.conn.execute(window, [*params, first, last]).fetchone()
             if row is not None and row[0]:
                 yield self._parsed(table, row, kinds, np, warnings)
             if last == MAX_ROWID:
@@ -294,6 +309,10 @@ class ProfileDb:
                     array = None
             if array is None or len(array) != count:
                 raise self._fail(f"{self.tables[table].name}: a column did not read back as numbers")
+            if dtype is np.float64 and len(array):
+                # No measure of a profile comes near 1e21 (ns since 1970 are 1.7e18): a value beyond is no
+                # measurement (+-1e308, inf) and reads as unknown, before any product or sum overflows
+                array[~(np.abs(array) <= MAX_REAL)] = np.nan
             arrays.append(array)
         return arrays
 
@@ -423,6 +442,9 @@ def _passes(db: ProfileDb) -> List[Tuple[int, int]]:
     bounds = [next(iter(db.rows(f"SELECT {end}(rowid) FROM {db.name('task')}")), (None,))[0]
               for end in ("min", "max")]  # two queries: each one seek (together they scan the table)
     span = bounds[1] - bounds[0] + 1 if all(isinstance(b, int) for b in bounds) else 0
+    if span > TASKS_PER_PASS:  # rowids far apart (rows deleted, or set so) are no rows: count what is there
+        counted = next(iter(db.rows(f"SELECT count(*) FROM {db.name('task')}")), (0,))[0]
+        span = min(span, counted if isinstance(counted, int) else span)
     count = min(MAX_PASSES, max(1, -(-span // TASKS_PER_PASS)))
     return [(count, remainder) for remainder in range(count)]
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence
 
 from npudoctor.prof import opstats
 from npudoctor.prof.columns import ColumnMap, Resolved, column_map
-from npudoctor.prof.tables import ReadNotes, TableError, iter_chunks, open_table
+from npudoctor.prof.tables import CHUNK_ROWS, ReadNotes, TableError, iter_chunks, open_table
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -202,6 +202,23 @@ def aggregate_csv(table: str, paths: Sequence[str], min_task_us: float, bound_ra
     columns: Optional[Resolved] = None
     problems: List[str] = []
     collector: Optional[opstats.OpCollector] = None
+    # Small Arrow chunks of consecutive slices are grouped together: a group-by (and the shape groups, and the
+    # sequence's codes) cost a fixed ~20 ms a call, which made 2,000 small slices take minutes; grouped in
+    # tables.CHUNK_ROWS rows the cost follows the rows, not the files.
+    pending: List[Any] = []
+    pending_rows = 0
+
+    def flush() -> None:
+        nonlocal pending, pending_rows
+        if pending:
+            import pyarrow as pa
+
+            batch = pending[0] if len(pending) == 1 else pa.concat_tables(pending)
+            pending, pending_rows = [], 0
+            parts.append(_group_arrow(batch, ratio_columns, min_task_us, bound_ratio, collector))
+            if len(parts) >= 16:
+                parts[:] = [_combine(parts)]
+
     for path in paths:
         try:
             resolved = open_table(path, cmap)
@@ -218,12 +235,18 @@ def aggregate_csv(table: str, paths: Sequence[str], min_task_us: float, bound_ra
             for chunk in iter_chunks(path, resolved, wanted, [*NUMERIC, *ratio_columns], notes=notes):
                 if hasattr(chunk, "num_rows"):
                     rows += chunk.num_rows
-                    parts.append(_group_arrow(chunk, ratio_columns, min_task_us, bound_ratio, collector))
-                else:
-                    rows += len(chunk)
-                    parts.append(_group_chunk(chunk, ratio_columns, min_task_us, bound_ratio))
-                    if collector is not None:
-                        collector.add(chunk)
+                    if pending and not chunk.schema.equals(pending[0].schema):
+                        flush()
+                    pending.append(chunk)
+                    pending_rows += chunk.num_rows
+                    if pending_rows >= CHUNK_ROWS:
+                        flush()
+                    continue
+                flush()  # the sequence keeps the tasks' order
+                rows += len(chunk)
+                parts.append(_group_chunk(chunk, ratio_columns, min_task_us, bound_ratio))
+                if collector is not None:
+                    collector.add(chunk)
                 if len(parts) >= 16:
                     parts = [_combine(parts)]
             note = notes.describe(path)
@@ -231,6 +254,7 @@ def aggregate_csv(table: str, paths: Sequence[str], min_task_us: float, bound_ra
                 problems.append(note)
         except TableError as exc:
             problems.append(str(exc))
+    flush()
     groups = _combine(parts)
     shapes = collector.shapes() if collector is not None else None
     if collector is not None and collector.shapes_dropped["groups"]:

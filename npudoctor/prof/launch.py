@@ -18,7 +18,7 @@ import time
 from typing import Dict, List, NamedTuple, Optional, Sequence
 
 from npudoctor.probes.ascend_layout import ASCEND, HOME_VARIABLES
-from npudoctor.probes.proctree import ProcessTree
+from npudoctor.probes.proctree import ProcessTree, Terminated, stop_on_sigterm
 
 # Guides on the web call the profiler "npu-prof"; no CANN package ships such a command, but a site may have a
 # wrapper by that name (taking msprof's options): it is preferred when present.
@@ -114,30 +114,33 @@ def run_profiled(msprof: str, output: str, command: Sequence[str], aic_metrics: 
     before = set(_prof_entries(output))
     args = msprof_command(msprof, output, command, aic_metrics)
     tree = ProcessTree()
-    process = subprocess.Popen(args, start_new_session=True, stdout=2 if stdout_to_stderr else None)
-    tree.watch(process.pid)
-    interrupted = timed_out = False
-    deadline = time.monotonic() + timeout_s
-    try:  # Ctrl-C anywhere in the loop (also during a refresh) is an interruption, not a traceback
-        while True:
-            try:
-                code = process.wait(timeout=max(0.05, min(1.0, deadline - time.monotonic())))
-                break
-            except subprocess.TimeoutExpired:
-                pass
-            tree.refresh()  # keeps sight of a detaching child where no subreaper is possible
-            if time.monotonic() >= deadline:
-                timed_out = True
-                code = 124
-                break
-    except KeyboardInterrupt:
-        interrupted = True
-        code = 130
-    finally:
-        # What the command left running (a background child, a setsid daemon, one that ignores SIGTERM) is
-        # stopped too, on a timeout, Ctrl-C or a normal exit alike.
-        _stop(tree, grace_s)
-        process.wait()
+    with stop_on_sigterm():
+        process = subprocess.Popen(args, start_new_session=True, stdout=2 if stdout_to_stderr else None)
+        tree.watch(process.pid)
+        interrupted = timed_out = False
+        deadline = time.monotonic() + timeout_s
+        try:  # Ctrl-C anywhere in the loop (also during a refresh) is an interruption, not a traceback
+            while True:
+                try:
+                    code = process.wait(timeout=max(0.05, min(1.0, deadline - time.monotonic())))
+                    break
+                except subprocess.TimeoutExpired:
+                    pass
+                tree.refresh()  # keeps sight of a detaching child where no subreaper is possible
+                if time.monotonic() >= deadline:
+                    timed_out = True
+                    code = 124
+                    break
+        except Terminated:  # SIGTERM/SIGHUP: the tree is stopped below, then npudoctor ends (128 + the signal)
+            raise
+        except KeyboardInterrupt:
+            interrupted = True
+            code = 130
+        finally:
+            # What the command left running (a background child, a setsid daemon, one that ignores SIGTERM) is
+            # stopped too, on a timeout, Ctrl-C or a normal exit alike.
+            _stop(tree, grace_s)
+            process.wait()
     problems = []
     new_dirs = []
     for name in _prof_entries(output):

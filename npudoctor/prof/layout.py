@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
@@ -102,6 +103,49 @@ def table_of(file_name: str) -> Optional[str]:
     if not match:
         return None
     return _STEMS.get(match.group("stem").lower())
+
+
+# A CSV named like no table is known by its header row: it has the columns that make the table what it is
+# (PMU ratios alone are `msprof op`'s per-block files too), and more of the table's columns than of another's.
+IDENTIFYING_COLUMNS = {
+    "kernel_details": ("op_name", "op_type", "duration_us"),
+    "op_statistic": ("op_type", "count", "total_us"),
+    "step_trace_time": ("step", "computing_us", "communication_us"),
+    "memory_record": ("component", "timestamp_us", "allocated_mb"),
+    "operator_memory": ("name", "size_kb", "alloc_allocated_mb"),
+    "api_statistic": ("api_name", "total_us", "count"),
+}
+HEADER_BYTES = 64 * 1024
+
+
+def table_by_header(path: str) -> Optional[str]:
+    """The table a CSV file holds, by the columns of its header row, else None (not a regular file, no
+    header a table claims)."""
+    import csv
+
+    from npudoctor.prof.columns import resolve
+
+    try:
+        if not stat.S_ISREG(os.lstat(path).st_mode):
+            return None
+        with open(path, "rb") as handle:
+            head = handle.read(HEADER_BYTES)
+    except OSError:
+        return None
+    first = head.split(b"\n", 1)[0].decode("utf-8-sig", "replace")
+    try:
+        header = tuple(next(csv.reader([first])))
+    except (csv.Error, StopIteration):
+        return None
+    scores = []
+    for table, identifying in IDENTIFYING_COLUMNS.items():
+        resolved = resolve(header, column_map(table))
+        if resolved.has(*identifying):
+            scores.append((len(resolved.found), table))
+    scores.sort(reverse=True)
+    if not scores or (len(scores) > 1 and scores[0][0] == scores[1][0]):
+        return None
+    return scores[0][1]
 
 
 def _listdir(path: str, problems: List[str]) -> List[str]:
@@ -326,13 +370,15 @@ def discover(paths: List[str]) -> Tuple[List[Source], List[str]]:
             continue
         if not os.path.isdir(path):
             table = table_of(os.path.basename(path)) or _db_kind(os.path.basename(path))
-            if table is None:
-                problems.append(f"{path}: not a known profiling table (kernel_details, op_summary, "
-                                "op_statistic, step_trace_time, memory_record, operator_memory, ..., "
-                                "ascend_pytorch_profiler*.db, msprof_*.db)")
-                continue
             source = Source(label=os.path.basename(path), root=os.path.dirname(path) or ".", layout="file")
-            add_file(source, path)
+            by_header = table_by_header(path) if table is None else None
+            if by_header is not None:  # a kernel_details.csv saved as mine.csv: known by its header row
+                source.tables.setdefault(by_header, []).append(path)
+            elif table is None:
+                problems.append(f"{path}: neither its name nor its header row is a profiling table's")
+                continue
+            else:
+                add_file(source, path)
             sources.append(source)
             continue
         top = os.path.normpath(path)  # paths are shown as the user gave them (relative stays relative)

@@ -21,6 +21,7 @@ Without ``-v``, a check that passed on many subjects is one line, and skipped ch
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections import Counter
 from typing import IO, Any, Dict, Iterable, List, Optional, Sequence, Tuple
@@ -34,7 +35,7 @@ from npudoctor.model.finding import STATUS_ORDER, Finding, Report, Status
 from npudoctor.report import terminal
 from npudoctor.report.symbols import STYLE
 from npudoctor.report.terminal import FIX_INDENT, FIX_LABEL, fix_lines
-from npudoctor.untrusted import clean, one_line, printable
+from npudoctor.untrusted import clean, one_line
 
 PROBLEM = (Status.FAIL, Status.ERROR)
 # Fixes are shown for these statuses (a passing finding needs none).
@@ -49,12 +50,14 @@ class _Console(Console):
         raise BrokenPipeError
 
     def _render_buffer(self, buffer: Iterable[Segment]) -> str:
-        """Every text segment loses control characters on its way out (rich's own styles and cursor moves
-        are added after this): whatever a renderer forgot to clean still cannot write to the clipboard,
-        retitle or clear the user's terminal."""
+        """Every text segment loses its secrets and control characters on its way out (rich's own styles and
+        cursor moves are added after this): whatever a renderer forgot to clean still shows no token or URL
+        password, and cannot write to the clipboard, retitle or clear the user's terminal. Redaction is a
+        property of the way out, not of each renderer (issue 33): ``clean`` is cached and skips a segment with
+        no secret's marker at once."""
         return super()._render_buffer(
-            segment if segment.control or segment.text.isprintable() else
-            Segment(printable(segment.text), segment.style, segment.control) for segment in buffer)
+            segment if segment.control else Segment(clean(segment.text), segment.style, segment.control)
+            for segment in buffer)
 
 
 def make_console(file: Optional[IO[str]] = None, color: Optional[bool] = None, width: Optional[int] = None) -> Console:
@@ -77,8 +80,21 @@ def wrap(text: str, width: int, first: str = "", rest: str = "", words_may_break
 
 
 def _id_list(ids: Sequence[str]) -> str:
-    """``PCI002, PCI003`` or ``SMI001-SMI004`` when there are more than three."""
-    return ", ".join(ids) if len(ids) <= 3 else f"{ids[0]}-{ids[-1]}"
+    """``PCI002, PCI003``; runs of more than two consecutive IDs as ``SMI001-SMI004`` (only IDs that are
+    in the list: ``PROF002-PROF003, PROF005``)."""
+    runs: List[List[str]] = []
+    for check_id in ids:
+        if runs and _next_id(runs[-1][-1]) == check_id:
+            runs[-1].append(check_id)
+        else:
+            runs.append([check_id])
+    return ", ".join(f"{run[0]}-{run[-1]}" if len(run) > 2 else ", ".join(run) for run in runs)
+
+
+def _next_id(check_id: str) -> str:
+    """``PROF009`` -> ``PROF010`` (same width); an ID without a number has no next."""
+    match = re.match(r"^(.*?)(\d+)$", check_id)
+    return f"{match.group(1)}{int(match.group(2)) + 1:0{len(match.group(2))}d}" if match else ""
 
 
 def skip_reason(finding: Finding) -> str:
@@ -136,15 +152,22 @@ class CheckConsole:
         second = f"profile {profile}, level {report.tool.get('level', 1)}, source: {source}"
         return [first, *context_lines(second, self.width)]
 
-    def stage(self, stage: str, findings: Sequence[Finding], fold: bool = True) -> List[Text]:
-        """A section: the stage's name, then its findings (``fold=False``: every finding on its own lines,
-        for commands whose passing details are the result, such as ``prof``'s top operators)."""
+    def stage(self, stage: str, findings: Sequence[Finding], fold: bool = True,
+              skips_as_one: bool = False) -> List[Text]:
+        """A section: the stage's name, then its findings (``fold=False``: every finding on its own lines, for
+        commands whose passing details are the result, such as ``prof``'s top operators; ``skips_as_one``:
+        without -v, the checks that could not apply are one line, each one's reason shown by -v)."""
         lines = [Text(""), Text(stage, style="bold underline")]
+        skipped = [f for f in findings if f.status is Status.SKIP] if skips_as_one and not self.verbose else []
+        if len(skipped) > 1:
+            findings = [f for f in findings if f.status is not Status.SKIP]
         for item in (self._fold(findings) if fold else findings):
             if isinstance(item, tuple):
                 lines.extend(self._group_lines(*item))
             else:
                 lines.extend(self.finding_lines(item))
+        if len(skipped) > 1:
+            lines.extend(self._group_lines("skip", skipped, reason="-v shows what each needs"))
         return lines
 
     def footer(self, report: Report, scope: Optional[str] = None) -> List[Text]:
@@ -187,13 +210,14 @@ class CheckConsole:
                 continue
             yield finding
 
-    def _group_lines(self, kind: str, group: List[Finding]) -> List[Text]:
+    def _group_lines(self, kind: str, group: List[Finding], reason: str = "") -> List[Text]:
         first = group[0]
         if kind == "pass":
             return self.finding_lines(first, detail="", subject=f"{len(group)} subjects pass")
         ids = list(dict.fromkeys(f.id for f in group))
         prefix = self._prefix(Status.SKIP, "")
-        body = f"{len(ids)} checks could not apply ({_id_list(ids)}): {skip_reason(first)}"
+        listed = ", ".join(ids) if reason else _id_list(ids)  # checks with reasons of their own: each named
+        body = f"{len(ids)} checks could not apply ({listed}): {reason or skip_reason(first)}"
         lines = wrap(body, self.width, first=prefix, rest=" " * len(prefix))
         text = [self._styled_prefix(Status.SKIP, "") + Text(lines[0][len(prefix):])]
         text += [Text(line) for line in lines[1:]]
@@ -338,12 +362,30 @@ def plural(count: int, word: str) -> str:
     return f"{count} {word}{'s' * (count != 1)}"
 
 
-def verdict(report: Report, scope: Optional[str] = None) -> str:
-    """One sentence: what is wrong where, or that nothing is; then warnings and what could not apply.
+# Most severe first: a check that failed, one that could not run, a warning.
+SEVERITY_ORDER = (Status.FAIL, Status.ERROR, Status.WARN)
+# The most severe finding is named in the verdict in at most this many characters.
+NAMED_CHARS = 72
 
-    "1 problem in 1 stage; 28 checks could not apply (17: not an Ascend node)",
-    "No problems found on 8x Ascend 910B3". Commands that judge one thing say what in ``scope``
-    ("on cpu", "in 2 ranks"): "1 problem on cpu", "No problems found in 2 ranks; 5 warnings".
+
+def named_finding(findings: Sequence[Finding]) -> str:
+    """The most severe of ``findings`` in a few words: "SMI002 npu:3/chip:0 910B3: health Warning"."""
+    worst = min(findings, key=lambda f: SEVERITY_ORDER.index(f.status) if f.status in SEVERITY_ORDER else 99)
+    words = " ".join(part for part in (worst.id, worst.subject, one_line(worst.detail or worst.title)) if part)
+    if len(words) <= NAMED_CHARS:
+        return words
+    cut = words[:NAMED_CHARS - 3]
+    return (cut.rsplit(" ", 1)[0] if " " in cut[NAMED_CHARS // 2:] else cut).rstrip(" ,;:") + "..."
+
+
+def verdict(report: Report, scope: Optional[str] = None) -> str:
+    """One sentence: what is wrong where, naming the most severe thing found, or that nothing is; then
+    warnings and what could not apply.
+
+    "1 problem in 1 stage: DRV001 driver not installed; 28 checks could not apply (17: not an Ascend node)",
+    "1 warning on 8x Ascend 910B3: SMI002 npu:3/chip:0 910B3: health Warning", "No problems found on 8x
+    Ascend 910B3". Commands that judge one thing say what in ``scope`` ("on cpu", "in 2 ranks"):
+    "1 problem on cpu: ...", "5 warnings in 2 ranks: PROF010 ...".
     """
     findings = report.findings
     problems = [f for f in findings if f.status in PROBLEM]
@@ -366,9 +408,13 @@ def verdict(report: Report, scope: Optional[str] = None) -> str:
         how_many = plural(len(problems), "problem")
         if parts:
             how_many = how_many.replace(" ", " other ", 1)
-        parts.append(f"{how_many} {where}")
+        parts.append(f"{how_many} {where}: {named_finding(problems)}")
     elif parts:
         pass  # not an Ascend node, and nothing else wrong
+    elif warnings:  # no problem, but something to look at: name it, never "No problems found"
+        parts.append(f"{plural(len(warnings), 'warning')} {scope or 'on ' + hardware(report)}: "
+                     f"{named_finding(warnings)}")
+        warnings = []
     elif findings and not ran:
         parts.append("Nothing was checked")
     elif findings and scope is None and len(ran) < len(skipped):

@@ -17,6 +17,7 @@ from npudoctor.model.finding import Report, Status
 from npudoctor.untrusted import clean, one_line, printable
 
 if TYPE_CHECKING:
+    from npudoctor.logs.job import JobScan
     from npudoctor.logs.model import ScanResult
 
 
@@ -84,12 +85,32 @@ def of_report(report: Report) -> List[Annotation]:
             for f in report.findings if f.status in FINDING_LEVEL]
 
 
-def of_scan(result: ScanResult, workspace: Optional[str] = None) -> List[Annotation]:
-    """Each file that could not be read (a warning on it), then each merged cause at its first line."""
+def of_scan(result: ScanResult, workspace: Optional[str] = None, job: Optional[JobScan] = None) -> List[Annotation]:
+    """Each file that could not be read (a warning on it), then each incident at its first source (the
+    diagnosis on the root cause), then each merged cause no incident holds at its first line."""
     out = [Annotation("warning", f"{summary.status}: {summary.error}", f"{summary.status} log",
                       workspace_path(summary.path, workspace))
            for summary in result.files if summary.status != "ok"]
+    held = set()
+    if job is not None:
+        from npudoctor.logs.incidents import who
+
+        for incident in job.incidents:
+            held.update(incident.findings)
+            path, _, line = (incident.sources[0] if incident.sources else "").rpartition(":")
+            message = job.diagnosis.verdict if incident.role == "root" else incident.title
+            message += f"\ncodes: {', '.join(incident.codes)}" if incident.codes else ""
+            message += f"\nfirst: {incident.first_time}" if incident.first_time else ""
+            message += f"\nafter {incident.caused_by}" if incident.caused_by else ""
+            message += f"\nfix: {incident.fix}" if incident.fix else ""
+            place = who(incident)
+            out.append(Annotation("error" if incident.role != "consequence" else "warning", message,
+                                  f"{incident.id} {incident.role}: {place + ' ' if place else ''}{incident.label}",
+                                  workspace_path(path, workspace) if path else "",
+                                  int(line) if line.isdigit() else None))
     for finding in result.findings:
+        if f"{finding.kind} {finding.subject}" in held:
+            continue
         first = f"{workspace_path(finding.first.file, workspace)}:{finding.first.line}"
         last = f"{workspace_path(finding.last.file, workspace)}:{finding.last.line}"
         message = f"{finding.title or finding.kind} (x{finding.count}, first {first}, last {last})"
@@ -109,11 +130,14 @@ def report_document(report: Report, command: str, exit_code: int, scope: Optiona
     return render(of_report(report), command, verdict(report, scope=scope), exit_code)
 
 
-def scan_document(result: ScanResult, fail_on: Sequence[str], exit_code: int, workspace: Optional[str] = None) -> str:
+def scan_document(result: ScanResult, fail_on: Sequence[str], exit_code: int, workspace: Optional[str] = None,
+                  job: Optional[JobScan] = None) -> str:
     """``logs scan``'s document: "2 cause(s) in 2 file(s), 1 matching --fail-on error; 4 skipped; exit 1"."""
     from npudoctor.logs.failon import finding_fails
 
     failing = sum(1 for f in result.findings if finding_fails(f, fail_on))
     verdict = (f"{len(result.findings)} cause(s) in {len(result.readable_files)} file(s), {failing} matching "
                f"--fail-on {','.join(fail_on)}; {len(result.skipped)} skipped")
-    return render(of_scan(result, workspace), "npudoctor logs scan", verdict, exit_code)
+    if job is not None and job.incidents:
+        verdict = f"{job.diagnosis.verdict} {len(job.incidents)} incident(s); {verdict}"
+    return render(of_scan(result, workspace, job), "npudoctor logs scan", verdict, exit_code)

@@ -158,7 +158,8 @@ def _plots(collective: Any, memory: Optional[Sequence[Mapping[str, Any]]],
                               f"{collective.get('world_size')} ranks)", log_x=True))
     memory_series = _memory_series(memory, findings)
     if memory_series:
-        out.append(line_chart(memory_series, "training step", "MiB", "Memory over training steps"))
+        # memory's axis spans what was seen: from 0, a rise of a few MiB on GiBs is a flat line
+        out.append(line_chart(memory_series, "training step", "MiB", "Memory over training steps", from_zero=False))
     return "\n".join(out)
 
 
@@ -182,14 +183,17 @@ def _memory_series(memory: Optional[Sequence[Mapping[str, Any]]],
 
 
 def line_chart(series: Mapping[str, Sequence[Tuple[float, float]]], x_label: str, y_label: str, title: str,
-               log_x: bool = False, width: int = 640, height: int = 320) -> str:
-    """An inline SVG line chart (no script): one polyline and point marks per series, min/max tick labels."""
+               log_x: bool = False, width: int = 640, height: int = 320, from_zero: bool = True) -> str:
+    """An inline SVG line chart (no script): one polyline and point marks per series, min/max tick labels;
+    the y axis starts at 0, or (``from_zero=False``) just below the lowest value."""
     left, right, top, bottom = 64, 150, 30, 44
     points = [(x, y) for values in series.values() for x, y in values]
     xs = [math.log2(x) if log_x else x for x, _ in points if not log_x or x > 0]
     ys = [y for _, y in points]
     x_min, x_max = min(xs), max(xs)
     y_min, y_max = 0.0, max(ys) or 1.0
+    if not from_zero and max(ys) > min(ys):
+        y_min = max(0.0, min(ys) - (max(ys) - min(ys)) * 0.05)
     x_span, y_span = (x_max - x_min) or 1.0, (y_max - y_min) or 1.0
 
     def sx(x: float) -> float:
@@ -212,8 +216,8 @@ def line_chart(series: Mapping[str, Sequence[Tuple[float, float]]], x_label: str
            f'<text x="{left}" y="18" font-size="13" font-weight="bold">{_e(title)}</text>',
            f'<line x1="{left}" y1="{sy(y_min):.1f}" x2="{width - right}" y2="{sy(y_min):.1f}" stroke="#555"/>',
            f'<line x1="{left}" y1="{top}" x2="{left}" y2="{sy(y_min):.1f}" stroke="#555"/>',
-           f'<text x="{left - 6}" y="{sy(y_max) + 4:.1f}" font-size="11" text-anchor="end">{y_max:.3g}</text>',
-           f'<text x="{left - 6}" y="{sy(y_min) + 4:.1f}" font-size="11" text-anchor="end">0</text>',
+           f'<text x="{left - 6}" y="{sy(y_max) + 4:.1f}" font-size="11" text-anchor="end">{y_max:.4g}</text>',
+           f'<text x="{left - 6}" y="{sy(y_min) + 4:.1f}" font-size="11" text-anchor="end">{y_min:.4g}</text>',
            f'<text x="{(left + width - right) / 2:.0f}" y="{height - 8}" font-size="11" text-anchor="middle">'
            f'{_e(x_label)}</text>',
            f'<text x="14" y="{(top + height - bottom) / 2:.0f}" font-size="11" text-anchor="middle" '

@@ -27,6 +27,7 @@ from npudoctor.report import terminal
 from npudoctor.untrusted import clean
 
 if TYPE_CHECKING:
+    from npudoctor.logs.job import JobScan
     from npudoctor.logs.model import LogFinding, ScanResult
 
 # Characters XML 1.0 forbids (C0 controls but tab/newline/CR, lone surrogates, U+FFFE/U+FFFF).
@@ -167,9 +168,18 @@ def _cause_body(finding: LogFinding) -> str:
     return "\n".join(p for p in parts if p)
 
 
-def scan_document(result: ScanResult, fail_on: Sequence[str] = ("error",)) -> str:
+def _incident_body(incident: object, job: object) -> str:
+    data = incident.to_dict()  # type: ignore[attr-defined]
+    lines = [f"{key}: {', '.join(map(str, value)) if isinstance(value, list) else value}"
+             for key, value in data.items() if value not in (None, [], "")]
+    return "\n".join(lines)
+
+
+def scan_document(result: ScanResult, fail_on: Sequence[str] = ("error",), job: Optional[JobScan] = None) -> str:
     """``logs scan``'s document: a file fails when it holds a cause matching ``--fail-on`` (its causes listed),
-    an unreadable file is an error; a cause fails when it matches, else passes with its text in system-out."""
+    an unreadable file is an error; an incident is a testcase (named by its role and kind, never a path or a
+    rank: the same on every run), failing when one of its findings matches; a cause no incident holds fails
+    when it matches, else passes with its text in system-out."""
     from npudoctor.logs.failon import finding_fails
 
     failing = {(f.kind, f.subject): f for f in result.findings if finding_fails(f, fail_on)}
@@ -186,7 +196,21 @@ def scan_document(result: ScanResult, fail_on: Sequence[str] = ("error",)) -> st
             case = case._replace(outcome="failure", kind="fail-on", message=clean(message),
                                  text=clean("\n".join(sorted(f"{kind} {subject}" for kind, subject in keys))))
         cases.append(case)
+    held = set()
+    seen: Dict[str, int] = {}
+    for incident in job.incidents if job is not None else ():
+        held.update(incident.findings)
+        name = f"{incident.role} {incident.kind}"
+        seen[name] = seen.get(name, 0) + 1  # one case per incident: the second of a kind is "#2"
+        case = Case(f"npudoctor.logs.incident.{incident.role}", name + (f" #{seen[name]}" if seen[name] > 1 else ""),
+                    text=clean(_incident_body(incident, job)))
+        if any(key in {f"{k} {s}" for k, s in failing} for key in incident.findings):
+            case = case._replace(outcome="failure", kind=incident.role, message=clean(
+                job.diagnosis.verdict if incident.role == "root" else incident.title))  # type: ignore[union-attr]
+        cases.append(case)
     for finding in result.findings:
+        if f"{finding.kind} {finding.subject}" in held:
+            continue
         case = Case(f"npudoctor.logs.{finding.kind}", clean(f"{finding.kind} {finding.subject}"),
                     text=clean(_cause_body(finding)))
         if (finding.kind, finding.subject) in failing:

@@ -1,5 +1,7 @@
-"""Human output of ``logs scan``, read like a report: the merged causes first (each with its explanation),
-then one line about the files read (the per-file list with ``-v``), what was skipped, and a verdict line.
+"""Human output of ``logs scan``, read like a report: the diagnosis first (the root cause, the
+consequences folded one line per kind with their ranks, the independent incidents), then the findings no
+incident holds (every finding and incident with ``-v``), one line about the files read (the per-file list
+with ``-v``), what was skipped, and a verdict line.
 
 Record counts (how many ERROR records the files hold) and findings (merged causes) are labelled apart.
 Text taken from logs is printed without terminal escape sequences (the scanner strips them).
@@ -8,7 +10,7 @@ Text taken from logs is printed without terminal escape sequences (the scanner s
 from __future__ import annotations
 
 import collections
-from typing import Dict, List, Mapping, Sequence, Tuple
+from typing import TYPE_CHECKING, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from rich.console import Console
 from rich.text import Text
@@ -19,6 +21,10 @@ from npudoctor.model.finding import Status
 from npudoctor.report import terminal
 from npudoctor.report.symbols import STYLE
 from npudoctor.untrusted import clean
+
+if TYPE_CHECKING:
+    from npudoctor.logs.incidents import Incident
+    from npudoctor.logs.job import JobScan
 
 # Skipped inputs named per reason before the rest are counted.
 SKIPPED_NAMES_SHOWN = 3
@@ -94,15 +100,102 @@ def _skipped_lines(skipped: Sequence[Tuple[str, str]], verbose: bool) -> List[st
     return lines
 
 
+def _incident_lines(incident: Incident, symbols: Mapping[Status, str], explain: Mapping[str, str]) -> Text:
+    from npudoctor.logs.incidents import headline, shown_time, sources_text
+
+    text = Text("  ")
+    text.append(symbols[Status.FAIL], style=STYLE[Status.FAIL])
+    text.append(f" {incident.id} ", style="bold")
+    text.append(clean(headline(incident)))
+    facts = [f"at {shown_time(incident.first_time)}" if incident.first_time else "",
+             f"codes {', '.join(incident.codes[:6])}" if incident.codes else "",
+             f"pid {incident.pid}" if incident.pid is not None else "",
+             f"{incident.count:,} line{'s' if incident.count != 1 else ''}" if incident.count else "",
+             f"after {incident.caused_by}" if incident.caused_by else ""]
+    text.append("\n      " + "; ".join(f for f in facts if f), style="dim")
+    if incident.sources:
+        text.append(f"\n      {clean(sources_text(incident.sources))}", style="dim")
+    for code in incident.codes[:2]:
+        if code in explain:
+            text.append(f"\n      {code}: {explain[code]}")
+    if incident.fix:
+        text.append("\n      fix: ", style="bold")
+        text.append(clean(incident.fix))
+    return text
+
+
+def _folded_line(label: str, incidents: Sequence[Incident], symbols: Mapping[Status, str]) -> Text:
+    from npudoctor.logs.incidents import codes_text, ranks_text, span_text
+
+    text = Text("  ")
+    text.append(symbols[Status.WARN], style=STYLE[Status.WARN])
+    details = ", ".join(part for part in (codes_text(incidents), span_text(incidents)) if part)
+    after = sorted({i.caused_by for i in incidents if i.caused_by})
+    text.append(f" {clean(label)}: ", style="bold")
+    text.append(clean(ranks_text(incidents)))
+    if details:
+        text.append(f" ({details})", style="dim")
+    if after:
+        text.append(f", after {', '.join(after[:3])}", style="dim")
+    return text
+
+
+def _diagnosis(job: JobScan, console: Console, verbose: bool, symbols: Mapping[Status, str],
+               explain: Mapping[str, str]) -> None:
+    from npudoctor.logs.incidents import fold
+
+    diagnosis = job.diagnosis
+    console.print(Text("diagnosis", style="bold underline"))
+    _print_wrapped(console, Text("  " + clean(diagnosis.verdict)))
+    if job.incidents:
+        why = "; ".join(diagnosis.why) if verbose or diagnosis.confidence != "high" else ""
+        _print_wrapped(console, Text(f"  confidence: {diagnosis.confidence}" + (f" ({why})" if why else ""),
+                                     style="dim"))
+    roots = [i for i in job.incidents if i.role == "root"]
+    consequences = [i for i in job.incidents if i.role == "consequence"]
+    others = [i for i in job.incidents if i.role == "independent"]
+    alike: List[Incident] = []
+    if diagnosis.common and roots and not verbose:  # the same failure on the other ranks: one line
+        alike = [i for i in others if i.label == roots[0].label]
+        others = [i for i in others if i.label != roots[0].label]
+    for heading, chosen in (("root cause", roots), ("consequences", consequences),
+                            ("independent incidents", others)):
+        if not chosen:
+            continue
+        console.print(Text(f"\n{heading}", style="bold underline"))
+        if heading == "root cause" and alike:
+            for incident in chosen:
+                _print_wrapped(console, _incident_lines(incident, symbols, explain))
+            _print_wrapped(console, _folded_line(f"the same on {len(alike)} more", alike, symbols))
+            continue
+        if verbose or heading == "root cause" or (heading == "independent incidents" and len(chosen) <= 3):
+            for incident in chosen:
+                _print_wrapped(console, _incident_lines(incident, symbols, explain))
+        else:
+            for label, group in fold(chosen):
+                _print_wrapped(console, _folded_line(label, group, symbols))
+
+
 def render(result: ScanResult, console: Console, verbose: bool = False, fail_on: Sequence[str] = ("error",),
-           exit_code: int = 0) -> None:
+           exit_code: int = 0, job: Optional[JobScan] = None) -> None:
     # What the stream can print: an ASCII terminal (LANG=C, PYTHONIOENCODING=ascii) gets + x and "...".
     symbols = terminal.status_symbols(console.file)
     ellipsis = "…" if terminal.can_encode("…", console.file) else "..."
-    console.print(Text("findings", style="bold underline"))
+    if job is None:
+        from npudoctor.logs.job import diagnose_result
+
+        job = diagnose_result(result)
+    explain = {f.subject: f"{f.code.title}: {f.code.meaning}" for f in result.findings
+               if f.kind == "error_code" and f.code is not None}
+    _diagnosis(job, console, verbose, symbols, explain)
+    held = {key for incident in job.incidents for key in incident.findings}
+    shown = result.findings if verbose else [f for f in result.findings if f"{f.kind} {f.subject}" not in held]
+    heading = "findings" if verbose or not job.incidents else "other findings (in no incident)"
+    if shown or not job.incidents:
+        console.print(Text(f"\n{heading}", style="bold underline"))
     if not result.findings:
         console.print(Text("  nothing found that needs attention"))
-    for finding in result.findings:
+    for finding in shown:
         _print_wrapped(console, _finding_lines(finding, verbose, symbols, ellipsis))
 
     readable = result.readable_files
@@ -141,5 +234,8 @@ def render(result: ScanResult, console: Console, verbose: bool = False, fail_on:
     by_severity = ", ".join(f"{n} {name}" for name, n in counts.items() if n)
     causes = len(result.findings)
     verdict = f"{causes} cause{'s' if causes != 1 else ''} found" + (f" ({by_severity})" if by_severity else "")
+    if job.incidents:
+        root = f", root cause {job.diagnosis.root_cause}" if job.diagnosis.root_cause else ""
+        verdict = f"{len(job.incidents)} incident{'s' if len(job.incidents) != 1 else ''}{root}; " + verdict
     verdict += f"; {failing} match --fail-on {','.join(fail_on)}: exit {exit_code}"
     _print_wrapped(console, Text("\nsummary: " + verdict))

@@ -30,7 +30,10 @@ def verdict(report: Report, fail_on: str = "fail") -> Tuple[int, str]:
     if report.nothing_checked:
         return UNKNOWN, _short(f"npudoctor could not tell: nothing was checked ({len(report.findings)} skip)")
     counts = report.summary.to_dict()
-    return OK, _short(f"NPU node OK ({counts['pass']} pass, {counts['warn']} warn, {counts['skip']} skip)")
+    warnings = _with(report, Status.WARN)
+    if warnings:  # not a problem under this --fail-on, but not "OK" either: name what to look at
+        return OK, _message(f"NPU node has {counts['warn']} warning{'s' * (counts['warn'] != 1)}", warnings)
+    return OK, _short(f"NPU node OK ({counts['pass']} pass, {counts['skip']} skip)")
 
 
 def render(report: Report, fail_on: str = "fail") -> str:

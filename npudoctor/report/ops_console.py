@@ -20,12 +20,13 @@ from __future__ import annotations
 
 import os
 import time
-from typing import List, Optional
+from typing import Dict, List, Optional
 
 from rich.console import Console
 from rich.text import Text
 
 from npudoctor.model.finding import Status
+from npudoctor.ops import oplist
 from npudoctor.ops.judge import AuditResult, JudgedOp
 from npudoctor.report import terminal
 from npudoctor.report.console import context_lines, make_console, print_lines, title_line, wrap
@@ -45,7 +46,16 @@ def _short_site(site: str) -> str:
     return os.path.basename(path) + (":" + rest if rest else "")
 
 
-def op_lines(op: JudgedOp, symbol: str, style: str, width: int, verbose: bool) -> List[Text]:
+def fallback_fix(op: JudgedOp, later: Dict[str, str], newest: str) -> str:
+    """What ends a fallback: the oldest shipped torch_npu release with an NPU kernel for it, if any."""
+    if op.name in later:
+        return (f"torch_npu {later[op.name]} runs it on the NPU (shipped list): upgrade torch_npu (and the torch "
+                "it pairs with), or replace the operator")
+    return (f"no shipped torch_npu list (up to {newest}) runs it on the NPU: replace it with an NPU-supported "
+            "operator, or move it out of the training step")
+
+
+def op_lines(op: JudgedOp, symbol: str, style: str, width: int, verbose: bool, fix: str = "") -> List[Text]:
     name, count = op.name, op.calls
     dtypes = op.dtypes
     lines = [Text(f"  {symbol} {name}  x{count:,}", style=style)]
@@ -68,6 +78,8 @@ def op_lines(op: JudgedOp, symbol: str, style: str, width: int, verbose: bool) -
         details.append(op.reason)
     for detail in details:
         lines.extend(Text(line) for line in wrap(detail, width, "      ", "        "))
+    if fix:
+        lines.extend(Text(line) for line in wrap(f"fix: {fix}", width, "      ", "           "))
     return lines
 
 
@@ -80,6 +92,9 @@ def render(result: AuditResult, console: Optional[Console] = None, verbose: bool
     op_list = result.op_list
     lines: List[Text] = [title_line("ops audit", version, host, time.time() if started is None else started)]
     lines += context_lines(f"{what} (torch {result.torch}) against {op_list.describe()}", width)
+    fallbacks = result.fallbacks
+    later = oplist.native_in_later_release([op.name for op in fallbacks], op_list.release) if fallbacks else {}
+    newest = (oplist.shipped_releases() or ["?"])[-1]
     for verdict, title, status, style in _SECTIONS:
         ops = result.by_verdict(verdict)
         if not ops:
@@ -91,7 +106,8 @@ def render(result: AuditResult, console: Optional[Console] = None, verbose: bool
             continue
         lines.append(Text(title, style="bold"))
         for op in ops:
-            lines += op_lines(op, symbols[status], style, width, verbose)
+            fix = fallback_fix(op, later, newest) if verdict == "fallback" else ""
+            lines += op_lines(op, symbols[status], style, width, verbose, fix)
     notes = result.notes
     if notes:
         lines.append(Text(""))

@@ -99,5 +99,5 @@ def render(result: ProfResult, console: Console, verbose: bool = False, command:
     console.print(_rank_table(result))
     out.print(note_lines(result.problems, width, verbose))
     report = result.as_report()
-    out.print(out.stage("prof", report.findings, fold=False))
+    out.print(out.stage("prof", report.findings, fold=False, skips_as_one=True))
     out.print(out.footer(report, scope=verdict_scope(result)))

@@ -104,10 +104,13 @@ def wrap(text: str, width: int, first: str = "", rest: str = "", words_may_break
     """``text`` wrapped to ``width`` columns, each line starting with ``first`` then ``rest``. A word longer
     than a line is broken (after one of ``breaks``, e.g. :data:`WORD_BREAKS`, where one fits), or left long
     when ``words_may_break`` is false."""
+    from npudoctor.untrusted.redact import redact_text
+
     wrapper = _Wrapper(width=max(width, len(rest) + 20), initial_indent=first, subsequent_indent=rest,
                        break_long_words=words_may_break, break_on_hyphens=False)
     wrapper.breaks = breaks
-    return wrapper.wrap(text) or [first.rstrip()]
+    # Redacted before it is cut: a URL with a password broken after its "/" would no longer look like one
+    return wrapper.wrap(redact_text(text)) or [first.rstrip()]
 
 
 FIX_LABEL = "fix: "

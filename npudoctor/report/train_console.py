@@ -24,7 +24,7 @@ from rich.console import Console
 from rich.text import Text
 
 from npudoctor.model.finding import Report
-from npudoctor.model.units import confidence_percent, signed_bytes
+from npudoctor.model.units import rise_phrase, signed_bytes
 from npudoctor.report.console import CheckConsole, context_lines, make_console, title_line, wrap
 
 
@@ -85,7 +85,7 @@ def render_leak(verdict: Any, path: str, runs: int, records: int, console: Optio
             ("malloc held", verdict.malloc_held_slope_bytes_per_step),
             ("workers RSS", verdict.workers_slope_bytes_per_step if verdict.workers_growth else None))
     lines += [Text(f"  {name:<13} {signed_bytes(slope)}/step") for name, slope in rows if slope is not None]
-    lines.append(Text(f"  confidence of a rise in {verdict.series or '-'}: {confidence_percent(verdict.confidence)}"))
+    lines.append(Text(f"  {rise_phrase(verdict.confidence, verdict.series or '-')}"))
     if verdict.projected_oom_step is not None:
         lines.append(Text(f"  out of memory at about step {verdict.projected_oom_step}"))
     for note in verdict.notes:

@@ -269,7 +269,8 @@ class DashboardApp(App[None]):
             return
         head = f"logs under {self.config.logs_dir}: " + (
             self.logtail.error or f"{len(self.logtail.followers)} files followed, {len(findings)} causes")
-        lines = [(head, "bold")] + [views.log_finding_line(f) for f in findings[:8]]
+        verdict = [(self.logtail.verdict, "bold")] if findings and self.logtail.verdict else []
+        lines = [(head, "bold"), *verdict] + [views.log_finding_line(f) for f in findings[:8]]
         self.query_one("#log-findings", Static).update(_lines_text(lines))
 
     def action_recheck(self) -> None:

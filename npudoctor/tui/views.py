@@ -12,7 +12,8 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from npudoctor.live.devices import DeviceReading, HostReading, Snapshot
 from npudoctor.live.history import History, sparkline
 from npudoctor.live.poller import PollState
-from npudoctor.model.units import confidence_percent, human_bytes, percent
+from npudoctor.model.units import confidence_percent, human_bytes, percent, rise_phrase
+from npudoctor.untrusted import shorten
 
 # npu-smi's Health words -> (badge, style). Anything else (a new word) shows as itself, in the alarm style.
 HEALTH_BADGES: Dict[str, Tuple[str, str]] = {
@@ -66,7 +67,8 @@ def holders_cell(device: DeviceReading, width: int = 15) -> str:
         return "-"
     if len(device.holders) == 1:
         holder = device.holders[0]
-        return f"{holder.pid} {holder.name or '?'}"[:width]
+        # cleaned before it is cut (a cut token no longer looks like one), and said so when cut ("python3.~")
+        return shorten(f"{holder.pid} {holder.name or '?'}", width, ellipsis="~")
     return f"{len(device.holders)} processes"
 
 
@@ -125,7 +127,10 @@ def devices_note(snapshot: Optional[Snapshot]) -> str:
     summary = f"{len(snapshot.devices)} chips, {held} in use"
     if unhealthy:
         summary += "; NOT OK: " + ", ".join(f"{d.label} {d.health}" for d in unhealthy)
-        summary += " (details: npu-smi info -t health -i N)"
+        npus = list(dict.fromkeys(d.key.split(":")[1].split("/")[0] for d in unhealthy if d.key.count(":")))
+        if npus:  # the command to run, with the NPU ids it needs
+            summary += f" (details: npu-smi info -t health -i {npus[0]}" + (
+                f"; likewise -i {', '.join(npus[1:])})" if len(npus) > 1 else ")")
     return summary
 
 
@@ -164,7 +169,7 @@ def verdict_lines(verdict: Any, at_step: Optional[int], width: int = 80) -> List
                     f"confidence {confidence_percent(verdict.confidence)}{oom}", "bold white on red"))
     else:
         out.append((f"no leak: {human_bytes(verdict.slope_bytes_per_step)}/step "
-                    f"(confidence of a rise {confidence_percent(verdict.confidence)}) at step {at_step}", "green"))
+                    f"({rise_phrase(verdict.confidence)}) at step {at_step}", "green"))
     if verdict.reserved_growth:
         out.append(("reserved grows while allocated is flat: fragmentation or caching", "yellow"))
     if getattr(verdict, "host_fragmentation", False):
@@ -177,7 +182,8 @@ def verdict_lines(verdict: Any, at_step: Optional[int], width: int = 80) -> List
 
 def training_lines(view: Any, width: int = 80) -> List[Tuple[str, str]]:
     """The Training panel: newest step, data-wait share, series as sparklines, the leak verdict."""
-    lines: List[Tuple[str, str]] = [(f"following {view.path}: {view.status}", "bold")]
+    state = "" if view.status == "following" else f": {view.status}"  # not "following FILE: following"
+    lines: List[Tuple[str, str]] = [(f"following {view.path}{state}", "bold")]
     last = view.last
     if last is None:
         lines.append(("no npudoctor.memlog step yet (written by `npudoctor train-step --log FILE` or "
@@ -199,6 +205,8 @@ def training_lines(view: Any, width: int = 80) -> List[Tuple[str, str]]:
         ("host RSS", view.rss, *_range(view.rss), human_bytes(last.get("rss_bytes"))),
     )
     for name, values, low, high, now in series:
+        if all(v is None for v in values):  # a CPU run records no device memory: no "allocated ?" row
+            continue
         lines.append((f"{name:<10}{sparkline(values, spark, low, high)} {now:>12}", ""))
     if total:
         lines.append((f"device memory {human_bytes(total)}", "dim"))
@@ -217,8 +225,8 @@ def fallback_lines(fallbacks: Sequence[Any], width: int = 80) -> List[Tuple[str,
         return []
     parts = [f"{f['op']} (from step {f['first_step']}" + (f", x{f['count']}" if f.get("count", 1) > 1 else "") + ")"
              for f in fallbacks]
-    text = "".join(c if c.isprintable() else "?" for c in "CPU fallback: " + ", ".join(parts))  # from a file
-    return [(text if len(text) <= width else text[: max(width - 3, 10)] + "...", "yellow")]
+    # operator names from a file: redacted before the line is cut (a cut token would no longer look like one)
+    return [(shorten("CPU fallback: " + ", ".join(parts), max(width, 13)), "yellow")]
 
 
 def _range(values: Sequence[Optional[float]]) -> Tuple[float, float]:
@@ -287,7 +295,8 @@ Findings: the check report, and new log findings under --logs DIR.
 def detail_lines(device: DeviceReading, history: History, width: int = 76) -> List[str]:
     """The per-chip detail view: every reading, the holders, and longer sparklines."""
     badge = health_badge(device.health)[0]
-    lines = [f"{device.label}  {device.name}  health {device.health or 'n/a'} ({badge})",
+    said = device.health or "n/a"
+    lines = [f"{device.label}  {device.name}  health {said}" + (f" ({badge})" if badge.lower() != said.lower() else ""),
              f"bus id {device.bus_id or '?'}   key {device.key}", "",
              f"AI Core   {_num(device.util_pct, '%')}",
              f"HBM       {memory_cell(device, 30)}"

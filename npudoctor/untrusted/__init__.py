@@ -8,6 +8,8 @@ One place decides what such a string may carry into any output:
 * :func:`clean`: secrets redacted (:mod:`npudoctor.untrusted.redact`, the bundles' redaction), then printable;
   :class:`npudoctor.model.finding.Finding` cleans every string it carries this way, so every format of every
   command that renders findings shows no secret and no control character;
+* :func:`shorten`: :func:`clean` and :func:`one_line`, *then* cut to a width: a secret cut in half no longer
+  looks like one, so redaction always comes before the cut;
 * :func:`csv_cell`: a text cell that a spreadsheet would run as a formula (``=``, ``+``, ``-``, ``@``, tab, CR)
   starts with ``'`` instead (OWASP's advice for CSV injection).
 
@@ -77,6 +79,18 @@ _CACHED_CHARS = 256
 @functools.lru_cache(maxsize=4096)  # at most ~2 MiB of short strings
 def _clean_short(text: str) -> str:
     return printable(redact_text(text)) if text else text
+
+
+def shorten(text: str, width: int, ellipsis: str = "...") -> str:
+    """``text`` cleaned, on one line, cut to ``width`` characters (ending in ``ellipsis`` when cut).
+
+    >>> shorten("op hf_abcdefghijklmnopqrstuvwxyz0123456789 more", 20)
+    'op <redacted> mor...'
+    """
+    text = one_line(clean(text))
+    if len(text) <= width:
+        return text
+    return text[:max(width - len(ellipsis), 0)] + ellipsis if width > len(ellipsis) else text[:width]
 
 
 def clean_value(value: Any) -> Any:

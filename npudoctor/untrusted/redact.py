@@ -97,10 +97,11 @@ def _keep(group: int) -> Callable[[re.Match[str]], str]:
 
 
 def _word_start(m: re.Match[str]) -> str:
-    """The whole match, when it starts a word (checked here, not by a leading \\b, so that the pattern
-    starts with a literal and the regex engine scans for it fast)."""
+    """The whole match, unless it is the end of a longer word (checked here, not by a leading \\b, so that the
+    pattern starts with a literal and the regex engine scans for it fast). A token right after ``-`` or ``_``
+    (``node1-hf_...``, ``module_ghp_...``) is a token all the same: only a letter or digit before it keeps it."""
     before = m.string[m.start() - 1:m.start()]
-    return m.group(0) if before and (before.isalnum() or before in "_-") else REDACTED
+    return m.group(0) if before and before.isalnum() else REDACTED
 
 
 _TOKEN_TAIL = r"[A-Za-z0-9_-]"
@@ -197,6 +198,8 @@ def _by_name_in(text: str, found: Optional[Found]) -> str:
     def inline(m: re.Match[str]) -> str:
         if not is_secret_name(m.group(1)) or m.group(3) == REDACTED:
             return m.group(0)
+        if m.group(2).strip() == ":" and m.string[m.start() - 1:m.start()] in ("/", "\\"):
+            return m.group(0)  # "/etc/passwd: Permission denied": a file's name before a message, no secret
         _count(found, m.group(1))
         return f"{m.group(1)}{m.group(2)}{REDACTED}"
 

@@ -291,7 +291,10 @@ def check_archive(handle: Any, path: str) -> None:
     size = os.fstat(handle.fileno()).st_size
     if size > limit:
         raise WeightsError(f"{path}: {size} bytes, more than the largest CLIP's weights need ({limit})")
-    entries = _directory_entries(handle)
+    try:
+        entries = _directory_entries(handle)
+    except OSError as exc:  # a file of /proc or /sys (pagemap) is "regular" but cannot be read like one
+        raise WeightsError(f"{path}: cannot be read ({exc.strerror or exc})") from None
     if entries > MAX_ARCHIVE_MEMBERS:  # before zipfile builds one object per entry
         raise WeightsError(f"{path}: {entries} archive members, more than a CLIP checkpoint has "
                            f"({MAX_ARCHIVE_MEMBERS} at most)")

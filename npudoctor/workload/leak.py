@@ -695,3 +695,13 @@ def _advice(kind: str, cause: Optional[str], reserved_growth: bool, device: Opti
         advice.append("a one-time rise is a buffer created once (optimizer state, an evaluation pass, a "
                       "checkpoint); record more steps if it keeps happening")
     return advice
+
+
+def analyze_file(path: str, settings: Optional[LeakSettings] = None, **options: Any) -> Tuple[LeakVerdict, Any]:
+    """The verdict on a memory log file, read as ``leak analyze`` reads it (the fields judged, the file's tail),
+    and the records read. One reading for every command that judges a file (``leak analyze``, ``onboard
+    --memlog``), so they give one verdict."""
+    from npudoctor.workload.memlog import TAIL_BYTES, read_columns
+
+    records = read_columns(path, VERDICT_FIELDS, max_bytes=TAIL_BYTES)
+    return analyze(records, settings, **options), records

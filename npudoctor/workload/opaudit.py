@@ -13,6 +13,7 @@ import time
 from typing import Any, Dict, List, Optional
 
 from npudoctor.ops.child import write_recording
+from npudoctor.probes.proctree import guard_parent
 
 
 def audit_reference_step(model_name: str = "tiny", steps: int = 1, batch: int = 4,
@@ -97,6 +98,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--steps", type=int, default=1)
     parser.add_argument("--batch", type=int, default=4)
     args = parser.parse_args(argv)
+    guard_parent()  # dies with npudoctor (a SIGKILL of it included)
     started = time.time()
     document = audit_reference_step(args.model, args.steps, args.batch, args.recording)
     document["run"] = {"ended": "returned", "exit_code": 0, "error": None, "forks": 0, "started": started}
