@@ -178,7 +178,7 @@ def test_findings_run_the_check_in_a_worker_and_r_runs_it_again():
 
     calls = []
 
-    def check():
+    def check(job_pids=frozenset()):
         calls.append(1)
         return api.run_checks(api.make_runner(bundle=str(DEMO_BUNDLE)), only=("npu-smi",))
 
@@ -199,13 +199,80 @@ def test_findings_run_the_check_in_a_worker_and_r_runs_it_again():
     run(scenario())
 
 
+def test_the_followed_jobs_own_processes_are_the_followed_job_not_smi004_warnings(tmp_path):
+    """Issue 28: while following a training job, the chips its ranks hold are not "another process holds the
+    NPU": the memory log names the job's pids (memlog ``pids``) and SMI004 passes those, warns for the rest."""
+    from npudoctor.live.session import make_config
+
+    log = tmp_path / "mem.jsonl"
+    config = make_config(demo=True, follow=str(log))  # the demo: 8 ranks of python3.10, pids 120460...121097
+    config.start_polling = False
+    job = [120460, 120551, 120642, 120733, 120824, 120915, 121006]  # 121097 (NPU 7) is not the job's
+
+    def rows(app):
+        table = app.query_one("#findings-table")
+        return [" ".join(map(str, table.get_row_at(row))) for row in range(table.row_count)]
+
+    async def scenario():
+        app = DashboardApp(config)
+        app.animation_level = "none"
+        async with app.run_test(size=(80, 24)) as pilot:
+            await pilot.press("4")
+            await app.workers.wait_for_complete()
+            await pilot.pause()
+            assert sum(row.startswith("WARN SMI004") for row in rows(app)) == 8
+            record = json.loads(_record(0, 8 << 30))
+            log.write_text(json.dumps({**record, "schema": "npudoctor.memlog/2", "pids": job}) + "\n")
+            app.tick()  # reads the log, learns the job's pids and runs the check again with them
+            await app.workers.wait_for_complete()
+            await pilot.pause()
+            shown = rows(app)
+            assert [row for row in shown if row.startswith("WARN SMI004")] == [
+                "WARN SMI004 npu:7/chip:0 pid 121097 python3.10, 54610 MiB device memory"]
+            followed = [row for row in shown if "the followed job: pid 12" in row]
+            assert len(followed) == 7 and all(row.startswith("PASS SMI004") for row in followed)
+            app.tick()  # the pids did not change: no check again
+            assert app.check_state == "done"
+    run(scenario())
+
+
+def test_findings_after_history_show_no_stray_block_glyphs_at_80x24():
+    """Issue 28: the glyphs seen in Findings under tmux were the table's scrollbar thumbs: a vertical thumb's end
+    drawn as a block glyph and a horizontal scrollbar for details wider than the screen, on a track a terminal
+    with fewer colours does not draw. Rows now fit the width (cut with ~) and thumbs are whole cells."""
+    from textual.scrollbar import ScrollBarRender
+
+    from npudoctor.live.session import make_config
+
+    config = make_config(demo=True)  # 18 findings: more than the table shows, some wider than 80 columns
+    config.start_polling = False
+    thumb_ends = set(ScrollBarRender.VERTICAL_BARS + ScrollBarRender.HORIZONTAL_BARS) - {" "}
+
+    async def scenario():
+        app = DashboardApp(config)
+        app.animation_level = "none"
+        async with app.run_test(size=(80, 24)) as pilot:
+            await app.workers.wait_for_complete()
+            await poll(app, pilot)
+            await pilot.press("2", "4")
+            await pilot.pause()
+            table = app.query_one("#findings-table")
+            assert table.row_count == 18 and table.max_scroll_y > 0  # it scrolls: a vertical scrollbar shows
+            assert table.max_scroll_x == 0  # every row fits: no horizontal scrollbar
+            (skipped,) = [table.get_row_at(row) for row in range(18) if str(table.get_row_at(row)[1]) == "SMI003"]
+            assert str(skipped[3]).endswith("~")  # its long detail, cut and said so (Enter shows it whole)
+            svg = app.export_screenshot()
+            assert not thumb_ends & set(svg), sorted(thumb_ends & set(svg))
+    run(scenario())
+
+
 def test_the_tick_redraws_while_a_detail_or_help_screen_is_open():
     # Under load a 1 Hz tick came as the app shut down, after its widgets were gone (NoMatches: no '#status'):
     # the tick is called here while each screen is open and after the app ends, instead of hoping it falls there.
     from npudoctor import api
     from npudoctor.live.recording import DEMO_BUNDLE
 
-    def check():
+    def check(job_pids=frozenset()):
         return api.run_checks(api.make_runner(bundle=str(DEMO_BUNDLE)), only=("npu-smi",))
 
     async def scenario():

@@ -76,6 +76,8 @@ def test_memlog_lines_are_records_of_checked_types_or_nothing():
             elif key == "cpu_fallbacks":  # the optional table: validated entry by entry (issue 22)
                 assert value is None or all(type(e["op"]) is str and type(e["first_step"]) is int
                                             and type(e["count"]) is int for e in value), (key, text)
+            elif key == "pids":  # the optional list of the job's processes (issue 28)
+                assert value is None or all(type(pid) is int and 0 < pid <= memlog.MAX_PID for pid in value), text
             elif key != "schema":  # seconds, loss
                 assert value is None or (type(value) in (int, float) and abs(value) <= 2 ** 63), (key, text)
         accepted.append(record)

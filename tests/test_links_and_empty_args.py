@@ -103,6 +103,7 @@ def test_prof_run_output_that_is_a_link_is_refused(tmp_path):
     ["profile", "derive", "report.json", "-o", ""], ["profile", "derive", "report.json", "-o", "-"],
     ["profile", "derive", "", "-o", "x.yaml"],
     ["onboard", "--profile", "default", "-o", ""], ["onboard", "--profile", "default", "-o", "-"],
+    ["onboard", "--profile", "default", "-o", "out", "--logs", ""],
     ["prof", "run", "-o", "", "--", "true"], ["prof", "run", "-o", "-", "--", "true"],
     ["prof", "analyze", ""], ["leak", "analyze", ""], ["leak", "analyze", "-"],
     ["train-step", "--log", ""], ["train-step", "--log", "-"], ["train-step", "--weights", ""],

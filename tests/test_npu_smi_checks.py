@@ -227,6 +227,16 @@ def test_processes_holding_npus_warn_with_pid_name_memory(node):
     assert held[0].evidence == {"pid": 139667, "name": "python", "memory_mib": 30780}
 
 
+def test_the_watched_jobs_own_processes_pass_as_the_followed_job(node):
+    node.npu_node(8)
+    node.command("npu-smi", stdout=smi("with-processes"))
+    report = api.run_checks(node.runner(), only=("npu-smi",), options={"job_pids": frozenset({139667})})
+    held = findings_by_id(report, "SMI004")
+    assert [f.status for f in held] == [Status.PASS] + [Status.WARN] * 7
+    assert held[0].detail == "the followed job: pid 139667 python, 30780 MiB device memory"
+    assert held[0].evidence["job"] is True and "job" not in held[1].evidence
+
+
 def test_process_without_a_name_still_listed(node):
     node.npu_node(8)
     node.command("npu-smi", stdout=smi("empty-process-names"))

@@ -151,3 +151,28 @@ def test_a_record_that_appears_during_the_run_is_kept_and_said_in_one_line(node,
     assert result.exit_code == 2 and result.stderr.count("\n") == 1, result.stderr
     assert "appeared while onboard ran" in result.stderr and "nothing was overwritten" in result.stderr
     assert (out / "report.json").read_text() == "the other run's\n" and not (out / "report.html").exists()
+
+
+def test_onboard_logs_gives_the_job_diagnosis_as_check_logs_does(node, tmp_path):
+    """Issue 27 point 5: `onboard --logs DIR` (repeatable) reads the folders as `check --logs DIR` does: LOG001's
+    job diagnosis first, in onboard's console and in its report.json."""
+    from tests.test_logs_job import exception_job
+
+    healthy_910b_node(node)
+    job = exception_job(node.root / "var" / "log")  # node-a/device-0 hits the exception, its 3 peers time out
+    logs = [arg for folder in sorted(job.glob("node-a/device-*"))
+            for arg in ("--logs", "/" + str(folder.relative_to(node.root)))]
+    out = tmp_path / "o"
+    result = cli_runner().invoke(main, ["onboard", "--profile", "atlas800t-a2-8x910b", "-o", str(out), "--root",
+                                        str(node.root), "--no-collective", *logs], env=node.env)
+    assert result.exit_code == 1, result.stderr
+    document = json.loads((out / "report.json").read_text())
+    first = next(f for f in document["findings"] if f["id"] == "LOG001")
+    assert first["subject"] == "diagnosis" and first["status"] == "fail", first["detail"]
+    verdict = first["detail"]
+    assert verdict.startswith("Root cause: NPU 0 AI Vector core exception in GatherV3_"), verdict
+    assert "3 ranks then timed out in HCCL waiting for it" in verdict
+    checked = cli_runner().invoke(main, ["check", "--root", str(node.root), *logs, "--only", "LOG001",
+                                         "--format", "json"], env=node.env)
+    assert json.loads(checked.stdout)["findings"][0]["detail"] == verdict  # one diagnosis, both commands
+    assert "Root cause: NPU 0 AI Vector core exception" in " ".join(result.stdout.split())

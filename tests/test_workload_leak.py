@@ -389,6 +389,40 @@ def test_host_memory_counts_child_processes_and_malloc_in_use(tmp_path):
         assert before["malloc_in_use_bytes"] is None and "mallinfo2" in host.malloc_unavailable
 
 
+def test_the_job_pids_are_the_writer_and_under_a_launcher_the_ranks_beside_it():
+    """memlog ``pids`` (what the dashboard tells the followed job's chips by): this test process plays torchrun,
+    its children the ranks; without a launcher's mark in the environment a rank's siblings are never counted."""
+    import subprocess
+    import sys
+
+    psutil = pytest.importorskip("psutil")
+    from npudoctor.workload import hostmem
+
+    ranks = [subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
+             for _ in range(3)]
+    try:
+        first = psutil.Process(ranks[0].pid)
+        launched = hostmem.JobProcesses(first, environ={"TORCHELASTIC_RUN_ID": "none"}).pids()
+        assert launched[0] == ranks[0].pid and {r.pid for r in ranks} <= set(launched)
+        assert os.getpid() not in launched  # the launcher holds no chip of the job's
+        assert hostmem.JobProcesses(first, environ={}).pids() == [ranks[0].pid]
+    finally:
+        for rank in ranks:
+            rank.communicate(b"", timeout=60)
+
+
+def test_pids_are_written_and_read_back_and_a_bad_list_reads_as_unknown(tmp_path):
+    path = tmp_path / "mem.jsonl"
+    with memlog.MemlogWriter(path, run="a") as writer:
+        writer.write(0, allocated_bytes=10, pids=[4242, 4243])
+        writer.write(1, allocated_bytes=10)
+    with open(path, "a", encoding="utf-8") as handle:
+        for bad in (["4242"], [0], [1 << 40], list(range(1, 2000)), {"pid": 1}, [True], 4242, []):
+            handle.write(json.dumps({"schema": memlog.SCHEMA, "run": "a", "step": 2, "pids": bad}) + "\n")
+    records = memlog.read_records(path)
+    assert [r["pids"] for r in records] == [[4242, 4243]] + [None] * 9  # the record stays, its pids unknown
+
+
 def test_without_glibc_the_allocator_figures_are_null_and_say_why(monkeypatch):
     from npudoctor.workload import hostmem
 

@@ -228,8 +228,12 @@ def test_readme_monitor_example_runs_and_its_log_is_judged(tmp_path):
     assert result.exit_code == 0 and "no leak" in result.stdout
 
 
-def test_monitor_driven_by_the_optimizer_hook(tmp_path, torch):
+def test_monitor_driven_by_the_optimizer_hook(tmp_path, torch, monkeypatch):
     from npudoctor.monitor import MemoryMonitor
+    from npudoctor.workload import hostmem
+
+    for name in hostmem.LAUNCHER_ENV:  # no launcher: the job is this process alone
+        monkeypatch.delenv(name, raising=False)
 
     model = torch.nn.Linear(4, 2)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
@@ -242,6 +246,7 @@ def test_monitor_driven_by_the_optimizer_hook(tmp_path, torch):
     records = memlog.read_records(tmp_path / "m.jsonl")
     assert [r["step"] for r in records] == [0, 1, 2] and all(r["data_wait_s"] is not None for r in records)
     assert monitor.device.name == "cpu"
+    assert all(r["pids"] == [os.getpid()] for r in records)  # the job, as the dashboard tells it
 
 
 def test_auto_device_survives_a_broken_torch_npu_and_says_why(tmp_path, monkeypatch):

@@ -31,6 +31,8 @@ NOT_FOUND_FIX = (
     "in a container, mount it: -v /usr/local/sbin/npu-smi:/usr/local/sbin/npu-smi:ro "
     "-v /usr/local/Ascend/driver:/usr/local/Ascend/driver:ro"
 )
+#: Option (``run_checks(options=...)``): the pids of the job being watched; SMI004 passes the chips they hold.
+JOB_PIDS_OPTION = "job_pids"
 
 
 def npus_on_bus(ctx: CheckContext) -> Optional[Sequence[Any]]:
@@ -255,7 +257,9 @@ def chip_count(ctx: CheckContext) -> Iterable[Outcome]:
 
 @check("SMI004", stage="npu-smi", title="No other process holds the NPUs", requires=("SMI001",))
 def other_processes(ctx: CheckContext) -> Iterable[Outcome]:
-    """Lists the processes npu-smi shows on each chip (pid, name, device memory): each one is a WARN.
+    """Lists the processes npu-smi shows on each chip (pid, name, device memory): each one is a WARN, except
+    those of the job being watched (``npudoctor dashboard --follow LOG``: the pids its memory log names), which
+    pass as "the followed job".
 
     A leftover or hung training process keeps its device memory (HBM) and can make a new job fail with out of
     memory or DCMI -8020 ("device is used"), exactly like a stale CUDA process under ``nvidia-smi``. npu-smi
@@ -271,11 +275,14 @@ def other_processes(ctx: CheckContext) -> Iterable[Outcome]:
     if not table.processes:
         yield passed("npu-smi", f"no process on any of the {len(table.npu_ids)} NPU(s)")
         return
+    job_pids = frozenset(ctx.options.get(JOB_PIDS_OPTION) or ())
     for process in table.processes:
         subject = f"npu:{process.npu_id}" + ("" if process.chip_id is None else f"/chip:{process.chip_id}")
         name = process.name or "(no name shown)"
         memory = f", {process.memory_mib} MiB device memory" if process.memory_mib is not None else ""
-        yield warn(subject, f"pid {process.pid} {name}{memory}",
-                   {"pid": process.pid, "name": process.name, "memory_mib": process.memory_mib},
+        evidence = {"pid": process.pid, "name": process.name, "memory_mib": process.memory_mib}
+        if process.pid in job_pids:
+            yield passed(subject, f"the followed job: pid {process.pid} {name}{memory}", {**evidence, "job": True})
+            continue
+        yield warn(subject, f"pid {process.pid} {name}{memory}", evidence,
                    fix=f"ps -o pid,user,etime,cmd -p {process.pid}   # a leftover? then: kill {process.pid}")
-

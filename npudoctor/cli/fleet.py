@@ -172,6 +172,8 @@ def collective(backend: str, sizes: Optional[str], ops: str, fmt: str, nproc_per
 @click.option("-o", "--output", type=PATH, required=True, metavar="DIR", help="New or empty folder for the results.")
 @click.option("--python", "python", type=PATH, metavar="PATH", help="The interpreter training runs with.")
 @click.option("--root", type=PATH, metavar="DIR", help="Read system files under DIR.")
+@click.option("--logs", "logs_dirs", type=PATH, multiple=True, metavar="DIR",
+              help="Also diagnose the logs under DIR (LOG001, as `check --logs`: a job's folder, CANN plogs).")
 @click.option("--collective-backend", type=click.Choice(["auto", "hccl", "nccl", "gloo"]), default="auto",
               show_default=True)
 @click.option("--nproc-per-node", type=click.IntRange(1, 128), metavar="N",
@@ -181,9 +183,9 @@ def collective(backend: str, sizes: Optional[str], ops: str, fmt: str, nproc_per
 @click.option("--memlog", type=PATH, metavar="FILE.jsonl",
               help="Plot memory over steps from this npudoctor.memlog/1 or /2 file, and judge it for leaks.")
 @click.option("--fail-on", type=FailOn(), default="fail", show_default=True, help=FAIL_ON_HELP)
-def onboard(profile_name: str, output: str, python: Optional[str], root: Optional[str], collective_backend: str,
-            nproc_per_node: Optional[int], sizes: Optional[str], no_collective: bool, memlog: Optional[str],
-            fail_on: str) -> None:
+def onboard(profile_name: str, output: str, python: Optional[str], root: Optional[str], logs_dirs: Tuple[str, ...],
+            collective_backend: str, nproc_per_node: Optional[int], sizes: Optional[str], no_collective: bool,
+            memlog: Optional[str], fail_on: str) -> None:
     """Acceptance run: checks, import probe, training step, collective probe; report.json, bundle, report.html.
 
     Exit codes as `check`: 0 accepted, 1 a FAIL or ERROR (or WARN under --fail-on warn), 2 usage error.
@@ -198,9 +200,9 @@ def onboard(profile_name: str, output: str, python: Optional[str], root: Optiona
     with Progress() as progress:  # the spinner line is gone before anything is printed
         try:
             memory = engine.read_memory(memlog) if memlog else None
-            result = engine.onboard(output, profile_name, collective_options, {"python": python, "logs_dirs": ()},
-                                    root=root, memory=memory, listener=ProgressListener(progress),
-                                    stage=progress.update, memlog_path=memlog)
+            options = {"python": python, "logs_dirs": logs_dirs}
+            result = engine.onboard(output, profile_name, collective_options, options, root=root, memory=memory,
+                                    listener=ProgressListener(progress), stage=progress.update, memlog_path=memlog)
         except (api.UsageError, CollectiveError) as exc:
             error = str(exc)
     if error is not None:

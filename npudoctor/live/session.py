@@ -6,7 +6,7 @@ import os
 import stat
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Any, Callable, FrozenSet, Optional
 
 from npudoctor.errors import InputError
 from npudoctor.knowledge import setting
@@ -19,13 +19,14 @@ class SessionError(InputError):
 
 @dataclass
 class DashboardConfig:
-    """What the dashboard watches. ``check`` runs the node check and returns a Report (called in a thread)."""
+    """What the dashboard watches. ``check(job_pids)`` runs the node check and returns a Report (called in a
+    thread); ``job_pids`` are the followed job's processes (SMI004 passes the chips they hold)."""
 
     sampler: Sampler
     interval_s: float = 1.0
     follow: Optional[str] = None
     logs_dir: Optional[str] = None
-    check: Optional[Callable[[], Any]] = None
+    check: Optional[Callable[[FrozenSet[int]], Any]] = None
     clock: Callable[[], float] = time.time  # wall clock for times shown to people
     poll_clock: Callable[[], float] = time.monotonic  # how old the device data is
     start_polling: bool = True  # tests drive the poller by hand
@@ -52,6 +53,7 @@ def make_config(replay: Optional[str] = None, demo: bool = False, follow: Option
                 profile: Optional[str] = None, run_check: bool = True) -> DashboardConfig:
     """The session for ``npudoctor dashboard`` options. Raises :class:`SessionError` on bad input."""
     from npudoctor import api
+    from npudoctor.checks.npu_smi import JOB_PIDS_OPTION
     from npudoctor.live.recording import DEMO_BUNDLE, RecordingError, demo_timeline, timeline_from_bundle
 
     if replay and demo:
@@ -81,8 +83,9 @@ def make_config(replay: Optional[str] = None, demo: bool = False, follow: Option
     # "not recorded").
     only = ("npu-smi",) if demo else ()
 
-    def check() -> Any:
-        return api.run_checks(api.make_runner(bundle=bundle), node_profile, only=only, options=options)
+    def check(job_pids: FrozenSet[int] = frozenset()) -> Any:
+        return api.run_checks(api.make_runner(bundle=bundle), node_profile, only=only,
+                              options={**options, JOB_PIDS_OPTION: job_pids})
 
     title = "npudoctor DEMO" if demo else "npudoctor"
     return DashboardConfig(sampler=sampler, interval_s=interval_s, follow=follow, logs_dir=logs_dir,

@@ -10,7 +10,7 @@ import collections
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Deque, Dict, List, Optional
+from typing import Any, Callable, Deque, Dict, FrozenSet, List, Optional
 
 from npudoctor.workload import leak, memlog
 
@@ -35,6 +35,8 @@ class TrainingView:
     verdict_at_step: Optional[int]
     # CPU-fallback warnings the run printed so far (memlog ``cpu_fallbacks``): [{"op", "first_step", "count"}]
     cpu_fallbacks: List[Dict[str, Any]] = field(default_factory=list)
+    # The followed job's processes (memlog ``pids`` of the newest run): the chips they hold are the job's own
+    job_pids: FrozenSet[int] = frozenset()
 
 
 def data_wait_share(records: List[Dict[str, Any]]) -> Optional[float]:
@@ -72,6 +74,7 @@ class TrainingFollow:
         self._verdict_due = 0.0
         self._dirty = False
         self.cpu_fallbacks: List[Dict[str, Any]] = []
+        self.job_pids: FrozenSet[int] = frozenset()
 
     def _starts_over(self, record: Dict[str, Any]) -> bool:
         if not self.records:
@@ -94,11 +97,13 @@ class TrainingFollow:
                 if self._starts_over(record):
                     self.records.clear()
                     self.verdict, self.verdict_at_step = None, None
-                    self.cpu_fallbacks = []
+                    self.cpu_fallbacks, self.job_pids = [], frozenset()
                     self.status = "new run: the log was truncated, rotated or restarted; series start over"
                 self.records.append(record)
                 if record.get("cpu_fallbacks"):
                     self.cpu_fallbacks = list(record["cpu_fallbacks"])
+                if record.get("pids"):
+                    self.job_pids = frozenset(record["pids"])
                 self.steps_seen += 1
                 self._dirty = True
         now = self.clock()
@@ -118,4 +123,5 @@ class TrainingFollow:
             step_s=[r.get("step_s") for r in shown], loss=[r.get("loss") for r in shown],
             allocated=[r.get("allocated_bytes") for r in shown], reserved=[r.get("reserved_bytes") for r in shown],
             rss=[r.get("rss_bytes") for r in shown],
-            verdict=self.verdict, verdict_at_step=self.verdict_at_step, cpu_fallbacks=list(self.cpu_fallbacks))
+            verdict=self.verdict, verdict_at_step=self.verdict_at_step, cpu_fallbacks=list(self.cpu_fallbacks),
+            job_pids=self.job_pids)

@@ -5,7 +5,7 @@ follows and judges; :mod:`npudoctor.tui.views` turns that into text. This is the
 from __future__ import annotations
 
 import time
-from typing import Any, ClassVar, List, Optional, Tuple
+from typing import Any, ClassVar, FrozenSet, List, Optional, Tuple
 
 from rich.text import Text
 from textual import work
@@ -13,6 +13,8 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
+from textual.scrollbar import ScrollBarRender
+from textual.widget import Widget
 from textual.widgets import DataTable, Footer, Static, TabbedContent, TabPane
 
 from npudoctor.live.devices import ReplaySampler, Snapshot
@@ -49,6 +51,21 @@ class PlainStatic(Static):
         super().update(_plain(content), layout=layout)
 
 
+class WholeCellScrollBar(ScrollBarRender):
+    """A scrollbar whose thumb is drawn in whole cells. Textual draws the thumb's ends as block glyphs (a
+    vertical thumb's top as ``▅``, a horizontal one's end as ``▏``) on the track's colour; a terminal that
+    loses that colour (tmux's 8-colour ``screen``, NO_COLOR) shows them as stray blocks beside the findings."""
+
+    VERTICAL_BARS: ClassVar[List[str]] = [" "] * 8
+    HORIZONTAL_BARS: ClassVar[List[str]] = [" "] * 8
+
+
+def whole_cell_scrollbars(widget: Widget) -> None:
+    # Per scrollbar, as textual documents it (its class attribute would change every app of the process).
+    widget.vertical_scrollbar.renderer = WholeCellScrollBar  # type: ignore[misc]
+    widget.horizontal_scrollbar.renderer = WholeCellScrollBar  # type: ignore[misc]
+
+
 def _lines_text(lines: List[Tuple[str, str]]) -> Text:
     text = Text()
     for index, (line, style) in enumerate(lines):
@@ -76,6 +93,9 @@ class TextScreen(ModalScreen[None]):
     def compose(self) -> ComposeResult:
         with VerticalScroll():
             yield PlainStatic(self.text, id=self.widget_id)
+
+    def on_mount(self) -> None:
+        whole_cell_scrollbars(self.query_one(VerticalScroll))
 
 
 class DeviceScreen(TextScreen):
@@ -134,6 +154,8 @@ class DashboardApp(App[None]):
         self.check_state = "not run" if config.check else "no check for this source"
         self._row_keys: List[str] = []
         self._logs_busy = False
+        self.job_pids: FrozenSet[int] = frozenset()  # the followed job's processes (its memory log says)
+        self._checked_pids: FrozenSet[int] = frozenset()  # ... as the newest check was given them
 
     # -- layout ------------------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -159,8 +181,10 @@ class DashboardApp(App[None]):
         for name, width in views.DEVICE_COLUMNS.items():
             table.add_column(name, key=name, width=width)
         findings = self.query_one("#findings-table", DataTable)
-        for name in ("Status", "ID", "Subject", "Detail"):
+        for name in views.FINDING_COLUMNS:
             findings.add_column(name, key=name)
+        for scrolling in (table, findings):
+            whole_cell_scrollbars(scrolling)
         self.query_one("#source-note", Static).update(Text(self.config.note, style="dim"))
         if self.config.follow:
             from npudoctor.live.training import TrainingFollow
@@ -216,6 +240,9 @@ class DashboardApp(App[None]):
         if self.follow is not None:
             view = self.follow.poll()
             self.query_one("#training-text", Static).update(_lines_text(views.training_lines(view)))
+            self.job_pids = view.job_pids
+            if self.check_state == "done" and self.job_pids != self._checked_pids:
+                self.action_recheck()  # the job's own processes are no leftovers: SMI004 says so once it knows
         if self.logtail is not None and not self._logs_busy:
             # One scan at a time: a slow scan (a burst of log lines) is never overlapped by the next tick's.
             self._logs_busy = True
@@ -277,7 +304,7 @@ class DashboardApp(App[None]):
         if self.config.check is None:
             self.notify("no check for this source", severity="warning")
             return
-        self.check_state = "running"
+        self.check_state, self._checked_pids = "running", self.job_pids
         self.query_one("#check-status", Static).update(Text("check: running in the background...", style="yellow"))
         self.run_check()
 
@@ -285,7 +312,7 @@ class DashboardApp(App[None]):
     def run_check(self) -> None:
         started = time.monotonic()
         try:
-            report = self.config.check() if self.config.check else None
+            report = self.config.check(self._checked_pids) if self.config.check else None
             error = None
         except Exception as exc:  # a usage error (unreadable bundle) or a crash: show it, keep running
             report, error = None, f"{exc.__class__.__name__}: {exc}"
@@ -303,8 +330,7 @@ class DashboardApp(App[None]):
         status.update(Text(views.report_summary(report, took_s, self.config.clock()) + "  (r: run again)"))
         table = self.query_one("#findings-table", DataTable)
         table.clear()
-        for finding in views.ordered_findings(report.findings):
-            cells = list(views.finding_cells(finding))
+        for finding, cells in zip(views.ordered_findings(report.findings), views.finding_rows(report.findings)):
             style = STYLE.get(finding.status, "")  # the house status styles, as `check` prints them
             table.add_row(Text(cells[0], style=style), *map(_plain, cells[1:]))
 

@@ -242,6 +242,28 @@ def finding_cells(finding: Any) -> Tuple[str, str, str, str]:
         if finding.detail else ""
 
 
+#: The findings table's width: 80 columns less the vertical scrollbar (2).
+FINDINGS_WIDTH = 78
+SUBJECT_WIDTH = 16
+FINDING_COLUMNS = ("Status", "ID", "Subject", "Detail")
+
+
+def finding_rows(findings: Sequence[Any], width: int = FINDINGS_WIDTH) -> List[Tuple[str, str, str, str]]:
+    """The findings table's rows, worst first, the subject and detail cut (``~``) so a row fits ``width`` (each
+    of the 4 cells is padded by a space each side): a wider row gave the table a horizontal scrollbar, whose
+    thumb, like any scrollbar's, showed as stray block glyphs where the terminal lost its colours (Enter shows
+    the whole finding)."""
+    rows = [finding_cells(f) for f in ordered_findings(findings)]
+    if not rows:
+        return []
+    status, ident, subject = (max(len(FINDING_COLUMNS[column]), *(len(row[column]) for row in rows))
+                              for column in range(3))
+    subject = min(subject, SUBJECT_WIDTH)
+    detail = max(width - status - ident - subject - 2 * 4, 10)
+    return [(row[0], row[1], shorten(row[2], subject, ellipsis="~"), shorten(row[3], detail, ellipsis="~"))
+            for row in rows]
+
+
 def ordered_findings(findings: Sequence[Any]) -> List[Any]:
     """Worst first (FAIL, ERROR, WARN, SKIP, PASS), stable within a status."""
     rank = {"fail": 0, "error": 1, "warn": 2, "skip": 3, "pass": 4}

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import os
 import sys
 import time
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 #: Why the allocator figures are missing, when they are (``None``: recorded).
 MALLOC_UNAVAILABLE_NOT_LINUX = "not Linux: no glibc mallinfo2"
@@ -104,3 +105,41 @@ def _alive(process: Any) -> bool:
         return bool(process.status() != psutil.STATUS_ZOMBIE)
     except (psutil.NoSuchProcess, psutil.AccessDenied):
         return False
+
+
+#: Launchers that start one process per rank, all children of the launcher, and name themselves in each rank's
+#: environment: torchrun (torch.distributed.run) and Open MPI's mpirun.
+LAUNCHER_ENV = ("TORCHELASTIC_RUN_ID", "OMPI_COMM_WORLD_LOCAL_RANK")
+JOB_REFRESH_S = 10.0
+
+
+class JobProcesses:
+    """The memlog's ``pids``: this process first, then, when a launcher started it (:data:`LAUNCHER_ENV`), the
+    ranks the launcher started beside it (its other children, listed at most every ``JOB_REFRESH_S``). Without
+    a launcher the parent's other children are never counted: a shell's leftover job must stay a leftover."""
+
+    def __init__(self, process: Any = None, environ: Mapping[str, str] = os.environ) -> None:
+        self._process = process
+        self._launched = any(name in environ for name in LAUNCHER_ENV)
+        self._pids: Optional[List[int]] = None
+        self._listed_at = -float("inf")
+
+    def pids(self) -> Optional[List[int]]:
+        if self._process is None:
+            return None
+        now = time.monotonic()
+        if now - self._listed_at >= JOB_REFRESH_S:
+            self._pids, self._listed_at = [self._process.pid, *self._siblings()], now
+        return self._pids
+
+    def _siblings(self) -> List[int]:
+        import psutil
+
+        if not self._launched:
+            return []
+        try:
+            parent = self._process.parent()
+            children = parent.children() if parent is not None else []
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            return []
+        return sorted(child.pid for child in children if child.pid != self._process.pid and _alive(child))

@@ -42,6 +42,10 @@ key                         type      meaning
 ``cpu_fallbacks``           list      2, optional (older readers ignore it): the CPU-fallback warnings seen so
                                       far in the run, ``[{"op", "first_step", "count"}]``, on the records where
                                       that table changed, else ``null``
+``pids``                    list      2, optional (older readers ignore it): the job's processes as the writer
+                                      sees them, its own pid first, then the ranks its launcher started beside
+                                      it (torchrun, mpirun); the dashboard tells them from other processes that
+                                      hold a chip (SMI004)
 ==========================  ========  ==============================================================
 
 A ``/1`` line reads with the keys marked 2 as ``null``: the verdict then says what it could not tell apart.
@@ -91,7 +95,7 @@ FIELDS = (
     "allocated_bytes", "allocated_peak_bytes", "reserved_bytes", "reserved_peak_bytes", "active_bytes",
     "active_peak_bytes", "alloc_retries", "ooms", "rss_bytes", "device_total_bytes", "host_total_bytes",
     "inactive_split_bytes", "workers_rss_bytes", "workers", "malloc_in_use_bytes", "malloc_held_bytes",
-    "cpu_fallbacks",
+    "cpu_fallbacks", "pids",
 )
 _INT_FIELDS = frozenset(name for name in FIELDS if name.endswith("_bytes")) | {"step", "alloc_retries", "ooms",
                                                                                 "workers"}
@@ -104,6 +108,8 @@ MAX_COUNT = (1 << 63) - 1  # bytes and counters: what an int64 counter can hold
 MAX_STEP = 1 << 53  # steps become floats in the verdict: exact up to here
 MAX_TEXT_CHARS = 256  # a run id or a device name
 MAX_RECORD_DEPTH = 8  # a record is a flat object; a line of [[[[... is no record
+MAX_PID = 1 << 22  # Linux's PID_MAX_LIMIT
+MAX_PIDS = 1024  # the ranks of one node, with room
 
 #: A line longer than this is not a memlog record (a record is ~600 bytes); it is skipped unread.
 MAX_LINE_BYTES = 1 << 16
@@ -261,7 +267,21 @@ def parse_line(line: bytes | str) -> Optional[Record]:
         record[key] = value
     record["schema"], record["step"] = obj["schema"], step  # as written: a /1 log says less than a /2
     record["cpu_fallbacks"] = _fallbacks(obj.get("cpu_fallbacks"))
+    record["pids"] = _pids(obj.get("pids"))
     return record
+
+
+def _pids(value: Any) -> Optional[List[int]]:
+    """``pids`` as written, or None when it is absent or not a short list of process ids (never trusted).
+
+    >>> _pids([4242, 4243]), _pids([4242, "x"]), _pids([0]), _pids(4242), _pids([True])
+    ([4242, 4243], None, None, None, None)
+    """
+    if not isinstance(value, list) or not 0 < len(value) <= MAX_PIDS:
+        return None
+    if not all(type(pid) is int and 0 < pid <= MAX_PID for pid in value):
+        return None
+    return list(value)
 
 
 def _fallbacks(value: Any) -> Optional[List[Dict[str, Any]]]:

@@ -8,7 +8,7 @@ import os
 from typing import Any, Optional
 
 from npudoctor.workload.device import Device
-from npudoctor.workload.hostmem import HostMemory
+from npudoctor.workload.hostmem import HostMemory, JobProcesses
 from npudoctor.workload.memlog import MemlogWriter, Record
 
 
@@ -33,6 +33,7 @@ class MemoryRecorder:
         except ImportError:  # RSS stays null; the device figures still come
             pass
         self.host = HostMemory(self._process)
+        self.job = JobProcesses(self._process)
 
     @property
     def path(self) -> str:
@@ -53,7 +54,7 @@ class MemoryRecorder:
         return self.writer.write(
             step, step_s=step_s, data_wait_s=data_wait_s, loss=_number(loss), logit_scale=_number(logit_scale),
             device=self.device.name, rss_bytes=rss, device_total_bytes=self._total,
-            host_total_bytes=self._host_total, cpu_fallbacks=fallbacks, **self.host.sample(),
+            host_total_bytes=self._host_total, cpu_fallbacks=fallbacks, pids=self.job.pids(), **self.host.sample(),
             **self.device.memory_stats())
 
     def close(self) -> None:
