@@ -17,10 +17,11 @@ import json
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any, Callable, Dict, List, NamedTuple
+from typing import Any, Callable, Dict, List, NamedTuple, Optional
 
 from npudoctor import api
 from npudoctor.fleet.demo import SCENARIO_DIR
+from npudoctor.parsers.npu_smi import parse_npu_smi_info
 from npudoctor.probes.bundle import build_bundle, write_bundle
 from npudoctor.probes.runner import RecordingRunner
 from tests.fakenode import FakeNode, FakeNodeRunner
@@ -77,8 +78,74 @@ def demo_node(node: FakeNode, torch: str = "2.1.0") -> FakeNode:
     return node
 
 
+# npu-smi's per-chip answers on the demo node (constructed from real layouts: tests/data/constructed, each with
+# its source). Level 1 asks `-m` and, for a chip not OK, `-t health` and `-t ecc`; level 2 `-t board|ecc|common`.
+IDS = "npu-smi-info-m_910B3_8card_constructed.txt"
+BOARD = "npu-smi-info_t-board_910B3_template_constructed.txt"
+COMMON = "npu-smi-info_t-common_910B3_template_constructed.txt"
+ECC = "npu-smi-info_t-ecc_mindcluster-doc.txt"
+PHYID = "npu-smi-info_t-phyid-remap_template_constructed.txt"
+HEALTH_WARNING = "npu-smi-info_t-health_80CB8009_Warning_constructed.txt"
+HEALTH_ALARM = "npu-smi-info_t-health_80E01801_Alarm_constructed.txt"
+ECC_NPU5 = "npu-smi-info_t-ecc_NPU5_HBM-double-bit_52-isolated_constructed.txt"
+ALARM_TABLE = "npu-smi-info_910B3_8card_NPU5-Alarm_constructed.txt"
+FIRMWARE_VERSION = "7.5.0.1.129"  # the firmware version.info of the demo node (FIRMWARE_24)
+OLD_FIRMWARE = "7.1.0.11.220"  # a real older one (firmware_version.info_7.1.0.11.220_mindcluster-fixture.txt)
+RATED_MHZ = 1800
+BUSY_PCT = 85  # the chips train: an idle chip lowers its clock, and SMI008 judges only busy ones
+LEVEL2_SAMPLES = [BOARD, COMMON, ECC, PHYID]
+# What the import child prints when torch_npu imports and runs its op (LIB005 at --level 2 on the fake node).
+IMPORT_OK = ("NPUDOCTOR-STAGE import torch\nNPUDOCTOR-STAGE import torch_npu\nNPUDOCTOR-STAGE device op\n"
+             "NPUDOCTOR-STAGE ok [2.0, 2.0]\n")
+
+
+def npu_smi(node: FakeNode, table: str = B3_8CARD, answers: Optional[Dict[str, str]] = None,
+            firmware: Optional[Dict[int, str]] = None, clock: Optional[Dict[int, int]] = None) -> None:
+    """The fake npu-smi: ``table`` for `npu-smi info`, `-m`, and the per-NPU sub-commands of level 2 (healthy
+    unless ``firmware``/``clock`` say otherwise for an NPU); ``answers`` (arguments -> text) come first."""
+    chips = parse_npu_smi_info(sample_text(table)).chips
+    by_args = dict(answers or {})
+    by_args.setdefault("info -m", sample_text(IDS))
+    ecc = sample_text(ECC)
+    for chip in chips:
+        npu = chip.npu_id
+        # /dev/davinci<npu> on the demo node: physical id = logic id = NPU id
+        by_args.setdefault(f"info -t phyid-remap -p {npu}", sample_text(PHYID).format(phy=npu, logic=npu, npu=npu))
+        by_args.setdefault(f"info -t board -i {npu}", sample_text(BOARD).format(
+            npu=npu, bus=chip.bus_id, firmware=(firmware or {}).get(npu, FIRMWARE_VERSION)))
+        by_args.setdefault(f"info -t ecc -i {npu}", ecc.replace("NPU ID                                   : 1",
+                                                                f"NPU ID                                   : {npu}"))
+        by_args.setdefault(f"info -t common -i {npu}", sample_text(COMMON).format(
+            npu=npu, usage=BUSY_PCT, freq=RATED_MHZ, curfreq=(clock or {}).get(npu, RATED_MHZ),
+            temp=f"{chip.temp_c:g}", power=f"{chip.power_w:g}"))
+    node.command("npu-smi", stdout=sample_text(table), by_args=by_args)
+
+
+def level2_node(node: FakeNode) -> None:
+    """The python3 of the demo node also passes `check --level 2`'s import of torch_npu and one op."""
+    report = python_report("3.10.14", so_files={"torch_npu": ["torch_npu/lib/libtorch_npu.so"],
+                                                 "torch": ["torch/lib/libtorch_python.so"]},
+                           torch="2.1.0", torch_npu="2.1.0.post10")
+    node.command("python3", by_args={PYTHON_FACTS_ARGS: report}, stdout=IMPORT_OK)
+
+
 def _chip_warning(node: FakeNode) -> None:
-    node.command("npu-smi", stdout=sample_text(WARNING_TABLE))
+    npu_smi(node, WARNING_TABLE, {"info -t health -i 3 -c 0": sample_text(HEALTH_WARNING)})
+
+
+def _hbm_ecc(node: FakeNode) -> None:
+    npu_smi(node, ALARM_TABLE, {"info -t health -i 5 -c 0": sample_text(HEALTH_ALARM),
+                                "info -t ecc -i 5": sample_text(ECC_NPU5)})
+
+
+def _old_firmware(node: FakeNode) -> None:
+    level2_node(node)
+    npu_smi(node, firmware={6: OLD_FIRMWARE})
+
+
+def _throttled_chip(node: FakeNode) -> None:
+    level2_node(node)
+    npu_smi(node, clock={2: 800})
 
 
 def _version_mismatch(node: FakeNode) -> None:
@@ -117,12 +184,20 @@ class Scenario(NamedTuple):
     description: str
     breaks: Callable[[FakeNode], None]
     samples: List[str]
+    level: int = 1  # what `collect --level` the bundle is recorded at (and `check --demo` replays)
 
 
 SCENARIOS: Dict[str, Scenario] = {
     "healthy": Scenario("a healthy Atlas 800T A2 (8x910B3), CANN 8.0.0 sourced, torch 2.1.0 + torch_npu "
                         "2.1.0.post10", lambda node: None, []),
-    "chip-warning": Scenario("NPU 3 in Warning in npu-smi info", _chip_warning, [WARNING_TABLE]),
+    "chip-warning": Scenario("NPU 3 in Warning in npu-smi info, fault code 80CB8009 in its health query",
+                             _chip_warning, [WARNING_TABLE, HEALTH_WARNING]),
+    "hbm-ecc": Scenario("NPU 5 in Alarm: HBM double-bit ECC error (80E01801), 52 isolated pages of 64",
+                        _hbm_ecc, [ALARM_TABLE, HEALTH_ALARM, ECC_NPU5]),
+    "old-firmware": Scenario("NPU 6 on firmware 7.1.0.11.220, its siblings on 7.5.0.1.129 (collected at --level 2)",
+                             _old_firmware, LEVEL2_SAMPLES, level=2),
+    "throttled-chip": Scenario("NPU 2's AI Core at 800 of its rated 1800 MHz while 85% busy (collected at --level 2)",
+                               _throttled_chip, LEVEL2_SAMPLES, level=2),
     "version-mismatch": Scenario("torch 2.2.0 beside torch_npu 2.1.0.post10", _version_mismatch, []),
     "setenv-not-sourced": Scenario("CANN's set_env.sh not sourced: libascendcl.so and libhccl.so not found",
                                    _setenv_not_sourced, []),
@@ -147,11 +222,12 @@ def _rewrite(data: bytes, node: FakeNode) -> bytes:
 def build(name: str, work: Path, output: Path) -> None:
     scenario = SCENARIOS[name]
     node = demo_node(FakeNode(work / name))
+    npu_smi(node)
     scenario.breaks(node)
     recorder = RecordingRunner(DemoRunner(node, f"atlas-{name}"))
     recorder.environ()
-    api.run_checks(recorder, api.load_profile("atlas800t-a2-8x910b"))
-    members = build_bundle(recorder.records, recorder.host())
+    api.run_checks(recorder, api.load_profile("atlas800t-a2-8x910b"), level=scenario.level)
+    members = build_bundle(recorder.records, recorder.host(), collect_options={"level": scenario.level})
     members = {member: _rewrite(data, node) for member, data in members.items()}
     manifest = json.loads(members["manifest.json"])
     manifest["created"] = "2026-12-01T00:00:00+0000"
@@ -159,7 +235,7 @@ def build(name: str, work: Path, output: Path) -> None:
     manifest["demo"] = {
         "scenario": name,
         "description": scenario.description,
-        "assembled_from": sorted({*BASE_SAMPLES, *scenario.samples}),
+        "assembled_from": sorted({*BASE_SAMPLES, IDS, PHYID, *scenario.samples}),
         "note": "assembled from real captures (npu-smi tables, version files, CANN set_env.sh) on a simulated "
                 "node by tests/demo_scenarios.py, not recorded on one real machine",
     }

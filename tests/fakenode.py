@@ -19,6 +19,16 @@ from typing import Dict, List, Optional, Union
 
 from npudoctor.probes.runner import LiveRunner
 
+# The AER counters a kernel 5.4+ prints for a device that saw no error (names: drivers/pci/pcie/aer.c).
+_UNCORRECTABLE = ("Undefined", "DLP", "SDES", "TLP", "FCP", "CmpltTO", "CmpltAbrt", "UnxCmplt", "RxOF", "MalfTLP",
+                  "ECRC", "UnsupReq", "ACSViol", "UncorrIntErr", "BlockedTLP", "AtomicOpBlocked", "TLPBlockedErr")
+AER_ZERO = {
+    "aer_dev_correctable": ("RxErr", "BadTLP", "BadDLLP", "Rollover", "Timeout", "NonFatalErr", "CorrIntErr",
+                            "HeaderOF", "TOTAL_ERR_COR"),
+    "aer_dev_nonfatal": (*_UNCORRECTABLE, "TOTAL_ERR_NONFATAL"),
+    "aer_dev_fatal": (*_UNCORRECTABLE, "TOTAL_ERR_FATAL"),
+}
+
 
 class FakeNode:
     def __init__(self, tmp_path: Path) -> None:
@@ -97,6 +107,8 @@ class FakeNode:
         if driver:
             self.mkdir(f"/sys/bus/pci/drivers/{driver}")
             self.symlink(f"{base}/driver", f"../../drivers/{driver}")
+        for name, counters in AER_ZERO.items():  # a kernel 4.19+ keeps AER counters of every PCIe function
+            self.file(f"{base}/{name}", "".join(f"{counter} 0\n" for counter in counters))
         return self.path(base)
 
     def npu_node(self, count: int = 8, device_id: str = "d802", with_dev: bool = True) -> None:

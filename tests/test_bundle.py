@@ -92,3 +92,15 @@ def test_collect_with_logs_replays_the_log_findings(node, tmp_path):
     live, _, replayed = collect_and_replay(node, tmp_path / "node.tar.gz", only=("logs",), options=options)
     assert live.findings[0].status.value == "fail"
     assert _comparable(replayed) == _comparable(live)
+
+
+def test_collect_with_logs_of_a_whole_job_replays_its_diagnosis(node, tmp_path):
+    """Issue 27: a job tree under --logs is walked through the runner, so the bundle holds what the job
+    diagnosis read and `check --from` says the same verdict (node, rank and NPU)."""
+    from tests.test_logs_job import exception_job
+
+    exception_job(node.path("/var/log"))
+    live, _, replayed = collect_and_replay(node, tmp_path / "node.tar.gz", only=("logs",),
+                                           options={"logs_dirs": ("/var/log/job",)})
+    assert live.findings[0].subject == "diagnosis" and live.findings[0].detail.startswith("Root cause: node-a NPU 0")
+    assert _comparable(replayed) == _comparable(live)

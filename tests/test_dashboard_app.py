@@ -244,7 +244,7 @@ def test_findings_after_history_show_no_stray_block_glyphs_at_80x24():
 
     from npudoctor.live.session import make_config
 
-    config = make_config(demo=True)  # 18 findings: more than the table shows, some wider than 80 columns
+    config = make_config(demo=True)  # 19 findings: more than the table shows, some wider than 80 columns
     config.start_polling = False
     thumb_ends = set(ScrollBarRender.VERTICAL_BARS + ScrollBarRender.HORIZONTAL_BARS) - {" "}
 
@@ -257,9 +257,9 @@ def test_findings_after_history_show_no_stray_block_glyphs_at_80x24():
             await pilot.press("2", "4")
             await pilot.pause()
             table = app.query_one("#findings-table")
-            assert table.row_count == 18 and table.max_scroll_y > 0  # it scrolls: a vertical scrollbar shows
+            assert table.row_count == 19 and table.max_scroll_y > 0  # it scrolls: a vertical scrollbar shows
             assert table.max_scroll_x == 0  # every row fits: no horizontal scrollbar
-            (skipped,) = [table.get_row_at(row) for row in range(18) if str(table.get_row_at(row)[1]) == "SMI003"]
+            (skipped,) = [table.get_row_at(row) for row in range(19) if str(table.get_row_at(row)[1]) == "SMI003"]
             assert str(skipped[3]).endswith("~")  # its long detail, cut and said so (Enter shows it whole)
             svg = app.export_screenshot()
             assert not thumb_ends & set(svg), sorted(thumb_ends & set(svg))

@@ -20,6 +20,9 @@ from tests.samples import sample_path
 EXPECTED = {
     "healthy": (set(), set()),
     "chip-warning": (set(), {"SMI002"}),
+    "hbm-ecc": ({"SMI002"}, set()),
+    "old-firmware": (set(), {"SMI006"}),
+    "throttled-chip": (set(), {"SMI008"}),
     "version-mismatch": ({"VER003"}, set()),
     "setenv-not-sourced": ({"LIB001"}, set()),
     "unbound-device": ({"PCI002"}, set()),

@@ -146,8 +146,14 @@ def test_demo_fleet_shows_every_scenario_and_drift():
     document = json.loads(result.output)
     assert result.exit_code == 1 and document["summary"]["nodes"] == 42
     failing = {item["id"] for item in document["failing_checks"]}
-    assert failing == {"VER003", "LIB001", "PCI002", "SMI001", "PCI004", "HCCL002"}
-    assert {d["field"] for d in document["drift"]} >= {"driver", "firmware", "cann_toolkit", "torch_npu"}
+    assert failing == {"VER003", "LIB001", "PCI002", "SMI001", "PCI004", "HCCL002", "SMI002"}  # SMI002: hbm-ecc
+    assert {d["field"] for d in document["drift"]} >= {"driver", "firmware", "cann_toolkit", "torch_npu",
+                                                       "chips.npu_firmware"}  # the NPUs' own, at --level 2
+    # which chip to act on, per node (issue 30): the hbm-ecc node's NPU 5
+    (hbm,) = [node for node in document["nodes"] if node["name"] == "atlas-00022"]
+    assert hbm["chips"] == [{"id": "SMI002", "subject": "npu:5/chip:0"}]
+    text = cli_runner().invoke(main, ["fleet", "--demo"]).output
+    assert "atlas-00022 npu:5/chip:0" in text and "atlas-00024 npu:2/chip:0" in text
 
 
 def test_archives_of_reports_are_read_one_member_at_a_time_within_caps(tmp_path, documents, monkeypatch):

@@ -188,3 +188,25 @@ def test_profiler_csv_tables_read_or_raise_the_table_error(tmp_path, monkeypatch
             if name in frame.columns:
                 column = frame[name].dropna()
                 assert (column.abs() <= tables.MAX_CELL_VALUE).all(), (name, column.tolist())
+
+
+def test_npu_smi_sub_command_parsers_raise_only_their_error():
+    """Issue 30: `npu-smi info -t ...` reports and `npu-smi info -m`, mutated from the real samples."""
+    from npudoctor.parsers.npu_smi import NpuSmiParseError, parse_npu_smi_detail, parse_npu_smi_mapping
+
+    names = sorted(p.name for p in (DATA / "samples").glob("npu-smi-info*t-*.txt"))
+    names += sorted(p.name for p in (DATA / "samples").glob("npu-smi-info-m_*.txt"))
+    texts = [sample_text(name) for name in names]
+    accepted = 0
+    for rng in fuzzing.cases("npu-smi-detail", 1500):
+        text = fuzzing.mutate_text(rng, rng.choice(texts))
+        for parse in (parse_npu_smi_detail, parse_npu_smi_mapping):
+            try:
+                found = parse(text)
+            except NpuSmiParseError:
+                continue
+            accepted += 1
+            for item in found:
+                assert item.npu_id is None or (isinstance(item.npu_id, int) and abs(item.npu_id) <= 1e18), text
+                assert item.chip_id is None or isinstance(item.chip_id, int), text
+    assert accepted > 500

@@ -5,6 +5,7 @@ from __future__ import annotations
 from npudoctor import api
 from npudoctor.checks.logs import LOGS_DIRS_OPTION
 from npudoctor.model.finding import Status
+from npudoctor.model.inputs import WALKED_LINK
 from npudoctor.model.profile import NodeProfile
 from tests.samples import sample_data
 
@@ -96,3 +97,23 @@ def test_the_diagnosis_comes_first(node) -> None:
     assert first.subject == "diagnosis" and first.status is Status.FAIL
     assert first.detail.startswith("Root cause: NPU 0 AI Vector core exception in GatherV3_")
     assert [i["role"] for i in first.evidence["incidents"]] == ["root"] and first.fix
+
+
+def test_a_job_tree_walk_opens_no_link_and_no_fifo(node) -> None:
+    """A job tree under --logs is walked through the runner: a FIFO and a link named like logs, met in it, are
+    skipped with their reason (never opened: a FIFO would block), a linked folder is not walked into."""
+    import os
+
+    node.file("/job/node-a/device-0/plog-1_20250101000000000.log",
+              text_of("plog_runtime_ffts_vector_core_exception_3lines.log"))
+    os.mkfifo(node.mkdir("/job/node-b/device-0") / "plog-2_20250101000000000.log")
+    node.symlink("/job/node-b/device-1/plog-3_20250101000000000.log", "/dev/zero")
+    node.symlink("/job/node-c/elsewhere", str(node.mkdir("/elsewhere")))
+    node.file("/elsewhere/plog-4_20250101000000000.log", text_of("plog_runtime_ffts_vector_core_exception_3lines.log"))
+    findings = log001(node, dirs=("/job",))
+    scan = findings[0].evidence["scan"]
+    assert scan["files_scanned"] == ["/job/node-a/device-0/plog-1_20250101000000000.log"]
+    assert sorted(scan["skipped"]) == [
+        "/job/node-b/device-0/plog-2_20250101000000000.log: not a regular file (other)",
+        "/job/node-b/device-1/plog-3_20250101000000000.log: " + WALKED_LINK]
+    assert findings[0].status is Status.FAIL and findings[0].detail.startswith("Root cause: node-a NPU 0")

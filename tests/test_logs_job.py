@@ -444,3 +444,82 @@ def test_one_event_in_the_host_and_device_logs_of_one_process_is_one_incident(tm
     (incident,) = scan.incidents
     assert (incident.kind, incident.pid, incident.device) == ("aicore_exception", 155320, 0)
     assert {source.rsplit(":", 1)[0].rsplit("/", 2)[-2] for source in incident.sources} == {"plog", "device-0"}
+
+
+# -- LOG001 (`check --logs DIR`) gives logs scan's diagnosis over the same paths ----------------------------
+def _log001_diagnosis(runner: object, *dirs: str) -> Dict[str, object]:
+    """LOG001's first finding over ``dirs`` read through ``runner`` (its diagnosis and incidents)."""
+    from npudoctor import api
+    from npudoctor.checks.logs import LOGS_DIRS_OPTION
+
+    report = api.run_checks(runner, only=["LOG001"], options={LOGS_DIRS_OPTION: list(dirs)})  # type: ignore[arg-type]
+    first = report.findings[0]
+    assert first.subject == "diagnosis", first.detail
+    return {"verdict": first.detail, **first.evidence}
+
+
+def _assert_log001_says_what_logs_scan_says(log001: Dict[str, object], scan: JobScan) -> None:
+    assert log001["verdict"] == scan.diagnosis.verdict
+    assert log001["diagnosis"] == scan.diagnosis.to_dict()  # root, ranks seen / failed / waiting / silent, why
+    assert log001["incidents"] == [i.to_dict() for i in scan.incidents]  # every incident, its node, rank, NPU
+    roles = [i["role"] for i in log001["incidents"]]  # type: ignore[union-attr,index]
+    assert {role: roles.count(role) for role in roles} == {
+        role: len(found) for role, found in _roles(scan).items()}
+
+
+@pytest.mark.parametrize("case", sorted(p.name for p in FD.iterdir() if p.is_dir()))
+def test_log001_diagnoses_each_job_case_as_logs_scan_does(tmp_path: Path, case: str) -> None:
+    """Every job case kept as a folder (ascend-fd's fixtures): `check --logs JOB` reads it with the job layer
+    through the runner and says the verdict `logs scan JOB` says, with the same incidents."""
+    import shutil
+
+    from npudoctor.probes.runner import LiveRunner
+
+    job = tmp_path / case  # outside the current folder: both name the logs by the same absolute path
+    shutil.copytree(FD / case, job)
+    _assert_log001_says_what_logs_scan_says(_log001_diagnosis(LiveRunner(), str(job)), _scan(job))
+
+
+def test_log001_names_node_rank_and_npu_of_node_folders_given_one_by_one(tmp_path: Path) -> None:
+    """`check --logs node-a --logs node-b` (repeated --logs, the command line) is `logs scan node-a node-b`:
+    8 ranks on 2 nodes, the root named by its node and NPU, never "NPU 0" of "4 ranks"."""
+    job = exception_job(tmp_path)
+    nodes = [str(job / "node-a"), str(job / "node-b")]
+    scan = _scan(*map(Path, nodes))
+    assert scan.diagnosis.verdict.startswith("Root cause: node-a NPU 0 AI Vector core exception")
+    assert "7 ranks then timed out" in scan.diagnosis.verdict
+    out = CliRunner().invoke(main, ["check", "--only", "LOG001", "--logs", nodes[0], "--logs", nodes[1],
+                                    "--format", "json"])
+    assert out.exit_code == 1, out.output
+    (log001, *_rest) = json.loads(out.output)["findings"]
+    _assert_log001_says_what_logs_scan_says({"verdict": log001["detail"], **log001["evidence"]}, scan)
+    # the whole job folder given once reads the same
+    from npudoctor.probes.runner import LiveRunner
+
+    _assert_log001_says_what_logs_scan_says(_log001_diagnosis(LiveRunner(), str(job)), _scan(job))
+
+
+def test_log001_reads_a_job_tree_under_root(tmp_path: Path) -> None:
+    """`check --root DIR --logs /job`: the job tree is read under the root (system paths), the verdict and
+    the places are those `logs scan DIR/job` gives; only the evidence's paths are the system's."""
+    from tests.fakenode import FakeNode
+
+    node = FakeNode(tmp_path / "node")
+    job = exception_job(node.path("/var"))  # /var/job on the node
+    log001 = _log001_diagnosis(node.runner(), "/var/job")
+    scan = _scan(job)
+    assert log001["verdict"] == scan.diagnosis.verdict and log001["diagnosis"] == scan.diagnosis.to_dict()
+    places = [(i["node"], i["rank"], i["device"], i["role"]) for i in log001["incidents"]]  # type: ignore[union-attr,index]
+    assert places == [(i.node, i.rank, i.device, i.role) for i in scan.incidents]
+    assert all(s.startswith("/var/job/node-") for i in log001["incidents"] for s in i["sources"])  # type: ignore[union-attr,index]
+
+
+def test_log001_finds_the_silent_rank_of_a_torchrun_log_dir(tmp_path: Path) -> None:
+    """torchrun's --log-dir through the runner: each log's end (its last time, the ranks it names) is read
+    from what LOG001 read, so the rank that stopped logging is named as logs scan names it."""
+    from npudoctor.probes.runner import LiveRunner
+
+    logs = _silent_job(tmp_path / "logs", "unknown")
+    log001 = _log001_diagnosis(LiveRunner(), str(logs))
+    _assert_log001_says_what_logs_scan_says(log001, _scan(logs))
+    assert log001["diagnosis"]["ranks"]["silent"] == ["rank 2"]  # type: ignore[index]

@@ -17,6 +17,7 @@ import pytest
 
 from npudoctor.cli import main
 from tests.clirunner import cli_runner
+from tests.fakenode import FakeNode
 from tests.samples import sample_path
 
 PLOG = "plog_runtime_ffts_vector_core_exception_3lines.log"
@@ -55,8 +56,10 @@ def inputs(tmp_path_factory) -> Dict[str, List[str]]:
     from tests import profdirs
 
     tmp_path = tmp_path_factory.mktemp("formats")
-    root = tmp_path / "root"
-    root.mkdir()
+    # A node with something to check whatever python3 is on PATH (with torch or not): never "nothing checked".
+    node = FakeNode(tmp_path)
+    node.file("/usr/local/Ascend/driver/version.info", "Version=23.0.7\n")
+    root = node.root
     profdirs.torch_npu_rank(tmp_path / "prof", rank=0)
     reports = tmp_path / "reports"
     reports.mkdir()

@@ -53,7 +53,8 @@ def test_health_query_of_a_chip_that_is_not_ok_adds_its_error_code(node):
                  by_args={"info -t health -i 3 -c 0": smi("t-health_Warning")})
     (warning,) = [f for f in findings_by_id(run(node), "SMI002") if f.status is Status.WARN]
     assert warning.detail == ("910B3: health Warning (Error Code A1B2C3D4; "
-                              "Error Information placeholder text of a constructed sample)")
+                              "Error Information placeholder text of a constructed sample): "
+                              "A1B2C3D4 not in MindCluster's fault table")
     assert warning.evidence["health_query"]["Health Status"] == "Warning"
 
 
@@ -197,9 +198,9 @@ def test_probe_looks_beyond_path_and_uses_the_profile_timeout(tmp_path):
     site.write_text("name: site\ncommands:\n  npu_smi_timeout_s: 7\n", encoding="utf-8")
     runner = Answering()
     facts = npu_smi_facts(CheckContext(runner, api.load_profile(str(site))))
-    (command,) = runner.asked
-    assert command.argv == ("npu-smi", "info") and command.timeout_s == 7
-    assert command.extra_dirs == ("/usr/local/sbin", "/usr/local/bin")
+    assert [command.argv for command in runner.asked] == [("npu-smi", "info"), ("npu-smi", "info", "-m")]
+    for command in runner.asked:  # both with the profile's limit, both looked up beyond PATH
+        assert command.timeout_s == 7 and command.extra_dirs == ("/usr/local/sbin", "/usr/local/bin")
     assert facts.path == "/usr/local/sbin/npu-smi" and len(facts.table.chips) == 8
 
 
@@ -224,7 +225,9 @@ def test_processes_holding_npus_warn_with_pid_name_memory(node):
     assert [f.status for f in held] == [Status.WARN] * 8
     assert held[0].subject == "npu:0/chip:0"
     assert held[0].detail == "pid 139667 python, 30780 MiB device memory"
-    assert held[0].evidence == {"pid": 139667, "name": "python", "memory_mib": 30780}
+    assert held[0].evidence == {"pid": 139667, "name": "python", "memory_mib": 30780,
+                                "chip": {"npu_id": 0, "chip_id": 0, "logic_id": None, "phy_id": None,
+                                         "bus_id": held[0].evidence["chip"]["bus_id"]}}
 
 
 def test_the_watched_jobs_own_processes_pass_as_the_followed_job(node):

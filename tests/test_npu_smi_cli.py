@@ -82,8 +82,7 @@ def test_gb18030_paste_with_a_table_still_parses(tmp_path):
     (b"\x7fELF\x02\x01\x01\x00\x00\x00binary", "binary data"),
     ("华为昇腾 NPU 巡检报告：一切正常\n".encode("gbk"), "not an npu-smi info table"),
     (b"", "empty input"),
-    (smi("t-board_card").encode(),
-     "not an npu-smi info table"),
+    (b"name: x\nfoo: bar\n", "nor `npu-smi info -m` or `-t ...` output"),  # YAML is no `-t` report
     ("\n".join(sample_text(B3_8CARD).splitlines()[:6]).encode(), "no chip row (truncated?)"),
 ])
 def test_bad_input_is_one_line_and_exit_2(tmp_path, data, message):
@@ -138,3 +137,16 @@ def test_oversize_and_missing_files_exit_2(tmp_path):
     assert result.exit_code == 2 and "larger than 16 MiB" in result.stderr
     result = invoke(["parse", "npu-smi", str(tmp_path / "absent.txt")])
     assert result.exit_code == 2 and "cannot read" in result.stderr and result.stderr.count("\n") == 1
+
+
+def test_sub_command_reports_and_chip_ids_are_read(tmp_path):
+    """Issue 30: `-t board` (real fixture), `-m` (real fixture) and a health report with its alarm explained."""
+    board = invoke(["parse", "npu-smi", "--format", "json", write(tmp_path, "b.txt", smi("t-board_card").encode())])
+    assert board.exit_code == 0
+    (block,) = json.loads(board.stdout)["blocks"]
+    assert block["npu_id"] == 0 and block["fields"]["Firmware Version"] == "7.1.0.7.220" and block["alarms"] == []
+    ids = invoke(["parse", "npu-smi", write(tmp_path, "m.txt", smi("-m_910B4").encode())])
+    assert ids.exit_code == 0 and ids.stdout.splitlines()[2].split() == ["0", "1", "-", "Mcu"]
+    health = invoke(["parse", "npu-smi", write(tmp_path, "h.txt", smi("80E01801_Alarm").encode())])
+    assert health.exit_code == 0
+    assert "alarm 80E01801: HBM multi-bit ECC error (uncorrectable, UCE) -> restart the" in health.stdout

@@ -176,3 +176,18 @@ def test_onboard_logs_gives_the_job_diagnosis_as_check_logs_does(node, tmp_path)
                                          "--format", "json"], env=node.env)
     assert json.loads(checked.stdout)["findings"][0]["detail"] == verdict  # one diagnosis, both commands
     assert "Root cause: NPU 0 AI Vector core exception" in " ".join(result.stdout.split())
+
+
+def test_onboard_logs_of_a_whole_job_names_node_and_npu_as_logs_scan_does(node, tmp_path):
+    """Issue 27: `onboard --logs JOB` (a folder per node) gives `logs scan JOB`'s verdict, node named."""
+    from tests.test_logs_job import _scan, exception_job
+
+    healthy_910b_node(node)
+    job = exception_job(node.root / "var" / "log")
+    out = tmp_path / "o"
+    result = cli_runner().invoke(main, ["onboard", "--profile", "atlas800t-a2-8x910b", "-o", str(out), "--root",
+                                        str(node.root), "--no-collective", "--logs", "/var/log/job"], env=node.env)
+    assert result.exit_code == 1, result.stderr
+    first = next(f for f in json.loads((out / "report.json").read_text())["findings"] if f["id"] == "LOG001")
+    assert first["subject"] == "diagnosis" and first["detail"] == _scan(job).diagnosis.verdict
+    assert first["detail"].startswith("Root cause: node-a NPU 0 AI Vector core exception"), first["detail"]

@@ -72,3 +72,33 @@ def test_container_missing_shared_nodes(node):
     node.path("/dev/devmm_svm").unlink()
     failed = [f.subject for f in findings_by_id(run(node), "PCI004") if f.status is Status.FAIL]
     assert failed == ["/dev/devmm_svm"]
+
+
+def test_aer_counters_fail_on_fatal_warn_on_nonfatal_and_a_correctable_storm(node, tmp_path):
+    from tests.samples import sample_text
+
+    node.npu_node(4)
+    base = "/sys/bus/pci/devices"
+    node.file(f"{base}/0000:c1:00.0/aer_dev_correctable", sample_text("sysfs_aer_dev_correctable_kernel-abi-doc.txt"))
+    node.file(f"{base}/0000:c2:00.0/aer_dev_fatal", sample_text("sysfs_aer_dev_fatal_CmpltTO_constructed.txt"))
+    node.file(f"{base}/0000:c3:00.0/aer_dev_nonfatal", "CmpltTO 3\nTOTAL_ERR_NONFATAL 3\n")
+    report = run(node)
+    by_bus = {f.subject: f for f in findings_by_id(report, "PCI005")}
+    assert len(by_bus) == 4 and by_bus["0000:c4:00.0"].detail == "AER since boot: 0 correctable, no uncorrectable error"
+    assert by_bus["0000:c1:00.0"].status is Status.PASS and "2 correctable" in by_bus["0000:c1:00.0"].detail
+    assert by_bus["0000:c2:00.0"].status is Status.FAIL
+    assert by_bus["0000:c2:00.0"].detail == "AER since boot: 1 fatal (CmpltTO 1)"
+    assert by_bus["0000:c3:00.0"].status is Status.WARN
+    site = tmp_path / "site.yaml"
+    site.write_text("name: site\npcie:\n  aer_correctable_warn: 2\n", encoding="utf-8")
+    storm = {f.subject: f for f in findings_by_id(run(node, str(site)), "PCI005")}
+    assert storm["0000:c1:00.0"].status is Status.WARN and "Receiver Error 2" in storm["0000:c1:00.0"].detail
+
+
+def test_aer_counters_absent_is_a_skip(node):
+    node.npu_node(2)
+    for bus in ("c1", "c2"):
+        for name in ("aer_dev_correctable", "aer_dev_nonfatal", "aer_dev_fatal"):
+            node.path(f"/sys/bus/pci/devices/0000:{bus}:00.0/{name}").unlink()
+    (finding,) = findings_by_id(run(node), "PCI005")
+    assert finding.status is Status.SKIP and "4.19" in finding.detail

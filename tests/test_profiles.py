@@ -175,7 +175,9 @@ def test_every_profile_key_is_read_by_the_checks(node, tmp_path, monkeypatch):
     # Warning chip (its health detail is read).
     node.file("/sys/bus/pci/devices/0000:c1:00.0/current_link_width", "8\n")
     node.file("/sys/bus/pci/devices/0000:c1:00.0/max_link_speed", "32.0 GT/s PCIe\n")
-    node.command("npu-smi", stdout=sample_text("npu-smi-info_910B3_8card_NPU3-Warning_misaligned_constructed.txt"))
+    node.command("npu-smi", stdout=sample_text("npu-smi-info_910B3_8card_NPU3-Warning_misaligned_constructed.txt"),
+                 by_args={"info -t ecc -i 3": sample_text("npu-smi-info_t-ecc_mindcluster-doc.txt").replace(
+                     "NPU ID                                   : 1", "NPU ID                                   : 3")})
     node.command("hccn_tool", stdout=sample_text("hccn_tool_ip-g_empty.txt"))
     node.file("/root/ascend/log/debug/plog/plog-1_20250101000000000.log", "[INFO] fine\n")
     api.run_checks(node.runner(), api.load_profile("atlas800t-a2-8x910b"), level=2,

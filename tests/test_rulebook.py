@@ -541,11 +541,14 @@ NODE_CASES = {  # ID: (a case that makes it fire, a case where it must not)
     "PCI003": (_then(lambda node: node.file("/sys/bus/pci/devices/0000:41:00.0/current_link_width", "8\n")),
                _healthy),
     "PCI004": (_then(_unlink("/dev/hisi_hdc")), _healthy),
+    "PCI005": (_then(lambda node: node.file("/sys/bus/pci/devices/0000:41:00.0/aer_dev_fatal",
+                                            _sample("sysfs_aer_dev_fatal_CmpltTO_constructed.txt"))), _healthy),
     "SMI001": (_then(lambda node: node.command("npu-smi", stdout=_sample("npu-smi_fail_dcmi-8005_constructed.txt"),
                                                 rc=255)), _healthy),
     "SMI002": (_then(lambda node: node.command("npu-smi", stdout=_sample(
         "npu-smi-info_910B3_8card_NPU3-Warning_misaligned_constructed.txt"))), _healthy),
     "SMI003": (_then(_profile(node={"npu_count": 16})), _healthy),
+    "SMI007": (_then(_profile(npu_smi={"temperature_warn_c": 30})), _healthy),  # the table's chips: 32-39 C
     "VER001": (_then(_unlink("/usr/local/Ascend/driver/version.info")), _healthy),
     "VER003": (_then(_python(torch="2.2.0", torch_npu="2.1.0.post10")), _healthy),
     "VER005": (_then(_python("3.12.3", torch="2.1.0+cpu", torch_npu="2.1.0.post10")), _healthy),
@@ -574,6 +577,12 @@ NODE_CASES = {  # ID: (a case that makes it fire, a case where it must not)
 # layouts): the test where the ID fires and the one where it must not, by name; the walk below checks that
 # both exist and name the ID.
 ELSEWHERE = {
+    "SMI005": ("test_npu_smi_health.py::test_hbm_double_bit_with_isolated_pages_near_the_limit",
+               "test_npu_smi_health.py::test_a_healthy_node_passes_every_chip_check_at_level_2"),
+    "SMI006": ("test_npu_smi_health.py::test_older_firmware_and_a_throttled_chip_at_level_2",
+               "test_npu_smi_health.py::test_a_healthy_node_passes_every_chip_check_at_level_2"),
+    "SMI008": ("test_npu_smi_health.py::test_older_firmware_and_a_throttled_chip_at_level_2",
+               "test_npu_smi_health.py::test_a_healthy_node_passes_every_chip_check_at_level_2"),
     "SMI004": ("test_npu_smi_checks.py::test_processes_holding_npus_warn_with_pid_name_memory",
                "test_npu_smi_checks.py::test_healthy_8x910b_passes_the_whole_stage"),
     "VER002": ("test_versions_checks.py::test_driver_without_cann_fails_with_recommended_cann",

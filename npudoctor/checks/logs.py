@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Dict, Iterable, List, Tuple
+from typing import TYPE_CHECKING, Dict, Iterable, List, Optional, Tuple
 
 from npudoctor.checks.registry import CheckContext, Outcome, error, passed, setting, skip
 from npudoctor.checks.registry import check as register
@@ -11,6 +11,7 @@ from npudoctor.model.finding import Status
 from npudoctor.model.inputs import NAMED_LINK, WALKED_LINK
 
 if TYPE_CHECKING:
+    from npudoctor.logs.job import Place
     from npudoctor.logs.model import LogFinding
 
 # The option key `npudoctor check --logs DIR` fills (a sequence of directories).
@@ -19,6 +20,11 @@ LOGS_DIRS_OPTION = "logs_dirs"
 # or the plog folder itself.
 PLOG_SUBDIRS = ("", "plog", "run/plog", "debug/plog")
 PLOG_NAME = re.compile(r"^plog[-_](?:\d+_)?(\d{14,17})\.log$|^plog[-_].*\.log$")
+# A job tree (a folder per node, device-N, rank_N, attempt_N/<rank>) is walked this deep, through this many
+# folders, for this many logs at most (a hostile or mistaken --logs / cannot make LOG001 read a whole disk).
+MAX_WALK_DEPTH = 12
+MAX_WALKED_FOLDERS = 20000
+MAX_WALKED_LOGS = 20000
 
 
 def _plog_files(ctx: CheckContext, root: str) -> Tuple[List[str], List[str], List[Tuple[str, str]]]:
@@ -53,6 +59,63 @@ def _plog_files(ctx: CheckContext, root: str) -> Tuple[List[str], List[str], Lis
                 found.append((match.group(1) or "", path))
     found.sort(reverse=True)
     return [path for _, path in found], problems, skipped
+
+
+class _JobTree:
+    """The logs of a job tree under one ``--logs`` root, walked through the runner as ``logs scan`` walks a
+    folder (sorted, a folder's files before its sub-folders, log names only, no link followed): the newest
+    ``newest`` plogs of each folder and every other log file."""
+
+    def __init__(self, ctx: CheckContext, root: str, newest: int) -> None:
+        from npudoctor.logs.engine import LOG_FILE_NAME
+
+        self.files: List[str] = []
+        self.skipped: List[Tuple[str, str]] = []
+        self.problems: List[str] = []
+        self.subfolders: List[str] = []  # the root's own sub-folders (a folder per node?)
+        self.nested = False  # whether a log lies below a sub-folder: a tree, not a folder of loose files
+        self._folders = 0
+        self._ctx, self._newest, self._log_name = ctx, newest, LOG_FILE_NAME
+        self._walk(root.rstrip("/") or "/", 0)
+
+    def _walk(self, folder: str, depth: int) -> None:
+        self._folders += 1
+        if self._folders > MAX_WALKED_FOLDERS or len(self.files) >= MAX_WALKED_LOGS:
+            self.skipped.append((folder, f"not walked: over {MAX_WALKED_FOLDERS} folders or {MAX_WALKED_LOGS} logs"))
+            return
+        listing = self._ctx.runner.list_dir(folder)
+        if listing.error:
+            self.problems.append(f"{folder}: {listing.error}")
+            return
+        plogs: List[Tuple[str, str]] = []
+        others: List[str] = []
+        folders: List[str] = []
+        for name in listing.entries:
+            path = f"{folder.rstrip('/')}/{name}"
+            info = self._ctx.runner.path_info(path)
+            if info.kind == "dir" and info.link_target is None:
+                folders.append(path)
+            elif not self._log_name.search(name):
+                continue  # not logs (logs scan passes over them too)
+            elif (reason := _unsafe(self._ctx, path)):
+                self.skipped.append((path, reason))
+            elif PLOG_NAME.match(name):
+                plogs.append((PLOG_NAME.match(name).group(1) or "", path))  # type: ignore[union-attr]
+            else:
+                others.append(path)
+        kept = {path for _, path in sorted(plogs, reverse=True)[:self._newest]}.union(others)
+        for name in listing.entries:  # in the folder's order, as logs scan reads them
+            path = f"{folder.rstrip('/')}/{name}"
+            if path in kept and len(self.files) < MAX_WALKED_LOGS:
+                self.files.append(path)
+                self.nested = self.nested or depth > 0
+        if depth == 0:
+            self.subfolders = [path.rsplit("/", 1)[1] for path in folders]
+        if depth >= MAX_WALK_DEPTH:
+            self.skipped.extend((path, f"deeper than {MAX_WALK_DEPTH} folders") for path in folders)
+            return
+        for path in folders:
+            self._walk(path, depth + 1)
 
 
 def _unsafe(ctx: CheckContext, path: str) -> str:
@@ -113,6 +176,11 @@ def newest_plogs(ctx: CheckContext) -> Iterable[Outcome]:
     warnings and operators that fall back from the AI Core. Only regular files inside the directory are read
     (FIFOs, devices and links met in it are skipped).
 
+    A directory without plogs of its own that holds a whole job's logs (a folder per node, ``device-N/``,
+    ``rank_N/``, torchrun's ``attempt_N/<rank>/``), or several node folders given as repeated ``--logs``, is
+    read as ``npudoctor logs scan`` reads it: every log file of the tree (the newest ``logs.newest_files``
+    plogs of each folder), and the diagnosis names each failing rank by its node, rank and NPU.
+
     Fix: follow the fix printed with each finding; `npudoctor logs scan DIR` gives the full report, with
     every file and line.
     """
@@ -122,17 +190,32 @@ def newest_plogs(ctx: CheckContext) -> Iterable[Outcome]:
         return
     newest = int(setting(ctx, "logs.newest_files"))
     max_bytes = int(setting(ctx, "logs.max_bytes_per_file"))
-    from npudoctor.logs.job import scan_job  # only with --logs: the scanner's patterns cost start-up time
+    # only with --logs: the scanner's patterns cost start-up time
+    from npudoctor.logs.job import are_node_folders, input_node, place_of, scan_job
 
     problems: List[str] = []
     cut: List[str] = []
     chosen: List[str] = []
     skipped: List[Tuple[str, str]] = []
+    places: Dict[str, Place] = {}
+    folders_named = [root for root in roots if ctx.runner.path_info(root).kind == "dir"]
     for root in roots:
         paths, root_problems, root_skipped = _plog_files(ctx, root)
+        tree: Optional[_JobTree] = None
+        if not paths and not root_problems:  # no plog folder: a job tree (nodes, device-N, rank_N, attempt_N)?
+            tree = _JobTree(ctx, root, newest)
+            tree = tree if tree.nested else None
+        if tree is not None:
+            paths, root_problems, root_skipped = tree.files, tree.problems, tree.skipped
+        else:
+            paths = paths[:newest]
         problems.extend(root_problems)
         skipped.extend(root_skipped)
-        chosen.extend(paths[:newest])
+        chosen.extend(paths)
+        # where each log comes from in the job, as `logs scan` places it (its node, rank and NPU)
+        folders = tree is not None and are_node_folders(tree.subfolders)
+        node = input_node(root, "", len(folders_named) > 1 and root in folders_named, folders)
+        places.update((path, place_of(path, root, node, folders)) for path in paths)
 
     def read_tail(path: str) -> List[bytes]:
         # The news of a dying job is at the end of its plog.
@@ -147,7 +230,7 @@ def newest_plogs(ctx: CheckContext) -> Iterable[Outcome]:
     from npudoctor.probes.cann_codes import read_installed_registry
 
     registry = read_installed_registry(ctx.runner)  # codes read as `explain` shows them on this node
-    job = scan_job(chosen, opener=read_tail, installed=registry.codes if registry else None)
+    job = scan_job(chosen, opener=read_tail, installed=registry.codes if registry else None, places=places)
     result = job.result
     scanned = [f.path for f in result.files if f.status == "ok"]
     evidence = {"files_scanned": scanned, "max_bytes_per_file": max_bytes, "files_cut_at_max_bytes": cut,

@@ -14,6 +14,7 @@ from npudoctor.checks.registry import (
     check,
     fail,
     passed,
+    setting,
     skip,
     warn,
 )
@@ -153,6 +154,55 @@ def pcie_link(ctx: CheckContext) -> Iterable[Outcome]:
         else:
             detail = f"x{device.current_link_width} at {device.current_link_speed_gts:g} GT/s"
             yield passed(device.bdf, detail, evidence)
+
+
+@check("PCI005", stage="pcie", title="No PCIe errors reported by the NPUs (AER)", requires=("PCI001",),
+       settings=("pcie.aer_correctable_warn",))
+def pcie_errors(ctx: CheckContext) -> Iterable[Outcome]:
+    """Reads each NPU function's PCIe Advanced Error Reporting counters from sysfs (``aer_dev_correctable``,
+    ``aer_dev_nonfatal``, ``aer_dev_fatal``; kernel 4.19+), counted since boot.
+
+    A fatal error (FAIL) took the link down or corrupted a transaction: the chip dropped off or reset. A
+    non-fatal one (WARN) lost a transaction the device noticed (a completion timeout, a malformed packet).
+    Correctable errors are repaired by the link itself, but a storm of them (``BadTLP``, ``BadDLLP``,
+    ``RxErr``) marks a marginal link (seating, riser, signal) that slows transfers and often precedes a fatal
+    one: they WARN from ``pcie.aer_correctable_warn`` (profile; null: not judged). The kernel log rate-limits
+    AER messages, so these counters are the true count. The link's partner (the root port) may count what
+    the NPU's own counters miss: see `lspci -vv` for both ends.
+
+    Fix: `dmesg | grep -i aer` for when and which error; reseat the card or the riser, check the slot's BIOS
+    PCIe settings; a card that keeps reporting fatal errors goes to hardware support. The counters reset at
+    boot.
+    """
+    facts = ctx.facts("pci")
+    limit = setting(ctx, "pcie.aer_correctable_warn")
+    devices = facts.physical_npus
+    counted = [device for device in devices if device.aer]
+    if not counted:
+        yield skip("no AER counters in sysfs for the NPUs (a kernel before 4.19, AER off, or a container's "
+                   "/sys)", subject="pci", evidence={"npus": len(devices)})
+        return
+    for device in counted:
+        totals = {kind: total for kind, (total, _names) in (device.aer or {}).items()}
+        nonzero = {kind: {name: count for name, count in names.items() if count}
+                   for kind, (_total, names) in (device.aer or {}).items()}
+        evidence = {"totals": totals, "counters": {kind: names for kind, names in nonzero.items() if names}}
+        words = ", ".join(f"{totals[kind]} {kind}" for kind in ("fatal", "nonfatal", "correctable")
+                          if totals.get(kind))
+        named = "; ".join(f"{name} {count}" for names in nonzero.values() for name, count in names.items())
+        detail = f"AER since boot: {words}" + (f" ({named})" if named else "")
+        fix = (f"dmesg | grep -i -E 'aer|{device.bdf}'   # when and which error\n"
+               f"lspci -vv -s {device.bdf} | grep -A4 -i 'advanced error'   # and the root port above it\n"
+               "reseat the card or riser; a card with repeated fatal errors goes to hardware support")
+        if totals.get("fatal"):
+            yield fail(device.bdf, detail, evidence, fix=fix)
+        elif totals.get("nonfatal"):
+            yield warn(device.bdf, detail, evidence, fix=fix)
+        elif limit is not None and totals.get("correctable", 0) >= int(limit):
+            yield warn(device.bdf, detail + f": at or above {int(limit)} correctable", evidence, fix=fix)
+        else:
+            yield passed(device.bdf, f"AER since boot: {totals.get('correctable', 0)} correctable, no "
+                                     "uncorrectable error", evidence)
 
 
 @check("PCI004", stage="pcie", title="NPU device nodes present and accessible")

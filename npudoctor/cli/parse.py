@@ -8,7 +8,7 @@ error and exit code 2.
 from __future__ import annotations
 
 import sys
-from typing import Any, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import click
 
@@ -50,11 +50,17 @@ def npu_smi(source: str, fmt: str) -> None:
     """Parse `npu-smi info` output (FILE, or - for stdin) into a table, or JSON with --format json.
 
     The table is stacked (one block per chip) when it does not fit the terminal (80 columns when piped).
+    Also read: `npu-smi info -m` (NPU and chip ids to logic ids) and the key/value reports of
+    `npu-smi info -t health|ecc|board|common|memory|usages|temp|power ...`, each fault code of a health report
+    explained (level and action, as `npudoctor explain CODE`).
 
     JSON: {"version": {"tool", "driver"}, "chips": [{"npu_id", "chip_id", "name", "health", "bus_id",
     "power_w", "temp_c", "aicore_pct", "memory_used_mib", "memory_total_mib", "hbm_used_mib",
     "hbm_total_mib"}],
     "processes": [{"npu_id", "chip_id", "pid", "name", "memory_mib"}]}; null where the layout has no value.
+    For `-m`: {"ids": [{"npu_id", "chip_id", "logic_id", "phy_id", "name"}]}; for a `-t` report:
+    {"blocks": [{"npu_id", "chip_id", "fields": {key: value}, "alarms": [{"code", "level", "action",
+    "title"}]}]}.
 
     \b
     Exit codes:
@@ -71,7 +77,11 @@ def npu_smi(source: str, fmt: str) -> None:
     except NpuSmiParseError as exc:
         failure = recognise_failure(text)
         if failure is None:
-            raise fail_usage(f"{name}: {exc}") from None
+            document = _sub_command(text)
+            if document is None:
+                raise fail_usage(f"{name}: {exc}; nor `npu-smi info -m` or `-t ...` output") from None
+            _emit_sub_command(document, fmt)
+            return
         _explain_failure(name, failure)
         raise click.exceptions.Exit(EXIT_FINDINGS) from None
     from npudoctor.report import terminal
@@ -87,6 +97,69 @@ def npu_smi(source: str, fmt: str) -> None:
         json_report.emit(clean_value(table.to_dict()))
         return
     _render(table)
+
+
+def _sub_command(text: str) -> Optional[Dict[str, Any]]:
+    """`npu-smi info -m` or a `-t` report as a document, or None when the text is neither."""
+    from dataclasses import asdict
+
+    from npudoctor.logs import fault_codes
+    from npudoctor.parsers.npu_smi import (
+        NpuSmiParseError,
+        parse_npu_smi_detail,
+        parse_npu_smi_mapping,
+    )
+    from npudoctor.parsers.npu_smi import (
+        fault_codes as codes_in,
+    )
+
+    try:
+        return {"ids": [asdict(ids) for ids in parse_npu_smi_mapping(text)]}
+    except NpuSmiParseError:
+        pass
+    try:
+        blocks = parse_npu_smi_detail(text)
+    except NpuSmiParseError:
+        return None
+    keys = [key for block in blocks for key, _value in block.fields]
+    if len(keys) < 2 or not all(key[:1].isupper() for key in keys):  # npu-smi capitalises every key
+        return None
+    document: List[Dict[str, Any]] = []
+    for block in blocks:
+        entry = block.to_dict()
+        found = [fault_codes.fault(code) for key, value in block.fields if key.lower().startswith("error code")
+                 for code in codes_in(value)]
+        entry["alarms"] = [{"code": a.code, "level": a.level, "action": a.action, "title": a.title}
+                           for a in found if a is not None]
+        document.append(entry)
+    return {"blocks": document}
+
+
+def _emit_sub_command(document: Dict[str, Any], fmt: str) -> None:
+    from npudoctor.report import terminal
+    from npudoctor.report.console import wrap
+    from npudoctor.untrusted import clean, clean_value
+
+    if fmt == "json":
+        from npudoctor.report import json_report
+
+        json_report.emit(clean_value(document))
+        return
+    if "ids" in document:
+        click.echo(f"{'NPU':>4} {'Chip':>4} {'Logic ID':>8}  Name")
+        for ids in document["ids"]:
+            click.echo(f"{ids['npu_id']:>4} {ids['chip_id']:>4} {_cell(ids['logic_id']):>8}  "
+                       f"{clean(ids['name'])}")
+        return
+    for block in document["blocks"]:
+        click.echo(f"NPU {_cell(block['npu_id'])} chip {_cell(block['chip_id'])}")
+        for key, value in block["fields"].items():
+            click.echo(clean(f"  {key}: {value}"))
+        for alarm in block["alarms"]:
+            for line in wrap(f"alarm {alarm['code']}: {alarm['title']} -> {alarm['action']} (MindCluster level "
+                             f"{alarm['level']}; npudoctor explain {alarm['code']})", terminal.width(), "  ",
+                             "    "):
+                click.echo(line)
 
 
 def _explain_failure(name: str, failure: Any) -> None:

@@ -78,7 +78,8 @@ def check_arguments(name: str, bundle: Optional[str], root: Optional[str],
 
 # The demo fleet: mostly healthy nodes, every scenario somewhere, and a few nodes whose versions drifted.
 FLEET_PATTERN = ("healthy",) * 14 + ("chip-warning", "version-mismatch", "setenv-not-sourced", "unbound-device",
-                                     "dcmi-8005", "no-dev-davinci", "whitelist-no-file", "driver-not-reloaded")
+                                     "dcmi-8005", "no-dev-davinci", "whitelist-no-file", "driver-not-reloaded",
+                                     "hbm-ecc", "old-firmware", "throttled-chip")
 DRIFT = (  # (every Nth node, offset, inventory field, value): deterministic, so the demo reads the same each run
     (50, 7, "driver", "23.0.7"),  # an older HDK: the driver and firmware of the real 23.0.7 node
     (50, 7, "firmware", "7.1.0.11.220"),

@@ -28,6 +28,7 @@ ORIGIN: Dict[str, str] = {
     "chips.bus_ids": "npu-smi info Bus-Id / PCI addresses; remove if your nodes' slots differ",
     "chips.link_width": "/sys/bus/pci/devices/*/current_link_width",
     "chips.link_speed_gts": "/sys/bus/pci/devices/*/current_link_speed",
+    "chips.npu_firmware": "npu-smi info -t board -i N, Firmware Version (check --level 2)",
     "driver": "/usr/local/Ascend/driver/version.info",
     "firmware": "/usr/local/Ascend/firmware/version.info",
     "cann_toolkit": "ascend_toolkit_install.info (or version.cfg) of the toolkit in use",

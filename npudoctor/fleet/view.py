@@ -42,6 +42,10 @@ NOTABLE = frozenset({"fail", "error", "warn"})
 MAX_FLEET_FIELDS = 4_096
 
 
+# Chip findings kept per node (a node with every chip failing SMI002..SMI008 stays small).
+MAX_CHIPS_PER_NODE = 64
+
+
 class NodeRecord(NamedTuple):
     """One node, reduced to what the view shows (a NamedTuple: 50,000 of them stay small)."""
 
@@ -52,6 +56,8 @@ class NodeRecord(NamedTuple):
     warning: Tuple[str, ...]
     counts: Tuple[int, int, int, int, int]  # pass, warn, fail, skip, error
     inventory: Tuple[Any, ...]  # values in FleetView.fields order (shorter tuples: missing trailing fields)
+    # (check id, chip subject "npu:N/chip:C") of the chip findings that failed or warned: which chip to act on
+    chips: Tuple[Tuple[str, str], ...] = ()
 
     @property
     def verdict(self) -> str:
@@ -158,6 +164,7 @@ class _Builder:
         findings = document.get("findings")
         failing: Dict[str, None] = {}
         warning: Dict[str, None] = {}
+        chips: Dict[Tuple[str, str], None] = {}
         titles = self.view.titles
         for finding in findings if isinstance(findings, list) else ():
             # Most findings pass or skip: one lookup decides (this loop runs 60 times per report).
@@ -166,6 +173,9 @@ class _Builder:
                 continue
             check_id = self._text(str(finding.get("id", "?")))
             (warning if status == "warn" else failing)[check_id] = None
+            subject = finding.get("subject")
+            if isinstance(subject, str) and subject.startswith("npu:") and len(chips) < MAX_CHIPS_PER_NODE:
+                chips[(check_id, self._text(subject))] = None
             if check_id not in titles:
                 titles[check_id] = self._text(str(finding.get("title", "")))
         summary = _mapping(document, "summary")
@@ -175,7 +185,7 @@ class _Builder:
         name = one_line(self._text(written))
         started = self._text(str(_mapping(document, "run").get("started") or ""))
         record = NodeRecord(name, source, started, tuple(failing), tuple(warning),
-                            counts, self._inventory_tuple(inventory))  # type: ignore[arg-type]
+                            counts, self._inventory_tuple(inventory), tuple(chips))  # type: ignore[arg-type]
         previous = self.by_name.get(written)
         if previous is None:
             if self.shown_as.setdefault(name, written) != written:
@@ -376,7 +386,9 @@ def to_dict(view: FleetView) -> Dict[str, Any]:
         "drift": [{"field": d.field, "majority": d.majority, "majority_nodes": d.majority_count,
                    "others": [{"value": v, "nodes": n} for v, n in d.others]} for d in view.drift()],
         "nodes": [{"name": n.name, "source": n.source, "verdict": n.verdict, "failing": list(n.failing),
-                   "warning": list(n.warning), "inventory": view.inventory_of(n)} for n in view.nodes],
+                   "warning": list(n.warning), "inventory": view.inventory_of(n),
+                   "chips": [{"id": check_id, "subject": subject} for check_id, subject in n.chips]}
+                  for n in view.nodes],
         "unreadable": [{"path": clean(p), "reason": clean(r)} for p, r in view.errors],
         **({"fields_not_compared": view.fields_not_compared} if view.fields_not_compared else {}),
     }
@@ -408,23 +420,34 @@ def _names(nodes: Sequence[str], limit: int = 4) -> str:
     return shown + (f" (+{len(nodes) - limit} more)" if len(nodes) > limit else "")
 
 
+def _with_chips(with_chips: Mapping[str, NodeRecord], check_id: str, nodes: Sequence[str],
+                limit: int = 4) -> List[str]:
+    """The first nodes' names, each with (up to two of) the chips the check named on it ("atlas-3 npu:5/chip:0")."""
+    def shown(name: str) -> str:
+        record = with_chips.get(name)
+        subjects = [subject for found, subject in record.chips if found == check_id] if record else []
+        return " ".join([name, *subjects[:2]])
+    return [shown(name) for name in nodes[:limit]] + list(nodes[limit:])
+
+
 def text_lines(view: FleetView) -> Iterator[str]:
     summary = to_dict_summary(view)
     yield (f"npudoctor fleet: {summary['nodes']} nodes ({summary['reports']} reports): {summary['ok']} ok, "
            f"{summary['warn']} warn only, {summary['fail']} failing")
     failing = view.failing_checks()
+    with_chips = {node.name: node for node in view.nodes if node.chips}
     yield ""
     yield "failing checks" if failing else "failing checks: none"
     for check_id, nodes in failing:
         yield f"  {check_id:<8}{len(nodes):>6} node(s)  {view.titles.get(check_id, '')}"
-        yield f"          {_names(nodes)}"
+        yield f"          {_names(_with_chips(with_chips, check_id, nodes))}"
     warning = view.warning_checks()
     if warning:
         yield ""
         yield "warnings"
         for check_id, nodes in warning:
             yield f"  {check_id:<8}{len(nodes):>6} node(s)  {view.titles.get(check_id, '')}"
-            yield f"          {_names(nodes)}"
+            yield f"          {_names(_with_chips(with_chips, check_id, nodes))}"
     drift = view.drift()
     yield ""
     yield "version drift" if drift else "version drift: none (every node agrees on every inventory field)"

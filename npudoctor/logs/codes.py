@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from npudoctor import knowledge
+from npudoctor.logs import fault_codes
 
 #: CANN's own registry texts read on a node: code -> {title, message, cause, solution, source}
 Installed = Mapping[str, Mapping[str, Any]]
@@ -162,6 +163,9 @@ def canonical(text: str) -> Optional[str]:
         return None
     if _EW_CODE.fullmatch(spelled):
         return spelled
+    chip_fault = fault_codes.canonical(spelled)  # 80E01801, before the hex and decimal readings below
+    if chip_fault:
+        return chip_fault
     named = _names().get(spelled)
     if named:
         return named
@@ -313,6 +317,11 @@ def explain(code: str, installed: Optional[Installed] = None) -> Optional[CodeIn
     spelled = canonical(code)
     if spelled is None:
         return None
+    chip_fault = fault_codes.fault(spelled)
+    if chip_fault is not None:
+        return CodeInfo(code=chip_fault.code, title=chip_fault.title, meaning=chip_fault.meaning,
+                        fix=chip_fault.fix(), severity="warn" if chip_fault.severity == "warn" else "error",
+                        family="NPU fault", source=chip_fault.source, written=True)  # the fix is its level's
     codes, families = _base()
     own = codes.get(spelled)
     fact = _vendor().get(spelled)

@@ -24,7 +24,7 @@ import os
 import re
 import tempfile
 from dataclasses import dataclass, field
-from typing import IO, Any, Dict, List, Optional, Sequence, Tuple
+from typing import IO, Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from npudoctor.errors import InputError
 from npudoctor.logs import codes as codebase
@@ -131,13 +131,26 @@ def place_of(path: str, root: str, node: str = "", node_folders: bool = False) -
 
 
 def node_folders(root: str) -> bool:
-    """Whether ``root`` is a job folder with a folder per node: two or more sub-folders, none a log layout
-    folder of its own (plog, device-N, attempt_N, rank_N, ...)."""
+    """Whether ``root`` is a job folder with a folder per node (:func:`are_node_folders`)."""
     try:
         names = [e.name for e in os.scandir(root) if e.is_dir(follow_symlinks=False)]
     except OSError:
         return False
+    return are_node_folders(names)
+
+
+def are_node_folders(names: Sequence[str]) -> bool:
+    """Whether the sub-folders ``names`` of a job folder are a folder per node: two or more, none a log
+    layout folder of its own (plog, device-N, attempt_N, rank_N, ...)."""
     return len(names) >= 2 and not any(LAYOUT_FOLDER.match(n) for n in names)
+
+
+def input_node(path: str, node: str, side_by_side: bool, folders: bool) -> str:
+    """The node of what is found under the input ``path``: ``node`` (``--node``), else the folder's own name
+    when folders are named side by side (`logs scan node-a/ node-b/`; not `debug/ run/`, not a job folder
+    with a folder per node, ``folders``), else "" (the layout or the logs say it)."""
+    name = os.path.basename(os.path.normpath(path))
+    return node or (clean(name) if side_by_side and not folders and not LAYOUT_FOLDER.match(name) else "")
 
 
 def is_document(path: str) -> bool:
@@ -155,9 +168,14 @@ def is_document(path: str) -> bool:
 def scan_job(paths: Sequence[str], *, rules: Optional[RuleSet] = None, rule_files: Sequence[str] = (),
              jobs: int = 1, progress: Any = None, stdin: Optional[IO[bytes]] = None, follow_symlinks: bool = False,
              cwd: Optional[str] = None, installed: Optional[codebase.Installed] = None, node: str = "",
-             opener: Any = None, extra_rules: Sequence[Rule] = ()) -> JobScan:
+             opener: Any = None, extra_rules: Sequence[Rule] = (),
+             places: Optional[Mapping[str, Place]] = None) -> JobScan:
     """Scan ``paths`` (files, job folders, ``-``, ``logs scan`` JSON documents) unit by unit; diagnose.
-    ``extra_rules``: rules made for this scan (``--expect-success``), in worker processes too."""
+    ``extra_rules``: rules made for this scan (``--expect-success``), in worker processes too.
+
+    With ``opener`` (path -> its bytes in chunks; OSError when unreadable) ``paths`` are files read through
+    it, never from the local file system (``check --logs`` reads through the runner: live, ``--root``, a
+    bundle); ``places`` says where each comes from in the job (its walker's :func:`place_of`)."""
     rules = with_rules(rules if rules is not None else load_rules(rule_files), extra_rules)
     merged = Scanner(rules, installed)
     units: List[Unit] = []
@@ -168,7 +186,9 @@ def scan_job(paths: Sequence[str], *, rules: Optional[RuleSet] = None, rule_file
         _add_document(document, merged, units, incidents, leftover)
     raw = [p for p in paths if p not in documents]
     if opener is not None:
-        inputs = [(LogInput(path, path, "opener"), place_of(path, os.path.dirname(path), node)) for path in raw]
+        given = places or {}
+        inputs = [(LogInput(path, path, "opener"), given.get(path) or place_of(path, os.path.dirname(path), node))
+                  for path in raw]
         skipped: List[Tuple[str, str]] = []
     else:
         inputs, skipped = [], []
@@ -178,10 +198,7 @@ def scan_job(paths: Sequence[str], *, rules: Optional[RuleSet] = None, rule_file
             skipped.extend(passed)
             folders = os.path.isdir(path) and node_folders(path)
             root = path if os.path.isdir(path) else os.path.dirname(path)
-            # `logs scan node-a/ node-b/`: folders named side by side are nodes (not `debug/ run/`)
-            name = os.path.basename(os.path.normpath(path))
-            own_node = node or (clean(name) if len(folders_named) > 1 and path in folders_named and not folders
-                                and not LAYOUT_FOLDER.match(name) else "")
+            own_node = input_node(path, node, len(folders_named) > 1 and path in folders_named, folders)
             inputs.extend((item, place_of(item.path, root, own_node, folders)) for item in found)
     total = len(inputs)
     total_bytes = sum(item.size for item, _ in inputs)
@@ -198,8 +215,12 @@ def scan_job(paths: Sequence[str], *, rules: Optional[RuleSet] = None, rule_file
             merged.add_unreadable(item.name, item.problem)
             continue
         streams = None
-        if opener is None and item.kind == "file":
-            streams = _split_console(item, rules, installed)
+        if opener is not None:
+            read = _Read(opener, item.path)
+            if read.chunks:
+                streams = _split_console(item.name, read.head(), read.chunks, rules, installed)
+        elif item.kind == "file":
+            streams = _split_console(item.name, _head(item), _file_chunks(item), rules, installed)
         if streams:
             for owner, part, lines, tail in streams:
                 stream_place = Place(place.node or owner.node, owner.rank if owner.rank is not None else place.rank,
@@ -211,7 +232,7 @@ def scan_job(paths: Sequence[str], *, rules: Optional[RuleSet] = None, rule_file
             done += item.size
             continue
         if opener is not None:
-            result = scan_paths([item.path], rules=rules, opener=opener, installed=installed)
+            result = scan_paths([item.path], rules=rules, opener=read, installed=installed)
         else:
             result = scan_paths([item.path], rules=rules, rule_files=rule_files, jobs=jobs, stdin=stdin,
                                 follow_symlinks=follow_symlinks, cwd=cwd, installed=installed,
@@ -219,7 +240,7 @@ def scan_job(paths: Sequence[str], *, rules: Optional[RuleSet] = None, rule_file
         summary = result.files[0]
         summary.path = item.name
         part = ScanPart(summary, result.levels, result.modules, result.codes, result.findings)
-        tail = _tail_text(item) if opener is None else ""
+        tail = _tail_text(item) if opener is None else read.tail()
         _add_unit(part, item.name, place, tail, merged, units, incidents, leftover)
         done += max(item.size, summary.bytes)
     if progress is not None:
@@ -241,6 +262,45 @@ def _add_unit(part: ScanPart, name: str, place: Place, tail: str, merged: Scanne
     units.append(unit)
     incidents.extend(found)
     leftover.extend(left)
+
+
+class _Read:
+    """One read of ``path`` through ``opener``, answered again to the scanner (never a second read)."""
+
+    def __init__(self, opener: Any, path: str) -> None:
+        self.chunks: List[bytes] = []
+        self.failure: Optional[OSError] = None
+        try:
+            self.chunks = list(opener(path))
+        except OSError as exc:
+            self.failure = exc
+
+    def __call__(self, _path: str) -> List[bytes]:
+        if self.failure is not None:
+            raise self.failure
+        return self.chunks
+
+    def head(self) -> bytes:
+        """The first bytes, as much as :func:`_head` reads of a local file."""
+        kept: List[bytes] = []
+        size = 0
+        for chunk in self.chunks:
+            kept.append(chunk)
+            size += len(chunk)
+            if size >= SNIFF_BYTES:
+                break
+        return b"".join(kept)[:SNIFF_BYTES]
+
+    def tail(self) -> str:
+        """The end of the text (what :func:`_tail_text` reads of a local file)."""
+        kept: List[bytes] = []
+        size = 0
+        for chunk in reversed(self.chunks):
+            kept.insert(0, chunk)
+            size += len(chunk)
+            if size >= TAIL_BYTES:
+                break
+        return b"".join(kept)[-TAIL_BYTES:].decode("utf-8", "replace")
 
 
 def _tail_text(item: LogInput) -> str:
@@ -274,12 +334,20 @@ def _owner(match: re.Match[bytes]) -> Owner:
                  pid=int(pid), node=host)
 
 
-def _sniff(item: LogInput) -> bool:
+def _head(item: LogInput) -> bytes:
     try:
         with open_input(item.path, regular_only=True, nofollow=item.nofollow) as handle:
-            head = handle.read(SNIFF_BYTES)
+            return handle.read(SNIFF_BYTES)
     except OSError:
-        return False
+        return b""
+
+
+def _file_chunks(item: LogInput) -> Iterator[bytes]:
+    with open_input(item.path, regular_only=True, nofollow=item.nofollow) as handle:
+        yield from read_chunks(handle)
+
+
+def _sniff(head: bytes) -> bool:
     if b"]:" not in head and b" pid=" not in head:  # no prefix of either kind: most logs end here
         return False
     prefixed = PREFIX_AT_LINE_START.finditer(head)
@@ -289,37 +357,37 @@ def _sniff(item: LogInput) -> bool:
 Stream = Tuple["Owner", ScanPart, "array.array[int]", str]
 
 
-def _split_console(item: LogInput, rules: RuleSet,
+def _split_console(name: str, head: bytes, chunks: Iterable[bytes], rules: RuleSet,
                    installed: Optional[codebase.Installed]) -> Optional[List[Stream]]:
     """A shared console split per owner and each owner's lines scanned: [(owner, part, line numbers in the
-    file, tail text)], or None when the file is not such a console. One pass over the file; each owner's
-    lines go to a spooled buffer (memory bounded), with their line numbers in the file."""
-    if not _sniff(item):
+    file, tail text)], or None when the file is not such a console (``head``: its first bytes). One pass over
+    the file's ``chunks``; each owner's lines go to a spooled buffer (memory bounded), with their line
+    numbers in the file."""
+    if not _sniff(head):
         return None
     spools: Dict[Owner, Tuple[IO[bytes], array.array[int]]] = {}
     lineno = 0
     carry = b""
     try:
-        with open_input(item.path, regular_only=True, nofollow=item.nofollow) as handle:
-            for chunk in read_chunks(handle):
-                data = carry + chunk
-                cut = data.rfind(b"\n") + 1
-                carry = data[cut:]
-                for line in data[:cut].split(b"\n")[:-1]:
-                    lineno += 1
-                    _route(line, lineno, spools)
-                if len(carry) > MAX_LINE_BYTES:  # a line without end (binary junk): routed in pieces
-                    _route(carry, lineno + 1, spools)
-                    carry = b""
-            if carry:
+        for chunk in chunks:
+            data = carry + chunk
+            cut = data.rfind(b"\n") + 1
+            carry = data[cut:]
+            for line in data[:cut].split(b"\n")[:-1]:
+                lineno += 1
+                _route(line, lineno, spools)
+            if len(carry) > MAX_LINE_BYTES:  # a line without end (binary junk): routed in pieces
                 _route(carry, lineno + 1, spools)
+                carry = b""
+        if carry:
+            _route(carry, lineno + 1, spools)
     except OSError:
         return None
     out = []
     for owner, (spool, lines) in spools.items():
         spool.seek(0)
         scanner = Scanner(rules, installed)
-        scanner.scan_stream(item.name, read_chunks(spool))
+        scanner.scan_stream(name, read_chunks(spool))
         spool.seek(0, os.SEEK_END)
         size = spool.tell()
         spool.seek(max(0, size - TAIL_BYTES))

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import Tuple
 
-CHIP_FIELDS: Tuple[str, ...] = ("model", "family", "count", "hbm_mib", "bus_ids", "link_width", "link_speed_gts")
+CHIP_FIELDS: Tuple[str, ...] = ("model", "family", "count", "hbm_mib", "bus_ids", "link_width", "link_speed_gts",
+                                "npu_firmware")
 SOFTWARE_FIELDS: Tuple[str, ...] = ("driver", "firmware", "cann_toolkit", "nnae", "python", "torch", "torch_npu")
 SYSTEM_FIELDS: Tuple[str, ...] = ("os", "kernel", "arch")
 # Every value a site profile may pin, as dotted keys under ``inventory:``.

@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
 from npudoctor.errors import InputError
 from npudoctor.parsers.markdown import row_cells
@@ -214,6 +214,187 @@ def parse_colon_sections(text: str) -> List[Dict[str, str]]:
     if current:
         sections.append(current)
     return sections
+
+
+# -- `npu-smi info -t <topic>` and `npu-smi info -m` ------------------------------------------------------------
+# The keys that say which NPU / chip a block of `-t` output is about (not readings).
+_ID_KEYS = {"npu id": "npu_id", "chip id": "chip_id"}
+_UNIT = re.compile(r"\([^)]*\)")
+# An Ascend device fault code as npu-smi, the device plugin and the logs print it: 8 hex digits, 0x optional.
+FAULT_CODE = re.compile(r"(?<![0-9A-Za-z])(?:0[xX])?([0-9A-Fa-f]{8})(?![0-9A-Za-z])")
+
+
+def detail_key(key: str) -> str:
+    """A ``-t`` key in the form lookups use: lower case, units dropped, single spaces.
+
+    >>> detail_key("Aicore curFreq(MHZ)"), detail_key("NPU Real-time Power(W)")
+    ('aicore curfreq', 'npu real-time power')
+    """
+    return " ".join(_UNIT.sub(" ", key).lower().split())
+
+
+@dataclass(frozen=True)
+class NpuSmiDetail:
+    """One block of ``npu-smi info -t <topic>`` output: what it says about one chip (``chip_id`` None: the
+    whole NPU, as ``-t board -i N`` prints it). ``fields`` keeps the keys as printed, in order."""
+
+    npu_id: Optional[int]
+    chip_id: Optional[int]
+    fields: Tuple[Tuple[str, str], ...]
+
+    def text(self, *names: str) -> Optional[str]:
+        """The value of the first key whose :func:`detail_key` is one of ``names``; None where absent or NA."""
+        wanted = set(names)
+        for key, value in self.fields:
+            if detail_key(key) in wanted:
+                return None if value in _ABSENT else value
+        return None
+
+    def number(self, *names: str) -> Optional[float]:
+        value = self.text(*names)
+        return None if value is None else _number(value)
+
+    def matching(self, pattern: re.Pattern[str]) -> List[Tuple[re.Match[str], str]]:
+        """(match, value) of every key whose :func:`detail_key` matches ``pattern`` in full."""
+        found = []
+        for key, value in self.fields:
+            match = pattern.fullmatch(detail_key(key))
+            if match:
+                found.append((match, value))
+        return found
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {"npu_id": self.npu_id, "chip_id": self.chip_id, "fields": dict(self.fields)}
+
+
+def parse_npu_smi_detail(text: str, npu_id: Optional[int] = None,
+                         chip_id: Optional[int] = None) -> List[NpuSmiDetail]:
+    """Parse ``npu-smi info -t health|ecc|board|common|memory|usages|temp|power ...`` by structure: ``Key : value``
+    lines (indented by a TAB or spaces; quoted or prompt lines around them are ignored) in blocks separated by
+    blank lines. A block holding only ``NPU ID`` and ``Chip Count`` names the card for the blocks after it; a
+    block's ``Chip ID`` (first or last, as npu-smi prints it) names its chip; a key met twice in one block starts
+    the next chip (a paste that lost its blank lines). ``npu_id``/``chip_id`` (the command's ``-i``/``-c``) name
+    the chip where the text does not (``-t health -i 3 -c 0`` prints no ids).
+
+    Real ``npu-smi info -i 1 -t ecc`` (MindCluster doc, shortened):
+
+    >>> (chip,) = parse_npu_smi_detail(
+    ...     "NPU ID                      : 1\\n"
+    ...     "Chip Count                  : 1\\n"
+    ...     "\\n"
+    ...     "HBM Double Bit Error Count  : 0\\n"
+    ...     "HBM Double Bit Isolated Pages Count      : 0\\n"
+    ...     "Chip ID                     : 0\\n")
+    >>> chip.npu_id, chip.chip_id, chip.number("hbm double bit isolated pages count")
+    (1, 0, 0)
+
+    Raises :class:`NpuSmiParseError` when no ``Key : value`` line is there (a failure message, another format).
+    """
+    blocks: List[List[Tuple[str, str]]] = [[]]
+    for raw in text.splitlines():
+        line = _clean(raw)
+        key, colon, value = line.partition(":")
+        key = key.strip()
+        if not line.strip():
+            if blocks[-1]:
+                blocks.append([])
+        elif colon and len(key) <= 80 and _KEY.match(key):
+            blocks[-1].append((key, value.strip()))
+    blocks = [block for block in blocks if block]
+    if not blocks:
+        failure = recognise_failure(text)
+        if failure is not None:
+            raise NpuSmiParseError(f"npu-smi printed an error instead of its report: {failure.line}")
+        raise NpuSmiParseError("not `npu-smi info -t ...` output: no `Key : value` line")
+    details: List[NpuSmiDetail] = []
+    card = npu_id
+    for block in blocks:
+        ids: Dict[str, Optional[int]] = {}
+        readings: List[Tuple[str, str]] = []
+        seen: Set[str] = set()  # normalised keys of `readings`: a set keeps a hostile block linear
+        for key, value in block:
+            normal = detail_key(key)
+            name = _ID_KEYS.get(normal)
+            if (name and name in ids) or normal in seen:
+                # the next chip of a block printed without blank lines
+                if readings:
+                    details.append(_detail(ids, readings, card, chip_id))
+                    card = ids.get("npu_id", card)
+                ids, readings, seen = {}, [], set()
+            if name:
+                ids[name] = _integer(value)
+            elif normal != "chip count":
+                readings.append((key, value))
+                seen.add(normal)
+        if "npu_id" in ids:
+            card = ids["npu_id"]
+        if readings:
+            details.append(_detail(ids, readings, card, chip_id))
+    return details
+
+
+def _detail(ids: Mapping[str, Optional[int]], readings: Sequence[Tuple[str, str]], card: Optional[int],
+            chip_id: Optional[int]) -> NpuSmiDetail:
+    return NpuSmiDetail(ids.get("npu_id", card), ids.get("chip_id", chip_id), tuple(readings))
+
+
+@dataclass(frozen=True)
+class ChipIds:
+    """One chip as ``npu-smi info -m`` names it: NPU id and chip id (npu-smi's), logic id (what
+    ``ASCEND_RT_VISIBLE_DEVICES`` counts; None for an MCU row), physical id where a Chip Phy-ID column is printed."""
+
+    npu_id: int
+    chip_id: int
+    logic_id: Optional[int]
+    name: str
+    phy_id: Optional[int] = None
+
+
+_MAPPING_COLUMNS = {"npu id": "npu_id", "chip id": "chip_id", "chip logic id": "logic_id",
+                    "chip phy-id": "phy_id", "chip phy id": "phy_id", "chip name": "name"}
+
+
+def parse_npu_smi_mapping(text: str) -> List[ChipIds]:
+    """Parse ``npu-smi info -m``: a header row (``NPU ID  Chip ID  Chip Logic ID  Chip Name``, names separated by
+    runs of spaces) and one row per chip; the last column (the name) may hold spaces. Rows whose logic id is
+    ``-`` (the MCU of an Atlas 800I A2) are kept with ``logic_id`` None.
+
+    >>> parse_npu_smi_mapping(
+    ...     "  NPU ID     Chip ID     Chip Logic ID     Chip Name\\n"
+    ...     "  0          0           0                 Ascend 910B4\\n"
+    ...     "  0          1           -                 Mcu\\n")[0]
+    ChipIds(npu_id=0, chip_id=0, logic_id=0, name='Ascend 910B4', phy_id=None)
+    """
+    columns: List[str] = []
+    chips: List[ChipIds] = []
+    for raw in text.splitlines():
+        line = _clean(raw).strip()
+        if not columns:
+            names = [detail_key(name) for name in _NAME_GAP.split(line)]
+            if "npu id" in names and "chip logic id" in names:
+                columns = [_MAPPING_COLUMNS.get(name, "?") for name in names]
+            continue
+        cells = line.split(None, len(columns) - 1)
+        if len(cells) != len(columns):
+            continue
+        row = dict(zip(columns, cells))
+        npu, chip = _integer(row.get("npu_id", "")), _integer(row.get("chip_id", ""))
+        if npu is None or chip is None:
+            continue
+        chips.append(ChipIds(npu, chip, _integer(row.get("logic_id", "-")), row.get("name", "").strip(),
+                             _integer(row.get("phy_id", "-"))))
+    if not chips:
+        raise NpuSmiParseError("not `npu-smi info -m` output: no 'NPU ID ... Chip Logic ID' header with chip rows")
+    return chips
+
+
+def fault_codes(value: str) -> List[str]:
+    """The device fault codes in an ``Error Code`` value, upper-case without ``0x``, once each, in order.
+
+    >>> fault_codes("0x80e01801, 80CB8009 0x80E01801"), fault_codes("NA")
+    (['80E01801', '80CB8009'], [])
+    """
+    return list(dict.fromkeys(match.group(1).upper() for match in FAULT_CODE.finditer(value)))
 
 
 def _number(token: str) -> Optional[float]:

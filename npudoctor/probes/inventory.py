@@ -59,14 +59,16 @@ def build_inventory(ctx: Any, gather: bool = False) -> Dict[str, Any]:
         "os": release.get("PRETTY_NAME") or _joined(release.get("NAME"), release.get("VERSION_ID")),
         "kernel": host.get("kernel"),
         "arch": host.get("arch"),
-        "chips": chips_inventory(facts("npu_smi"), facts("pci")),
+        # the per-NPU reports of --level 2, only where a check already read them (never started for this)
+        "chips": chips_inventory(facts("npu_smi"), facts("pci"), ctx.gathered("npu_smi_detail")),
     }
     inventory.update(software_inventory(facts("ascend_driver"), facts("cann"), facts("python")))
     return inventory
 
 
-def chips_inventory(npu_smi: Any, pci: Any) -> Dict[str, Any]:
-    """Model, count, HBM and bus ids from the npu-smi table, else from the PCI bus; link width from PCI."""
+def chips_inventory(npu_smi: Any, pci: Any, detail: Any = None) -> Dict[str, Any]:
+    """Model, count, HBM and bus ids from the npu-smi table, else from the PCI bus; link width from PCI; the
+    NPUs' firmware from ``npu-smi info -t board`` (``detail``, level 2) where it was read."""
     chips: Dict[str, Any] = dict.fromkeys(CHIP_FIELDS)
     chips["source"] = None
     table = getattr(npu_smi, "table", None)
@@ -83,7 +85,9 @@ def chips_inventory(npu_smi: Any, pci: Any) -> Dict[str, Any]:
         chips.update(count=len(devices), source="pci")
     elif pci is not None and not pci.error:
         chips.update(count=0, source="pci")  # the bus was read and holds no NPU
-    chips["devices"] = _device_rows(table, devices)
+    boards = _boards_by_npu(detail)
+    chips["npu_firmware"] = _one_or_list(board["firmware"] for board in boards.values())
+    chips["devices"] = _device_rows(table, devices, npu_smi, boards)
     if devices:
         chips["family"] = _one_or_list(d.family for d in devices)
         chips["bus_ids"] = chips["bus_ids"] or sorted(_short_bdf(d.bdf) for d in devices)
@@ -92,22 +96,49 @@ def chips_inventory(npu_smi: Any, pci: Any) -> Dict[str, Any]:
     return chips
 
 
-def _device_rows(table: Any, devices: List[Any]) -> List[Dict[str, Any]]:
-    """One row per chip (npu-smi), with its PCIe link from sysfs, for the chip tables of reports; PCI
-    functions alone when npu-smi gave no table."""
+def _boards_by_npu(detail: Any) -> Dict[int, Dict[str, Optional[str]]]:
+    """Firmware version and serial number of each NPU, from `npu-smi info -t board -i N` (level 2)."""
+    boards: Dict[int, Dict[str, Optional[str]]] = {}
+    for query in detail.of_topic("board") if detail is not None else ():
+        block = query.for_chip(None) if query.error is None else None
+        if block is not None:
+            boards[query.npu_id] = {"firmware": block.text("firmware version"),
+                                    "serial": block.text("serial number")}
+    return boards
+
+
+def _alarm_codes(npu_smi: Any, subject: str) -> Optional[str]:
+    """The fault codes of a chip's `npu-smi info -t health` (read for chips not OK), comma-separated."""
+    from npudoctor.parsers.npu_smi import fault_codes
+
+    health = (getattr(npu_smi, "health_details", None) or {}).get(subject) or {}
+    codes = [code for key, value in health.items() if key.lower().startswith("error code")
+             for code in fault_codes(value)]
+    return ",".join(codes) or None
+
+
+def _device_rows(table: Any, devices: List[Any], npu_smi: Any = None,
+                 boards: Optional[Dict[int, Dict[str, Optional[str]]]] = None) -> List[Dict[str, Any]]:
+    """One row per chip (npu-smi), with its logic id, PCIe link from sysfs, alarm codes, firmware and serial
+    number (level 2), for the chip tables of reports; PCI functions alone when npu-smi gave no table."""
     links = {_short_bdf(d.bdf): d for d in devices}
     rows: List[Dict[str, Any]] = []
     for chip in table.chips if table is not None else ():
         bus = _short_bdf(chip.bus_id) if chip.bus_id else None
         device = links.get(bus) if bus else None
-        rows.append({"npu": chip.npu_id, "chip": chip.chip_id, "name": chip.name, "health": chip.health,
+        ids = npu_smi.chip_ids(chip.npu_id, chip.chip_id) if npu_smi is not None else None
+        rows.append({"npu": chip.npu_id, "chip": chip.chip_id, "logic_id": ids.logic_id if ids else None,
+                     "name": chip.name, "health": chip.health, "alarm": _alarm_codes(npu_smi, chip.subject),
                      "bus_id": bus, "hbm_mib": _memory_mib(chip), "temp_c": chip.temp_c, "power_w": chip.power_w,
                      "link_width": device.current_link_width if device else None,
-                     "link_speed_gts": device.current_link_speed_gts if device else None})
+                     "link_speed_gts": device.current_link_speed_gts if device else None,
+                     "firmware": (boards or {}).get(chip.npu_id, {}).get("firmware"),
+                     "serial": (boards or {}).get(chip.npu_id, {}).get("serial")})
     if not rows:
-        rows = [{"npu": None, "chip": None, "name": d.family, "health": None, "bus_id": _short_bdf(d.bdf),
-                 "hbm_mib": None, "temp_c": None, "power_w": None, "link_width": d.current_link_width,
-                 "link_speed_gts": d.current_link_speed_gts} for d in devices]
+        rows = [{"npu": None, "chip": None, "logic_id": None, "name": d.family, "health": None, "alarm": None,
+                 "bus_id": _short_bdf(d.bdf), "hbm_mib": None, "temp_c": None, "power_w": None,
+                 "link_width": d.current_link_width, "link_speed_gts": d.current_link_speed_gts,
+                 "firmware": None, "serial": None} for d in devices]
     return rows
 
 

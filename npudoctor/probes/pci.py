@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 from npudoctor import knowledge
-from npudoctor.parsers.sysfs import parse_hex, parse_int, parse_link_speed_gts
+from npudoctor.parsers.sysfs import parse_aer_counts, parse_hex, parse_int, parse_link_speed_gts
 from npudoctor.probes import provides
 
 PCI_DEVICES = "/sys/bus/pci/devices"
@@ -28,6 +28,9 @@ class PciDevice:
     max_link_speed_gts: Optional[float]
     numa_node: Optional[int]
     is_virtual_function: bool = False
+    # PCIe AER counters (aer_dev_correctable / _nonfatal / _fatal, kernel 4.19+): severity -> (total, by name);
+    # absent where the kernel or the device keeps none.
+    aer: Optional[Dict[str, Tuple[int, Dict[str, int]]]] = None
 
     @property
     def device_hex(self) -> str:
@@ -95,7 +98,8 @@ def classify(
 
 @provides("pci")
 def pci_facts(ctx: Any) -> PciFacts:
-    """Equivalent to ``lspci -d 19e5: -vv`` (vendor, device, class, driver, LnkCap/LnkSta) read from sysfs."""
+    """Equivalent to ``lspci -d 19e5: -vv`` (vendor, device, class, driver, LnkCap/LnkSta) read from sysfs, and
+    the AER error counters of each function (``aer_dev_*``)."""
     runner = ctx.runner
     ids = knowledge.load("pci_ids")
     listing = runner.list_dir(PCI_DEVICES)
@@ -126,8 +130,19 @@ def pci_facts(ctx: Any) -> PciFacts:
             max_link_speed_gts=parse_link_speed_gts(_read(runner, f"{base}/max_link_speed")),
             numa_node=parse_int(_read(runner, f"{base}/numa_node")),
             is_virtual_function=runner.path_info(f"{base}/physfn").exists,
+            aer=_aer_counts(runner, base),
         ))
     return PciFacts(tuple(npus), len(listing.entries))
+
+
+AER_FILES = {"correctable": "aer_dev_correctable", "nonfatal": "aer_dev_nonfatal", "fatal": "aer_dev_fatal"}
+
+
+def _aer_counts(runner: Any, base: str) -> Optional[Dict[str, Tuple[int, Dict[str, int]]]]:
+    """``cat <device>/aer_dev_{correctable,nonfatal,fatal}``: the PCIe errors the device reported."""
+    counts = {kind: parse_aer_counts(_read(runner, f"{base}/{name}")) for kind, name in AER_FILES.items()}
+    read = {kind: value for kind, value in counts.items() if value is not None}
+    return read or None
 
 
 # /dev/davinci<N>, one per NPU device id; davinci_manager is the management node, not an NPU.

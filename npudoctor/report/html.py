@@ -94,8 +94,8 @@ def _node(inventory: Mapping[str, Any], report: Mapping[str, Any]) -> str:
     out.append("</table>")
     devices: Sequence[Mapping[str, Any]] = chips.get("devices") or []
     if devices:
-        columns = ("npu", "chip", "name", "health", "bus_id", "hbm_mib", "temp_c", "power_w", "link_width",
-                   "link_speed_gts")
+        columns = ("npu", "chip", "logic_id", "name", "health", "alarm", "bus_id", "hbm_mib", "temp_c", "power_w",
+                   "link_width", "link_speed_gts", "firmware", "serial")
         out.append("<h2>Chips</h2><table><tr>" + "".join(f"<th>{_e(c)}</th>" for c in columns) + "</tr>")
         for device in devices:
             health = str(device.get("health") or "")
