@@ -429,7 +429,8 @@ def test_real_ray_taskrunner_paste_names_the_hccp_failure(tmp_path: Path) -> Non
     scan = _scan(_paste(tmp_path, "logs/stdout_ray_taskrunner_EJ0001_hccp_init_ERR02200_verl-332.txt"))
     (root,) = scan.incidents
     assert (root.role, root.rank, root.codes[0]) == ("root", 2, "EJ0001")
-    assert root.title == "HCCP_Process_Initialization_Failure"
+    # the device is torch_npu's `(PID:468348, Device:0, RankID:2)`, which the code findings carry (issue 31)
+    assert root.title == "HCCP_Process_Initialization_Failure on device 0"
 
 
 def test_one_event_in_the_host_and_device_logs_of_one_process_is_one_incident(tmp_path: Path) -> None:

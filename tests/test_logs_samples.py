@@ -148,6 +148,7 @@ EXPECTED: Dict[str, Expected] = {
     "plog_drv_mem_stats_and_sdma_edited.log":
         ("plog", [
             ('device_oom', 'device memory'),
+            ('error_code', 'DRV 6'),  # `halMemAlloc failed ... drvRetCode=6` (DRV_ERROR_OUT_OF_MEMORY)
             ('error_code', 'E30008'),
             # records glued by a concurrent writer (`length=4096.[ERROR] RUNTIME(...`) are read one by one:
             # the second, an SDMA error no rule names, is an ERROR record of its own
@@ -344,13 +345,16 @@ EXPECTED: Dict[str, Expected] = {
             ('hccl_link', 'connect to root'),
             ('hccl_timeout', 'socket setup'),
         ]),
-    "npu-smi_fail_dcmi-8020_device-used_cann-container-image-46.txt": ("text", []),
-    "npu-smi_fail_dcmi-8020_plus_toolkit-info_8.0.0_collect_env-noise_vllm-ascend-632.txt": ("text", []),
+    # `ret is -8020` (DCMI_ERR_CODE_RESOURCE_OCCUPIED) and `because the device is used`
+    "npu-smi_fail_dcmi-8020_device-used_cann-container-image-46.txt":
+        ("cann-error", [('device_busy', 'device held by another process'), ('error_code', '-8020')]),
+    "npu-smi_fail_dcmi-8020_plus_toolkit-info_8.0.0_collect_env-noise_vllm-ascend-632.txt":
+        ("cann-error", [('device_busy', 'device held by another process'), ('error_code', '-8020')]),
     "npu-smi_fail_libc_sec.so-missing_in-container_HAMi-615.txt":
         ("text", [
             ('missing_library', 'libc_sec.so'),
         ]),
-    "npu-smi_fail_no-such-file-in-container_PaddleX-4542.txt": ("text", []),
+    "npu-smi_fail_no-such-file-in-container_PaddleX-4542.txt": ("text", [('error_line', 'error line')]),
     "torch_npu_507011_AclrtSynchronizeStreamWithTimeout_E39999_AICPU_MoeDistributeDispatchV2_vllm-ascend-4256.txt":
         ("torch_npu", [
             ('aicpu_exception', 'AI CPU kernel'),
@@ -400,7 +404,7 @@ EXPECTED: Dict[str, Expected] = {
         ("text", [
             ('undefined_symbol', '_ZN7c10_npu10NpuRunMode9cur_mode_E'),
         ]),
-    "torch_npu_import_libhccl.so_missing_torch_npu-faq.txt": ("text", []),
+    "torch_npu_import_libhccl.so_missing_torch_npu-faq.txt": ("text", [('error_line', 'error line')]),
     "torch_npu_import_torch_npu._C_ModuleNotFound_torch_npu-faq.txt":
         ("text", [
             ('missing_module', 'torch_npu._C'),
@@ -411,7 +415,8 @@ EXPECTED: Dict[str, Expected] = {
             ('error_code', 'ERR00100'),
             ('npu_call_failed', 'at_npu::native::AclSetCompileopt(aclCompileOpt::AC'),
         ]),
-    "torch_npu_to-int-device_Torch-not-compiled-with-CUDA_Ascend-pytorch-16.txt": ("text", []),
+    "torch_npu_to-int-device_Torch-not-compiled-with-CUDA_Ascend-pytorch-16.txt":
+        ("text", [('error_line', 'error line')]),
     "torch_npu_transfer_to_npu_ImportWarning_accelerate-3020.txt": ("text", []),
     "torch_npu_whl_not_supported_platform_torch_npu-faq.txt": ("text", []),
     "atc_success_W11001_constructed.txt":
@@ -449,6 +454,54 @@ EXPECTED: Dict[str, Expected] = {
                        ('cpu_fallback', 'aten::isin.Tensor_Tensor_out'), ('cpu_fallback', 'aten::nonzero'),
                        ('cpu_fallback', 'aten::histc'), ('cpu_fallback', 'aten::bucketize.Tensor')]),
     "torch_npu_import_libhccl.so_ImportError_constructed.txt": ("text", [('missing_library', 'libhccl.so')]),
+    # issue 31: ATC and operator compile failures name the operator; codes in any company; errors without a
+    # code; pastes; MindSpore and MindSpore Lite
+    "atc_E10001_glued_after_more_information_blog.txt": ("atc", [('atc_failed', 'atc'), ('error_code', 'E10001')]),
+    "atc_E20001_StridedSliceD_failed_to_compile_op_qwen-ascend-llm-11.txt":
+        ("atc", [('atc_failed', 'atc'), ('error_code', 'E20001'), ('op_compile_failed', 'StridedSliceD')]),
+    "torchair_E89999_InferShape_Transpose_graph-compile-doc.txt":
+        ("cann-error", [('error_code', 'E89999'), ('infershape_failed', 'Transpose')]),
+    "torch_npu_EZ9999_InferShape_BatchMatMul_glued_progress_Ascend-pytorch-42.txt":
+        ("cann-error", [('error_code', 'EZ9999'), ('error_code', '500002'), ('error_code', '1343242270'),
+                        ('infershape_failed', 'BatchMatMul')]),
+    "mindspore_E80000_StridedSliceGradD_tbe_compile_mindspore-docs.txt":
+        ("mindspore", [('error_code', 'E80000'), ('op_compile_failed', 'StridedSliceGradD')]),
+    "mindspore_EB0000_Transpose_TVMError_mindspore-docs.txt":
+        ("mindspore", [('error_code', 'EB0000'), ('error_record', 'KERNEL'), ('op_compile_failed', 'Transpose')]),
+    "mindspore_EE1001_rtSetDevice_ret107001_mindspore-docs.txt":
+        ("cann-error", [('device_open_failed', 'open device'), ('error_code', '107001'), ('error_code', 'EE1001')]),
+    "mindspore_EE9999_halMemAlloc_drvRetCode_ret207001_mindspore-docs.txt":
+        ("mindspore", [('device_busy', 'device held by another process'), ('device_oom', 'device memory'),
+                       ('error_code', '207001'), ('error_code', 'DRV 6'), ('error_code', 'EE9999'),
+                       ('error_record', 'DEVICE')]),
+    "mindspore_EE9999_task_failed_plog_interleaved_mindspore-docs.txt":
+        ("mindspore", [('device_task_failed', 'device task'), ('error_code', '507011'), ('error_code', 'EE9999'),
+                       ('error_code', '0x91'), ('error_code', 'EE8888'), ('error_record', 'RUNTIME')]),
+    "mindspore_device_held_free_memory_less_than_half_mindspore-docs.txt":
+        ("mindspore", [('device_busy', 'device held by another process'), ('error_record', 'DEVICE')]),
+    "mindspore_lite_benchmark_acl_open_device_failed_IERROR_mindocr-faq.txt":
+        ("mindspore", [('device_open_failed', 'open device'), ('error_record', 'ME')]),
+    "mindspore_E39999_open_device_507033_typed_slips_mindocr-faq.txt":
+        ("cann-error", [('device_open_failed', 'open device'), ('error_code', 'E39999'), ('error_code', '507033')]),
+    "mindspore_undefined_symbol_no_space_mindocr-faq.txt":
+        ("text", [('undefined_symbol', '_ZN9mindspore5tracel15GetDebugInfostrERKSt10shared')]),
+    "mindspore_device_address_type_wrong_pid_tid_mindocr-faq.txt": ("mindspore", [('error_line', 'error line')]),
+    "stdout_http500_json_escaped_EZ9999_constructed.txt":
+        ("cann-error", [('error_code', 'EZ9999'), ('error_code', '500002'), ('infershape_failed', 'BatchMatMul')]),
+    "torch_npu_E60108_Conv3DTranspose_compile_op_failed_Ascend-pytorch-52.txt":
+        ("torch_npu", [('error_code', 'E60108'), ('error_code', '500002'), ('error_code', 'ERR00100'),
+                       ('failing_operator', 'Conv3DTranspose'), ('op_compile_failed', 'Conv3DTranspose'),
+                       ('op_compile_failed', 'Conv3DBackpropInput')]),
+    "torch_npu_E90003_TransData_bf16_compile_op_failed_wrapped_Ascend-pytorch-148.txt":
+        ("cann-error", [('error_code', 'E90003'), ('error_code', '500002'), ('op_compile_failed', 'TransData')]),
+    "mindspore_EZ9999_aicore_Add-op8_dump_node_mindspore-docs.txt":
+        ("mindspore", [('aicore_exception', 'add_13570952190744021808_0__kernel0'),
+                       ('device_task_failed', 'device task'), ('error_code', '507011'), ('error_code', 'EZ9999'),
+                       ('error_record', 'SESSION'), ('failing_operator', 'Default/Add-op8')]),
+    "mindspore_ValueError_For_MatMul_MindAct-986.txt": ("text", [('op_input_invalid', 'MatMul')]),
+    "ais_bench_acl_open_device_0_failed_EL003_507033_faq.txt":
+        ("cann-error", [('device_open_failed', 'open device'), ('error_code', '507017'), ('error_code', '507033'),
+                        ('error_code', 'E39999')]),
 }
 
 
@@ -463,7 +516,8 @@ def test_sample_findings(name: str) -> None:
     assert found == set(expected)
 
 
-LOG_LIKE = ("atc_", "plog_", "slog_", "device_", "stdout_", "torch_npu_", "hccl_E", "hccl_T")
+LOG_LIKE = ("atc_", "plog_", "slog_", "device_", "stdout_", "torch_npu_", "hccl_E", "hccl_T", "mindspore_",
+            "torchair_", "ais_bench_")
 
 
 def test_every_copied_sample_has_expectations() -> None:
@@ -506,7 +560,7 @@ def test_ge_exception_dump_at_event_level_names_the_operator() -> None:
     """issue 17 point 4: the RUN plog of the msaicerr test data holds GE's dump of the AI Core exception at
     EVENT level; `logs scan` said "nothing found"."""
     found = _finding("plog_run_event_cann64_910A.log", "aicore_exception", "GatherV2")
-    assert found.details == {"op_type": {"GatherV2"}, "stream": {"2"}, "task": {"6"}}
+    assert found.details == {"op": {"GatherV2"}, "op_type": {"GatherV2"}, "stream": {"2"}, "task": {"6"}}
     assert found.first.line == 248 - 5  # the sample's line 248, after its 5 header lines
 
 
@@ -519,9 +573,10 @@ def test_hccl_watchdog_timeout_carries_op_seq_timeout_and_ranks() -> None:
 
 def test_graph_build_failures_name_the_operator_type() -> None:
     name = "stdout_ge_graph_build_op_failures_constructed.txt"
-    assert _finding(name, "op_build_failed", "MatMulV2").details == {"node": {"model/dense/MatMul"}}
-    assert _finding(name, "op_compile_failed", "Conv2D").details == {"node": {"Conv2D_1"}}
-    assert _finding(name, "op_compile_failed", "Cast").details["node"] == {"Cast_3"}
+    assert _finding(name, "op_build_failed", "MatMulV2").details == {"op": {"model/dense/MatMul"},
+                                                                      "op_type": {"MatMulV2"}}
+    assert _finding(name, "op_compile_failed", "Conv2D").details == {"op": {"Conv2D_1"}, "op_type": {"Conv2D"}}
+    assert _finding(name, "op_compile_failed", "Cast").details["op"] == {"Cast_3"}
 
 
 def test_hard_wrapped_fallback_warnings_point_at_their_first_line() -> None:

@@ -20,7 +20,7 @@ SHIPPED = knowledge.load("vendor_codes")
 def test_the_yaml_is_what_the_excerpts_define() -> None:
     """Every family, every number and name, every registry title and class: nothing added, nothing lost."""
     expected = vendor_codes.all_families()
-    for family in ("acl", "runtime", "ge", "hccl", "dcmi"):
+    for family in ("acl", "runtime", "ge", "hccl", "dcmi", "driver"):
         assert {str(k): v for k, v in SHIPPED[family].items()} == expected[family], family
     assert {k: [v.partition(" > ")[0], v.partition(" > ")[2]] for k, v in SHIPPED["ts"].items()} == expected["ts"]
     torch_npu = expected["torch_npu"]
@@ -49,15 +49,19 @@ def test_the_yaml_is_written_by_the_extractor() -> None:
 
 def test_the_families_are_complete() -> None:
     """The definitions as known: acl_base.h 69 codes, rt_error_codes.h 125, ge_error_codes.h 38, HcclResult 24,
-    DCMI 21, the task scheduler 199, torch_npu 5 sub-modules x 15 kinds, the registries 532 E/W codes."""
-    sizes = {family: len(SHIPPED[family]) for family in ("acl", "runtime", "ge", "hccl", "dcmi", "ts", "registry")}
-    assert sizes == {"acl": 69, "runtime": 125, "ge": 38, "hccl": 24, "dcmi": 21, "ts": 199, "registry": 532}
+    DCMI 21, the driver's drvError_t 99, the task scheduler 199, torch_npu 5 sub-modules x 15 kinds, the
+    registries 532 E/W codes."""
+    families = ("acl", "runtime", "ge", "hccl", "dcmi", "driver", "ts", "registry")
+    sizes = {family: len(SHIPPED[family]) for family in families}
+    assert sizes == {"acl": 69, "runtime": 125, "ge": 38, "hccl": 24, "dcmi": 21, "driver": 99, "ts": 199,
+                     "registry": 532}
     assert len(SHIPPED["torch_npu"]["submodules"]) * len(SHIPPED["torch_npu"]["kinds"]) == 75
 
 
 def _every_code() -> list:
     out = [str(k) for family in ("acl", "runtime", "ge", "dcmi", "ts", "registry") for k in SHIPPED[family]]
     out += [f"HCCL {k}" for k in SHIPPED["hccl"]]
+    out += [f"DRV {k}" for k in SHIPPED["driver"]]
     out += [f"ERR{m}{k}" for m in SHIPPED["torch_npu"]["submodules"] for k in SHIPPED["torch_npu"]["kinds"]]
     return out
 
@@ -142,7 +146,8 @@ def test_explain_is_fast() -> None:
 
 
 FAMILY_ROWS = {"AscendCL": "acl", "runtime ACL_ERROR_RT_*": "runtime", "GE ACL_ERROR_GE_*": "ge",
-               "HcclResult": "hccl", "DCMI -80xx": "dcmi", "task scheduler retCode": "ts",
+               "HcclResult": "hccl", "DCMI -80xx": "dcmi", "driver drvRetCode": "driver",
+               "task scheduler retCode": "ts",
                "torch_npu ERRsscc": "torch_npu", "CANN error registries E/W": "registry"}
 
 
@@ -150,7 +155,10 @@ def test_the_coverage_table_in_notes_is_current() -> None:
     """NOTES.md's coverage table: defined, known now and fixes written are recomputed here."""
     from tests.samples import DATA
 
-    notes = (DATA.parents[1] / "NOTES.md").read_text(encoding="utf-8")
+    # the table in NOTES.md, and rows a notes/issue-NN.md adds until the lead folds it into NOTES.md
+    repo = DATA.parents[1]
+    notes = "\n".join(path.read_text(encoding="utf-8")
+                      for path in [repo / "NOTES.md", *sorted((repo / "notes").glob("issue-*.md"))] if path.is_file())
     rows = {}
     for line in notes.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]

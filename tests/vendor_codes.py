@@ -28,6 +28,8 @@ EXCERPTS: Mapping[str, Tuple[str, ...]] = {
     "hccl": ("hccl_types.h_HcclResult_Ascend-pytorch.txt",),
     "torch_npu": ("NPUException_ERR-codes_Ascend-pytorch.txt",),
     "dcmi": ("dcmi_interface_api.h_error-codes_hicann-driver.txt",),
+    # the driver's own return codes, which the runtime prints as `drvRetCode=6`
+    "driver": ("ascend_hal_error.h_drvError_hicann-driver.txt",),
     # the task scheduler's codes (retCode=0xNN), then the two tables that take them to an ACL_ERROR_RT code
     "ts": ("task_scheduler_error.h_hicann-runtime.txt", "error_code.cc_ts-to-rt_hicann-runtime.txt",
            "errcode_manage.cc_rt-to-acl_hicann-runtime.txt"),
@@ -89,6 +91,12 @@ def dcmi_codes(name: str) -> Dict[str, str]:
     return {str(base - int(offset)): symbol for symbol, offset in found}
 
 
+def driver_codes(name: str) -> Dict[str, str]:
+    """The drvError_t enum (``DRV_ERROR_X = N,``): number -> name; success and the hex placeholders left out."""
+    found = re.findall(r"^\s*((?:DRV|DEV)_\w+) = (\d+),", _body(name), re.M)
+    return {number: symbol for symbol, number in found if number != "0"}
+
+
 def ts_codes(names: Tuple[str, ...]) -> Dict[str, List[str]]:
     """The task scheduler's codes: ``0xNN`` -> [TS name, the ACL_ERROR_RT name the runtime reports it as, or
     "" where its tables give none]."""
@@ -125,6 +133,7 @@ def all_families() -> Dict[str, object]:
         "hccl": hccl_codes(EXCERPTS["hccl"][0]),
         "torch_npu": torch_npu_codes(EXCERPTS["torch_npu"][0]),
         "dcmi": dcmi_codes(EXCERPTS["dcmi"][0]),
+        "driver": driver_codes(EXCERPTS["driver"][0]),
         "ts": ts_codes(EXCERPTS["ts"]),  # type: ignore[arg-type]
         "registry": registry_codes(EXCERPTS["registry"]),
     }
@@ -150,7 +159,7 @@ def render_yaml() -> str:
             where = source(name)
             out.append(f"    - {{repository: {where['repository']}, path: {where['path']}, "
                        f"commit: {where['commit']}}}")
-    for family in ("acl", "runtime", "ge", "hccl", "dcmi"):
+    for family in ("acl", "runtime", "ge", "hccl", "dcmi", "driver"):
         out.append(f"{family}:")
         table: Mapping[str, str] = families[family]  # type: ignore[assignment]
         for number in sorted(table, key=lambda n: abs(int(n))):

@@ -32,19 +32,30 @@ from npudoctor.logs import fault_codes
 #: CANN's own registry texts read on a node: code -> {title, message, cause, solution, source}
 Installed = Mapping[str, Mapping[str, Any]]
 
-# How codes appear in text: E/W family codes and ERR codes as words (groups 1+2 form the code) ...
-CODE = re.compile(r"([EW])(?<![A-Za-z0-9_][EW])([0-9A-Z]\d{4}|RR\d{5})(?!\d)")
+# How codes appear in text: E/W family codes and ERR codes as words (groups 1+2 form the code), also as pastes
+# leave them: after a JSON-escaped newline (`\\nEZ9999`), or glued to a lower-case word when the code's colon
+# follows (`...for more informationE10001:`) ...
+CODE = re.compile(r"([EW])(?:(?<![A-Za-z0-9_][EW])|(?<=\\[nrt][EW])|(?<=[a-z][EW])(?=[0-9A-Z]\d{4}:))"
+                  r"([0-9A-Z]\d{4}|RR\d{5})(?!\d)")
 # ... numbers in the contexts CANN and torch_npu print codes in, and only code-shaped: six digits of the
 # AscendCL families (1xxxxx parameter, 2xxxxx resource, 5xxxxx internal) or a 10-digit status ...
-NUMERIC_CODE = re.compile(r"(?i:error ?code is:?|(?:err|error|ret)?code ?=|result\[|"
+NUMERIC_CODE = re.compile(r"(?i:error ?code is:?|(?:err|error|ret)?code ?=|result\[|\bret\[|"
                           r"(?:runtime|failed,|ge) result = |ErrorNo: |retcode=)\s*([125]\d{5}|\d{10})(?!\.?\d)")
 # ... in looser contexts (an application's check macro `failed: 507034`, `(507035)`, `ret=`, `(error N)`)
 # only numbers a vendor table defines (a size or a pid in brackets is not a code) ...
 # (In brackets only alone: `(507035)`, never a record's `(507011,python)` pid.)
-LOOSE_CODE = re.compile(r"(?i:failed[:,]? |error |\bret ?[=:]? ?|code ?: ?)([125]\d{5})(?!\.?\d)|\(([125]\d{5})\)")
+LOOSE_CODE = re.compile(r"(?i:failed[:,]? |error |\bret(?: is)? ?[=:]? ?|code ?: ?)([125]\d{5})(?!\.?\d)"
+                        r"|\(([125]\d{5})\)")
 # ... the task scheduler's hex codes of runtime lines (`retCode=0x31, [vector core exception]`) and of the
 # device's exception report (`Other info[0]:... error code=0x26`) ...
-TS_CODE = re.compile(r"(?i:retCode=|error code=)(0x[0-9a-fA-F]{1,4})(?![0-9a-fA-F])")
+# (`retcode=0x70 10006` is a longer code a paste split, not 0x70.)
+TS_CODE = re.compile(r"(?i:retCode=|error code=)(0x[0-9a-fA-F]{1,4})(?![0-9a-fA-F]| \d)")
+# ... DCMI's negative codes as npu-smi prints them (`dcmi module initialize failed. ret is -8020`) ...
+DCMI_CODE = re.compile(r"(?i:\bret(?: is|=|:)? ?)(-80\d\d)(?!\d)")
+# ... a code by its vendor name (`ACL_ERROR_RT_MEMORY_ALLOCATION`, `DRV_ERROR_OUT_OF_MEMORY`, `HCCL_E_TIMEOUT`) ...
+NAMED_CODE = re.compile(r"\b(?:ACL_ERROR_|DRV_ERROR_|HCCL_E_|DCMI_ERR_CODE_)[A-Z0-9_]+\b")
+# ... the driver's return codes, as the runtime prints them (`halMemAlloc failed ... drvRetCode=6`) ...
+DRV_CODE = re.compile(r"drvRetCode[=:] ?(\d{1,3})(?!\d)")
 # ... HCCL's return codes as torch_npu prints them (`HCCL function error: HcclAllReduce(...), error code is 7`)
 HCCL_RESULT = re.compile(r"HCCL function error: [^\n]{0,300}?, error code is (\d{1,2})(?!\d)")
 # ... and HCCL's errNo[0x...] status words.
@@ -53,20 +64,25 @@ HCCL_ERRNO = re.compile(r"errNo\[(0x[0-9a-fA-F]{1,16})\]")
 # What the user may type or a log may print for one code (normalised by canonical()).
 _EW_CODE = re.compile(r"[EW][0-9A-Z]\d{4}|ERR\d{5}")
 _HCCL_SPELLING = re.compile(r"(?:HCCL(?:RESULT)?|HCCL ERROR CODE|ERROR CODE)[ :=#]*(\d{1,2})")
+_DRV_SPELLING = re.compile(r"(?:DRV|DRVRETCODE|DRIVER)[ :=#]*(\d{1,3})")
 _HEX = re.compile(r"0X[0-9A-F]{1,16}")
 _DECIMAL = re.compile(r"[+-]?\d{1,10}")
 # Kept for callers that test a spelling (--fail-on): a code is what canonical() accepts.
-CODE_SHAPE = re.compile(r"^(?:[EW][0-9A-Z]\d{4}|ERR\d{5}|-?\d{1,10}|0x[0-9a-fA-F]{1,16}|HCCL \d{1,2})$")
+CODE_SHAPE = re.compile(r"^(?:[EW][0-9A-Z]\d{4}|ERR\d{5}|-?\d{1,10}|0x[0-9a-fA-F]{1,16}|HCCL \d{1,2}"
+                        r"|DRV \d{1,3})$")
 # -1 printed unsigned (4294967295) or signed, and 0: a generic failure / success, never a code of its own.
 NOT_A_CODE = ("-1", "0")
 # The families of the numeric tables, in the order a 6-digit number is looked up.
 NUMERIC_FAMILIES = ("acl", "runtime", "ge")
 FAMILY_NAMES = {"acl": "AscendCL", "runtime": "runtime", "ge": "GE", "hccl": "HCCL", "dcmi": "DCMI",
-                "ts": "task scheduler", "torch_npu": "torch_npu", "registry": "CANN error registry"}
+                "ts": "task scheduler", "torch_npu": "torch_npu", "registry": "CANN error registry",
+                "driver": "driver"}
 # Who "reports" a code of each numeric family, in a sentence.
-_REPORTER = {"acl": "AscendCL", "runtime": "The runtime", "ge": "GE", "hccl": "HCCL", "dcmi": "DCMI"}
+_REPORTER = {"acl": "AscendCL", "runtime": "The runtime", "ge": "GE", "hccl": "HCCL", "dcmi": "DCMI",
+             "driver": "The driver"}
 # The words of a vendor name that say only which table it is in.
-_NAME_PREFIX = re.compile(r"^(?:ACL_ERROR_(?:RT_|GE_)?|ACLNN_|HCCL_E_|DCMI_ERR_CODE_|TS_ERROR_|TS_|ACL_)")
+_NAME_PREFIX = re.compile(r"^(?:ACL_ERROR_(?:RT_|GE_)?|ACLNN_|HCCL_E_|DCMI_ERR_CODE_|TS_ERROR_|TS_|ACL_|DRV_ERROR_"
+                          r"|DEV_ERROR_)")
 
 
 @dataclass(frozen=True)
@@ -122,6 +138,12 @@ def find_codes(text: str) -> List[str]:
     if "HCCL function error" in text:
         found += [(m.start(1), f"HCCL {m.group(1)}") for m in HCCL_RESULT.finditer(text)]
     found += [(m.start(1), m.group(1)) for m in HCCL_ERRNO.finditer(text)]
+    if "-80" in text:
+        found += [(m.start(1), m.group(1)) for m in DCMI_CODE.finditer(text)]
+    if "_ERR" in text or "HCCL_E_" in text:
+        found += [(m.start(), code) for m in NAMED_CODE.finditer(text) if (code := _names().get(m.group()))]
+    if "drvRetCode" in text:
+        found += [(m.start(1), f"DRV {m.group(1)}") for m in DRV_CODE.finditer(text)]
     spelled = (canonical(code) for _position, code in sorted(found))
     return list(dict.fromkeys(code for code in spelled if code and code not in NOT_A_CODE))
 
@@ -150,6 +172,9 @@ def canonical(text: str) -> Optional[str]:
     hccl = _HCCL_SPELLING.fullmatch(spelled)
     if hccl:
         return f"HCCL {int(hccl.group(1))}"
+    driver = _DRV_SPELLING.fullmatch(spelled)
+    if driver:
+        return f"DRV {int(driver.group(1))}"
     if _HEX.fullmatch(spelled):
         value = int(spelled, 16)
         if (1 << 31) <= value < (1 << 32):
@@ -211,6 +236,8 @@ def _vendor() -> Dict[str, VendorCode]:
             index.setdefault(str(number), VendorCode(family, str(name), source=sources[family][0]))
     for number, name in (data.get("hccl") or {}).items():
         index[f"HCCL {number}"] = VendorCode("hccl", str(name), source=sources["hccl"][0])
+    for number, name in (data.get("driver") or {}).items():
+        index[f"DRV {number}"] = VendorCode("driver", str(name), source=sources["driver"][0])
     for value, names in (data.get("ts") or {}).items():  # "TS_NAME > ACL_ERROR_RT_NAME"
         name, _, acl_name = str(names).partition(" > ")
         index[str(value)] = VendorCode("ts", name, acl_name, sources["ts"][0])
@@ -232,7 +259,7 @@ def _vendor() -> Dict[str, VendorCode]:
 def _names() -> Dict[str, str]:
     """Vendor names (ACL_ERROR_RT_VECTOR_CORE_EXCEPTION, HCCL_E_UNAVAIL, DCMI_ERR_CODE_INNER_ERR) -> code."""
     return {fact.name.upper(): code for code, fact in _vendor().items()
-            if fact.family in (*NUMERIC_FAMILIES, "hccl", "dcmi", "ts")}
+            if fact.family in (*NUMERIC_FAMILIES, "hccl", "dcmi", "ts", "driver")}
 
 
 def vendor_codes() -> Dict[str, VendorCode]:
@@ -246,6 +273,8 @@ def _family_entry(code: str, families: Mapping[str, Mapping[str, Any]],
         prefixes: Tuple[str, ...] = ("TS",)
     elif code.startswith("HCCL "):
         prefixes = ("HCCL",)
+    elif code.startswith("DRV "):
+        prefixes = ("DRV",)
     elif code.startswith("-80") or (fact is not None and fact.family == "dcmi"):
         prefixes = ("-80",)
     elif code.startswith("0x"):  # HCCL errNo: the module byte is the first non-zero one

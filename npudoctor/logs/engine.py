@@ -25,8 +25,10 @@ from npudoctor.logs.safeio import file_type, open_input
 from npudoctor.logs.scanner import CHUNK_BYTES, Scanner
 from npudoctor.model.inputs import NAMED_LINK, WALKED_LINK, is_named_link
 
-# Files taken from a folder: plog-*.log, device-*.log, slogdlog, atrace ts_*.txt, rotated/zipped copies.
-LOG_FILE_NAME = re.compile(r"(?:\.log|\.txt|\.out|^slogdlog)(?:\.\d+)?(?:\.gz)?$")
+# Files taken from a folder: plog-*.log, device-*.log, slogdlog, atrace ts_*.txt, rotated/zipped copies, and
+# MindSpore's rank_N/logs/mindspore.log.<stamp> and its per-level mindspore.INFO / .WARNING / .ERROR.
+LOG_FILE_NAME = re.compile(r"(?:\.log|\.txt|\.out|^slogdlog)(?:\.\d+)?(?:\.gz)?$"
+                           r"|^mindspore\.(?:log\.[\w.-]+|INFO|WARNING|ERROR)(?:\.gz)?$")
 # Regular files at least this big are split into ranges scanned by worker processes (``jobs``).
 PARALLEL_MIN_BYTES = 64 * 1024 * 1024
 # A device named on the command line (``/dev/zero``) is read this far at most.

@@ -59,12 +59,26 @@ class LogFinding:
                 "explain": self.code.to_dict() if self.code else None}
 
 
+@dataclass(frozen=True)
+class ErrorLine:
+    """The first error line of a file that no rule, code or record header explains (``times`` lines of its
+    shape, the last at ``last``), its best reading, and the title and sample that quote it."""
+
+    line: int
+    last: int
+    times: int
+    reading: str
+    title: str
+    sample: str
+
+
 @dataclass
 class FileSummary:
     """What one input was: its format, how many lines and records, and whether it could be read."""
 
     path: str
     status: str = "ok"  # "ok", "unreadable", "partial" (a read error after some data)
+    rank: str = ""  # N of the rank_N folder the file lies in (its findings carry it as `rank`)
     error: Optional[str] = None
     format: str = "unknown"
     lines: int = 0
@@ -72,6 +86,12 @@ class FileSummary:
     bytes: int = 0
     cut_lines: int = 0  # over-long lines that were cut at scanner.LONG_LINE_PIECE
     examined_lines: int = 0  # lines the prefilter passed on to the full grammar
+    # error-level lines no finding of their own covers: error lines in words no rule knows, and ERROR records
+    # only counted per module (error_record)
+    unexplained_error_lines: int = 0
+    first_error_line: Optional[ErrorLine] = None  # the first of those error lines in words
+    error_lines: int = 0  # how many error lines in words
+    last_error_line: int = 0
     causes: Counter[Tuple[str, str]] = field(default_factory=collections.Counter)  # (kind, subject) -> lines
     _votes: Counter[str] = field(default_factory=collections.Counter)
     _binary: bool = False
@@ -85,7 +105,17 @@ class FileSummary:
         if self.cut_lines:
             out["cut_lines"] = self.cut_lines
         out["examined_lines"] = self.examined_lines
+        out["unexplained_error_lines"] = self.unexplained_error_lines
+        if self.rank:
+            out["rank"] = self.rank
         return out
+
+    def note_error_line(self, error_line: ErrorLine) -> None:
+        """Count ``error_line.times`` error lines in words; keep the first one met (lines come in order)."""
+        if self.first_error_line is None or error_line.line < self.first_error_line.line:
+            self.first_error_line = error_line
+        self.error_lines += error_line.times
+        self.last_error_line = max(self.last_error_line, error_line.last)
 
 
 @dataclass

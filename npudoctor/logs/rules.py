@@ -29,6 +29,9 @@ class Rule:
     any_level: bool = False
     format: str = ""  # the input format this rule's hits reveal ("atc", "torch_npu"), if any
     max_chars: int = 0  # a site rule sees at most this much of a line (0: the scanner's own cap)
+    # what the subject names, kept as evidence under that name too ("op_type", "op"): every finding that
+    # names an operator carries `op` (its node name) and/or `op_type` for readers of the findings
+    subject_is: str = ""
 
 
 @dataclass(frozen=True)
@@ -48,7 +51,8 @@ class RuleSet:
 # The keys of a rule and the types they take (hints: one string or a list of them).
 RULE_KEYS: Mapping[str, Tuple[type, ...]] = {
     "id": (str,), "kind": (str,), "severity": (str,), "hints": (str, list), "pattern": (str,),
-    "title": (str,), "subject": (str,), "fix": (str,), "any_level": (bool,), "format": (str,)}
+    "title": (str,), "subject": (str,), "fix": (str,), "any_level": (bool,), "format": (str,),
+    "subject_is": (str,)}
 REQUIRED_KEYS = ("id", "kind", "pattern", "hints")
 # A site rules file is a few KB; more is a mistake or an attack (``--rules /dev/zero``).
 MAX_RULES_FILE_BYTES = 1024 * 1024
@@ -98,7 +102,8 @@ def _rule(raw: Any, where: str, site: bool = False) -> Rule:
     return Rule(id=raw["id"], kind=raw["kind"], severity=severity, hints=tuple(hints),
                 pattern=pattern, title=str(raw.get("title", "")), subject=str(raw.get("subject", "")),
                 fix=str(raw.get("fix", "")), any_level=bool(raw.get("any_level", False)),
-                format=str(raw.get("format", "")), max_chars=SITE_RULE_MAX_CHARS if site else 0)
+                format=str(raw.get("format", "")), max_chars=SITE_RULE_MAX_CHARS if site else 0,
+                subject_is=str(raw.get("subject_is", "")))
 
 
 def _sre_parse(pattern: str) -> Any:

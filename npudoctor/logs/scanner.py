@@ -33,8 +33,10 @@ from typing import Any, Callable, Counter, Dict, Iterable, Iterator, List, Optio
 
 from npudoctor.elf.compiled import compiled_module
 from npudoctor.logs import codes as codebase
+from npudoctor.logs import reading
 from npudoctor.logs.model import (
     SEVERITY_RANK,
+    ErrorLine,
     Evidence,
     FileSummary,
     LineHit,
@@ -67,20 +69,25 @@ PLOG_SHARE = 0.9
 # group (LEVEL] MODULE): about twice as fast as the general pattern, which finds records anywhere in a line
 # (console output where another logger prefixes or indents them).
 # Level words as CANN writes them, and as other writers mangle them (`[ERRO]`, `[WARN]`, `[error]`): see LEVELS.
+# MindSpore writes the same grammar with its own levels (CRITICAL, EXCEPTION) and `(pid,tid,process)` or
+# `(pid:tid,process)` in the brackets: `[ERROR] ME(26748,7f6c73867fc0,benchmark):2023-10-26-09:51:54.833.573`.
 RECORD_FIRST_LINE = re.compile(
-    rb"\[((?:ERROR|WARNING|INFO|DEBUG|EVENT|TRACE|NULL|ERRO|ERR|WARN|error|warning|info|debug|event|\d{1,2})\] ?"
-    rb"(?:[A-Z][A-Z0-9_]*|\d+))\(")
+    rb"\[((?:ERROR|WARNING|INFO|DEBUG|EVENT|TRACE|CRITICAL|EXCEPTION|NULL|ERRO|ERR|WARN|error|warning|info|debug|"
+    rb"event|\d{1,2})\] ?(?:[A-Z][A-Z0-9_]*|\d+))\(")
 RECORD_AT_LINE_START = re.compile(b"\n" + RECORD_FIRST_LINE.pattern)
-RECORD_ANYWHERE = re.compile(RECORD_FIRST_LINE.pattern + rb"-?\d+,")
+RECORD_ANYWHERE = re.compile(RECORD_FIRST_LINE.pattern + rb"-?\d+(?::\d+)?,")
 # The opening bracket of a record header (replaced by a newline and itself: a literal replacement is C-fast).
 RECORD_BRACKET = re.compile(rb"\[(?=" + RECORD_ANYWHERE.pattern[2:] + rb")")
 # slogd's own log: `2025-05-07 19:54:54.608[INFO] log_path_mgr.c:123: msg`.
 SLOGD_FIRST_LINE = re.compile(rb"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}\[(ERROR|WARNING|INFO|DEBUG|EVENT)\] ")
 SLOGD_AT_LINE_START = re.compile(b"\n" + SLOGD_FIRST_LINE.pattern)
-PLOG_MARKERS: Tuple[bytes, ...] = (b"[ERROR]", b"[WARNING]", b"[ERRO]", b"[ERR]", b"[WARN]", b"[error]", b"[warning]")
+PLOG_MARKERS: Tuple[bytes, ...] = (b"[ERROR]", b"[WARNING]", b"[ERRO]", b"[ERR]", b"[WARN]", b"[error]", b"[warning]",
+                                   b"[CRITICAL]", b"[EXCEPTION]")
 # A level word as counted and reported: the mangled spellings RECORD_FIRST_LINE accepts, as CANN's own.
+# (MindSpore's CRITICAL and EXCEPTION are counted as they are; they are error-level: ERROR_LEVELS.)
 LEVELS = {"ERRO": "ERROR", "ERR": "ERROR", "WARN": "WARNING", "error": "ERROR", "warning": "WARNING",
           "info": "INFO", "debug": "DEBUG", "event": "EVENT"}
+ERROR_LEVELS = frozenset(("ERROR", "CRITICAL", "EXCEPTION"))
 # A plog chunk with more ERROR markers than this share of its lines is error-dense (measured: below it the
 # usual path, which pays per line examined, is the faster one; above it the shape pass).
 DENSE_SHARE = 0.12
@@ -89,15 +96,15 @@ DENSE_PROBE_BYTES = 512 * 1024
 
 # The same grammar on decoded text, with all fields.
 RECORD = re.compile(
-    r"\[(?P<level>[A-Za-z]+|\d{1,2})\] ?(?P<module>[A-Z][A-Z0-9_]*|\d+)\((?P<pid>-?\d+),(?P<pname>[^)]*)\): ?"
-    r"(?P<ts>\d{4}-\d\d-\d\d[- ]\d\d:\d\d:\d\d(?:\.\d{3}\.\d{3})?)")
+    r"\[(?P<level>[A-Za-z]+|\d{1,2})\] ?(?P<module>[A-Z][A-Z0-9_]*|\d+)\((?P<pid>-?\d+(?::\d+)?),(?P<pname>[^)]*)\): ?"
+    r"(?P<ts>\d{4}-\d\d-\d\d[- ]\d\d:\d\d:\d\d(?:\.\d{1,3}\.\d{1,3})?)")
 SLOGD_RECORD = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}\[(?P<level>[A-Z]+)\] ")
 # Error codes: CANN error-message codes (EZ9999, EI0006, E19010, W11001), torch_npu ERR codes, numeric
 # AscendCL/runtime results after the words that introduce them, HCCL errNo.
 # (Each pattern starts with a literal or a small class so that the regex engine can skip ahead.)
 # How codes look in text (CODE, NUMERIC_CODE, HCCL_ERRNO) is defined once, in npudoctor.logs.codes.
 # Lower-cased literals in front of every NUMERIC_CODE and HCCL_ERRNO match.
-NUMERIC_CODE_GUARDS = ("ode is", "ode=", "esult", "rrorno", "errno[",
+NUMERIC_CODE_GUARDS = ("ode is", "ode=", "esult", "rrorno", "errno[", "_error_", "hccl_e_", "_err_code_",
                        # codes.LOOSE_CODE, TS_CODE, HCCL_RESULT: `failed: N`, `(N)`, `ret=N`, `code: N`, ...
                        "ailed", "rror ", "ret", "code", "hccl function error", "(1", "(2", "(5")
 # The bytes twin of codes.CODE, for the prefilter over raw chunks (which only needs where each match starts).
@@ -109,18 +116,22 @@ TEXT_MARKERS: Tuple[bytes, ...] = (
     b"RRCODE", b"RRORCODE", b"esult[", b"esult = ", b"rrorNo: ", b"errNo[",
     # the looser contexts of codes.find_codes (an application's `failed: 507034`, `(507035)`, `ret=`, ...)
     b"ailed: ", b"ailed, ", b"ode=", b"ode =", b"ode: ", b"ret=", b"ret =", b"ret: ", b"etCode=",
-    b"HCCL function error", b"(1", b"(2", b"(5", b"rror 1", b"rror 2", b"rror 5")
+    b"HCCL function error", b"(1", b"(2", b"(5", b"rror 1", b"rror 2", b"rror 5", b"ret[", b"ret is -",
+    b"HCCL_E_", b"ERR_CODE_",  # codes by their vendor names (ACL_ERROR_ and DRV_ERROR_ hold the error literals)
+    # error lines in words (reading.ERROR_WORDS): a line holding none of these is no error line
+    *reading.ERROR_LINE_LITERALS)
 
 # What changes between repeats of one record: the pid, process name and timestamp of its header.
 # (A space may stand between the date and the time, and after the comma: `(123, python):2024-07-04 13:26:26`.)
-RECORD_VARYING = re.compile(r"\(-?\d+,[^)\n]*\): ?\d{4}-\d\d-\d\d[- ]\d\d:\d\d:\d\d(?:\.\d{3}\.\d{3})?")
+RECORD_VARYING = re.compile(r"\(-?\d+(?::\d+)?,[^)\n]*\): ?\d{4}-\d\d-\d\d[- ]\d\d:\d\d:\d\d(?:\.\d{1,3}\.\d{1,3})?")
 # Distinct message shapes whose analysis is kept (then the cache starts over).
 MAX_SHAPES = 8192
 # The error-dense path keeps the analysis of messages up to this long by their bytes (a few MiB at most).
 MAX_KEPT_MESSAGE_BYTES = 1024
 _ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
 # A second record glued onto a line by a concurrent writer that lost a newline: `...ret[9][ERROR] HCCL(...`.
-RECORD_HEADER = re.compile(r"\[(?:ERROR|WARNING|INFO|DEBUG|EVENT|TRACE)\] ?[A-Z][A-Z0-9_]*\(-?\d+,")
+RECORD_HEADER = re.compile(r"\[(?:ERROR|WARNING|INFO|DEBUG|EVENT|TRACE|CRITICAL|EXCEPTION)\] ?[A-Z][A-Z0-9_]*"
+                           r"\(-?\d+(?::\d+)?,")
 
 # An error-dense plog chunk's record lines that start with a standard ERROR/WARNING header: (level and
 # module, message after the timestamp), the newline before the line included (RECORD_AT_LINE_START's trick).
@@ -129,6 +140,14 @@ DENSE_RECORD_LINE = re.compile(
     + rb"([^\n]*)")
 # (level and module, message) of one of its matches (the unbound method: twice as fast as a methodcaller).
 _SHAPE_OF_MATCH = re.Match.groups
+
+# A line of a plog chunk that is no record (it does not open with `[`) and holds an error word, the literals of
+# reading.ERROR_WORDS: a traceback's `RuntimeError: ...` between records.
+TEXT_ERROR_LINE = re.compile(rb"\n(?![\[\n])[^\n]{0,4096}?(?:Error:|Error\xef\xbc\x9a|Exception:|ERROR|CRITICAL|FATAL"
+                             rb"|[Ff]ailed|FAILED|Aborted|core dumped|No such file or directory)")
+
+# A folder of one rank's logs: `rank_0/logs/mindspore.log.1`, `log/rank.3/...`.
+RANK_FOLDER = re.compile(r"(?:^|[/\\])rank[_.-]?(\d{1,5})[/\\]")
 
 # What one line says, worked out once per message shape: its hits, and (level, module) of records glued
 # after its first one.
@@ -209,7 +228,7 @@ class Scanner:
         A read error raised by ``chunks`` (OSError, EOFError of a cut .gz) marks the file "partial" or
         "unreadable" and the scan goes on with the next input.
         """
-        summary = FileSummary(name)
+        summary = FileSummary(name, rank=_rank_of(name))
         self.files.append(summary)
         carry = b""
         line_base = 0
@@ -281,7 +300,7 @@ class Scanner:
 
     def add_parts(self, parts: Sequence[ScanPart]) -> FileSummary:
         """Put the parts of one input, in file order, into this scan as if it had been scanned whole."""
-        summary = FileSummary(parts[0].summary.path)
+        summary = FileSummary(parts[0].summary.path, rank=parts[0].summary.rank)
         summary._binary = parts[0].summary._binary
         line_base = 0
         for part in parts:
@@ -294,6 +313,12 @@ class Scanner:
             summary.cut_lines += piece.cut_lines
             summary.examined_lines += piece.examined_lines
             summary._votes.update(piece._votes)
+            summary.unexplained_error_lines += piece.unexplained_error_lines
+            if piece.first_error_line is not None:
+                first = piece.first_error_line
+                summary.note_error_line(dataclasses.replace(
+                    first, line=first.line + line_base, last=piece.last_error_line + line_base,
+                    times=piece.error_lines))
             for (kind, subject), n in piece.causes.items():
                 summary.causes[self._capped_key(kind, subject)] += n
             self.levels.update(part.levels)
@@ -343,9 +368,14 @@ class Scanner:
         if records:
             # Assume plog; the exact line count comes out of locating the candidates (one pass over the
             # newlines), and if fewer than PLOG_SHARE of the lines are records the chunk is redone as text.
-            located, newlines = _locate(data, begin, end, self._plog_candidates(data, begin, end), line_base)
+            candidates = self._plog_candidates(data, begin, end)
+            located, newlines = _locate(data, begin, end, candidates, line_base)
             plog_mode = records >= PLOG_SHARE * newlines
         if plog_mode:
+            if records < newlines:  # a few lines are no records (a traceback between them): their error lines
+                more = _text_error_lines(data, begin, end) - candidates
+                if more:
+                    located, newlines = _locate(data, begin, end, candidates | more, line_base)
             raws, linenos = _line_texts(data, end, located)
         else:
             # Not (only) plog records at line starts: console output, prefixed or indented records, slogd.
@@ -383,6 +413,8 @@ class Scanner:
             records -= headers.pop(header)  # a level word RECORD_FIRST_LINE does not take
         if not records or records < PLOG_SHARE * newlines:
             return None
+        if records < newlines and _text_error_lines(data, begin, end):
+            return None  # error lines between the records (a traceback): the Python pass reads them too
         limit = MAX_MATCH_CHARS * 2
         texts = _decode_lines([data[start:min(stop, start + limit)] for _, _, _, start, stop in found])
         groups: List[LineGroup] = [(first, last, times, text, analysis) for (first, last, times, _, _), text, analysis
@@ -554,10 +586,12 @@ class Scanner:
             pieces: List[str] = []
             spans: List[Tuple[str, int, int, Tuple[Tuple[str, str], ...]]] = []
             for shape, index in missing.items():
-                text = texts[index]
+                lines = reading.paste_pieces(texts[index])  # typed slips mended, escaped newlines cut
+                text = lines[0]
                 cuts = [m.start() for m in RECORD_HEADER.finditer(text, 1)]
                 parts = [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)])] if cuts else [text]
                 glued = tuple(_level_module(part) for part in parts[1:])
+                parts.extend(lines[1:])
                 spans.append((shape, len(pieces), len(parts), glued))
                 pieces.extend(parts)
             analyzed = self.analyze_lines(pieces)
@@ -650,11 +684,15 @@ class Scanner:
                 code_lines.add(index)
                 at = lowered.find(guard, offsets[index + 1]) if index + 1 < len(offsets) else -1
         for index in sorted(code_lines):
-            hits[index].extend(_code_hit(code) for code in codebase.find_codes(texts[index]))
+            found = codebase.find_codes(texts[index])
+            if found:  # the device (and rank) the line names go with its codes
+                where = reading.device_of(texts[index])
+                hits[index].extend(dataclasses.replace(_code_hit(code), details=where) if where else _code_hit(code)
+                                   for code in found)
 
         for index, line_hits in enumerate(hits):
             if not line_hits:
-                bare = _bare_record(texts[index])
+                bare = _fallback_hit(texts[index])
                 if bare is not None:
                     line_hits.append(bare)
         return hits
@@ -666,7 +704,18 @@ class Scanner:
         where = Evidence(summary.path, lineno)
         last = Evidence(summary.path, last_lineno) if times > 1 else where
         cleaned = ""
+        if not summary._votes["mindspore"] and MINDSPORE_HEADER.search(text):  # once per group until found
+            summary._votes["mindspore"] += 1
+        if summary.rank:  # a file of a rank_N folder: every finding says which ranks showed it
+            line_hits = [dataclasses.replace(hit, details=(*hit.details, ("rank", summary.rank)))
+                         for hit in line_hits]
         for hit in line_hits:
+            if hit.kind in UNEXPLAINED_KINDS:
+                summary.unexplained_error_lines += times
+                if hit.kind == ERROR_LINE_KIND:  # quoted in result() if the file has no error finding
+                    summary.note_error_line(ErrorLine(lineno, last.line, times, hit.subject, hit.title,
+                                                      clean(text).strip()[:SAMPLE_CHARS]))
+                    continue
             if hit.kind == "error_code":
                 self.codes[self._capped_code(hit.subject)] += times
                 if hit.subject.startswith("ERR"):
@@ -709,6 +758,27 @@ class Scanner:
             add_values(merged.details.setdefault(name, set()), values)
         return key
 
+    def _error_line_findings(self) -> List[LogFinding]:
+        """The first error line of each file that holds error lines but no error finding: a log that holds an
+        error line never reads "nothing found". Files with one reading merge into one finding."""
+        found: Dict[str, LogFinding] = {}
+        for summary in self.files:
+            first = summary.first_error_line
+            if first is None or any(self._merged[key].severity == "error" for key in summary.causes
+                                    if key in self._merged):
+                continue
+            where, last = Evidence(summary.path, first.line), Evidence(summary.path, summary.last_error_line)
+            summary.causes[ERROR_LINE_KIND, first.reading] = summary.error_lines  # the file shows this cause
+            known = found.get(first.reading)
+            if known is None:
+                found[first.reading] = LogFinding(
+                    kind=ERROR_LINE_KIND, subject=first.reading, severity="error", title=first.title,
+                    count=summary.error_lines, first=where, last=last, sample=first.sample, fix=ERROR_LINE_FIX)
+            else:
+                known.count += summary.error_lines
+                known.last = _later(known.last, last)
+        return list(found.values())
+
     def _capped_key(self, kind: str, subject: str) -> Tuple[str, str]:
         if (kind, subject) in self._merged or self._subjects_per_kind[kind] < MAX_SUBJECTS_PER_KIND:
             return kind, subject
@@ -718,7 +788,7 @@ class Scanner:
         return code if code in self.codes or len(self.codes) < MAX_SUBJECTS_PER_KIND else OTHER_SUBJECT
 
     def result(self) -> ScanResult:
-        merged: Iterable[LogFinding] = self._merged.values()
+        merged: Iterable[LogFinding] = [*self._merged.values(), *self._error_line_findings()]
         if self.installed:
             merged = [_as_installed(f, self.installed) for f in merged]
         findings = sorted(merged, key=lambda f: (SEVERITY_RANK[f.severity], f.kind, -f.count, f.subject))
@@ -824,9 +894,18 @@ def _add_part_values(values: Set[str], new: Set[str]) -> None:
 
 
 def _rule_hit(rule: Rule, match: re.Match[str]) -> LineHit:
-    groups = {k: v.strip() for k, v in match.groupdict().items() if v}
+    # `name__2` is another place for `name` (alternatives of one pattern cannot share a group name)
+    groups = {k.partition("__")[0]: v.strip() for k, v in match.groupdict().items() if v}
     subject = groups.pop("subject", "") or rule.subject or rule.kind
     groups.pop("code", None)
+    if rule.subject_is == TBE_IMPL:  # a TBE implementation's name: the op as written, the type it stands for
+        groups.setdefault("op", subject)
+        op_type = reading.tbe_op_type(subject)
+        if op_type:  # merged with the other findings of that type
+            groups.setdefault("op_type", op_type)
+            subject = op_type
+    elif rule.subject_is:  # readers find the operator (or device) under its own name
+        groups.setdefault(rule.subject_is, subject)
     return LineHit(rule.kind, subject, rule.severity, rule.title, rule.fix, rule.id,
                    details=tuple(sorted(groups.items())))
 
@@ -895,6 +974,15 @@ def _decode_lines(raws: List[bytes]) -> List[str]:
         return [decode_text(raw)[:MAX_MATCH_CHARS].rstrip("\r\n") for raw in raws]
 
 
+def _text_error_lines(data: bytes, begin: int, end: int) -> Set[int]:
+    """Starts of the lines of a plog chunk that are no record and hold an error word (one C-speed pass that
+    looks at each line's first byte; only for the few chunks that have such lines)."""
+    starts = {m.start() + 1 for m in TEXT_ERROR_LINE.finditer(data, max(begin - 1, 0), end)}
+    if begin == 0 and TEXT_ERROR_LINE.match(b"\n" + data[:MAX_MATCH_CHARS * 2].split(b"\n", 1)[0]):
+        starts.add(0)
+    return {start for start in starts if begin <= start < end}
+
+
 def _line_start(data: bytes, begin: int, at: int) -> int:
     return data.rfind(b"\n", begin, at) + 1 or begin
 
@@ -934,6 +1022,18 @@ def code_hit(code: str, installed: Optional[codebase.Installed] = None) -> LineH
 
 _code_hit = functools.lru_cache(maxsize=4096)(code_hit)  # the shipped texts, per code, for every line
 
+# A rule's `subject_is` for a TBE implementation's name (`strided_slice_grad_d`): kept as `op`, and the operator
+# type it stands for (StridedSliceGradD) as `op_type`.
+TBE_IMPL = "tbe_impl"
+# An error line no rule, code or record header explains (see _fallback_hit).
+ERROR_LINE_KIND = "error_line"
+ERROR_LINE_FIX = ("No rule knows this message: read the lines around it (the first error of a run is usually "
+                  "the cause), and the framework's own log at a more detailed level.")
+# The hits that count as "no finding covers it": an error line, a bare ERROR record of a module.
+UNEXPLAINED_KINDS = frozenset((ERROR_LINE_KIND, "error_record"))
+# A MindSpore record header: `(pid,tid,process)` or `(pid:tid,process)` (CANN's plog has `(pid,process)`).
+MINDSPORE_HEADER = re.compile(r"\] ?[A-Z][A-Z0-9_]*\(\d+(?::\d+,|,\s*[0-9a-f]+,)[^)]*\): ?\d{4}-")
+
 
 def _as_installed(finding: LogFinding, installed: codebase.Installed) -> LogFinding:
     """A code finding in the text of the node's registry (its title, fix and entry); any other as it is."""
@@ -952,17 +1052,24 @@ _RECORD_FIX = ("No rule knows these records: read the first one and the lines ju
                "`npudoctor explain CODE`. A cause found once can be taught to the scan with --rules FILE.")
 
 
-def _bare_record(text: str) -> Optional[LineHit]:
-    """An ERROR/WARNING record that no rule and no code explained, reported per module."""
+def _fallback_hit(text: str) -> Optional[LineHit]:
+    """What a line no rule and no code explained says: an ERROR/WARNING record, reported per module; else an
+    error in words (:func:`npudoctor.logs.reading.is_error_line`), an ``error_line`` hit whose subject is
+    the best reading of it. Error lines are counted per file and quoted only where the file has no error
+    finding of its own (:meth:`Scanner.result`)."""
     record = RECORD.search(text)
     if record is not None:
         level, module = LEVELS.get(record.group("level"), record.group("level")), record.group("module")
     else:
         slogd = SLOGD_RECORD.match(text)
         if slogd is None:
-            return None
+            if not reading.is_error_line(text):
+                return None
+            line = clean(text.strip())[:SAMPLE_CHARS]
+            return LineHit(ERROR_LINE_KIND, reading.best_reading(text), "error", f"first error line: {line}",
+                           ERROR_LINE_FIX)
         level, module = slogd.group("level"), "SLOGD"
-    if level == "ERROR":
+    if level in ERROR_LEVELS:
         return LineHit("error_record", module, "error", f"ERROR records of {module}", fix=_RECORD_FIX)
     if level == "WARNING":
         return LineHit("warning_record", module, "warn", f"WARNING records of {module}", fix=_RECORD_FIX)
@@ -985,11 +1092,18 @@ def _file_format(summary: FileSummary) -> str:
     if votes["slogd"] >= PLOG_SHARE * summary.lines / 2:
         return "slogd"
     if summary.records >= summary.lines / 2:
-        return "plog"
-    for name in ("atc", "torch_npu", "cann-error"):
+        return "mindspore" if votes["mindspore"] else "plog"
+    for name in ("atc", "torch_npu", "mindspore", "cann-error"):
         if votes[name]:
             return name
     return "text"
+
+
+def _rank_of(path: str) -> str:
+    """The N of a ``rank_N`` (``rank.N``, ``rank-N``) folder the file lies in, as MindSpore and msrun lay
+    out a job's logs; "" when it lies in none."""
+    match = RANK_FOLDER.search(path)
+    return match.group(1) if match else ""
 
 
 def _one_line(exc: BaseException) -> str:

@@ -53,10 +53,13 @@ def _finding_lines(finding: LogFinding, verbose: bool, symbols: Mapping[Status, 
         text.append(f"\n      {finding.code.title}{kind}: {finding.code.meaning}")
         if finding.code.cause and (verbose or finding.severity == "error"):
             text.append(f"\n      cause: {finding.code.cause}", style="dim")
-    if finding.details:  # what the rule read out of the lines: the op type, SeqNum and timeout, the ranks
+    # what the rule read out of the lines: the op type, SeqNum and timeout, the ranks (not the subject again:
+    # `op_type` repeats the subject of an operator finding for machine readers)
+    details = {name: values for name, values in finding.details.items() if values != {finding.subject}}
+    if details:
         shown = "; ".join(f"{name} {', '.join(sorted(values)[:DETAIL_VALUES_SHOWN])}"
                           + (f" (+{len(values) - DETAIL_VALUES_SHOWN})" if len(values) > DETAIL_VALUES_SHOWN else "")
-                          for name, values in sorted(finding.details.items()))
+                          for name, values in sorted(details.items()))
         text.append(f"\n      seen: {shown}", style="dim")
     if finding.fix and finding.severity != "info":
         text.append("\n      fix: ", style="bold")
@@ -205,6 +208,8 @@ def render(result: ScanResult, console: Console, verbose: bool = False, fail_on:
             line.append(symbols[status], style=STYLE[status])
             line.append(f" {clean(summary.path)}  ")
             line.append(f"{summary.format}, {summary.records:,} records, {summary.lines:,} lines", style="dim")
+            if summary.unexplained_error_lines:  # error lines only a generic finding (or none) covers
+                line.append(f", {summary.unexplained_error_lines:,} error lines no rule explains", style="dim")
             if summary.error:
                 line.append(f"  {summary.status}: {clean(summary.error)}", style=STYLE[status])
             _print_wrapped(console, line)
