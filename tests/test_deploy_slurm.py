@@ -98,13 +98,20 @@ def fresh(node: Node) -> Iterator[Node]:
         node.slurm.resume()
 
 
+def _held(node: Node, job_id: str) -> str:
+    """The job's state once slurmctld has put it back to PENDING (the drain reason is set by the prolog before
+    the prolog exits, so for a moment the job is still CONFIGURING or COMPLETING); empty until then."""
+    state = node.slurm.job_state(job_id)
+    return state if state.startswith("PENDING") else ""
+
+
 def test_a_fail_drains_the_node_with_npudoctors_reason_and_the_job_does_not_run(fresh: Node):
     fresh.set("unbound-device")
     job_id, marker = fresh.submit()
     reason = wait_for("the node to be drained", fresh.slurm.drain_reason, logs=fresh.slurm.logs)
     assert reason.startswith("npudoctor: PCI002 0000:41:00.0"), reason
     assert fresh.slurm.node_state() in ("drained", "draining")
-    state = wait_for("the job to be held", lambda: fresh.slurm.job_state(job_id), logs=fresh.slurm.logs)
+    state = wait_for("the job to be held", lambda: _held(fresh, job_id), logs=fresh.slurm.logs)
     assert state.startswith("PENDING"), state
     assert not marker.exists()
     assert "PATH=" not in (fresh.folder / "prolog-env").read_text()  # why the prolog names npudoctor itself
@@ -135,7 +142,8 @@ def test_a_missing_npudoctor_is_loud_and_drains_by_policy(fresh: Node):
     job_id, marker = fresh.submit()
     reason = wait_for("the node to be drained", fresh.slurm.drain_reason, logs=fresh.slurm.logs)
     assert reason == f"npudoctor: not installed at {missing}"
-    assert not marker.exists() and fresh.slurm.job_state(job_id).startswith("PENDING")
+    wait_for("the job to be held", lambda: _held(fresh, job_id), logs=fresh.slurm.logs)
+    assert not marker.exists()
 
 
 def test_the_sweep_runs_one_task_per_idle_node_and_reads_the_fleet(fresh: Node):
