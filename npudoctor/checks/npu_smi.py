@@ -10,7 +10,7 @@ card, and an Atlas A3 NPU has two dies.
 from __future__ import annotations
 
 import re
-from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Sequence
+from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 from npudoctor import knowledge
 from npudoctor.checks.registry import (
@@ -460,6 +460,21 @@ def _unread(query: Any, chip: Optional[NpuSmiChip], facts: Any, detail: Any) -> 
     return skip(f"`{query.command}` could not be read: {query.error}", subject, evidence)
 
 
+def _answered_calls(facts: Any, detail: Any, topic: str) -> Iterable[Union[Outcome, Tuple[Any, List[NpuSmiChip]]]]:
+    """Each per-NPU call of ``topic`` that answered, with the NPU's chips; for the others their ERROR or SKIP
+    (the calls not started after a hung one as one ERROR, a call that gave nothing as :func:`_unread`)."""
+    queries = detail.of_topic(topic)
+    yield from _answered(queries)
+    for query in queries:
+        if (query.error or "").startswith("not started"):
+            continue
+        chips = _chips_of(facts, query.npu_id)
+        if query.error is not None or not query.details:
+            yield _unread(query, chips[0] if len(chips) == 1 else None, facts, detail)
+        else:
+            yield query, chips
+
+
 @check("SMI005", stage="npu-smi", title="HBM and DDR memory errors (ECC, isolated pages)", level=2,
        requires=("SMI001",), settings=("commands.npu_smi_timeout_s", "npu_smi.ecc.isolated_pages_limit",
                                        "npu_smi.ecc.isolated_pages_warn_share", "npu_smi.ecc.double_bit",
@@ -483,14 +498,11 @@ def memory_errors(ctx: CheckContext) -> Iterable[Outcome]:
     facts = ctx.facts("npu_smi")
     detail = ctx.facts("npu_smi_detail")
     fine: List[str] = []
-    yield from _answered(detail.of_topic("ecc"))
-    for query in detail.of_topic("ecc"):
-        if (query.error or "").startswith("not started"):
+    for answer in _answered_calls(facts, detail, "ecc"):
+        if isinstance(answer, Outcome):
+            yield answer
             continue
-        chips = _chips_of(facts, query.npu_id)
-        if query.error is not None or not query.details:
-            yield _unread(query, chips[0] if len(chips) == 1 else None, facts, detail)
-            continue
+        query, chips = answer
         for chip in chips:
             block = query.for_chip(chip.chip_id)
             ids = chip_identity(facts, chip.npu_id, chip.chip_id, chip.bus_id, chip.phy_id, detail)
@@ -651,14 +663,11 @@ def aicore_clock(ctx: CheckContext) -> Iterable[Outcome]:
     busy_from = float(setting(ctx, "npu_smi.aicore_clock_busy_pct"))
     fine: List[str] = []
     idle: List[str] = []
-    yield from _answered(detail.of_topic("common"))
-    for query in detail.of_topic("common"):
-        if (query.error or "").startswith("not started"):
+    for answer in _answered_calls(facts, detail, "common"):
+        if isinstance(answer, Outcome):
+            yield answer
             continue
-        chips = _chips_of(facts, query.npu_id)
-        if query.error is not None or not query.details:
-            yield _unread(query, chips[0] if len(chips) == 1 else None, facts, detail)
-            continue
+        query, chips = answer
         for chip in chips:
             block = query.for_chip(chip.chip_id)
             rated = block.number("aicore freq") if block is not None else None
